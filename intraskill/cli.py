@@ -1,0 +1,22 @@
+"""The ``intraskill`` command line: one typer app that mounts each stage's commands.
+
+Each stage keeps its commands in ``intraskill/<stage>/cli.py`` and imports heavy libraries
+(torch, transformers) inside the command bodies, so ``intraskill env budget`` stays instant.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from intraskill.shop import cli as shop_cli
+
+app = typer.Typer(
+    name="intraskill",
+    help="Skill-model co-evolution for LLM shopping agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# --- stage mounts (one line per stage) ---
+app.add_typer(shop_cli.app, name="env")

@@ -1,0 +1,206 @@
+"""Task-level paired percentile bootstrap, as used for every published IntraSkill CI.
+
+Two RNG conventions exist in the release and both are reproduced here exactly:
+
+* :func:`paired_bootstrap_ci` — the test / gate CIs (intraskill-method.md §7, intraskill-release-data.md
+  §3.2): pure-Python ``random.Random`` seeded with the first 8 bytes of ``sha256(f"{seed_base}:{metric}")``,
+  10,000 resamples, linearly interpolated percentiles at ``p·(B−1)``.
+* :func:`numpy_paired_bootstrap` — the behaviour CIs (release-data §3.5): ``numpy.random.default_rng``
+  seeded with the first 4 bytes of ``sha256(f"20260909:{metric}")``, 5,000 resamples, ``np.quantile``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+from intraskill.hashing import seed32, u64
+
+TEST_SEED_BASE = 20260901
+"""Seed base of the test and gate CIs (``compare_runs`` / ``analyze_training.paired``)."""
+BEHAVIOR_SEED_BASE = 20260909
+"""Seed base of the behaviour CIs (``analyze_behavior``)."""
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """A paired bootstrap of the mean difference ``mean(b − a)``.
+
+    Attributes
+    ----------
+    a_mean, b_mean : float
+        Arithmetic means of the reference arm ``a`` and the treatment arm ``b``.
+    mean_difference : float
+        ``mean(b_i − a_i)``.
+    ci95 : tuple[float, float]
+        Percentile interval at the requested confidence (0.95 by default, hence the name).
+    pairs : int
+        Number of aligned pairs n.
+    samples : int
+        Number of bootstrap resamples B.
+    seed : int
+        The integer seed actually given to the RNG.
+    method : str
+        ``task_level_paired_percentile`` (pure Python) or ``task_level_paired_percentile_numpy``.
+    """
+
+    a_mean: float
+    b_mean: float
+    mean_difference: float
+    ci95: tuple[float, float]
+    pairs: int
+    samples: int
+    seed: int
+    method: str = "task_level_paired_percentile"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; ``ci95`` becomes a two-element list."""
+        record = asdict(self)
+        record["ci95"] = list(self.ci95)
+        return record
+
+
+def _paired_deltas(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    if len(a) != len(b):
+        raise ValueError(f"paired arms differ in length: a has {len(a)} values, b has {len(b)}")
+    if not a:
+        raise ValueError("paired arms are empty: need at least one (a, b) pair")
+    deltas = [float(y) - float(x) for x, y in zip(a, b)]
+    if not all(math.isfinite(d) for d in deltas):
+        raise ValueError("paired arms contain a non-finite value")
+    return deltas
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+
+
+def percentile_linear(sorted_values: Sequence[float], p: float) -> float:
+    """Percentile of already-sorted values, linearly interpolated at position ``p·(len−1)``.
+
+    >>> percentile_linear([0.0, 1.0, 2.0, 3.0], 0.5)
+    1.5
+    """
+    if not sorted_values:
+        raise ValueError("percentile of an empty sequence")
+    position = p * (len(sorted_values) - 1)
+    lower = math.floor(position)
+    upper = math.ceil(position)
+    if lower == upper:
+        return float(sorted_values[lower])
+    weight = position - lower
+    return float(sorted_values[lower] + (sorted_values[upper] - sorted_values[lower]) * weight)
+
+
+def paired_bootstrap_ci(
+    a: Sequence[float],
+    b: Sequence[float],
+    metric: str,
+    *,
+    samples: int = 10_000,
+    seed_base: int = TEST_SEED_BASE,
+    confidence: float = 0.95,
+) -> BootstrapResult:
+    """Task-level paired percentile bootstrap of ``mean(b − a)`` (the published test CI method).
+
+    Parameters
+    ----------
+    a, b : sequence of float
+        Per-task values of the reference and treatment arm, aligned by task (length n each).
+    metric : str
+        Metric name; it selects the seed, ``u64(f"{seed_base}:{metric}")`` (e.g. ``reward``, ``r_success``).
+    samples : int
+        Resamples B (default 10,000).
+    seed_base : int
+        Seed base (default 20260901).
+    confidence : float
+        Two-sided level; the interval is the ``(1−c)/2`` and ``(1+c)/2`` percentiles.
+
+    Returns
+    -------
+    BootstrapResult
+
+    Examples
+    --------
+    >>> r = paired_bootstrap_ci([0, 0, 1, 1], [1, 0, 1, 1], "r_success", samples=200)
+    >>> r.mean_difference
+    0.25
+    """
+    _check_confidence(confidence)
+    if samples < 1:
+        raise ValueError(f"samples must be positive, got {samples}")
+    deltas = _paired_deltas(a, b)
+    n = len(deltas)
+    seed = u64(f"{seed_base}:{metric}")
+    rng = random.Random(seed)
+    means = sorted(sum(deltas[rng.randrange(n)] for _ in range(n)) / n for _ in range(samples))
+    tail = (1.0 - confidence) / 2.0
+    return BootstrapResult(
+        a_mean=sum(float(x) for x in a) / n,
+        b_mean=sum(float(y) for y in b) / n,
+        mean_difference=sum(deltas) / n,
+        ci95=(percentile_linear(means, tail), percentile_linear(means, 1.0 - tail)),
+        pairs=n,
+        samples=samples,
+        seed=seed,
+    )
+
+
+def numpy_paired_bootstrap(
+    a: Sequence[float],
+    b: Sequence[float],
+    metric: str,
+    *,
+    samples: int = 5000,
+    seed_base: int = BEHAVIOR_SEED_BASE,
+    confidence: float = 0.95,
+) -> BootstrapResult:
+    """The behaviour CI method (release-data §3.5): vectorised numpy paired bootstrap.
+
+    ``rng = default_rng(seed32(f"{seed_base}:{metric}"))``;
+    ``boot = delta[rng.integers(0, n, size=(samples, n))].mean(axis=1)``; the interval is
+    ``np.quantile(boot, [tail, 1 − tail])`` (numpy's default linear method).
+    """
+    import numpy as np
+
+    _check_confidence(confidence)
+    if samples < 1:
+        raise ValueError(f"samples must be positive, got {samples}")
+    deltas = np.asarray(_paired_deltas(a, b), dtype=float)
+    n = deltas.size
+    seed = seed32(f"{seed_base}:{metric}")
+    rng = np.random.default_rng(seed)
+    boot = deltas[rng.integers(0, n, size=(samples, n))].mean(axis=1)
+    tail = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(boot, [tail, 1.0 - tail])
+    return BootstrapResult(
+        a_mean=float(np.mean(np.asarray(a, dtype=float))),
+        b_mean=float(np.mean(np.asarray(b, dtype=float))),
+        mean_difference=float(deltas.mean()),
+        ci95=(float(lo), float(hi)),
+        pairs=n,
+        samples=samples,
+        seed=seed,
+        method="task_level_paired_percentile_numpy",
+    )
+
+
+def success_transitions(a: Sequence[int | float], b: Sequence[int | float]) -> dict[str, int]:
+    """Count per-task success transitions from arm ``a`` to arm ``b``.
+
+    Returns ``{"0->1", "1->0", "1->1", "0->0"}`` counts; values must be 0 or 1.
+
+    >>> success_transitions([0, 1, 1, 0], [1, 0, 1, 0])
+    {'0->1': 1, '1->0': 1, '1->1': 1, '0->0': 1}
+    """
+    if len(a) != len(b):
+        raise ValueError(f"paired arms differ in length: a has {len(a)} values, b has {len(b)}")
+    counts = {"0->1": 0, "1->0": 0, "1->1": 0, "0->0": 0}
+    for index, (x, y) in enumerate(zip(a, b)):
+        if x not in (0, 1) or y not in (0, 1):
+            raise ValueError(f"success values must be 0 or 1; pair {index} is ({x!r}, {y!r})")
+        counts[f"{int(x)}->{int(y)}"] += 1
+    return counts

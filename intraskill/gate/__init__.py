@@ -1,0 +1,1 @@
+"""The paired validation gate: mask assignment, the paired-delta OLS estimator and selection."""

@@ -1,0 +1,72 @@
+"""Append-only JSONL files that survive a kill: every record is flushed and fsynced."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+class JsonlWriter:
+    """Append records to a JSONL file, one fsync per record.
+
+    A record is written as a single ``write`` of one line, so a kill leaves at most one torn
+    last line, which :func:`read_jsonl` skips.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._repair_torn_tail()
+        self._handle = open(self.path, "a", encoding="utf-8")
+
+    def _repair_torn_tail(self) -> None:
+        """Cut a partial last line left by a kill so that appends start on a fresh line."""
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return
+        with open(self.path, "rb+") as handle:
+            data = handle.read()
+            if data.endswith(b"\n"):
+                return
+            cut = data.rfind(b"\n") + 1
+            handle.truncate(cut)
+
+    def append(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n"
+        self._handle.write(line)
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> "JsonlWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def iter_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Yield the records of a JSONL file, skipping blank lines and a torn (undecodable) last line."""
+    path = Path(path)
+    if not path.exists():
+        return
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.readlines()
+    for number, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines) - 1:
+                return
+            raise
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """All records of a JSONL file (see :func:`iter_jsonl`)."""
+    return list(iter_jsonl(path))
