@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import typer
 
+from intraskill.analysis import cli as analysis_cli
+from intraskill.gate import cli as gate_cli
 from intraskill.shop import cli as shop_cli
 
 app = typer.Typer(
@@ -20,3 +22,5 @@ app = typer.Typer(
 
 # --- stage mounts (one line per stage) ---
 app.add_typer(shop_cli.app, name="env")
+app.add_typer(analysis_cli.app, name="release")
+app.add_typer(gate_cli.app, name="gate")

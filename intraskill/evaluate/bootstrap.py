@@ -4,7 +4,9 @@ Two RNG conventions exist in the release and both are reproduced here exactly:
 
 * :func:`paired_bootstrap_ci` — the test / gate CIs (intraskill-method.md §7, intraskill-release-data.md
   §3.2): pure-Python ``random.Random`` seeded with the first 8 bytes of ``sha256(f"{seed_base}:{metric}")``,
-  10,000 resamples, linearly interpolated percentiles at ``p·(B−1)``.
+  10,000 resamples, linearly interpolated percentiles at ``p·(B−1)``. The draws replay that exact
+  Mersenne Twister stream with numpy (:func:`resample_means`), bit-identical to the published loop
+  (:func:`resample_means_reference`) and about ten times faster.
 * :func:`numpy_paired_bootstrap` — the behaviour CIs (release-data §3.5): ``numpy.random.default_rng``
   seeded with the first 4 bytes of ``sha256(f"20260909:{metric}")``, 5,000 resamples, ``np.quantile``.
 """
@@ -14,9 +16,12 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from intraskill.hashing import seed32, u64
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TEST_SEED_BASE = 20260901
 """Seed base of the test and gate CIs (``compare_runs`` / ``analyze_training.paired``)."""
@@ -73,9 +78,11 @@ def _paired_deltas(a: Sequence[float], b: Sequence[float]) -> list[float]:
     return deltas
 
 
-def _check_confidence(confidence: float) -> None:
+def _tails(confidence: float) -> tuple[float, float]:
+    """Percentile levels ``((1−c)/2, (1+c)/2)``, rounded so that 0.95 gives exactly 0.025 and 0.975."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    return round((1.0 - confidence) / 2.0, 12), round((1.0 + confidence) / 2.0, 12)
 
 
 def percentile_linear(sorted_values: Sequence[float], p: float) -> float:
@@ -93,6 +100,62 @@ def percentile_linear(sorted_values: Sequence[float], p: float) -> float:
         return float(sorted_values[lower])
     weight = position - lower
     return float(sorted_values[lower] + (sorted_values[upper] - sorted_values[lower]) * weight)
+
+
+def resample_means_reference(deltas: Sequence[float], seed: int, samples: int) -> list[float]:
+    """The published resampling loop, verbatim: the specification :func:`resample_means` must match.
+
+    ``rng = random.Random(seed)``; each resample mean is
+    ``sum(delta[rng.randrange(n)] for _ in range(n)) / n``.
+    """
+    n = len(deltas)
+    rng = random.Random(seed)
+    return [sum(deltas[rng.randrange(n)] for _ in range(n)) / n for _ in range(samples)]
+
+
+def _mersenne_indices(seed: int, n: int, count: int) -> "np.ndarray":
+    """The first ``count`` values ``random.Random(seed).randrange(n)`` would return, drawn with numpy.
+
+    CPython's ``randrange(n)`` draws ``getrandbits(k)`` with ``k = n.bit_length()`` (for ``k <= 32`` the top
+    k bits of one 32-bit MT19937 output) and rejects values ``>= n``. numpy's ``MT19937`` continues the exact
+    same stream once given the state of ``random.Random(seed).getstate()``.
+    """
+    import numpy as np
+
+    bits = n.bit_length()
+    state = random.Random(seed).getstate()[1]
+    generator = np.random.MT19937()
+    generator.state = {
+        "bit_generator": "MT19937",
+        "state": {"key": np.asarray(state[:624], dtype=np.uint32), "pos": state[624]},
+    }
+    accepted: list[np.ndarray] = []
+    missing = count
+    while missing > 0:
+        draws = generator.random_raw(int(missing * (1 << bits) / n * 1.02) + 64) >> np.uint64(32 - bits)
+        kept = draws[draws < n][:missing]
+        accepted.append(kept.astype(np.int64))
+        missing -= kept.size
+    return np.concatenate(accepted)
+
+
+def resample_means(deltas: Sequence[float], seed: int, samples: int) -> list[float]:
+    """Bootstrap resample means, bit-identical to :func:`resample_means_reference` but vectorised.
+
+    Indices come from :func:`_mersenne_indices`; each mean is accumulated left to right, as Python's
+    ``sum`` does, so every float rounds exactly as in the reference loop.
+    """
+    import numpy as np
+
+    n = len(deltas)
+    if n.bit_length() > 32:
+        return resample_means_reference(deltas, seed, samples)
+    values = np.asarray(deltas, dtype=float)
+    indices = _mersenne_indices(seed, n, n * samples).reshape(samples, n)
+    totals = np.zeros(samples)
+    for column in range(n):
+        totals += values[indices[:, column]]
+    return (totals / n).tolist()
 
 
 def paired_bootstrap_ci(
@@ -129,20 +192,18 @@ def paired_bootstrap_ci(
     >>> r.mean_difference
     0.25
     """
-    _check_confidence(confidence)
+    lower, upper = _tails(confidence)
     if samples < 1:
         raise ValueError(f"samples must be positive, got {samples}")
     deltas = _paired_deltas(a, b)
     n = len(deltas)
     seed = u64(f"{seed_base}:{metric}")
-    rng = random.Random(seed)
-    means = sorted(sum(deltas[rng.randrange(n)] for _ in range(n)) / n for _ in range(samples))
-    tail = (1.0 - confidence) / 2.0
+    means = sorted(resample_means(deltas, seed, samples))
     return BootstrapResult(
         a_mean=sum(float(x) for x in a) / n,
         b_mean=sum(float(y) for y in b) / n,
         mean_difference=sum(deltas) / n,
-        ci95=(percentile_linear(means, tail), percentile_linear(means, 1.0 - tail)),
+        ci95=(percentile_linear(means, lower), percentile_linear(means, upper)),
         pairs=n,
         samples=samples,
         seed=seed,
@@ -162,11 +223,11 @@ def numpy_paired_bootstrap(
 
     ``rng = default_rng(seed32(f"{seed_base}:{metric}"))``;
     ``boot = delta[rng.integers(0, n, size=(samples, n))].mean(axis=1)``; the interval is
-    ``np.quantile(boot, [tail, 1 − tail])`` (numpy's default linear method).
+    ``np.quantile(boot, [.025, .975])`` at the default confidence (numpy's default linear method).
     """
     import numpy as np
 
-    _check_confidence(confidence)
+    lower, upper = _tails(confidence)
     if samples < 1:
         raise ValueError(f"samples must be positive, got {samples}")
     deltas = np.asarray(_paired_deltas(a, b), dtype=float)
@@ -174,8 +235,7 @@ def numpy_paired_bootstrap(
     seed = seed32(f"{seed_base}:{metric}")
     rng = np.random.default_rng(seed)
     boot = deltas[rng.integers(0, n, size=(samples, n))].mean(axis=1)
-    tail = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(boot, [tail, 1.0 - tail])
+    lo, hi = np.quantile(boot, [lower, upper])
     return BootstrapResult(
         a_mean=float(np.mean(np.asarray(a, dtype=float))),
         b_mean=float(np.mean(np.asarray(b, dtype=float))),

@@ -1,9 +1,9 @@
 """The gate estimator ``paired_delta_ols_main_effects_no_intercept`` (intraskill-method.md §5.4).
 
-``R_i − B_i = C_iᵀβ + ε_i``: y is the masked-minus-bare outcome of the same validation task, X the 0/1 mask
-of which interventions were injected. Plain unweighted OLS, no intercept, no centering; an all-zero mask is a
-valid row. Coefficients with ``|β| ≤ 1e-12`` are zeroed. Selection uses the point estimates only; the HC3
-(or task-clustered) standard errors reported here are diagnostics, as the reference suggests.
+``R_i − B_i = C_iᵀβ + ε_i``: y is the masked-minus-bare outcome of the same validation task, X the 0/1
+mask of which interventions were injected. Plain unweighted OLS, no intercept, no centering; an all-zero
+mask is a valid row. Coefficients with ``|β| ≤ 1e-12`` are zeroed. Selection uses the point estimates only;
+the HC3 (or task-clustered) standard errors reported here are diagnostics, as the reference suggests.
 
 The design is checked for full column rank *before* any rollout (:func:`check_design_rank`), so a singular
 mask assignment aborts early with ``rank deficient; use a different mask seed``.
@@ -12,7 +12,6 @@ mask assignment aborts early with ``rank deficient; use a different mask seed``.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
@@ -69,7 +68,8 @@ def check_design_rank(X: Any, columns: Sequence[str]) -> int:
     n, k = matrix.shape
     if n <= k:
         raise RankDeficientDesignError(
-            f"design has n={n} rows for k={k} columns (n must exceed k): rank deficient; use a different mask seed"
+            f"design has n={n} rows for k={k} columns (n must exceed k): "
+            "rank deficient; use a different mask seed"
         )
     rank = int(np.linalg.matrix_rank(matrix))
     if rank < k:
@@ -111,7 +111,11 @@ class PairedDeltaResult:
     _robust: Any = field(repr=False, compare=False)
 
     def conf_int(self, alpha: float = 0.05) -> dict[str, tuple[float, float]]:
-        """Column → (lower, upper) Wald interval at level ``1 − alpha`` under ``cov_type``."""
+        """Column → (lower, upper) interval at level ``1 − alpha``: ``β ± t·bse`` under ``cov_type``.
+
+        The t quantile has ``n − k`` degrees of freedom for HC3 and ``G − 1`` (task clusters) when
+        clustered.
+        """
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
         bounds = self._robust.conf_int(alpha=alpha)
@@ -182,14 +186,15 @@ def fit_paired_delta(
         raise ValueError("y contains a non-finite value")
     rank = check_design_rank(matrix, columns)
     base = sm.OLS(outcome, matrix, hasconst=False).fit()
-    hc3 = base.get_robustcov_results(cov_type="HC3")
+    hc3 = base.get_robustcov_results(cov_type="HC3", use_t=True)
     robust, cov_type = hc3, "HC3"
     if clusters is not None:
         if len(clusters) != matrix.shape[0]:
             raise ValueError(f"clusters has {len(clusters)} entries, expected {matrix.shape[0]}")
         if len(set(clusters)) < len(clusters):
             groups = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)[1]
-            robust, cov_type = base.get_robustcov_results(cov_type="cluster", groups=groups), "cluster"
+            robust = base.get_robustcov_results(cov_type="cluster", groups=groups, use_t=True)
+            cov_type = "cluster"
     names = tuple(columns)
     params = {c: (0.0 if abs(b) <= ZERO_TOLERANCE else float(b)) for c, b in zip(names, base.params)}
     return PairedDeltaResult(
@@ -237,7 +242,9 @@ def design_from_contributions(contributions: Mapping[str, Any]) -> tuple[list[st
         columns = list(contributions["estimates"][PRIMARY_METRIC]["coefficients"])
         rows = contributions["observations_table"]
     except (KeyError, TypeError) as error:
-        raise ValueError(f"contributions lacks the field {error}; expected estimates.reward and observations_table")
+        raise ValueError(
+            f"contributions lacks the field {error}; expected estimates.reward and observations_table"
+        ) from error
     masks = []
     for index, row in enumerate(rows):
         mask = row.get("mask")
@@ -274,11 +281,12 @@ def refit_contributions(contributions: Mapping[str, Any]) -> RefitReport:
         fit = fit_paired_delta(masks, _outcomes(rows, metric), columns, clusters=clusters)
         rank = fit.rank
         per_metric[metric] = max(abs(fit.params[c] - float(stored[c])) for c in columns)
-    worst = max(per_metric.values())
-    if math.isnan(worst):
-        raise ValueError("refit produced NaN coefficients")
     return RefitReport(
-        columns=tuple(columns), observations=len(rows), rank=rank, max_abs_diff=worst, metric_max_abs_diff=per_metric
+        columns=tuple(columns),
+        observations=len(rows),
+        rank=rank,
+        max_abs_diff=max(per_metric.values()),
+        metric_max_abs_diff=per_metric,
     )
 
 
@@ -286,7 +294,8 @@ def refit_path(path: str | Path) -> dict[str, Any]:
     """Refit one ``contributions.json``, or every ``round-*/gate/contributions.json`` under a directory.
 
     Returns the single-file :meth:`RefitReport.to_dict`, or for a directory
-    ``{"rounds": [names], "columns": [k…], "observations": [n…], "max_abs_diff": max, "per_round": {…}}``.
+    ``{"rounds": [names], "columns": [k…], "observations": [n…], "max_abs_diff": max,
+    "per_round": {…}}``.
     """
     target = Path(path)
     if target.is_file():
@@ -294,7 +303,9 @@ def refit_path(path: str | Path) -> dict[str, Any]:
     files = sorted(target.glob("round-*/gate/contributions.json"))
     if not files:
         raise FileNotFoundError(f"{target} is neither a contributions.json nor a folder with round-*/gate/")
-    reports = {f.parent.parent.name: refit_contributions(json.loads(f.read_text(encoding="utf-8"))) for f in files}
+    reports = {
+        f.parent.parent.name: refit_contributions(json.loads(f.read_text(encoding="utf-8"))) for f in files
+    }
     return {
         "rounds": list(reports),
         "columns": [len(r.columns) for r in reports.values()],

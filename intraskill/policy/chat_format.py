@@ -130,17 +130,15 @@ def render_messages(
     if not 0 <= start <= len(messages):
         raise ValueError(f"start must be in [0, {len(messages)}], got {start}")
     messages = list(messages)
-    offset = 0
     if tools and start == 0:
         if messages and messages[0].get("role") == "system":
             system_text = message_text(messages[0]).rstrip()
             messages[0] = {"role": "system", "content": f"{system_text}\n\n{TOOL_INSTRUCTIONS}".lstrip()}
         else:
             messages.insert(0, {"role": "system", "content": TOOL_INSTRUCTIONS})
-            offset = 1
     prompt_index = _newest_prompt_index(messages) if tools else -1
     pieces = []
-    for index in range(start + offset, len(messages)):
+    for index in range(start, len(messages)):
         block = render_tools_block(tools) if index == prompt_index else ""
         pieces.append(render_message(messages[index], block))
     if add_generation_prompt:

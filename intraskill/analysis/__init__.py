@@ -1,0 +1,1 @@
+"""Analysis: re-analysis of the public IntraSkill release and behaviour tables."""

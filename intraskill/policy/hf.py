@@ -1,0 +1,273 @@
+"""In-process lockstep policy over a transformers causal LM, with per-session KV-cache reuse.
+
+Each session keeps the exact token stream of its episode: prompt deltas are tokenized once, the
+model's sampled tokens are appended verbatim (never re-tokenized), so :class:`SessionTokens` is
+precisely what the model saw and produced (``intraskill-method.md`` §3.5, §9.9). One
+:meth:`HFPolicy.generate` call runs one batched prefill of every live session's new suffix over its
+cached keys, then decodes all sessions in lockstep, one forward per token for the whole batch.
+
+Log-probs are ``log_softmax(logits / temperature)`` at the sampled token (``temperature == 0`` is
+greedy and records ``log_softmax(logits)``); a trainer recomputing them must use the same
+temperature. They are exact sampling log-probs only with ``top_p == 1`` (as the reference
+requires for training, ``intraskill-method.md`` §9.9).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from intraskill.hashing import seed32
+from intraskill.policy.base import ChatRequest, Generation, SessionTokens
+from intraskill.policy.chat_format import (
+    IM_END,
+    assistant_matches,
+    parse_tool_calls,
+    render_message,
+    render_messages,
+)
+from intraskill.policy.lockstep import LayerKV, additive_mask, compact_cache, left_pad, pad_caches, sample_tokens
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+LOGGER = logging.getLogger(__name__)
+
+
+@dataclass
+class _Session:
+    """One episode's stream: ``history`` holds the rendered prompt messages and our replies."""
+
+    input_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    history: list[str | Generation] = field(default_factory=list)
+    cache: list[LayerKV] | None = None
+    turns: int = 0
+
+    @property
+    def cached(self) -> int:
+        return 0 if self.cache is None else self.cache[0][0].shape[1]
+
+    def extend_prompt(self, ids: Sequence[int]) -> None:
+        self.input_ids.extend(ids)
+        self.loss_mask.extend([0] * len(ids))
+        self.logprobs.extend([0.0] * len(ids))
+
+    def matches(self, messages: list[dict[str, Any]]) -> bool:
+        if len(messages) <= len(self.history):
+            return False
+        for entry, message in zip(self.history, messages):
+            if isinstance(entry, Generation):
+                if not assistant_matches(message, entry):
+                    return False
+            elif render_message(message) != entry:
+                return False
+        return True
+
+
+@dataclass
+class _Row:
+    """Decode state of one request inside a batched turn."""
+
+    session: _Session
+    request: ChatRequest
+    generator: torch.Generator
+    budget: int
+    prompt_tokens: int
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    done: bool = False
+
+
+class HFPolicy:
+    """Lockstep multi-session policy over an in-process transformers model.
+
+    Parameters
+    ----------
+    model, tokenizer
+        A causal LM and its tokenizer (ChatML-compatible: ``<|im_start|>``/``<|im_end|>`` tokens).
+    device, dtype
+        Where and in which precision the model runs (``"cpu"``/``"cuda"``; ``"float32"``, ``"bfloat16"``...).
+    max_batch
+        At most this many sessions per batched forward; larger turns run in chunks.
+    stop_token_ids
+        Tokens that end a completion; default ``<|im_end|>`` and ``<|endoftext|>``.
+    model_id, checkpoint_id
+        Recorded in :attr:`identity`.
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        device: str = "cpu",
+        dtype: str | torch.dtype = "float32",
+        max_batch: int = 64,
+        stop_token_ids: Sequence[int] | None = None,
+        model_id: str | None = None,
+        checkpoint_id: str | None = None,
+    ) -> None:
+        import torch
+
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        self.model = model.to(device=device, dtype=torch_dtype).eval()
+        self.tokenizer = tokenizer
+        self.device = torch.device(device)
+        self.max_batch = max_batch
+        self.im_end_id = _token_id(tokenizer, IM_END)
+        default_stops = [self.im_end_id] + [i for i in [tokenizer.eos_token_id] if i is not None]
+        self.stop_ids = frozenset(stop_token_ids if stop_token_ids is not None else default_stops)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.im_end_id
+        self.max_position = int(getattr(model.config, "max_position_embeddings", 1 << 30))
+        self._model_id = model_id or str(getattr(model.config, "name_or_path", "") or type(model).__name__)
+        self._checkpoint_id = checkpoint_id
+        self._cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        self._sessions: dict[str, _Session] = {}
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {"model_id": self._model_id, "checkpoint_id": self._checkpoint_id, "backend": "hf"}
+
+    @property
+    def session_ids(self) -> list[str]:
+        return list(self._sessions)
+
+    def end_session(self, session_id: str) -> SessionTokens | None:
+        """Free the session's cache and return its exact token stream (``None`` if unknown)."""
+        session = self._sessions.pop(session_id, None)
+        if session is None:
+            return None
+        return SessionTokens(session.input_ids, session.loss_mask, session.logprobs)
+
+    def generate(self, requests: list[ChatRequest]) -> list[Generation]:
+        """One turn for every request (distinct sessions), decoded together in lockstep."""
+        import torch
+
+        ids = [r.session_id for r in requests]
+        if len(set(ids)) != len(ids):
+            raise ValueError("generate() got two requests for the same session_id in one turn")
+        rows = [self._open_row(request) for request in requests]
+        with torch.inference_mode():
+            for start in range(0, len(rows), self.max_batch):
+                self._run_turn(rows[start : start + self.max_batch])
+        return [self._finish_row(row) for row in rows]
+
+    def _open_row(self, request: ChatRequest) -> _Row:
+        import torch
+
+        session = self._sessions.get(request.session_id)
+        if session is not None and session.matches(request.messages):
+            last = session.input_ids[-1]
+            closing = "\n" if last == self.im_end_id else f"{IM_END}\n"
+            delta = closing + render_messages(request.messages, request.tools, start=len(session.history))
+        else:
+            if session is not None:
+                LOGGER.warning("session %s: messages diverge from its stream; restarting it", request.session_id)
+            session = self._sessions[request.session_id] = _Session()
+            delta = render_messages(request.messages, request.tools)
+        session.extend_prompt(self.tokenizer(delta, add_special_tokens=False)["input_ids"])
+        session.history.extend(render_message(m) for m in request.messages[len(session.history) :])
+        budget = min(request.max_tokens, self.max_position - len(session.input_ids))
+        if budget < 1:
+            raise ValueError(
+                f"session {request.session_id}: {len(session.input_ids)} tokens leave no room below "
+                f"max_position_embeddings={self.max_position}"
+            )
+        seed = request.seed if request.seed is not None else seed32(f"{request.session_id}/turn-{session.turns}")
+        generator = torch.Generator(device=self.device).manual_seed(int(seed))
+        return _Row(session, request, generator, budget, prompt_tokens=len(session.input_ids))
+
+    def _forward(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Any) -> Any:
+        kwargs = {self._cache_kw: cache}
+        out = self.model(
+            input_ids=input_ids, position_ids=positions, attention_mask=mask, use_cache=True,
+            logits_to_keep=1, **kwargs,
+        )
+        return out.logits[:, -1, :]
+
+    def _run_turn(self, rows: list[_Row]) -> None:
+        import torch
+        from transformers import DynamicCache
+
+        layers, cache_valid = pad_caches([r.session.cache for r in rows], self._num_layers(), self.device)
+        suffixes = [r.session.input_ids[r.session.cached :] for r in rows]
+        padded, real = left_pad(suffixes, self.pad_id)
+        positions, _ = left_pad([range(r.session.cached, len(r.session.input_ids)) for r in rows], 0)
+        for row in rows:
+            row.session.cache = None  # the batch cache now owns these tensors
+        key_valid = torch.cat([cache_valid, torch.tensor(real, device=self.device)], dim=1)
+        cache = DynamicCache(ddp_cache_data=layers) if layers else DynamicCache(config=self.model.config)
+        dtype = self.model.dtype
+        logits = self._forward(
+            torch.tensor(padded, device=self.device), torch.tensor(positions, device=self.device),
+            additive_mask(key_valid, len(padded[0]), dtype), cache,
+        )
+        temps = [r.request.temperature for r in rows]
+        top_ps = [r.request.top_p for r in rows]
+        generators = [r.generator for r in rows]
+        while True:
+            tokens, logprobs = sample_tokens(logits, temps, top_ps, generators)
+            feed, feed_pos, alive = [], [], []
+            for row, token, logprob in zip(rows, tokens.tolist(), logprobs.tolist()):
+                if not row.done:
+                    row.token_ids.append(token)
+                    row.logprobs.append(logprob)
+                    row.done = token in self.stop_ids or len(row.token_ids) >= row.budget
+                alive.append(not row.done)
+                feed.append(self.pad_id if row.done else token)
+                feed_pos.append(row.prompt_tokens + len(row.token_ids) - 1)
+            if not any(alive):
+                break
+            key_valid = torch.cat([key_valid, torch.tensor(alive, device=self.device)[:, None]], dim=1)
+            logits = self._forward(
+                torch.tensor(feed, device=self.device)[:, None], torch.tensor(feed_pos, device=self.device)[:, None],
+                additive_mask(key_valid, 1, dtype), cache,
+            )
+        final = _cache_tensors(cache)
+        for index, row in enumerate(rows):
+            row.session.cache = compact_cache(final, index, key_valid)
+
+    def _finish_row(self, row: _Row) -> Generation:
+        session = row.session
+        session.input_ids.extend(row.token_ids)
+        session.loss_mask.extend([1] * len(row.token_ids))
+        session.logprobs.extend(row.logprobs)
+        session.turns += 1
+        stopped = bool(row.token_ids) and row.token_ids[-1] in self.stop_ids
+        visible = row.token_ids[:-1] if stopped else row.token_ids
+        text = self.tokenizer.decode(visible, skip_special_tokens=False)
+        content, calls, error = parse_tool_calls(text)
+        generation = Generation(
+            text=text, content=content, tool_calls=calls, finish_reason="stop" if stopped else "length",
+            prompt_tokens=row.prompt_tokens, completion_tokens=len(row.token_ids),
+            token_ids=list(row.token_ids), logprobs=list(row.logprobs), parse_error=error,
+        )
+        session.history.append(generation)
+        if session.cached != len(session.input_ids) - 1:
+            raise RuntimeError(f"session {row.request.session_id}: cache/stream misalignment")
+        return generation
+
+    def _num_layers(self) -> int:
+        return int(self.model.config.get_text_config().num_hidden_layers)
+
+
+def _cache_tensors(cache: Any) -> list[LayerKV]:
+    """Per-layer ``(keys, values)`` of a transformers ``DynamicCache`` (5.x ``layers`` or 4.x lists)."""
+    if hasattr(cache, "layers"):
+        return [(layer.keys, layer.values) for layer in cache.layers]
+    return list(zip(cache.key_cache, cache.value_cache))
+
+
+def _token_id(tokenizer: PreTrainedTokenizerBase, token: str) -> int:
+    token_id = tokenizer.convert_tokens_to_ids(token)
+    if token_id is None or token_id == tokenizer.unk_token_id:
+        raise ValueError(f"tokenizer has no {token!r} token; HFPolicy needs a ChatML tokenizer")
+    return int(token_id)
+

@@ -1,0 +1,214 @@
+"""The organism: a tiny Qwen3-architecture model with a domain byte-level BPE tokenizer.
+
+Sizing follows ``organism-feasibility.md``: the LM head dominates a tiny model's cost, so the
+vocabulary is small (a few thousand tokens trained on the catalogue and protocol text), and digits
+are split into single-digit tokens (``Digits(individual_digits=True)``), which is what makes
+copying product ids learnable in minutes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from intraskill.policy.chat_format import (
+    ASSISTANT_PROMPT,
+    END_OF_TEXT,
+    IM_END,
+    IM_START,
+    SPECIAL_TOKENS,
+    TOOL_INSTRUCTIONS,
+    render_tool_call,
+    render_tools_block,
+)
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast, Qwen3ForCausalLM
+
+
+@dataclass(frozen=True)
+class OrganismConfig:
+    """Shape of the organism (a Qwen3 decoder with tied embeddings).
+
+    Parameters
+    ----------
+    vocab_size
+        Target BPE vocabulary including the special tokens (feasibility note: 2–4k).
+    hidden_size, num_layers, num_heads, num_kv_heads, head_dim, intermediate_size
+        Transformer shape; defaults h256, 4 layers (≈ 3 M parameters with a 3k vocabulary).
+    max_position
+        Longest token stream an episode may reach.
+    rope_theta
+        RoPE base.
+    initializer_range
+        Standard deviation of the random initialisation.
+    seed
+        Seed of the random initialisation (used inside a forked RNG, never globally).
+    """
+
+    vocab_size: int = 3072
+    hidden_size: int = 256
+    num_layers: int = 4
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    head_dim: int = 64
+    intermediate_size: int = 768
+    max_position: int = 8192
+    rope_theta: float = 10000.0
+    initializer_range: float = 0.02
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"OrganismConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"OrganismConfig.num_heads ({self.num_heads}) must be a multiple of num_kv_heads "
+                f"({self.num_kv_heads})"
+            )
+        if self.vocab_size < 256 + len(SPECIAL_TOKENS):
+            raise ValueError(f"OrganismConfig.vocab_size must cover the 256 byte symbols, got {self.vocab_size}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+ENGLISH_PAGE_LABELS = (
+    "Page: search home",
+    "Page capabilities:\n- product search",
+    "Page: search results",
+    "Search text: ",
+    "Results: page 1/8, 150 items, showing ranks 1-20",
+    "Product list:",
+    "ASIN: ",
+    "Price: ",
+    "Brand: ",
+    "Category: ",
+    "Key attributes: ",
+    "not provided",
+    "Page: product detail",
+    "Product:",
+    "Title: ",
+    "Options:",
+    "selected ",
+    "not selected yet",
+    "Values: ",
+    "Still to select: ",
+    "All options are selected; the item can be bought.",
+    "This product has no options.",
+    "Last action:",
+    "Result: success",
+    "Result: invalid",
+    "Message: ",
+    "Reason code: ",
+    "Clickable:",
+    "The task has ended; no further actions.",
+    "Shopping task: ",
+    "User profile: ",
+    "back to search",
+    "< prev",
+    "next >",
+    "buy now",
+)
+
+
+def protocol_corpus() -> list[str]:
+    """Protocol text for tokenizer training: role markers, tool-call skeletons, page labels, digits."""
+    tools = [
+        {"type": "function", "function": {"name": "search", "parameters": {
+            "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
+        {"type": "function", "function": {"name": "click", "parameters": {
+            "type": "object", "properties": {"value": {"type": "string", "enum": ["back to search", "buy now"]}},
+            "required": ["value"]}}},
+    ]
+    texts = [f"{IM_START}system\n{TOOL_INSTRUCTIONS}{IM_END}\n", render_tools_block(tools)]
+    for role in ("system", "user", "tool"):
+        texts.append(f"{IM_START}{role}\n{IM_END}\n")
+    texts.append(ASSISTANT_PROMPT)
+    texts.append(render_tool_call("search", {"query": "red ceramic coffee mug"}) + IM_END)
+    for value in ("back to search", "< prev", "next >", "buy now", "B0123456789", "color=red", "size=x-large"):
+        texts.append(render_tool_call("click", {"value": value}) + IM_END)
+    texts.extend(ENGLISH_PAGE_LABELS)
+    texts.append(" ".join(str(d) for d in range(10)) + " $12.99 to $45.50")
+    texts.append('{"name":"tool_protocol_error","code":"invalid_arguments_json","message":"retry"}')
+    return texts
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int, path: str | Path | None = None) -> PreTrainedTokenizerFast:
+    """Train a deterministic byte-level BPE tokenizer with single-digit tokens.
+
+    Parameters
+    ----------
+    texts
+        Training corpus (catalogue text plus :func:`protocol_corpus`).
+    vocab_size
+        Target vocabulary size, special tokens included.
+    path
+        If given, the tokenizer is written there with ``save_pretrained``.
+
+    Returns
+    -------
+    PreTrainedTokenizerFast
+        With ``<|endoftext|>`` as eos/pad and the ChatML/tool-call markers as special tokens.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(list(texts), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        eos_token=END_OF_TEXT,
+        pad_token=END_OF_TEXT,
+        additional_special_tokens=[t for t in SPECIAL_TOKENS if t != END_OF_TEXT],
+    )
+    if path is not None:
+        fast.save_pretrained(str(path))
+    return fast
+
+
+def build_organism(config: OrganismConfig, tokenizer: PreTrainedTokenizerFast) -> Qwen3ForCausalLM:
+    """A randomly initialised Qwen3 causal LM sized by ``config``, with vocabulary ``len(tokenizer)``.
+
+    Initialisation draws from a forked RNG seeded with ``config.seed``; global RNG state is untouched.
+    """
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    eos_id = tokenizer.convert_tokens_to_ids(END_OF_TEXT)
+    im_end_id = tokenizer.convert_tokens_to_ids(IM_END)
+    model_config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_layers,
+        num_attention_heads=config.num_heads,
+        num_key_value_heads=config.num_kv_heads,
+        head_dim=config.head_dim,
+        max_position_embeddings=config.max_position,
+        rope_parameters={"rope_type": "default", "rope_theta": config.rope_theta},
+        tie_word_embeddings=True,
+        initializer_range=config.initializer_range,
+        bos_token_id=None,
+        eos_token_id=[im_end_id, eos_id],
+        pad_token_id=eos_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        model = Qwen3ForCausalLM(model_config)
+    model.generation_config.eos_token_id = [im_end_id, eos_id]
+    model.generation_config.pad_token_id = eos_id
+    return model.eval()

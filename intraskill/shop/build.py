@@ -1,0 +1,138 @@
+"""One cached entry point that builds (or reuses) a synthetic store on disk.
+
+``build_store(root, scale, seed)`` writes, under ``root``:
+
+* ``products.json.gz`` — the raw product list (reference schema, deterministic gzip);
+* ``splits.json`` — the group-disjoint train / val / test task-id lists with SHA-256s;
+* ``search.sqlite3`` — the FTS5 BM25 index (:class:`intraskill.shop.search.SearchIndex`);
+* ``manifest.json`` — generator version, scale, seed, counts and the SHA-256 of every file.
+
+A later call with the same (generator version, scale, seed) and intact files reuses them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from intraskill.hashing import sha256_file
+from intraskill.shop.data import Catalog, read_raw_products, write_raw_products
+from intraskill.shop.search import SearchIndex
+from intraskill.shop.splits import Splits, build_splits
+from intraskill.shop.synth import GENERATOR_VERSION, generate_raw_products, scale_spec
+
+STORE_SCHEMA_VERSION = "intraskill-store-v1"
+DEFAULT_STORE_SEED = 20260829
+
+
+@dataclass(frozen=True)
+class StorePaths:
+    """The files of a store directory."""
+
+    root: Path
+
+    @property
+    def products(self) -> Path:
+        return self.root / "products.json.gz"
+
+    @property
+    def splits(self) -> Path:
+        return self.root / "splits.json"
+
+    @property
+    def index(self) -> Path:
+        return self.root / "search.sqlite3"
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "manifest.json"
+
+
+@dataclass(frozen=True)
+class StoreArtifacts:
+    """What :func:`build_store` returns: the paths, the catalogue (splits attached) and the splits."""
+
+    paths: StorePaths
+    catalog: Catalog
+    splits: Splits
+    manifest: dict[str, Any]
+    reused: bool
+
+
+def _identity(scale: str, seed: int) -> dict[str, Any]:
+    return {"schema_version": STORE_SCHEMA_VERSION, "generator_version": GENERATOR_VERSION,
+            "scale": scale, "seed": seed}
+
+
+def _read_manifest(paths: StorePaths) -> dict[str, Any] | None:
+    if not paths.manifest.is_file():
+        return None
+    try:
+        return json.loads(paths.manifest.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return None
+
+
+def _reusable(paths: StorePaths, manifest: dict[str, Any] | None, identity: dict[str, Any]) -> bool:
+    if manifest is None or any(manifest.get(k) != v for k, v in identity.items()):
+        return False
+    files = manifest.get("files", {})
+    for name in ("products", "splits"):
+        path = getattr(paths, name)
+        if not path.is_file() or files.get(name) != sha256_file(path):
+            return False
+    return paths.index.is_file()
+
+
+def build_store(root: str | Path, scale: str = "default", seed: int = DEFAULT_STORE_SEED) -> StoreArtifacts:
+    """Generate the catalogue, tasks, splits and search index under ``root`` (or reuse them).
+
+    Parameters
+    ----------
+    root : directory of the store (created if missing).
+    scale : ``"default"`` (22,630 products, 3726 / 400 / 400 tasks) or ``"small"`` (1,000 / 120 / 40 / 40).
+    seed : generation seed; the split uses the same seed.
+    """
+    spec = scale_spec(scale)
+    paths = StorePaths(Path(root))
+    identity = _identity(scale, seed)
+    manifest = _read_manifest(paths)
+    if _reusable(paths, manifest, identity):
+        assert manifest is not None
+        catalog, index, splits = open_store(paths.root)
+        index.close()
+        return StoreArtifacts(paths, catalog, splits, manifest, reused=True)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    records = generate_raw_products(scale, seed)
+    write_raw_products(records, paths.products)
+    catalog = Catalog.from_records(records)
+    splits = build_splits(catalog.goals.values(), val_size=spec.val_size, test_size=spec.test_size, seed=seed)
+    catalog.attach_splits(splits)
+    splits.save(paths.splits)
+    SearchIndex.build(catalog.products, paths.index, catalog.sha256, force=True).close()
+    manifest = {
+        **identity,
+        "catalog_sha256": catalog.sha256,
+        "counts": {"products": len(catalog.products), "tasks": len(catalog.goals),
+                   **{f"{n}_tasks": len(splits.ids(n)) for n in splits.names}},
+        "split_sha256": {n: splits.sha256(n) for n in splits.names},
+        "files": {"products": sha256_file(paths.products), "splits": sha256_file(paths.splits)},
+    }
+    paths.manifest.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return StoreArtifacts(paths, catalog, splits, manifest, reused=False)
+
+
+def open_store(root: str | Path) -> tuple[Catalog, SearchIndex, Splits]:
+    """Open a built store: the catalogue (splits attached), its search index and the splits.
+
+    The index is checked against the catalogue's product SHA-256 (fail closed).
+    """
+    paths = StorePaths(Path(root))
+    if _read_manifest(paths) is None:
+        raise FileNotFoundError(f"no store manifest at {paths.manifest} (run `intraskill env build --root {root}`)")
+    splits = Splits.load(paths.splits)
+    catalog = Catalog.from_records(read_raw_products(paths.products), splits=splits)
+    index = SearchIndex.open(paths.index, catalog.sha256)
+    return catalog, index, splits

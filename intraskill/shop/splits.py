@@ -1,0 +1,219 @@
+"""Group-disjoint train / val / test splits of persona tasks (``persona_splits.v1.json`` style).
+
+Reference ``shopsimulator.md`` §1 (project split):
+
+* **Linking.** Tasks are joined with union-find whenever they share a normalised key: gold ASIN,
+  ``instruction_simple``, full instruction, persona fingerprint (SHA-256 of the persona without
+  ``__reasoning__``) or user id. Normalisation: NFKC, casefold, whitespace collapsed.
+* **Selection.** Whole groups are ranked by a seeded hash (``u64("{seed}:{min task id}")``) and
+  chosen by an exact subset sum, test first, then val; held-out groups hold at most 20 tasks, so
+  big reused-persona groups stay in train. Train is everything else.
+* **File.** Explicit task-id lists (ascending) with a SHA-256 per list: ``sha256_json(list)``.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from intraskill.hashing import sha256_json, u64
+from intraskill.shop.types import Goal
+
+SPLIT_SCHEMA_VERSION = "intraskill-persona-splits-v1"
+SPLIT_NAMES = ("train", "val", "test")
+DEFAULT_SPLIT_SEED = 20260829
+MAX_HELDOUT_GROUP_SIZE = 20
+LINK_KEYS = ("asin", "instruction_simple", "instruction", "persona_fingerprint", "user_id")
+USER_ID_FIELDS = ("user_id", "用户ID")
+
+
+def normalize_key(text: Any) -> str:
+    """NFKC, casefold, collapse whitespace (and strip a trailing comma, a known user-id defect)."""
+    out = " ".join(unicodedata.normalize("NFKC", str(text)).casefold().split())
+    return out.rstrip(",").strip()
+
+
+def persona_fingerprint(persona: dict[str, Any]) -> str:
+    """SHA-256 of the persona without ``__reasoning__`` ('' for an empty persona)."""
+    public = {k: v for k, v in persona.items() if k != "__reasoning__"}
+    return sha256_json(public) if public else ""
+
+
+def link_keys(goal: Goal) -> dict[str, str]:
+    """The normalised linking keys of one task (empty values are not keys)."""
+    persona = goal.user_persona or {}
+    user_id = next((persona[f] for f in USER_ID_FIELDS if persona.get(f)), "")
+    keys = {
+        "asin": normalize_key(goal.asin),
+        "instruction_simple": normalize_key(goal.instruction_simple),
+        "instruction": normalize_key(goal.instruction_text),
+        "persona_fingerprint": persona_fingerprint(persona),
+        "user_id": normalize_key(user_id),
+    }
+    return {k: v for k, v in keys.items() if v}
+
+
+def link_groups(goals: Iterable[Goal]) -> list[tuple[int, ...]]:
+    """Union-find groups of task ids sharing any :data:`LINK_KEYS` value; sorted by min task id."""
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    owner: dict[tuple[str, str], int] = {}
+    for goal in goals:
+        parent.setdefault(goal.task_id, goal.task_id)
+        for name, value in link_keys(goal).items():
+            first = owner.setdefault((name, value), goal.task_id)
+            a, b = find(first), find(goal.task_id)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    groups: dict[int, list[int]] = {}
+    for task_id in parent:
+        groups.setdefault(find(task_id), []).append(task_id)
+    return sorted((tuple(sorted(g)) for g in groups.values()), key=lambda g: g[0])
+
+
+def _exact_fill(candidates: Sequence[tuple[int, ...]], target: int) -> list[tuple[int, ...]]:
+    """Groups (in ranking order) whose sizes sum exactly to ``target``: greedy, then an exact DP."""
+    chosen: list[tuple[int, ...]] = []
+    total = 0
+    rest: list[tuple[int, ...]] = []
+    for group in candidates:
+        if total + len(group) <= target:
+            chosen.append(group)
+            total += len(group)
+        else:
+            rest.append(group)
+    need = target - total
+    if need == 0:
+        return chosen
+    # Exact subset sum over the unused groups: reach[s] = index of the group that first reached sum s.
+    reach: dict[int, tuple[int, int]] = {0: (-1, -1)}
+    for i, group in enumerate(rest):
+        for s in sorted(reach, reverse=True):
+            t = s + len(group)
+            if t <= need and t not in reach:
+                reach[t] = (i, s)
+        if need in reach:
+            break
+    if need not in reach:
+        raise ValueError(f"no subset of the eligible groups sums exactly to {target} tasks (short by {need})")
+    s, picked = need, []
+    while s:
+        i, prev = reach[s]
+        picked.append(rest[i])
+        s = prev
+    return chosen + picked
+
+
+@dataclass(frozen=True)
+class Splits:
+    """Explicit task-id lists per split, their SHA-256s and provenance metadata."""
+
+    lists: dict[str, tuple[int, ...]]
+    seed: int = DEFAULT_SPLIT_SEED
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.lists)
+
+    def ids(self, name: str) -> tuple[int, ...]:
+        """Task ids of split ``name``; a clear error for unknown names."""
+        if name not in self.lists:
+            raise KeyError(f"split must be one of {list(self.lists)}, got {name!r}")
+        return self.lists[name]
+
+    def sha256(self, name: str) -> str:
+        """SHA-256 of the canonical JSON of the id list."""
+        return sha256_json(list(self.ids(name)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SPLIT_SCHEMA_VERSION,
+            "seed": self.seed,
+            **self.meta,
+            "counts": {n: len(v) for n, v in self.lists.items()},
+            "sha256": {n: self.sha256(n) for n in self.lists},
+            "splits": {n: list(v) for n, v in self.lists.items()},
+        }
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Splits":
+        """Read a split document; lists may be plain id lists or ``{task_ids: [...]}`` objects.
+
+        Stored SHA-256s (``sha256: {name: hex}`` or a per-list ``sha256``) are verified.
+        """
+        raw = data.get("splits", data)
+        lists: dict[str, tuple[int, ...]] = {}
+        hashes: dict[str, str] = dict(data.get("sha256") or {})
+        for name, value in raw.items():
+            if isinstance(value, dict) and "task_ids" in value:
+                if value.get("sha256"):
+                    hashes[name] = value["sha256"]
+                value = value["task_ids"]
+            if name in SPLIT_NAMES or isinstance(value, list):
+                if not isinstance(value, list):
+                    raise ValueError(f"splits.{name} must be a list of task ids")
+                lists[name] = tuple(int(t) for t in value)
+        if not lists:
+            raise ValueError("split document has no split lists (expected splits.train / val / test)")
+        splits = cls(lists=lists, seed=int(data.get("seed", DEFAULT_SPLIT_SEED)),
+                     meta={k: v for k, v in data.items()
+                           if k not in ("splits", "sha256", "counts", "seed", "schema_version", *lists)})
+        for name, digest in hashes.items():
+            if name in lists and digest not in (splits.sha256(name), sha256_json(sorted(lists[name]))):
+                raise ValueError(f"sha256.{name} does not match its task-id list (stored {digest[:12]}…)")
+        return splits
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Splits":
+        with open(path, encoding="utf-8") as handle:
+            return cls.from_dict(json.load(handle))
+
+
+def build_splits(
+    goals: Iterable[Goal],
+    val_size: int = 400,
+    test_size: int = 400,
+    seed: int = DEFAULT_SPLIT_SEED,
+    max_heldout_group: int = MAX_HELDOUT_GROUP_SIZE,
+) -> Splits:
+    """Group-disjoint split of persona tasks: test first, then val, by seeded ranking + exact sum.
+
+    Only tasks with a persona take part (the project split covers persona tasks only).
+    """
+    persona_goals = [g for g in goals if g.user_persona]
+    groups = link_groups(persona_goals)
+    ranked = sorted(groups, key=lambda g: (u64(f"{seed}:{g[0]}"), g[0]))
+    eligible = [g for g in ranked if len(g) <= max_heldout_group]
+    test = _exact_fill(eligible, test_size)
+    taken = set(test)
+    val = _exact_fill([g for g in eligible if g not in taken], val_size)
+    taken.update(val)
+    train = [g for g in groups if g not in taken]
+    lists = {name: tuple(sorted(t for g in chosen for t in g))
+             for name, chosen in (("train", train), ("val", val), ("test", test))}
+    sizes = [len(g) for g in groups]
+    meta = {
+        "linking_keys": list(LINK_KEYS),
+        "normalization": "nfkc-casefold-collapse-whitespace",
+        "max_heldout_group_size": max_heldout_group,
+        "groups": {"count": len(groups), "max_size": max(sizes, default=0),
+                   "multi_task": sum(1 for s in sizes if s > 1),
+                   "max_size_heldout": max((len(g) for g in test + val), default=0)},
+    }
+    return Splits(lists=lists, seed=seed, meta=meta)

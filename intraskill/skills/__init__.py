@@ -1,0 +1,57 @@
+"""SkillBank records, chunk rendering and the training curriculum (intraskill-method.md §1–§2)."""
+
+from intraskill.skills.bank import (
+    SKILLBANK_SCHEMA_VERSION,
+    Skill,
+    SkillBank,
+    SkillBankError,
+    content_sha256,
+    load_skillbank,
+    save_skillbank,
+    skills_from_records,
+)
+from intraskill.skills.curriculum import (
+    CURRICULUM_SCHEMA_VERSION,
+    CurriculumChunk,
+    CurriculumError,
+    CurriculumState,
+    GroupAssignment,
+    GroupAssignmentRegistry,
+    assign_group,
+    build_curriculum,
+    full_skill_assignment,
+    inclusion_probability,
+    load_curriculum,
+    save_curriculum,
+    treatment_draw,
+)
+from intraskill.skills.render import SKILL_RENDERER_VERSION, Chunk, parse_chunk, render_chunk, render_skill_block
+
+__all__ = [
+    "CURRICULUM_SCHEMA_VERSION",
+    "SKILLBANK_SCHEMA_VERSION",
+    "SKILL_RENDERER_VERSION",
+    "Chunk",
+    "CurriculumChunk",
+    "CurriculumError",
+    "CurriculumState",
+    "GroupAssignment",
+    "GroupAssignmentRegistry",
+    "Skill",
+    "SkillBank",
+    "SkillBankError",
+    "assign_group",
+    "build_curriculum",
+    "content_sha256",
+    "full_skill_assignment",
+    "inclusion_probability",
+    "load_curriculum",
+    "load_skillbank",
+    "parse_chunk",
+    "render_chunk",
+    "render_skill_block",
+    "save_curriculum",
+    "save_skillbank",
+    "skills_from_records",
+    "treatment_draw",
+]

@@ -1,0 +1,415 @@
+"""The GRPO trainer step for in-process (``hf``) policies.
+
+:class:`GRPOTrainer` only orchestrates; the objective lives in :mod:`intraskill.train.loss`, the
+advantages in :mod:`intraskill.train.advantages` and batching in :mod:`intraskill.train.batching`.
+One :meth:`GRPOTrainer.train_step` consumes one rollout step's admitted samples: it splits them by
+whole groups into optimizer updates of ``global_batch_size`` episodes, packs each update into
+micro-batches under a token budget, accumulates gradients so that the update's loss is one token
+mean over all its model-generated tokens, clips the gradient norm and takes one AdamW step per
+update. Defaults follow the release (``intraskill-method.md`` §6.3): ε_low 0.2, ε_high 0.28, no KL,
+lr 1e-6 constant, weight decay 0.1, β (0.9, 0.98), gradient clipping 1.0 (Megatron's default),
+sampling temperature 0.6, 64 episodes per update.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from intraskill.train.batching import (
+    MicroBatch,
+    TrainSample,
+    collate,
+    pack_micro_batches,
+    padding_waste,
+    split_updates,
+)
+from intraskill.train.loss import clipped_surrogate, k3_kl, masked_sum_mean, token_entropy, token_logprobs
+
+if TYPE_CHECKING:
+    import torch
+
+AutocastMode = Literal["auto", "bf16", "off"]
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """LoRA adapters (peft ``LoraConfig``); only adapter weights train.
+
+    Parameters
+    ----------
+    r, alpha, dropout
+        Rank, scaling numerator (``lora_alpha``) and adapter dropout.
+    target_modules
+        Module names that get adapters (default the attention projections q/k/v/o).
+    """
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+    def __post_init__(self) -> None:
+        if self.r < 1:
+            raise ValueError(f"LoraSettings.r must be >= 1, got {self.r}")
+        if self.alpha <= 0:
+            raise ValueError(f"LoraSettings.alpha must be > 0, got {self.alpha}")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"LoraSettings.dropout must be in [0, 1), got {self.dropout}")
+        if not self.target_modules:
+            raise ValueError("LoraSettings.target_modules must name at least one module, e.g. ('q_proj',)")
+
+
+@dataclass
+class GRPOConfig:
+    """Hyperparameters of the GRPO update.
+
+    Parameters
+    ----------
+    temperature
+        Sampling temperature of the rollouts; log-probs are recomputed at the same temperature.
+    eps_low, eps_high
+        Asymmetric ratio clip range ``[1 - eps_low, 1 + eps_high]``.
+    kl_coef
+        Weight of the k3 KL to the reference model (0 = off, as in the release). With ``kl_coef > 0``
+        pass ``ref_model`` to the trainer, or use LoRA (the frozen base is then the reference).
+    lr, weight_decay, betas, adam_eps
+        AdamW with a constant learning rate. Weight decay applies to matrices only (not to norms or
+        biases), as in Megatron.
+    max_grad_norm
+        Global gradient-norm clip; ``None`` disables clipping (the norm is still reported).
+    global_batch_size
+        Episodes per optimizer update; a step's admitted episodes must be a multiple of it and it must
+        hold whole groups. ``None`` = one update per step with every admitted sample.
+    micro_batch_tokens
+        Padded-token budget (rows × longest row) of one micro-batch; must cover the longest sample.
+    autocast
+        ``"auto"`` (bf16 autocast on CUDA only), ``"bf16"`` (on any device) or ``"off"``.
+    lora
+        LoRA settings, or ``None`` for full fine-tuning.
+    pad_token_id
+        Id written into padding positions (never attended, never trained).
+    """
+
+    temperature: float = 0.6
+    eps_low: float = 0.2
+    eps_high: float = 0.28
+    kl_coef: float = 0.0
+    lr: float = 1e-6
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = 1e-8
+    max_grad_norm: float | None = 1.0
+    global_batch_size: int | None = 64
+    micro_batch_tokens: int = 16384
+    autocast: AutocastMode = "auto"
+    lora: LoraSettings | None = None
+    pad_token_id: int = 0
+
+    def __post_init__(self) -> None:
+        if self.temperature <= 0:
+            raise ValueError(
+                "GRPOConfig.temperature must be > 0 (set it to the rollout's sampling temperature), "
+                f"got {self.temperature}"
+            )
+        if not 0 <= self.eps_low < 1:
+            raise ValueError(f"GRPOConfig.eps_low must be in [0, 1), got {self.eps_low}")
+        if self.eps_high < 0:
+            raise ValueError(f"GRPOConfig.eps_high must be >= 0, got {self.eps_high}")
+        if self.kl_coef < 0:
+            raise ValueError(f"GRPOConfig.kl_coef must be >= 0 (0 disables the KL term), got {self.kl_coef}")
+        if self.lr <= 0:
+            raise ValueError(f"GRPOConfig.lr must be > 0, got {self.lr}")
+        if self.weight_decay < 0:
+            raise ValueError(f"GRPOConfig.weight_decay must be >= 0, got {self.weight_decay}")
+        if len(self.betas) != 2 or not all(0 <= float(b) < 1 for b in self.betas):
+            raise ValueError(f"GRPOConfig.betas must be two values in [0, 1), got {self.betas}")
+        self.betas = (float(self.betas[0]), float(self.betas[1]))
+        if self.adam_eps <= 0:
+            raise ValueError(f"GRPOConfig.adam_eps must be > 0, got {self.adam_eps}")
+        if self.max_grad_norm is not None and self.max_grad_norm <= 0:
+            raise ValueError(
+                f"GRPOConfig.max_grad_norm must be > 0, or None to disable clipping, got {self.max_grad_norm}"
+            )
+        if self.global_batch_size is not None and self.global_batch_size < 1:
+            raise ValueError(
+                f"GRPOConfig.global_batch_size must be >= 1, or None for one update per step, "
+                f"got {self.global_batch_size}"
+            )
+        if self.micro_batch_tokens < 2:
+            raise ValueError(f"GRPOConfig.micro_batch_tokens must be >= 2, got {self.micro_batch_tokens}")
+        if self.autocast not in ("auto", "bf16", "off"):
+            raise ValueError(f"GRPOConfig.autocast must be 'auto', 'bf16' or 'off', got {self.autocast!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class StepMetrics:
+    """Diagnostics of one :meth:`GRPOTrainer.train_step`.
+
+    Loss terms and diagnostics are token means over all model-generated tokens of the step
+    (``kl_ref`` is ``None`` without a reference). ``approx_kl`` is old-vs-new (``mean(logp_old -
+    logp_new)``), ``clipfrac`` the share of tokens whose clipped branch is active, ``entropy`` the
+    mean next-token entropy (nats) at the training temperature. ``grad_norm`` is the mean pre-clip
+    norm over updates; ``padding_waste`` = 1 - real / padded tokens; ``tokens_per_s`` counts real
+    (unpadded) tokens through forward and backward.
+    """
+
+    loss: float
+    pg_loss: float
+    clipfrac: float
+    approx_kl: float
+    entropy: float
+    kl_ref: float | None
+    grad_norm: float
+    updates: int
+    micro_batches: int
+    samples: int
+    episodes: int
+    groups: int
+    model_tokens: int
+    real_tokens: int
+    padded_tokens: int
+    padding_waste: float
+    duration_s: float
+    tokens_per_s: float
+    lr: float
+    grad_norms: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class UpdateTotals:
+    """Diagnostics of one update (token means over its mask tokens) and its token counts.
+
+    :meth:`add` folds an update into step totals weighted by its mask tokens; :meth:`mean` reads a
+    token mean back.
+    """
+
+    loss: float = 0.0
+    pg_loss: float = 0.0
+    clipfrac: float = 0.0
+    approx_kl: float = 0.0
+    entropy: float = 0.0
+    kl_ref: float = 0.0
+    micro_batches: int = 0
+    model_tokens: int = 0
+    real_tokens: int = 0
+    padded_tokens: int = 0
+
+    def add(self, other: UpdateTotals) -> None:
+        for name in ("loss", "pg_loss", "clipfrac", "approx_kl", "entropy", "kl_ref"):
+            setattr(self, name, getattr(self, name) + getattr(other, name) * other.model_tokens)
+        for name in ("micro_batches", "model_tokens", "real_tokens", "padded_tokens"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def mean(self, name: str) -> float:
+        return getattr(self, name) / max(self.model_tokens, 1)
+
+
+def apply_lora(model: torch.nn.Module, settings: LoraSettings) -> torch.nn.Module:
+    """Wrap ``model`` with peft LoRA adapters; base weights are frozen."""
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(
+        r=settings.r,
+        lora_alpha=settings.alpha,
+        lora_dropout=settings.dropout,
+        target_modules=list(settings.target_modules),
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, config)
+
+
+class GRPOTrainer:
+    """GRPO updates of a causal LM on recorded rollout tokens.
+
+    Parameters
+    ----------
+    model
+        A transformers causal LM (``model(input_ids, attention_mask).logits``); wrapped with LoRA
+        adapters when ``config.lora`` is set (then :attr:`model` is the peft model).
+    config
+        :class:`GRPOConfig`.
+    ref_model
+        Frozen reference for the k3 KL term and the ``kl_ref`` diagnostic; optional.
+    """
+
+    def __init__(self, model: torch.nn.Module, config: GRPOConfig, ref_model: torch.nn.Module | None = None):
+        import torch
+
+        if config.kl_coef > 0 and ref_model is None and config.lora is None:
+            raise ValueError(
+                "GRPOConfig.kl_coef > 0 needs a reference: pass ref_model=..., enable LoRA, or set kl_coef=0"
+            )
+        self.config = config
+        self.model = apply_lora(model, config.lora) if config.lora is not None else model
+        self.ref_model = ref_model
+        if ref_model is not None:
+            ref_model.eval().requires_grad_(False)
+        self.device = next(self.model.parameters()).device
+        decay, no_decay = [], []
+        for param in self.model.parameters():
+            if param.requires_grad:
+                (decay if param.dim() >= 2 else no_decay).append(param)
+        self.params = decay + no_decay
+        self.optimizer = torch.optim.AdamW(
+            [
+                {"params": decay, "weight_decay": config.weight_decay},
+                {"params": no_decay, "weight_decay": 0.0},
+            ],
+            lr=config.lr,
+            betas=config.betas,
+            eps=config.adam_eps,
+        )
+
+    @property
+    def uses_reference(self) -> bool:
+        """Whether a reference model (explicit, or the LoRA base) scores tokens for the KL term."""
+        return self.ref_model is not None or (self.config.lora is not None and self.config.kl_coef > 0)
+
+    def _autocast(self) -> AbstractContextManager[Any]:
+        import torch
+
+        mode = self.config.autocast
+        enabled = mode == "bf16" or (mode == "auto" and self.device.type == "cuda")
+        if not enabled:
+            return nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+
+    def _logits(self, model: torch.nn.Module, batch: MicroBatch) -> torch.Tensor:
+        with self._autocast():
+            output = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
+        return output.logits
+
+    def _reference_logprobs(self, batch: MicroBatch) -> torch.Tensor:
+        import torch
+
+        with torch.no_grad():
+            if self.ref_model is not None:
+                logits = self._logits(self.ref_model, batch)
+            else:
+                with self.model.disable_adapter():
+                    logits = self._logits(self.model, batch)
+            return token_logprobs(logits, batch.input_ids, self.config.temperature)
+
+    def micro_batches(self, samples: Sequence[TrainSample]) -> list[list[int]]:
+        """Index lists of the micro-batches of ``samples`` (first-fit decreasing under the token budget)."""
+        return pack_micro_batches([len(s) for s in samples], self.config.micro_batch_tokens)
+
+    def compute_logprobs(self, samples: Sequence[TrainSample]) -> list[list[float]]:
+        """Current-policy log-probs of each sample's tokens at the config temperature.
+
+        Same layout as ``SessionTokens.logprobs``: 0.0 where the loss mask is 0. Useful to re-score
+        rollouts with the training engine, and in tests (old == new gives ratio 1).
+        """
+        import torch
+
+        was_training = self.model.training
+        self.model.eval()
+        out: list[list[float]] = [[] for _ in samples]
+        try:
+            with torch.no_grad():
+                for indices in self.micro_batches(samples):
+                    batch = collate([samples[i] for i in indices], self.device, self.config.pad_token_id)
+                    logits = self._logits(self.model, batch)
+                    logp = token_logprobs(logits, batch.input_ids, self.config.temperature)
+                    logp = (logp * batch.loss_mask).cpu()
+                    for row, index in enumerate(indices):
+                        out[index] = logp[row, : len(samples[index])].tolist()
+        finally:
+            self.model.train(was_training)
+        return out
+
+    def accumulate_update(self, samples: Sequence[TrainSample]) -> UpdateTotals:
+        """Forward and backward every micro-batch of one update, accumulating ``.grad`` (no optimizer step).
+
+        Each micro-batch's loss is divided by the update's total loss-mask token count, so the
+        accumulated gradient is that of one token mean over the update.
+        """
+        model_tokens = sum(s.model_tokens for s in samples)
+        if model_tokens == 0:
+            raise ValueError("the update holds no loss-mask tokens; every TrainSample has loss_mask all 0")
+        config = self.config
+        totals = UpdateTotals(model_tokens=model_tokens)
+        bins = self.micro_batches(samples)
+        totals.real_tokens, totals.padded_tokens, _ = padding_waste([len(s) for s in samples], bins)
+        totals.micro_batches = len(bins)
+        for indices in bins:
+            batch = collate([samples[i] for i in indices], self.device, config.pad_token_id)
+            logits = self._logits(self.model, batch)
+            logp = token_logprobs(logits, batch.input_ids, config.temperature)
+            pg_loss, clipfrac, approx_kl = clipped_surrogate(
+                logp, batch.old_logprobs, batch.advantages, batch.loss_mask, config.eps_low, config.eps_high,
+                denominator=model_tokens,
+            )
+            loss = pg_loss
+            if self.uses_reference:
+                kl = k3_kl(logp, self._reference_logprobs(batch), batch.loss_mask, denominator=model_tokens)
+                loss = loss + config.kl_coef * kl
+                totals.kl_ref += float(kl.detach())
+            loss.backward()
+            entropy = masked_sum_mean(
+                token_entropy(logits.detach(), config.temperature), batch.loss_mask, denominator=model_tokens
+            )
+            totals.loss += float(loss.detach())
+            totals.pg_loss += float(pg_loss.detach())
+            totals.clipfrac += float(clipfrac)
+            totals.approx_kl += float(approx_kl)
+            totals.entropy += float(entropy)
+        return totals
+
+    def train_step(self, batch: list[TrainSample]) -> StepMetrics:
+        """One rollout step: ``len(episodes) / global_batch_size`` optimizer updates over whole groups."""
+        import torch
+
+        if not batch:
+            raise ValueError("train_step needs at least one TrainSample")
+        config = self.config
+        if config.global_batch_size is None:
+            updates = [list(batch)]
+        else:
+            updates = split_updates(batch, config.global_batch_size)
+        self.model.train()
+        start = time.perf_counter()
+        step = UpdateTotals()
+        grad_norms: list[float] = []
+        for samples in updates:
+            self.optimizer.zero_grad(set_to_none=True)
+            step.add(self.accumulate_update(samples))
+            max_norm = config.max_grad_norm if config.max_grad_norm is not None else float("inf")
+            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.params, max_norm)))
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        duration = time.perf_counter() - start
+        real, padded = step.real_tokens, step.padded_tokens
+        return StepMetrics(
+            loss=step.mean("loss"),
+            pg_loss=step.mean("pg_loss"),
+            clipfrac=step.mean("clipfrac"),
+            approx_kl=step.mean("approx_kl"),
+            entropy=step.mean("entropy"),
+            kl_ref=step.mean("kl_ref") if self.uses_reference else None,
+            grad_norm=sum(grad_norms) / len(grad_norms),
+            updates=len(updates),
+            micro_batches=step.micro_batches,
+            samples=len(batch),
+            episodes=len({(s.group_index, s.rollout_id) for s in batch}),
+            groups=len({s.group_index for s in batch}),
+            model_tokens=step.model_tokens,
+            real_tokens=real,
+            padded_tokens=padded,
+            padding_waste=1.0 - real / padded if padded else 0.0,
+            duration_s=duration,
+            tokens_per_s=real / duration if duration > 0 else 0.0,
+            lr=float(self.optimizer.param_groups[0]["lr"]),
+            grad_norms=grad_norms,
+        )

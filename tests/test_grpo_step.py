@@ -1,0 +1,189 @@
+"""End-to-end GRPO trainer step on a tiny random Qwen3 (CPU, real transformers and peft)."""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+
+import pytest
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+from intraskill.train.batching import TrainSample
+from intraskill.train.grpo import GRPOConfig, GRPOTrainer, LoraSettings
+
+VOCAB = 128
+
+
+@pytest.fixture(scope="module")
+def base_model() -> Qwen3ForCausalLM:
+    config = Qwen3Config(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(1234)
+        return Qwen3ForCausalLM(config)
+
+
+@pytest.fixture
+def model(base_model: Qwen3ForCausalLM) -> Qwen3ForCausalLM:
+    return copy.deepcopy(base_model)
+
+
+def make_samples(seed: int = 0, groups: int = 4, siblings: int = 2) -> list[TrainSample]:
+    """SessionTokens-like samples: prompt (mask 0), then model turns (1) and observations (0)."""
+    rng = random.Random(seed)
+    samples = []
+    for g in range(groups):
+        for k in range(siblings):
+            segments = 2 if k == 0 else 1  # the first sibling is forked into two segments
+            for _ in range(segments):
+                ids, mask = [], []
+                ids += [rng.randrange(VOCAB) for _ in range(rng.randint(3, 8))]
+                mask += [0] * len(ids)
+                for _turn in range(rng.randint(1, 3)):
+                    n_model, n_obs = rng.randint(2, 6), rng.randint(1, 5)
+                    ids += [rng.randrange(VOCAB) for _ in range(n_model + n_obs)]
+                    mask += [1] * n_model + [0] * n_obs
+                old = [-rng.uniform(0.5, 6.0) if m else 0.0 for m in mask]
+                advantage = 1.0 if k % 2 else -1.0
+                samples.append(TrainSample(tuple(ids), tuple(mask), tuple(old), advantage, g, f"g{g}-r{k}"))
+    return samples
+
+
+def with_old(samples: list[TrainSample], old: list[list[float]]) -> list[TrainSample]:
+    return [TrainSample(s.input_ids, s.loss_mask, tuple(o), s.advantage, s.group_index, s.rollout_id)
+            for s, o in zip(samples, old)]
+
+
+def grads(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_train_step_changes_parameters_with_finite_loss(model: Qwen3ForCausalLM) -> None:
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    trainer = GRPOTrainer(model, GRPOConfig(lr=1e-3, global_batch_size=4, micro_batch_tokens=64))
+    metrics = trainer.train_step(make_samples())
+    assert math.isfinite(metrics.loss) and math.isfinite(metrics.grad_norm) and metrics.grad_norm > 0
+    assert metrics.updates == 2 and metrics.episodes == 8 and metrics.groups == 4 and metrics.samples == 12
+    assert metrics.micro_batches >= 2 and 0 <= metrics.padding_waste < 1 and metrics.kl_ref is None
+    assert metrics.real_tokens == sum(len(s) for s in make_samples()) <= metrics.padded_tokens
+    assert 0 <= metrics.clipfrac <= 1 and metrics.entropy > 0 and metrics.tokens_per_s > 0
+    changed = [n for n, p in model.named_parameters() if not torch.equal(p, before[n])]
+    assert len(changed) == len(before)
+
+
+def manual_update_gradients(model: torch.nn.Module, samples: list[TrainSample], temperature: float) -> dict:
+    """Reference gradient: each sample alone (no padding), loss summed over mask tokens only."""
+    model.zero_grad(set_to_none=True)
+    total = sum(s.model_tokens for s in samples)
+    for s in samples:
+        ids = torch.tensor([s.input_ids])
+        logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float() / temperature, -1)
+        logp = logp.gather(-1, ids[0, 1:, None])[:, 0]
+        loss = 0.0
+        for t, m in enumerate(s.loss_mask[1:]):
+            if m:
+                ratio = torch.exp(logp[t] - s.old_logprobs[t + 1])
+                clipped = ratio.clamp(0.8, 1.28)
+                loss = loss - torch.minimum(ratio * s.advantage, clipped * s.advantage)
+        (loss / total).backward()
+    return grads(model)
+
+
+def test_gradient_is_global_token_mean_over_mask_tokens_only(model: Qwen3ForCausalLM) -> None:
+    samples = make_samples(seed=1)
+    expected = manual_update_gradients(model, samples, temperature=0.6)
+    trainer = GRPOTrainer(model, GRPOConfig(micro_batch_tokens=48))
+    model.zero_grad(set_to_none=True)
+    totals = trainer.accumulate_update(samples)
+    assert totals.micro_batches > 3  # several micro-batches, padded, accumulated
+    got = grads(model)
+    assert got.keys() == expected.keys()
+    for name, grad in expected.items():
+        torch.testing.assert_close(got[name], grad, atol=1e-6, rtol=1e-4)
+
+
+def test_masked_old_logprobs_do_not_touch_gradients(model: Qwen3ForCausalLM) -> None:
+    samples = make_samples(seed=2)
+    trainer = GRPOTrainer(model, GRPOConfig(micro_batch_tokens=64))
+    model.zero_grad(set_to_none=True)
+    trainer.accumulate_update(samples)
+    clean = grads(model)
+    rng = random.Random(5)
+    poisoned = with_old(samples, [[o if m else rng.uniform(-1e6, 1e6) for o, m in zip(s.old_logprobs, s.loss_mask)]
+                                  for s in samples])
+    model.zero_grad(set_to_none=True)
+    trainer.accumulate_update(poisoned)
+    for name, grad in grads(model).items():
+        assert torch.equal(grad, clean[name]), name
+
+
+def test_old_equals_new_gives_ratio_one(model: Qwen3ForCausalLM) -> None:
+    trainer = GRPOTrainer(model, GRPOConfig(global_batch_size=None, micro_batch_tokens=64))
+    samples = make_samples(seed=3)
+    samples = with_old(samples, trainer.compute_logprobs(samples))
+    metrics = trainer.train_step(samples)
+    assert metrics.clipfrac == 0.0 and abs(metrics.approx_kl) < 1e-6 and metrics.updates == 1
+    token_mean_advantage = sum(s.advantage * s.model_tokens for s in samples) / metrics.model_tokens
+    assert metrics.pg_loss == pytest.approx(-token_mean_advantage, abs=1e-5)
+
+
+def test_compute_logprobs_uses_training_temperature(model: Qwen3ForCausalLM) -> None:
+    sample = make_samples(seed=4)[0]
+    got = GRPOTrainer(model, GRPOConfig(temperature=0.7)).compute_logprobs([sample])[0]
+    ids = torch.tensor([sample.input_ids])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1] / 0.7, -1).gather(-1, ids[0, 1:, None])[:, 0]
+    expected = [0.0] + [float(v) if m else 0.0 for v, m in zip(logp, sample.loss_mask[1:])]
+    assert got == pytest.approx(expected, abs=1e-5)
+
+
+def test_lora_trains_only_adapters(model: Qwen3ForCausalLM) -> None:
+    config = GRPOConfig(lr=1e-2, global_batch_size=4, lora=LoraSettings(r=4, alpha=8), kl_coef=0.1)
+    trainer = GRPOTrainer(model, config)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    metrics = trainer.train_step(make_samples(seed=5))
+    assert math.isfinite(metrics.loss) and metrics.kl_ref is not None and metrics.kl_ref >= 0
+    changed = {n for n, p in trainer.model.named_parameters() if not torch.equal(p, before[n])}
+    assert changed and all("lora_" in n for n in changed)
+    assert any("lora_B" in n for n in changed)
+
+
+def test_reference_kl_starts_at_zero_and_is_required_for_kl_coef(model: Qwen3ForCausalLM) -> None:
+    ref = copy.deepcopy(model)
+    trainer = GRPOTrainer(model, GRPOConfig(kl_coef=0.05, global_batch_size=None), ref_model=ref)
+    metrics = trainer.train_step(make_samples(seed=6))
+    assert metrics.kl_ref is not None and abs(metrics.kl_ref) < 1e-6
+    assert metrics.loss == pytest.approx(metrics.pg_loss + 0.05 * metrics.kl_ref, abs=1e-6)
+    assert not any(p.requires_grad for p in ref.parameters())
+    with pytest.raises(ValueError, match="pass ref_model"):
+        GRPOTrainer(model, GRPOConfig(kl_coef=0.1))
+
+
+def test_update_split_must_hold_whole_groups(model: Qwen3ForCausalLM) -> None:
+    trainer = GRPOTrainer(model, GRPOConfig(global_batch_size=3))
+    with pytest.raises(ValueError, match="global_batch_size"):
+        trainer.train_step(make_samples())
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("temperature", 0.0), ("eps_low", 1.0), ("kl_coef", -1.0), ("lr", 0.0), ("betas", (0.9, 1.0)),
+     ("max_grad_norm", 0.0), ("global_batch_size", 0), ("micro_batch_tokens", 1), ("autocast", "fp8")],
+)
+def test_config_errors_name_the_field(field: str, value: object) -> None:
+    with pytest.raises(ValueError, match=f"GRPOConfig.{field}"):
+        GRPOConfig(**{field: value})
+
+
+def test_release_defaults() -> None:
+    config = GRPOConfig()
+    assert (config.eps_low, config.eps_high, config.kl_coef, config.lr) == (0.2, 0.28, 0.0, 1e-6)
+    assert (config.weight_decay, config.betas, config.global_batch_size) == (0.1, (0.9, 0.98), 64)

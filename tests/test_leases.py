@@ -1,0 +1,115 @@
+"""Slot-lease contract (reference test_slot_lease_contract): release only when asked, duplicate
+release visible, stale lease rejected, release_all recovers slots, a blocking acquire wakes on release."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from intraskill.shop.leases import (
+    LeaseMismatchError,
+    PoolClosedError,
+    SlotLeasePool,
+    StaleLeaseError,
+)
+
+
+def test_acquire_hands_out_distinct_slots_and_fresh_leases() -> None:
+    pool = SlotLeasePool(3)
+    taken = [pool.acquire() for _ in range(3)]
+    assert sorted(slot for slot, _ in taken) == [0, 1, 2]
+    assert len({lease for _, lease in taken}) == 3
+    assert pool.free_count == 0
+
+
+def test_slot_stays_leased_until_released() -> None:
+    pool = SlotLeasePool(1)
+    slot, lease = pool.acquire()
+    with pytest.raises(TimeoutError):
+        pool.acquire(timeout=0.05)
+    pool.validate(slot, lease)  # still valid: nothing released it behind the caller's back
+    pool.release(slot, lease)
+    assert pool.free_count == 1
+
+
+def test_duplicate_release_is_visible() -> None:
+    pool = SlotLeasePool(1)
+    slot, lease = pool.acquire()
+    pool.release(slot, lease)
+    with pytest.raises(LeaseMismatchError, match="not leased"):
+        pool.release(slot, lease)
+
+
+def test_release_with_wrong_lease_leaves_the_slot_leased() -> None:
+    pool = SlotLeasePool(1)
+    slot, lease = pool.acquire()
+    with pytest.raises(LeaseMismatchError, match="another lease"):
+        pool.release(slot, "0" * 32)
+    pool.validate(slot, lease)
+    assert pool.free_count == 0
+
+
+def test_stale_lease_is_rejected_after_reacquire() -> None:
+    pool = SlotLeasePool(1)
+    slot, old = pool.acquire()
+    pool.release(slot, old)
+    again, new = pool.acquire()
+    assert again == slot and new != old
+    with pytest.raises(StaleLeaseError):
+        pool.validate(slot, old)
+    pool.validate(slot, new)
+
+
+def test_validate_on_a_free_slot_is_stale_and_bad_slot_names_the_field() -> None:
+    pool = SlotLeasePool(2)
+    with pytest.raises(StaleLeaseError):
+        pool.validate(1, "whatever")
+    with pytest.raises(ValueError, match="env_idx"):
+        pool.validate(2, "whatever")
+    with pytest.raises(ValueError, match="slots"):
+        SlotLeasePool(0)
+
+
+def test_release_all_recovers_every_slot_and_invalidates_leases() -> None:
+    pool = SlotLeasePool(3)
+    held = [pool.acquire() for _ in range(2)]
+    assert pool.release_all() == sorted(slot for slot, _ in held)
+    assert pool.free_count == 3
+    for slot, lease in held:
+        with pytest.raises(StaleLeaseError):
+            pool.validate(slot, lease)
+
+
+def test_blocking_acquire_wakes_on_release() -> None:
+    pool = SlotLeasePool(1)
+    slot, lease = pool.acquire()
+    got: list[tuple[int, str]] = []
+    waiter = threading.Thread(target=lambda: got.append(pool.acquire(timeout=5.0)))
+    waiter.start()
+    time.sleep(0.1)
+    assert waiter.is_alive() and not got  # still blocked: the only slot is leased
+    pool.release(slot, lease)
+    waiter.join(timeout=2.0)
+    assert not waiter.is_alive()
+    assert got and got[0][0] == slot and got[0][1] != lease
+
+
+def test_close_wakes_waiters_with_an_error() -> None:
+    pool = SlotLeasePool(1)
+    pool.acquire()
+    errors: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            pool.acquire()
+        except PoolClosedError as exc:
+            errors.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.05)
+    pool.close()
+    waiter.join(timeout=2.0)
+    assert not waiter.is_alive() and len(errors) == 1

@@ -1,0 +1,173 @@
+"""Lockstep HF policy: cached batched decoding equals uncached single-session decoding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from intraskill.policy.base import ChatRequest, Policy
+from intraskill.policy.chat_format import IM_END, assistant_message, render_messages
+from intraskill.policy.hf import HFPolicy
+from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
+
+TINY = OrganismConfig(
+    vocab_size=400, hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=32,
+    intermediate_size=128, max_position=2048, initializer_range=0.3, seed=7,
+)
+CLICK = {
+    "type": "function",
+    "function": {"name": "click", "parameters": {
+        "type": "object", "properties": {"value": {"type": "string", "enum": ["buy now", "B012"]}},
+        "required": ["value"]}},
+}
+
+
+@pytest.fixture(scope="module")
+def organism():
+    tokenizer = train_tokenizer(protocol_corpus(), TINY.vocab_size)
+    return build_organism(TINY, tokenizer), tokenizer
+
+
+def conversations(count: int) -> dict[str, list[dict]]:
+    """Sessions whose prompts have clearly different lengths."""
+    return {
+        f"ep-{i}": [
+            {"role": "system", "content": "You are a shopping agent." + " Be brief." * (3 * i)},
+            {"role": "user", "content": f"Shopping task: buy item {i}{i + 1}{i + 2}" + " now" * i},
+        ]
+        for i in range(count)
+    }
+
+
+def uncached_greedy(model, prompt: list[int], budget: int, stops: frozenset[int]) -> tuple[list[int], list[float]]:
+    """Reference: one session alone, a full forward over the whole stream for every token."""
+    ids, out, logps = list(prompt), [], []
+    for _ in range(budget):
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0, -1].float()
+        logp = torch.log_softmax(logits, -1)
+        token = int(logp.argmax())
+        out.append(token)
+        logps.append(float(logp[token]))
+        ids.append(token)
+        if token in stops:
+            break
+    return out, logps
+
+
+def play(policy: HFPolicy, convs: dict[str, list[dict]], turns: int, temperature: float, budgets: list[int]):
+    """Drive every conversation for ``turns`` turns; yields (turn, generations) after each."""
+    for turn in range(turns):
+        requests = [
+            ChatRequest(sid, list(messages), [CLICK], max_tokens=budgets[i], temperature=temperature, seed=100 + i)
+            for i, (sid, messages) in enumerate(convs.items())
+        ]
+        generations = policy.generate(requests)
+        yield turn, requests, generations
+        for (sid, messages), generation in zip(convs.items(), generations):
+            messages.append(assistant_message(generation))
+            messages.append({"role": "tool", "content": f"Page: search results {turn}" + " x" * (turn + len(sid))})
+
+
+def test_lockstep_greedy_equals_uncached_single_sessions(organism) -> None:
+    model, tokenizer = organism
+    reference = HFPolicy(model, tokenizer)
+    prompt = tokenizer(render_messages(conversations(1)["ep-0"], [CLICK]), add_special_tokens=False)["input_ids"]
+    # an extra stop token the model does emit, so sequences in one batch end at different steps
+    early, _ = uncached_greedy(model, prompt, 6, frozenset())
+    policy = HFPolicy(model, tokenizer, stop_token_ids=[reference.im_end_id, early[3]], max_batch=3)
+    assert isinstance(policy, Policy)
+    finishes = set()
+    for _, requests, generations in play(policy, conversations(4), turns=3, temperature=0.0, budgets=[6, 9, 12, 7]):
+        for request, generation in zip(requests, generations):
+            stream = policy._sessions[request.session_id].input_ids
+            assert stream[-generation.completion_tokens:] == generation.token_ids
+            prompt_ids = stream[: generation.prompt_tokens]
+            expected, expected_logps = uncached_greedy(model, prompt_ids, request.max_tokens, policy.stop_ids)
+            assert generation.token_ids == expected, request.session_id
+            assert generation.logprobs == pytest.approx(expected_logps, abs=1e-4)
+            finishes.add(generation.finish_reason)
+    assert finishes == {"stop", "length"}
+
+
+def test_session_tokens_align_with_a_full_forward(organism) -> None:
+    model, tokenizer = organism
+    policy = HFPolicy(model, tokenizer)
+    temperature = 0.7
+    convs = conversations(3)
+    completions: dict[str, list[list[int]]] = {sid: [] for sid in convs}
+    for _, requests, generations in play(policy, convs, turns=2, temperature=temperature, budgets=[8, 5, 11]):
+        for request, generation in zip(requests, generations):
+            completions[request.session_id].append(generation.token_ids)
+    for sid in convs:
+        tokens = policy.end_session(sid)
+        assert tokens is not None and sid not in policy.session_ids
+        sampled = [t for t, m in zip(tokens.input_ids, tokens.loss_mask) if m == 1]
+        assert sampled == [t for turn in completions[sid] for t in turn]
+        assert all(lp == 0.0 for lp, m in zip(tokens.logprobs, tokens.loss_mask) if m == 0)
+        with torch.no_grad():
+            logits = model(torch.tensor([tokens.input_ids])).logits[0].float()
+        logp = torch.log_softmax(logits / temperature, -1)
+        for pos, (token, mask, recorded) in enumerate(zip(tokens.input_ids, tokens.loss_mask, tokens.logprobs)):
+            if mask:
+                assert recorded == pytest.approx(float(logp[pos - 1, token]), abs=1e-4)
+        # prompt tokens decode to the rendered conversation: the first turn's text opens the stream
+        text = tokenizer.decode(tokens.input_ids, skip_special_tokens=False)
+        assert text.startswith(render_messages(conversations(3)[sid], [CLICK]))
+    assert policy.end_session("ep-0") is None
+
+
+def test_seeded_sampling_does_not_depend_on_batch_company(organism) -> None:
+    model, tokenizer = organism
+    convs = conversations(4)
+    request = ChatRequest("ep-2", convs["ep-2"], [CLICK], max_tokens=10, temperature=1.0, seed=42)
+    alone = HFPolicy(model, tokenizer).generate([request])[0]
+    others = [ChatRequest(s, m, [CLICK], max_tokens=6, temperature=1.0, seed=9) for s, m in convs.items() if s != "ep-2"]
+    batched = HFPolicy(model, tokenizer).generate(others[:2] + [request] + others[2:])[2]
+    assert batched.token_ids == alone.token_ids
+    reseeded = HFPolicy(model, tokenizer).generate([ChatRequest("ep-2", convs["ep-2"], [CLICK], 10, 1.0, seed=43)])
+    assert reseeded[0].token_ids != alone.token_ids
+
+
+def test_divergent_history_restarts_the_session(organism) -> None:
+    model, tokenizer = organism
+    policy = HFPolicy(model, tokenizer)
+    messages = conversations(1)["ep-0"]
+    first = policy.generate([ChatRequest("ep-0", messages, [CLICK], max_tokens=4, temperature=0.0)])[0]
+    kept = messages + [assistant_message(first), {"role": "tool", "content": "ok"}]
+    policy.generate([ChatRequest("ep-0", kept, [CLICK], max_tokens=4, temperature=0.0)])
+    stream = policy._sessions["ep-0"].input_ids
+    assert stream[first.prompt_tokens : first.prompt_tokens + first.completion_tokens] == first.token_ids
+    assert policy._sessions["ep-0"].loss_mask.count(1) == 8
+    edited = [{"role": "system", "content": "Another system prompt."}] + kept[1:]
+    policy.generate([ChatRequest("ep-0", edited, [CLICK], max_tokens=4, temperature=0.0)])
+    session = policy._sessions["ep-0"]
+    fresh = tokenizer(render_messages(edited, [CLICK]), add_special_tokens=False)["input_ids"]
+    assert session.input_ids[: len(fresh)] == fresh
+    assert session.loss_mask.count(1) == 4
+
+
+def test_length_stop_closes_the_assistant_turn(organism) -> None:
+    model, tokenizer = organism
+    policy = HFPolicy(model, tokenizer, stop_token_ids=[])
+    messages = conversations(1)["ep-0"]
+    first = policy.generate([ChatRequest("ep-0", messages, [], max_tokens=3, temperature=0.0)])[0]
+    assert first.finish_reason == "length" and first.completion_tokens == 3
+    follow = messages + [assistant_message(first), {"role": "user", "content": "go on"}]
+    second = policy.generate([ChatRequest("ep-0", follow, [], max_tokens=2, temperature=0.0)])[0]
+    stream = policy._sessions["ep-0"].input_ids
+    after_reply = stream[first.prompt_tokens + 3 :]
+    assert tokenizer.decode(after_reply[:2], skip_special_tokens=False) == f"{IM_END}\n"
+    assert second.prompt_tokens == len(stream) - 2
+
+
+def test_bad_requests_name_the_field(organism) -> None:
+    model, tokenizer = organism
+    policy = HFPolicy(model, tokenizer)
+    messages = conversations(1)["ep-0"]
+    with pytest.raises(ValueError, match="same session_id"):
+        policy.generate([ChatRequest("a", messages, [], 2), ChatRequest("a", messages, [], 2)])
+    with pytest.raises(ValueError, match="max_tokens"):
+        ChatRequest("a", messages, [], 0)
+    with pytest.raises(ValueError, match="top_p"):
+        ChatRequest("a", messages, [], 2, top_p=0.0)
