@@ -69,6 +69,9 @@ CASES = [
     ("iphone 15 手机壳", None, NONE),
     ("under 5 kg", None, NONE),
     ("千万别买假货", None, NONE),
+    ("千元以内的手机", 1000.0, HARD),
+    ("万元左右的电脑", 11000.0, APPROX),
+    ("百搭的裙子，预算两百", 200.0, HARD),
     ("", None, NONE),
 ]
 

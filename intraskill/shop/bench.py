@@ -22,8 +22,9 @@ from intraskill.shop.engine import ShopEngine
 from intraskill.shop.observation import BACK_TO_SEARCH, NAVIGATION_LABELS, PREV_PAGE
 from intraskill.shop.service import create_app, serve_in_thread
 
-RESULTS_CLICKS_PER_SEARCH = 5
-"""On a results page the policy goes back to search after this many product/option round trips."""
+SEARCH_PERIOD = 8
+"""The policy leaves a results page for a new search when ``turn % SEARCH_PERIOD >= SEARCH_PERIOD - 2``
+(two residues, because results pages recur at turns of either parity)."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ def next_action(state: dict[str, Any], turn: int, query: str) -> str:
     actions = state["actions"]
     if page == "search_results":
         asins = [a for a in actions if a not in NAVIGATION_LABELS]
-        if not asins or turn % (2 * RESULTS_CLICKS_PER_SEARCH) == 2 * RESULTS_CLICKS_PER_SEARCH - 1:
+        if not asins or turn % SEARCH_PERIOD >= SEARCH_PERIOD - 2:
             return f"click[{BACK_TO_SEARCH}]"
         return f"click[{asins[turn % len(asins)]}]"
     if page == "product_detail":

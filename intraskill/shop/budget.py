@@ -50,8 +50,10 @@ _AMOUNT_RE = re.compile(
     r"(?P<arabic>\d+(?:\.\d+)?)(?:\s*(?P<mult>k(?![a-z])|百|千|万)(?P<tail>\d(?![\d.]))?)?"
     r"|(?P<cn>[零〇一二两三四五六七八九十百千万]+)"
 )
+_LONE_UNITS = ("百", "千", "万")
+_LONE_UNIT_CURRENCY_RE = re.compile(r"\s*多?\s*(?:元|块)")
 _CURRENCY_AFTER = r"元|块|美元|美金|刀|dollars?\b|bucks?\b|usd\b|rmb\b|cny\b|yuan\b|\$"
-_AFTER_RE = re.compile(rf"^(?P<mod>\s*(?:多|来|几))?(?P<cur>(?:\s*(?:{_CURRENCY_AFTER}))+)?\s*", re.S)
+_AFTER_RE = re.compile(rf"(?P<mod>\s*(?:多|来|几))?(?P<cur>(?:\s*(?:{_CURRENCY_AFTER}))+)?\s*", re.S)
 _CURRENCY_BEFORE_RE = re.compile(r"(?:[$¥]|(?<![a-z])(?:rmb|usd|cny|us\$))\s*$")
 _RANGE_JOIN_RE = re.compile(
     rf"^\s*(?:{_CURRENCY_AFTER})?\s*(?P<join>-|~|—|–|到|至|(?<![a-z])to\b|(?<![a-z])and\b)\s*(?:[$¥]|usd|rmb)?\s*$"
@@ -139,8 +141,12 @@ def chinese_numeral_value(text: str) -> float | None:
 
 
 def _amount_value(match: re.Match[str]) -> float | None:
-    if match.group("cn"):
-        return chinese_numeral_value(match.group("cn"))
+    cn = match.group("cn")
+    if cn in _LONE_UNITS:
+        # 千元以内, 万元左右: a bare unit is a number only when a currency word follows it
+        return float(_CN_UNITS[cn]) if _LONE_UNIT_CURRENCY_RE.match(match.string, match.end()) else None
+    if cn:
+        return chinese_numeral_value(cn)
     value = float(match.group("arabic"))
     mult = match.group("mult")
     if mult:
@@ -170,16 +176,16 @@ def _classify(text: str, start: int, end: int, value: float, is_range: bool) -> 
     before = text[max(0, start - 32) : start]
     if start > 0 and re.match(r"[a-z0-9_.]", text[start - 1]) and not _CURRENCY_BEFORE_RE.search(before):
         return None  # part of a model number such as "rtx4090" or "v2"
-    after = _AFTER_RE.match(text[end:])
-    assert after is not None  # the pattern can match the empty string
-    modifier = (after.group("mod") or "").strip()
-    rest = text[end + after.end() :]
-    has_currency = bool(after.group("cur")) or bool(_CURRENCY_BEFORE_RE.search(before))
+    after = _AFTER_RE.match(text, end)  # every part is optional: it always matches
+    modifier = ((after.group("mod") if after else None) or "").strip()
+    currency_after = bool(after and after.group("cur"))
+    rest = text[after.end() if after else end :]
+    has_currency = currency_after or bool(_CURRENCY_BEFORE_RE.search(before))
     prefix = _prefix_kind(before)
     if is_range and prefix is None and _BETWEEN_RE.search(before):
         prefix = "hard"
     suffix = _suffix_kind(rest)
-    if suffix is None and not after.group("cur") and _UNIT_RE.match(rest):
+    if suffix is None and not currency_after and _UNIT_RE.match(rest):
         return None
     if not (has_currency or prefix or suffix):
         return None
