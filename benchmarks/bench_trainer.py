@@ -9,7 +9,7 @@ decreasing), the naive arm takes samples in arrival order, ``budget // longest``
 Prints one JSON object: real tokens/s through forward and backward, padding waste and
 micro-batch counts of each arm, and the speed-up.
 
-    OMP_NUM_THREADS=2 python benchmarks/bench_trainer.py --samples 64 --steps 2
+    OMP_NUM_THREADS=2 python benchmarks/bench_trainer.py --samples 64 --steps 3
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ import argparse
 import copy
 import json
 import random
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
 from intraskill.hashing import seed32
 from intraskill.train.batching import TrainSample
-from intraskill.train.grpo import GRPOConfig, GRPOTrainer
+from intraskill.train.grpo import GRPOConfig, GRPOTrainer, StepMetrics
 
 
 class NaivePaddingTrainer(GRPOTrainer):
@@ -51,24 +52,32 @@ def synthetic_samples(n: int, vocab: int, max_len: int, rng: random.Random) -> l
     return samples
 
 
-def run_arm(trainer: GRPOTrainer, samples: list[TrainSample], steps: int) -> dict[str, Any]:
-    trainer.train_step(samples)  # warm-up (allocator, kernels)
-    metrics = [trainer.train_step(samples) for _ in range(steps)]
-    real = sum(m.real_tokens for m in metrics)
-    seconds = sum(m.duration_s for m in metrics)
+def summarize(metrics: list[StepMetrics]) -> dict[str, Any]:
+    """Median per-step throughput (robust to a shared, noisy CPU) and the packing figures."""
     return {
-        "tokens_per_s": real / seconds,
+        "tokens_per_s": statistics.median(m.tokens_per_s for m in metrics),
+        "seconds_per_step": statistics.median(m.duration_s for m in metrics),
         "padding_waste": metrics[-1].padding_waste,
         "micro_batches_per_step": metrics[-1].micro_batches,
         "padded_tokens_per_step": metrics[-1].padded_tokens,
-        "seconds_per_step": seconds / steps,
     }
+
+
+def run_arms(arms: dict[str, GRPOTrainer], samples: list[TrainSample], steps: int) -> dict[str, Any]:
+    """One warm-up step per arm, then ``steps`` timed steps with the arms interleaved."""
+    for trainer in arms.values():
+        trainer.train_step(samples)
+    metrics: dict[str, list[StepMetrics]] = {name: [] for name in arms}
+    for _ in range(steps):
+        for name, trainer in arms.items():
+            metrics[name].append(trainer.train_step(samples))
+    return {name: summarize(values) for name, values in metrics.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=64, help="samples per step (multiple of 8)")
-    parser.add_argument("--steps", type=int, default=2, help="timed steps per arm (after one warm-up)")
+    parser.add_argument("--steps", type=int, default=3, help="timed steps per arm (after one warm-up)")
     parser.add_argument("--max-len", type=int, default=1024, help="longest sample in tokens")
     parser.add_argument("--budget", type=int, default=8192, help="micro_batch_tokens (padded rows × length)")
     parser.add_argument("--device", default="auto", help="'auto', 'cpu' or 'cuda'")
@@ -88,8 +97,11 @@ def main() -> None:
         model = Qwen3ForCausalLM(Qwen3Config(**shape)).to(device)
     samples = synthetic_samples(args.samples, 2048, args.max_len, random.Random(seed32(f"{args.seed}:samples")))
     config = GRPOConfig(global_batch_size=None, micro_batch_tokens=args.budget, temperature=1.0)
-    packed = run_arm(GRPOTrainer(copy.deepcopy(model), config), samples, args.steps)
-    naive = run_arm(NaivePaddingTrainer(copy.deepcopy(model), config), samples, args.steps)
+    arms = {
+        "packed": GRPOTrainer(copy.deepcopy(model), config),
+        "naive": NaivePaddingTrainer(copy.deepcopy(model), config),
+    }
+    results = run_arms(arms, samples, args.steps)
     result = {
         "benchmark": "trainer_packing",
         "device": device,
@@ -100,9 +112,8 @@ def main() -> None:
         "micro_batch_tokens": args.budget,
         "seed": args.seed,
         "steps": args.steps,
-        "packed": packed,
-        "naive": naive,
-        "speedup": packed["tokens_per_s"] / naive["tokens_per_s"],
+        **results,
+        "speedup": results["packed"]["tokens_per_s"] / results["naive"]["tokens_per_s"],
     }
     print(json.dumps(result))
 

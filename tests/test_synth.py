@@ -137,3 +137,21 @@ def test_goal_variant_in_budget_and_a_larger_one_over(products: dict[str, Produc
         assert all(p > goal.price_upper for p in larger)
         checked += 1
     assert checked > 100
+
+
+def test_word_classes_are_disjoint_within_a_subcategory() -> None:
+    """No material, feature or brand is a substring of another title word of its subcategory, so a
+    distractor with another material/brand never satisfies the goal's attribute by substring."""
+    from intraskill.shop import vocab
+
+    for index, domain in enumerate(vocab.DOMAINS):
+        brands = [b.casefold() for b in vocab.domain_brands(index)]
+        for sub in domain.subcategories:
+            classes = {"material": list(sub.materials), "feature": list(sub.features), "brand": brands,
+                       "type": [t.name for t in sub.types], "color": list(domain.colors), "size": list(domain.sizes)}
+            for name in ("material", "feature", "brand"):
+                for word in classes[name]:
+                    others = [w for k, ws in classes.items() for w in ws if w != word and k in ("material", "feature",
+                                                                                             "brand", "type")]
+                    assert not [w for w in others if word in w], (sub.name, word)
+                    assert all(word not in w for k in ("color", "size") for w in classes[k]), (sub.name, word)

@@ -1,7 +1,12 @@
 """The shopping agent: prompts, per-turn tools, protocol errors, the lockstep runtime and traces."""
 
 from intraskill.agent.env import Environment, InProcessEnvironment
-from intraskill.agent.prompts import PROMPT_VERSION, build_first_user_message, build_system_message, prompt_identity
+from intraskill.agent.prompts import (
+    PROMPT_VERSION,
+    build_first_user_message,
+    build_system_message,
+    prompt_identity,
+)
 from intraskill.agent.protocol import ProtocolErrorCode, TurnDecision, interpret_generation
 from intraskill.agent.runtime import (
     EpisodeJob,

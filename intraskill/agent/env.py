@@ -16,7 +16,7 @@ class Environment(Protocol):
     """A single-episode shopping environment."""
 
     def reset(self, task_id: int) -> dict[str, Any]:
-        """Start the episode; the payload has ``task_instruction``, ``observation``, ``observation_state``…"""
+        """Start the episode: ``task_instruction``, ``observation``, ``observation_state``, ..."""
         ...
 
     def step(self, action: str) -> dict[str, Any]:

@@ -76,8 +76,12 @@ def persona_block(persona: Mapping[str, Any], language: str = "en") -> str:
 def build_system_message(
     persona: Mapping[str, Any], skills: Sequence[Skill] = (), language: str = "en"
 ) -> dict[str, str]:
-    """The system message: base prompt, persona block, then the skill block (if any skill), blank-line joined."""
-    sections = [system_prompt(language), persona_block(persona, language), render_skill_block(skills, language)]
+    """The system message: base prompt, persona block and skill block (if any), joined by blank lines."""
+    sections = [
+        system_prompt(language),
+        persona_block(persona, language),
+        render_skill_block(skills, language),
+    ]
     return {"role": "system", "content": "\n\n".join(section for section in sections if section)}
 
 
@@ -109,4 +113,5 @@ class PromptIdentity:
 
 def prompt_identity(language: str = "en") -> PromptIdentity:
     """The prompt identity of ``language``'s base prompt (the SHA-256 covers the base prompt text)."""
-    return PromptIdentity(PROMPT_VERSION, language, sha256_text(system_prompt(language)), SKILL_RENDERER_VERSION)
+    digest = sha256_text(system_prompt(language))
+    return PromptIdentity(PROMPT_VERSION, language, digest, SKILL_RENDERER_VERSION)

@@ -85,7 +85,8 @@ def interpret_generation(generation: Generation, tools: list[dict[str, Any]]) ->
     if generation.parse_error is not None:
         return _error(ProtocolErrorCode.INVALID_ARGUMENTS_JSON, f"parser: {generation.parse_error}")
     if generation.content.strip():
-        return _error(ProtocolErrorCode.MIXED_CONTENT, f"{len(generation.content.strip())} visible characters")
+        visible = len(generation.content.strip())
+        return _error(ProtocolErrorCode.MIXED_CONTENT, f"{visible} visible characters")
     call = calls[0]
     offered = tool_names(tools)
     if call.name not in offered:
@@ -103,7 +104,9 @@ def interpret_generation(generation: Generation, tools: list[dict[str, Any]]) ->
     return TurnDecision(action=to_action(call.name, value), tool_name=call.name, arguments=arguments)
 
 
-def protocol_error_payload(decision: TurnDecision, tools: list[dict[str, Any]], language: str = "en") -> dict[str, Any]:
+def protocol_error_payload(
+    decision: TurnDecision, tools: list[dict[str, Any]], language: str = "en"
+) -> dict[str, Any]:
     """The JSON feedback object for a protocol error."""
     if decision.error is None:
         raise ValueError("protocol_error_payload: the decision is a valid action")
@@ -132,10 +135,10 @@ def turn_messages(
     feedback = json.dumps(protocol_error_payload(decision, tools, language), ensure_ascii=False)
     call_ids = [call["id"] for call in echo.get("tool_calls", [])]
     if call_ids:
-        return [echo] + [{"role": "tool", "tool_call_id": call_id, "content": feedback} for call_id in call_ids]
+        return [echo] + [{"role": "tool", "tool_call_id": cid, "content": feedback} for cid in call_ids]
     return [echo, {"role": "user", "content": feedback}]
 
 
 def observation_message(echo: dict[str, Any], observation: str) -> dict[str, Any]:
-    """The ``tool`` message answering the single call of assistant message ``echo`` with the new observation."""
+    """The ``tool`` message answering the single call of assistant message ``echo`` with the observation."""
     return {"role": "tool", "tool_call_id": echo["tool_calls"][0]["id"], "content": observation}

@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from intraskill.agent.env import Environment
-from intraskill.agent.prompts import LANGUAGES, build_first_user_message, build_system_message, prompt_identity
+from intraskill.agent.prompts import (
+    LANGUAGES,
+    build_first_user_message,
+    build_system_message,
+    prompt_identity,
+)
 from intraskill.agent.protocol import interpret_generation, observation_message, turn_messages
 from intraskill.agent.tools import build_tools, tool_names
 from intraskill.agent.traces import EpisodeStatus, EpisodeTrace, TurnRecord, reward_from_terminal
@@ -181,7 +186,8 @@ def _provenance(policy: Policy, job: EpisodeJob, config: RuntimeConfig) -> dict[
             "assignment": job.assignment.to_dict() if job.assignment else None,
         },
         "selected_skills": [
-            {"skill_id": s.skill_id, "version": s.version, "content": s.content, "content_sha256": s.content_sha256}
+            {"skill_id": s.skill_id, "version": s.version, "content": s.content,
+             "content_sha256": s.content_sha256}
             for s in job.skills
         ],
         "seeds": {"episode_seed": job.seed},
@@ -191,7 +197,10 @@ def _provenance(policy: Policy, job: EpisodeJob, config: RuntimeConfig) -> dict[
     }
 
 
-def _start(policy: Policy, job: EpisodeJob, env_factory: Callable[[], Environment], config: RuntimeConfig) -> _Episode:
+def _start(
+    policy: Policy, job: EpisodeJob, env_factory: Callable[[], Environment], config: RuntimeConfig
+) -> _Episode:
+    """Open the environment, reset it and build the first two messages (failures mark the episode)."""
     episode = _Episode(job=job, env=None, started=time.monotonic())
     episode.trace = EpisodeTrace(job.episode_id, job.task_id, job.sample_id, EpisodeStatus.FAILED.value,
                                  provenance=_provenance(policy, job, config))
@@ -273,7 +282,8 @@ def _apply(episode: _Episode, generation: Generation, config: RuntimeConfig) -> 
         state = payload.get("observation_state") or {}
         last = state.get("last_action") or {}
         record.action_feedback = payload.get("action_feedback")
-        record.action_valid = last.get("valid") if "valid" in last else payload.get("message") != "Invalid action"
+        valid = last.get("valid") if "valid" in last else payload.get("message") != "Invalid action"
+        record.action_valid = valid
         record.page_type = state.get("page_type")
         record.observation = payload.get("observation")
         if payload.get("done"):

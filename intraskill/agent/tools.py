@@ -76,7 +76,7 @@ def tool_names(tools: list[dict[str, Any]]) -> list[str]:
 
 
 def to_action(name: str, argument: str) -> str:
-    """The canonical environment action of a valid call: ``search[…]`` or ``click[…]`` (argument stripped)."""
+    """The canonical action of a valid call: ``search[…]`` or ``click[…]``, argument stripped."""
     if name not in TOOL_ARGUMENT:
         raise ValueError(f"tool name: expected one of {sorted(TOOL_ARGUMENT)}, got {name!r}")
     return f"{name}[{argument.strip()}]"

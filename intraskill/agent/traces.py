@@ -35,7 +35,7 @@ class RewardError(ValueError):
 
 
 def reward_from_terminal(payload: Mapping[str, Any]) -> dict[str, float]:
-    """The validated reward dict ``{"reward", "r_type", …, "r_strict", "r_success"}`` of a terminal payload."""
+    """The validated reward dict ``{"reward", "r_type", …, "r_success"}`` of a terminal payload."""
     if not payload.get("done"):
         raise RewardError("done: the episode has not ended")
     detail = payload.get("reward_detail")

@@ -133,7 +133,8 @@ class AsyncShopClient(_LeaseHolder):
         """Release any held lease, lease a slot (waiting if all are busy) and start ``task_id``."""
         if self.has_lease:
             await self._release_quietly()
-        return self._observed(await self._post(self._reset_body(task_id, persona), self._reset_timeout()), True)
+        response = await self._post(self._reset_body(task_id, persona), self._reset_timeout())
+        return self._observed(response, take_lease=True)
 
     async def step(self, action: str) -> dict[str, Any]:
         """Send one canonical action (``search[...]`` / ``click[...]``); returns the step payload."""
@@ -197,7 +198,8 @@ class ShopClient(_LeaseHolder):
         """Release any held lease, lease a slot (waiting if all are busy) and start ``task_id``."""
         if self.has_lease:
             self._release_quietly()
-        return self._observed(self._post(self._reset_body(task_id, persona), self._reset_timeout()), True)
+        response = self._post(self._reset_body(task_id, persona), self._reset_timeout())
+        return self._observed(response, take_lease=True)
 
     def step(self, action: str) -> dict[str, Any]:
         """Send one canonical action; returns the step payload."""

@@ -38,7 +38,8 @@ def read_raw_products(path: str | Path) -> list[dict[str, Any]]:
     with opener(path, "rt", encoding="utf-8") as handle:
         records = json.load(handle)
     if not isinstance(records, list):
-        raise ValueError(f"{path}: a raw product file must hold a JSON list of products, got {type(records).__name__}")
+        kind = type(records).__name__
+        raise ValueError(f"{path}: a raw product file must hold a JSON list of products, got {kind}")
     return records
 
 
@@ -49,8 +50,8 @@ def write_raw_products(records: list[dict[str, Any]], path: str | Path) -> Path:
     data = json.dumps(records, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     tmp = path.with_name(path.name + ".tmp")
     if path.suffix == ".gz":
-        with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz:
-            gz.write(data)
+        with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed:
+            packed.write(data)
     else:
         tmp.write_bytes(data)
     tmp.replace(path)
@@ -70,7 +71,8 @@ def _float_or_none(value: Any) -> float | None:
 
 
 def _pricing(raw: Any) -> tuple[float, ...]:
-    values = [v for v in (_float_or_none(x) for x in (raw or [])[:2]) if v is not None] if isinstance(raw, list) else []
+    entries = raw[:2] if isinstance(raw, list) else []
+    values = [v for v in (_float_or_none(x) for x in entries) if v is not None]
     return tuple(values) if values else DEFAULT_PRICING
 
 
@@ -79,13 +81,15 @@ def _options(raw: Any, asin: str) -> tuple[dict[str, tuple[str, ...]], dict[str,
     if not raw:
         return {}, {}
     if not isinstance(raw, dict):
-        raise ValueError(f"product {asin}: customization_options must be a mapping axis -> list, got {type(raw).__name__}")
+        kind = type(raw).__name__
+        raise ValueError(f"product {asin}: customization_options must be a mapping axis -> list, got {kind}")
     options: dict[str, tuple[str, ...]] = {}
     prices: dict[str, dict[str, float | None]] = {}
     for axis, entries in raw.items():
         values: dict[str, float | None] = {}
         for entry in entries or []:
-            value, price = (entry.get("value"), entry.get("price")) if isinstance(entry, dict) else (entry, None)
+            is_dict = isinstance(entry, dict)
+            value, price = (entry.get("value"), entry.get("price")) if is_dict else (entry, None)
             if value is None or str(value).strip() == "":
                 continue
             values.setdefault(normalize_option_value(value), _float_or_none(price))
@@ -216,7 +220,8 @@ class Catalog:
         """Attach a split; every listed task id must be an active task of this catalogue."""
         missing = [t for name in splits.names for t in splits.ids(name) if t not in self.goals]
         if missing:
-            raise ValueError(f"splits list {len(missing)} task ids that are not active tasks, e.g. {missing[:5]}")
+            raise ValueError(f"splits list {len(missing)} task ids that are not active tasks, "
+                             f"e.g. {missing[:5]}")
         self.splits = splits
 
     def goal(self, task_id: int) -> Goal:

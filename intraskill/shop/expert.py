@@ -89,7 +89,9 @@ def instruction_words(instruction: str) -> list[str]:
 def persona_preferences(persona: dict[str, Any]) -> dict[str, str]:
     """The persona's ``preferences`` block as strings (brand, material, color, size, …)."""
     prefs = persona.get("preferences")
-    return {str(k): str(v) for k, v in prefs.items() if isinstance(v, (str, int, float))} if isinstance(prefs, dict) else {}
+    if not isinstance(prefs, dict):
+        return {}
+    return {str(k): str(v) for k, v in prefs.items() if isinstance(v, (str, int, float))}
 
 
 @dataclass
@@ -144,6 +146,12 @@ class ScriptedExpert:
         budget = parse_budget(task.instruction_simple).price_upper if active["check_budget"] else None
         self._episode = _Episode(task=task, active=active, required=list(dict.fromkeys(required)),
                                  options=options, budget=budget)
+
+    def first_query(self, task: Task) -> str:
+        """Start an episode of ``task`` and return the query its first search would send."""
+        self.start(task)
+        assert self._episode is not None
+        return self.query(self._episode)
 
     def act(self, task: Task, state: dict[str, Any]) -> str:
         """The next canonical action for ``task`` on the page ``state`` (an ``observation_state``)."""
@@ -213,7 +221,8 @@ class ScriptedExpert:
             return True
         available = {axis.casefold(): [v.casefold() for v in values]
                      for axis, values in (state.get("available_options") or {}).items()}
-        return any(axis in available and value not in available[axis] for axis, value in episode.options.items())
+        return any(axis in available and value not in available[axis]
+                   for axis, value in episode.options.items())
 
     def _choose(self, episode: _Episode, axis: str, values: list[str]) -> str:
         if episode.active["choose_options"]:
@@ -286,7 +295,8 @@ def run_expert_episode(session: Any, expert: ScriptedExpert, task: Task,
     return response
 
 
-def expert_ablation(store: tuple[Any, Any, Any], split: str = "val", limit: int | None = None) -> dict[str, Any]:
+def expert_ablation(store: tuple[Any, Any, Any], split: str = "val",
+                    limit: int | None = None) -> dict[str, Any]:
     """Success rate (``r_success``) of the full expert and of the expert with each competence off.
 
     ``store`` is what :func:`intraskill.shop.build.open_store` returns. Returns
@@ -310,3 +320,25 @@ def expert_ablation(store: tuple[Any, Any, Any], split: str = "val", limit: int 
         success[arm] = wins / max(1, len(task_ids))
         mean_actions[arm] = actions / max(1, len(task_ids))
     return {"split": split, "tasks": len(task_ids), "success": success, "mean_actions": mean_actions}
+
+
+def query_recall(store: tuple[Any, Any, Any], split: str = "val", limit: int | None = None,
+                 ks: tuple[int, ...] = (1, 20)) -> dict[str, Any]:
+    """Gold-ASIN recall@k of the expert's first query with and without the persona words.
+
+    ``simple`` = ``instruction_simple``; ``simple_persona`` = ``instruction_simple`` + persona brand +
+    persona material (the ``read_persona`` query).
+    """
+    catalog, index, _ = store
+    task_ids = list(catalog.task_ids(split))[:limit]
+    arms = {"simple": Competences().without("read_persona"), "simple_persona": Competences()}
+    recall: dict[str, dict[str, float]] = {}
+    for arm, competences in arms.items():
+        expert, hits = ScriptedExpert(competences), {k: 0 for k in ks}
+        for task_id in task_ids:
+            ranked = index.search(expert.first_query(catalog.task(task_id)), k=max(ks))
+            gold = catalog.goal(task_id).asin
+            for k in ks:
+                hits[k] += int(gold in ranked[:k])
+        recall[arm] = {f"recall@{k}": hits[k] / max(1, len(task_ids)) for k in ks}
+    return {"split": split, "tasks": len(task_ids), "recall": recall}

@@ -12,13 +12,13 @@ The app is a thin shell: request parsing and lease checks here, all store behavi
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
@@ -66,7 +66,8 @@ class ShopService:
         Task counts per split, reported by ``/healthz`` under ``tasks`` next to the active count.
     """
 
-    def __init__(self, engine: ShopEngine, slots: int = 8, split_sizes: Mapping[str, int] | None = None) -> None:
+    def __init__(self, engine: ShopEngine, slots: int = 8,
+                 split_sizes: Mapping[str, int] | None = None) -> None:
         self.engine = engine
         self.pool = SlotLeasePool(slots)
         self._slots = [_Slot(session=engine.new_session(), lock=threading.Lock()) for _ in range(slots)]
@@ -164,7 +165,8 @@ def _reset_args(service: ShopService, body: Mapping[str, Any]) -> tuple[int, boo
     return task_id, persona
 
 
-async def _lease_slot(service: ShopService, request: Request, limiter: anyio.CapacityLimiter) -> tuple[int, str] | None:
+async def _lease_slot(service: ShopService, request: Request,
+                      limiter: anyio.CapacityLimiter) -> tuple[int, str] | None:
     """Block (in a worker thread) until a slot is free; ``None`` if the client went away first."""
     while True:
         try:
@@ -186,13 +188,19 @@ async def _reset(service: ShopService, request: Request, body: Mapping[str, Any]
         return None
     slot, lease = leased
     if await request.is_disconnected():  # nobody will ever release this slot: give it back now
-        service.pool.release(slot, lease)
+        _give_back(service, slot, lease)
         return None
     try:
         return await anyio.to_thread.run_sync(service.start_episode, slot, lease, task_id, persona)
     except BaseException:
-        service.pool.release(slot, lease)
+        _give_back(service, slot, lease)
         raise
+
+
+def _give_back(service: ShopService, slot: int, lease: str) -> None:
+    """Release a slot the caller never received (already freed by ``release_all`` is fine)."""
+    with contextlib.suppress(LeaseError):
+        service.pool.release(slot, lease)
 
 
 def _dispatch(service: ShopService, body: Mapping[str, Any]) -> Callable[[], dict[str, Any]]:
@@ -212,12 +220,14 @@ def _dispatch(service: ShopService, body: Mapping[str, Any]) -> Callable[[], dic
     if action == "terminate":
         reason = _field(body, "termination_reason", str)
         if reason not in EXTERNAL_TERMINATIONS:
-            raise RequestError(f"termination_reason: need one of {list(EXTERNAL_TERMINATIONS)}, got {reason!r}")
+            raise RequestError(
+                f"termination_reason: need one of {list(EXTERNAL_TERMINATIONS)}, got {reason!r}")
         return lambda: service.terminate(slot, lease, reason)
     return lambda: service.release(slot, lease)
 
 
-def create_app(engine: ShopEngine, slots: int = 8, *, split_sizes: Mapping[str, int] | None = None) -> FastAPI:
+def create_app(engine: ShopEngine, slots: int = 8, *,
+               split_sizes: Mapping[str, int] | None = None) -> FastAPI:
     """Build the FastAPI app serving ``POST /api/shop_agent`` and ``GET /healthz`` over ``engine``.
 
     Parameters
@@ -237,7 +247,7 @@ def create_app(engine: ShopEngine, slots: int = 8, *, split_sizes: Mapping[str, 
     service = ShopService(engine, slots, split_sizes)
     waiters = anyio.CapacityLimiter(MAX_WAITING_RESETS)
 
-    @asynccontextmanager
+    @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         service.close()
@@ -260,7 +270,7 @@ def create_app(engine: ShopEngine, slots: int = 8, *, split_sizes: Mapping[str, 
         try:
             if body.get("action") == "reset":
                 result = await _reset(service, request, body, waiters)
-                if result is None:
+                if result is None:  # 499: the nginx convention for "client closed request"; never read
                     return _error(499, "client disconnected while waiting for a slot")
             else:
                 result = await anyio.to_thread.run_sync(_dispatch(service, body))
@@ -309,7 +319,8 @@ class RunningService:
         self.stop()
 
 
-def serve_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0, startup_timeout: float = 20.0) -> RunningService:
+def serve_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0,
+                    startup_timeout: float = 20.0) -> RunningService:
     """Start ``app`` under uvicorn in a daemon thread and wait until it accepts requests.
 
     Parameters
@@ -330,7 +341,8 @@ def serve_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0, startu
     sock.bind((host, port))
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2, lifespan="on")
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="intraskill-store", daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="intraskill-store",
+                              daemon=True)
     thread.start()
     started = _wait_until(lambda: server.started or not thread.is_alive(), startup_timeout)
     if not (started and server.started):

@@ -81,36 +81,25 @@ def link_groups(goals: Iterable[Goal]) -> list[tuple[int, ...]]:
 
 
 def _exact_fill(candidates: Sequence[tuple[int, ...]], target: int) -> list[tuple[int, ...]]:
-    """Groups (in ranking order) whose sizes sum exactly to ``target``: greedy, then an exact DP."""
-    chosen: list[tuple[int, ...]] = []
-    total = 0
-    rest: list[tuple[int, ...]] = []
-    for group in candidates:
-        if total + len(group) <= target:
+    """Groups whose sizes sum exactly to ``target``, preferring earlier-ranked groups.
+
+    A suffix subset-sum table (bitsets of reachable sums) lets a forward pass take each group in
+    ranking order whenever the rest can still complete the sum exactly.
+    """
+    mask = (1 << (target + 1)) - 1
+    reachable = [1] * (len(candidates) + 1)  # reachable[i]: sums reachable with candidates[i:]
+    for i in range(len(candidates) - 1, -1, -1):
+        reachable[i] = (reachable[i + 1] | (reachable[i + 1] << len(candidates[i]))) & mask
+    if not (reachable[0] >> target) & 1:
+        raise ValueError(f"no subset of the eligible groups sums exactly to {target} tasks")
+    chosen, need = [], target
+    for i, group in enumerate(candidates):
+        if need >= len(group) and (reachable[i + 1] >> (need - len(group))) & 1:
             chosen.append(group)
-            total += len(group)
-        else:
-            rest.append(group)
-    need = target - total
-    if need == 0:
-        return chosen
-    # Exact subset sum over the unused groups: reach[s] = index of the group that first reached sum s.
-    reach: dict[int, tuple[int, int]] = {0: (-1, -1)}
-    for i, group in enumerate(rest):
-        for s in sorted(reach, reverse=True):
-            t = s + len(group)
-            if t <= need and t not in reach:
-                reach[t] = (i, s)
-        if need in reach:
+            need -= len(group)
+        if need == 0:
             break
-    if need not in reach:
-        raise ValueError(f"no subset of the eligible groups sums exactly to {target} tasks (short by {need})")
-    s, picked = need, []
-    while s:
-        i, prev = reach[s]
-        picked.append(rest[i])
-        s = prev
-    return chosen + picked
+    return chosen
 
 
 @dataclass(frozen=True)

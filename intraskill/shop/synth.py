@@ -30,7 +30,8 @@ Design (chosen for a store a tiny CPU model can learn and an expert can solve):
   the gold has the smallest ASIN in ~80 % of tasks (:data:`GOLD_FIRST_PROBABILITY`), so "open the first
   result" is usually right and inspecting candidates still matters.
 * **Uniqueness.** No product outside a gold's twin set carries the gold's query key (type, brand,
-  material, feature1), so the query "instruction_simple + persona brand + persona material" ranks the gold's twin set first.
+  material, feature1), so the query "instruction_simple + persona brand + persona material" ranks
+  the gold's twin set first.
 * **Groups for the split.** ~8 % of tasks come from returning users (a shared ``user_id``) and one
   power user owns more than 20 tasks, so the group-disjoint split has linked groups to respect.
 * **Task ids** are the gold's index in the (shuffled) product list, as in the reference, where
@@ -42,6 +43,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from intraskill.hashing import canonical_json, seed32, sha256_text
 from intraskill.shop import vocab
@@ -114,6 +116,11 @@ def _nice_price(value: float) -> float:
     return max(1.9, math.floor(value) + 0.9)
 
 
+def _entry(value: str, price: float) -> dict[str, Any]:
+    """One raw ``customization_options`` entry (values are title-cased, as raw crawls often are)."""
+    return {"value": value.title(), "price": price, "image": ""}
+
+
 def _round_up(value: float, step: int) -> int:
     return int(math.ceil(value / step) * step)
 
@@ -161,7 +168,8 @@ class _Generator:
             user_id=f"u{self.rng.randrange(10**6, 10**7)}",
             registered=f"20{self.rng.randrange(15, 25)}-{self.rng.randrange(1, 13):02d}",
             region={"province": province, "city": self.rng.choice(cities)},
-            demographics={"gender": self.rng.choice(vocab.GENDERS), "age_band": self.rng.choice(vocab.AGE_BANDS),
+            demographics={"gender": self.rng.choice(vocab.GENDERS),
+                          "age_band": self.rng.choice(vocab.AGE_BANDS),
                           "spend_level": self.rng.choice(vocab.SPEND_LEVELS),
                           "member_level": self.rng.choice(vocab.MEMBER_LEVELS)},
             device=self.rng.choice(vocab.DEVICES), active_hours=self.rng.choice(vocab.ACTIVE_HOURS),
@@ -221,13 +229,9 @@ class _Generator:
     def _product(self, *, asin: str, domain: vocab.Domain, sub: vocab.Subcategory, subtype: vocab.ProductType,
                  brand: str, material: str, features: tuple[str, str], variant: _Variant, model: str) -> dict:
         title = f"{brand} {material} {features[0]} {features[1]} {subtype.name} {model}"
+        options = {"color": [_entry(c, variant.prices[0]) for c in variant.colors]}
         if variant.sizes:
-            options = {
-                "color": [{"value": c.title(), "price": variant.prices[0], "image": ""} for c in variant.colors],
-                "size": [{"value": s.title(), "price": p, "image": ""} for s, p in zip(variant.sizes, variant.prices)],
-            }
-        else:
-            options = {"color": [{"value": c.title(), "price": variant.prices[0], "image": ""} for c in variant.colors]}
+            options["size"] = [_entry(s, p) for s, p in zip(variant.sizes, variant.prices)]
         low, high = min(variant.prices), max(variant.prices)
         return {
             "asin": asin,
@@ -286,7 +290,8 @@ class _Generator:
             phrase, price_upper = "", None
         else:
             amount, price_upper = _budget_amount(goal_price, next_price, kind)
-            templates = vocab.APPROX_BUDGET_PHRASES if kind == "approximate_upper" else vocab.HARD_BUDGET_PHRASES
+            approximate = kind == "approximate_upper"
+            templates = vocab.APPROX_BUDGET_PHRASES if approximate else vocab.HARD_BUDGET_PHRASES
             phrase = self.rng.choice(templates).format(amount)
         simple = " ".join(p for p in (article, features[0], subtype.name, phrase) if p)
         spec = f"in {color}" + (f", size {size}" if size else "")
@@ -319,7 +324,8 @@ class _Generator:
         goal_price = variant.prices[k] if variant.sizes else variant.prices[0]
         next_price = variant.prices[k + 1] if variant.sizes and k + 1 < len(variant.prices) else None
         kind = self.rng.choices(list(BUDGET_KIND_WEIGHTS), weights=list(BUDGET_KIND_WEIGHTS.values()))[0]
-        instruction = self._instruction(kind=kind, subtype=subtype, brand=brand, material=material, features=features,
+        instruction = self._instruction(kind=kind, subtype=subtype, brand=brand, material=material,
+                                        features=features,
                                         color=color, size=size if variant.sizes else None,
                                         goal_price=goal_price, next_price=next_price)
         upper = instruction["price_upper"] or goal_price * 1.3
@@ -331,20 +337,22 @@ class _Generator:
         gold = self._product(asin=gold_asin, brand=brand, material=material, variant=variant,
                              model=self._model_code(), **common)
         gold["instructions"] = [instruction]
-        gold["user_persona"] = self._persona(self._user_for(task_index), domain, sub, subtype, brand, other_brand,
-                                             material, color, size, goal_price, kind)
+        user = self._user_for(task_index)
+        gold["user_persona"] = self._persona(user, domain, sub, subtype, brand, other_brand, material, color, size,
+                                             goal_price, kind)
         rest = [c for c in domain.colors if c not in variant.colors]
         twin_colors = [c for c in variant.colors if c != color] + rest[:1]
         markup = max(1.35, upper / goal_price * 1.12)
-        pricier = _Variant(list(variant.colors), list(variant.sizes), [_nice_price(p * markup) for p in variant.prices])
+        pricier = _Variant(list(variant.colors), list(variant.sizes),
+                           [_nice_price(p * markup) for p in variant.prices])
+        no_color = _Variant(twin_colors, list(variant.sizes), list(variant.prices))
         distractors = {
             "brand": self._product(asin=self._asin(), brand=other_brand, material=material, variant=variant,
                                    model=self._model_code(), **common),
-            "material": self._product(asin=self._asin(), brand=brand, material=other_material, variant=variant,
-                                      model=self._model_code(), **common),
-            "color_twin": self._product(asin=twin_asins[0], brand=brand, material=material, model=self._model_code(),
-                                        variant=_Variant(twin_colors, list(variant.sizes), list(variant.prices)),
-                                        **common),
+            "material": self._product(asin=self._asin(), brand=brand, material=other_material,
+                                      variant=variant,                                      model=self._model_code(), **common),
+            "color_twin": self._product(asin=twin_asins[0], brand=brand, material=material, variant=no_color,
+                                        model=self._model_code(), **common),
             "price_twin": self._product(asin=twin_asins[1], brand=brand, material=material, variant=pricier,
                                         model=self._model_code(), **common),
         }

@@ -104,7 +104,7 @@ DOMAINS: tuple[Domain, ...] = (
         _sub("kitchenware", "bamboo,steel,ceramic,glass,cast iron,silicone",
              "foldable,nonstick,dishwasher safe,stackable,lidded,heavy duty,compact",
              [("cutting board", 10, 40), ("frying pan", 18, 70), ("storage jar", 6, 28)]),
-        _sub("bedding", "cotton,linen,bamboo fiber,microfiber,silk,down",
+        _sub("bedding", "cotton,linen,bamboo,microfiber,silk,down",
              "breathable,hypoallergenic,quilted,cooling,washable,plush,lightweight",
              [("duvet cover", 25, 90), ("pillow", 12, 50), ("blanket", 20, 80)]),
         _sub("storage", "plastic,rattan,fabric,wood,metal,acrylic",
@@ -140,16 +140,16 @@ DOMAINS: tuple[Domain, ...] = (
         _sub("outdoor", "nylon,polyester,aluminum,carbon,canvas,goretex",
              "waterproof,ultralight,windproof,packable,insulated,reflective,durable",
              [("hiking backpack", 30, 120), ("camping tent", 45, 180), ("trekking pole", 15, 60)]),
-        _sub("cycling", "carbon,aluminum,polycarbonate,foam,lycra,gel",
+        _sub("cycling", "carbon,aluminum,titanium,foam,lycra,gel",
              "aero,ventilated,padded,reflective,quick dry,breathable,adjustable",
              [("bike helmet", 25, 90), ("cycling gloves", 8, 30), ("bike light", 10, 40)]),
     )),
     Domain("supplies", "日用", "household supplies", ("white", "blue", "green", "grey", "pink", "yellow", "purple"),
            ("trial", "single", "twin", "value"), (
-        _sub("cleaning supplies", "microfiber,sponge,cellulose,bamboo fiber,cotton,nylon",
+        _sub("cleaning supplies", "microfiber,loofah,cellulose,bamboo,cotton,nylon",
              "reusable,absorbent,scratchfree,lintfree,biodegradable,heavy duty,disposable",
              [("cleaning cloth", 4, 18), ("scrub sponge", 3, 14), ("mop refill", 6, 25)]),
-        _sub("paper goods", "pulp,bamboo pulp,recycled,virgin pulp,cotton pulp,sugarcane",
+        _sub("paper goods", "wood,bamboo,recycled,virgin,cotton,sugarcane",
              "soft,unscented,thick,travel,embossed,flushable,lotion",
              [("facial tissue", 4, 20), ("toilet paper", 6, 30), ("kitchen towel", 5, 22)]),
         _sub("laundry", "enzyme,plant based,oxygen,lavender,citrus,baking soda",
@@ -159,7 +159,7 @@ DOMAINS: tuple[Domain, ...] = (
 )
 
 BRANDS: tuple[str, ...] = (
-    "Nordvik", "Brightway", "Calloway", "Dunmore", "Elmcrest", "Fairhaven", "Glenwood", "Harbury",
+    "Nordvik", "Brightway", "Calloway", "Dunmore", "Elmcrest", "Fairhaven", "Grisham", "Harbury",
     "Ivesdale", "Juniper", "Kestrel", "Larkfield", "Marlowe", "Northam", "Oakhurst", "Pemberly",
     "Quillon", "Ravensby", "Stanwick", "Thornbury", "Upland", "Vantor", "Westbrook", "Yarrow",
     "Zephyra", "Ashgrove", "Bellmont", "Corvane", "Deltora", "Everly", "Foxley", "Granton",

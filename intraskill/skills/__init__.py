@@ -25,7 +25,13 @@ from intraskill.skills.curriculum import (
     save_curriculum,
     treatment_draw,
 )
-from intraskill.skills.render import SKILL_RENDERER_VERSION, Chunk, parse_chunk, render_chunk, render_skill_block
+from intraskill.skills.render import (
+    SKILL_RENDERER_VERSION,
+    Chunk,
+    parse_chunk,
+    render_chunk,
+    render_skill_block,
+)
 
 __all__ = [
     "CURRICULUM_SCHEMA_VERSION",

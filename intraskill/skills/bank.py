@@ -27,7 +27,7 @@ class SkillBankError(ValueError):
 
 
 def content_sha256(content: str) -> str:
-    """The release's content hash: SHA-256 of ``json.dumps(content, ensure_ascii=False)`` (not of the raw text)."""
+    """The release's content hash: SHA-256 of ``json.dumps(content, ensure_ascii=False)``."""
     return sha256_text(json.dumps(content, ensure_ascii=False))
 
 
@@ -111,7 +111,8 @@ class Skill:
         recorded = data.get("content_sha256")
         if recorded is not None and recorded != skill.content_sha256:
             raise SkillBankError(
-                f"{where}.content_sha256: recorded {recorded} but the content hashes to {skill.content_sha256}"
+                f"{where}.content_sha256: recorded {recorded} but the content hashes to "
+                f"{skill.content_sha256}"
             )
         return skill
 
@@ -175,10 +176,15 @@ class SkillBank:
         raise KeyError(f"skill_id {skill_id!r} is not in bank {self.bank_version!r}")
 
     def provider_identity(self, max_skills: int | None = None) -> dict[str, Any]:
-        """The provider identity recorded by runs: {provider, schema_version, bank_version, bank_sha256, max_skills}."""
+        """The provider identity runs record.
+
+        {provider, schema_version, bank_version, bank_sha256, max_skills}; ``max_skills`` below the
+        number of enabled chunks is refused (it would silently truncate injection, method §1.1).
+        """
         if max_skills is not None and max_skills < len(self.enabled_skills()):
             raise SkillBankError(
-                f"max_skills: {max_skills} would silently drop chunks; use None or >= {len(self.enabled_skills())}"
+                f"max_skills: {max_skills} would silently drop chunks; "
+                f"use None or >= {len(self.enabled_skills())}"
             )
         return {
             "provider": "json_skillbank",

@@ -52,7 +52,8 @@ def _positive_effect(skill: Skill) -> float:
     effect = skill.estimated_effect
     if effect is None or not math.isfinite(effect) or effect <= 0:
         raise CurriculumError(
-            f"skills[{skill.skill_id!r}].metadata.estimated_effect: must be a finite number > 0, got {effect!r}"
+            f"skills[{skill.skill_id!r}].metadata.estimated_effect: must be a finite number > 0, "
+            f"got {effect!r}"
         )
     return effect
 
@@ -70,7 +71,7 @@ class CurriculumChunk:
 
     def to_skill(self) -> Skill:
         """The chunk as a :class:`Skill` record (what enters the prompt)."""
-        return Skill(skill_id=self.skill_id, content=self.content, version=self.version, metadata=self.metadata)
+        return Skill(self.skill_id, self.content, version=self.version, metadata=self.metadata)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -97,7 +98,9 @@ class CurriculumState:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.skill_free_probability <= 1.0:
-            raise CurriculumError(f"skill_free_probability: must lie in [0, 1], got {self.skill_free_probability}")
+            raise CurriculumError(
+                f"skill_free_probability: must lie in [0, 1], got {self.skill_free_probability}"
+            )
         expected = compute_state_id(self)
         if not self.state_id:
             object.__setattr__(self, "state_id", expected)
@@ -250,7 +253,7 @@ def save_curriculum(state: CurriculumState, path: str | Path) -> Path:
 
 
 def load_curriculum(path: str | Path) -> CurriculumState:
-    """Read a curriculum file; a ``state_id`` that does not match its content raises :class:`CurriculumError`."""
+    """Read a curriculum file; a ``state_id`` not matching its content raises :class:`CurriculumError`."""
     path = Path(path)
     try:
         return CurriculumState.from_dict(json.loads(path.read_text(encoding="utf-8")))
@@ -276,7 +279,9 @@ class GroupAssignment:
         if self.mode not in ASSIGNMENT_MODES:
             raise CurriculumError(f"mode: expected one of {ASSIGNMENT_MODES}, got {self.mode!r}")
         if (self.mode in (MODE_SKILL_FREE, MODE_ASSISTED_EMPTY)) != (not self.skill_ids):
-            raise CurriculumError(f"skill_ids: mode {self.mode!r} is inconsistent with {list(self.skill_ids)}")
+            raise CurriculumError(
+                f"skill_ids: mode {self.mode!r} is inconsistent with {list(self.skill_ids)}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -307,7 +312,8 @@ def assign_group(state: CurriculumState, group_key: str | int) -> GroupAssignmen
     chosen = tuple(
         chunk.skill_id
         for chunk in state.chunks
-        if treatment_draw(state.seed, state.state_id, key, f"chunk:{chunk.skill_id}") < chunk.inclusion_probability
+        if treatment_draw(state.seed, state.state_id, key, f"chunk:{chunk.skill_id}")
+        < chunk.inclusion_probability
     )
     return GroupAssignment(state.state_id, key, MODE_ASSISTED if chosen else MODE_ASSISTED_EMPTY, chosen)
 
@@ -352,7 +358,8 @@ class GroupAssignmentRegistry:
                                       f"({record.state_id[:12]} → {assignment.state_id[:12]})")
             if (record.mode, record.skill_ids) != (assignment.mode, assignment.skill_ids):
                 raise CurriculumError(
-                    f"{where}: sample {sample_index} has treatment ({assignment.mode}, {list(assignment.skill_ids)}) "
+                    f"{where}: sample {sample_index} has treatment "
+                    f"({assignment.mode}, {list(assignment.skill_ids)}) "
                     f"but its siblings have ({record.mode}, {list(record.skill_ids)})"
                 )
             if sample_index in record.started:

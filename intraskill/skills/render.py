@@ -68,7 +68,8 @@ def render_chunk(chunk: Chunk) -> str:
     - Verify: no axis is missing
     - Avoid: buying early
     """
-    lines = [f"### {chunk.title.strip()}", "", f"- Applies when: {chunk.applicable_when.strip()}", "- Procedure:"]
+    lines = [f"### {chunk.title.strip()}", "", f"- Applies when: {chunk.applicable_when.strip()}"]
+    lines.append("- Procedure:")
     lines += [f"  {number}. {step.strip()}" for number, step in enumerate(chunk.procedure, start=1)]
     lines += [f"- Verify: {chunk.verification.strip()}", f"- Avoid: {chunk.common_failure.strip()}"]
     return "\n".join(lines)

@@ -1,0 +1,268 @@
+"""The store service over real HTTP on 127.0.0.1 (reference §4.5, §6, test_slot_lease_contract,
+test_debug_ui's /healthz contract), its clients, and the ``intraskill env bench`` command."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from typer.testing import CliRunner
+
+from intraskill.cli import app as cli_app
+from intraskill.shop.client import AsyncShopClient, ShopClient, ShopProtocolError, ShopServiceError
+from intraskill.shop.engine import ShopEngine
+from intraskill.shop.leases import StaleLeaseError
+from intraskill.shop.service import RunningService, create_app, serve_in_thread
+
+API = "/api/shop_agent"
+
+
+@pytest.fixture(scope="module")
+def engine(small_store) -> ShopEngine:
+    catalog, index, _ = small_store
+    return ShopEngine(catalog.products, catalog.goals, index)
+
+
+@pytest.fixture(scope="module")
+def task_ids(small_store) -> list[int]:
+    _, _, splits = small_store
+    return list(splits.ids("test"))
+
+
+@pytest.fixture(scope="module")
+def service(engine: ShopEngine, small_store) -> Iterator[RunningService]:
+    _, _, splits = small_store
+    app = create_app(engine, slots=2, split_sizes={n: len(splits.ids(n)) for n in splits.names})
+    with serve_in_thread(app) as running:
+        yield running
+
+
+@pytest.fixture()
+def http(service: RunningService) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=service.base_url, trust_env=False, timeout=10) as client:
+        yield client
+        client.post(API, json={"action": "release_all"})  # every test starts with all slots free
+
+
+def post(http: httpx.Client, **body: Any) -> tuple[int, dict[str, Any]]:
+    response = http.post(API, json=body)
+    return response.status_code, response.json()["result"]
+
+
+def free_slots(http: httpx.Client) -> int:
+    return http.get("/healthz").json()["free_slots"]
+
+
+def test_healthz_contract(http: httpx.Client, engine: ShopEngine) -> None:
+    health = http.get("/healthz").json()
+    assert health["ready"] is True
+    assert health["environment_slots"] == 2 and health["free_slots"] == 2
+    assert health["tasks"] == {"active": 200, "train": 120, "val": 40, "test": 40}
+    assert health["primary_reward"] == "r_strict"
+    versions = health["versions"]
+    assert versions["environment_version"] == "shopsimulator-paper-aligned-v8"
+    assert versions["search"] == "shopsimulator-multifield-bm25-v3"
+    assert versions["reward"] == "shopsimulator-paper-reward-v2"
+    assert versions["observation"] == "shopping-observation-v7"
+
+
+def test_reset_interact_terminate_release_cycle(http: httpx.Client, task_ids: list[int]) -> None:
+    status, reset = post(http, action="reset", idx=task_ids[0], if_persona=True)
+    assert status == 200
+    slot, lease = reset["env_idx"], reset["lease_id"]
+    assert reset["idx"] == task_ids[0] and reset["task_mode"] == "persona"
+    assert reset["observation_state"]["page_type"] == "search_home" and reset["task_instruction"]
+    assert "goal" not in reset and lease not in json.dumps(reset["observation_state"]) + reset["observation"]
+    assert free_slots(http) == 1
+
+    status, step = post(http, action="interact", env_idx=slot, lease_id=lease, response="search[pillow]")
+    assert status == 200 and step["done"] is False and step["over"] is False
+    assert step["message"] == "Continue interaction" and step["lease_id"] == lease
+    assert step["idx"].startswith(f"slot-{slot}-") and lease not in step["observation"]
+    status, bad = post(http, action="interact", env_idx=slot, lease_id=lease, response="search[again]")
+    assert status == 200 and bad["message"] == "Invalid action"
+    assert bad["observation_state"]["last_action"]["reason"] == "search_unavailable"
+
+    status, end = post(http, action="terminate", env_idx=slot, lease_id=lease,
+                       termination_reason="action_limit")
+    assert status == 200 and end["done"] is True and end["over"] is True
+    assert end["reward"] == 0.0 and end["termination_reason"] == "action_limit"
+    assert free_slots(http) == 1  # the episode ended but the slot stays leased until released
+
+    assert post(http, action="release_one", env_idx=slot, lease_id=lease)[0] == 200
+    assert free_slots(http) == 2
+    status, again = post(http, action="release_one", env_idx=slot, lease_id=lease)
+    assert status == 409 and "not leased" in again["error"]  # a duplicate release is visible
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"action": "reset", "idx": 0, "env_idx": 0}, "env_idx"),
+        ({"action": "reset"}, "idx"),
+        ({"action": "reset", "idx": -5}, "idx"),
+        ({"action": "reset", "idx": 0, "interaction_mode": "multi_turn"}, "interaction_mode"),
+        ({"action": "jump"}, "action"),
+        ({"action": "interact", "env_idx": 99, "lease_id": "x", "response": "search[a]"}, "env_idx"),
+        ({"action": "interact", "env_idx": 0, "lease_id": "x"}, "response"),
+        ({"action": "terminate", "env_idx": 0, "lease_id": "x", "termination_reason": "bored"},
+         "termination_reason"),
+    ],
+)
+def test_bad_arguments_are_400_naming_the_field(http: httpx.Client, task_ids: list[int], body: dict[str, Any],
+                                                field: str) -> None:
+    if body.get("idx") == 0:
+        body = {**body, "idx": task_ids[0]}
+    status, result = post(http, **body)
+    assert status == 400 and result["error"].startswith(f"{field}:")
+    assert free_slots(http) == 2  # a rejected reset leases nothing
+
+
+def test_stale_lease_is_409(http: httpx.Client, service: RunningService, task_ids: list[int]) -> None:
+    _, reset = post(http, action="reset", idx=task_ids[0])
+    slot, lease = reset["env_idx"], reset["lease_id"]
+    post(http, action="release_one", env_idx=slot, lease_id=lease)
+    status, result = post(http, action="interact", env_idx=slot, lease_id=lease, response="search[pillow]")
+    assert status == 409 and "stale lease" in result["error"]
+
+    async def client_side() -> None:
+        async with AsyncShopClient(service.base_url) as env:
+            await env.reset(task_ids[1])
+            http.post(API, json={"action": "release_all"})
+            with pytest.raises(StaleLeaseError):
+                await env.step("search[pillow]")
+            assert not env.has_lease
+
+    asyncio.run(client_side())
+
+
+def test_step_after_done_is_500(http: httpx.Client, task_ids: list[int]) -> None:
+    _, reset = post(http, action="reset", idx=task_ids[0])
+    slot, lease = reset["env_idx"], reset["lease_id"]
+    post(http, action="terminate", env_idx=slot, lease_id=lease, termination_reason="generation_length")
+    status, result = post(http, action="interact", env_idx=slot, lease_id=lease, response="search[pillow]")
+    assert status == 500 and "EpisodeFinishedError" in result["error"]
+    status, result = post(http, action="terminate", env_idx=slot, lease_id=lease,
+                          termination_reason="action_limit")
+    assert status == 500  # a finished terminal cannot be overwritten
+
+
+def test_full_purchase_episode_with_the_sync_client(service: RunningService, small_store,
+                                                    task_ids: list[int]) -> None:
+    catalog = small_store[0]
+    goal = catalog.goals[task_ids[0]]  # private: the test plays the gold path
+    with ShopClient(service.base_url) as env:
+        first = env.reset(goal.task_id)
+        assert "lease_id" not in first and env.has_lease
+        results = env.step(f"search[{goal.name}]")
+        assert goal.asin in results["observation_state"]["actions"]
+        page = env.step(f"click[{goal.asin}]")
+        for label in page["observation_state"]["actions"]:
+            if "=" in label and label.split("=", 1)[1] in goal.goal_options:
+                page = env.step(f"click[{label}]")
+        assert page["observation_state"]["options_complete"] is True
+        end = env.step("click[buy now]")
+        assert end["done"] and end["termination_reason"] == "purchase"
+        assert end["reward"] == end["reward_detail"]["r_strict"] == 1.0
+        assert end["purchase"]["asin"] == goal.asin and end["goal"]["task_id"] == goal.task_id
+        assert "lease_id" not in end and env.has_lease  # no automatic release
+    with httpx.Client(base_url=service.base_url, trust_env=False) as http:
+        assert free_slots(http) == 2  # close() released the lease
+
+
+@pytest.fixture()
+def one_slot_service(engine: ShopEngine) -> Iterator[RunningService]:
+    with serve_in_thread(create_app(engine, slots=1)) as running:
+        yield running
+
+
+def test_blocking_reset_waits_for_a_release(one_slot_service: RunningService, task_ids: list[int]) -> None:
+    base_url = one_slot_service.base_url
+
+    async def scenario() -> None:
+        first, second = AsyncShopClient(base_url), AsyncShopClient(base_url)
+        try:
+            await first.reset(task_ids[0])
+            waiting = asyncio.create_task(second.reset(task_ids[1]))
+            await asyncio.sleep(0.6)
+            assert not waiting.done()  # queued: the only slot is leased
+            await first.release()
+            payload = await asyncio.wait_for(waiting, timeout=5)
+            assert payload["env_idx"] == 0 and payload["idx"] == task_ids[1]
+        finally:
+            await first.close()
+            await second.close()
+
+    asyncio.run(scenario())
+    assert httpx.get(base_url + "/healthz", trust_env=False).json()["free_slots"] == 1
+
+
+def test_a_waiter_that_disconnects_does_not_leak_the_slot(one_slot_service: RunningService,
+                                                          task_ids: list[int]) -> None:
+    base_url = one_slot_service.base_url
+    with ShopClient(base_url) as holder:
+        holder.reset(task_ids[0])
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(base_url + API, json={"action": "reset", "idx": task_ids[1]}, timeout=0.3,
+                       trust_env=False)
+    deadline = time.monotonic() + 3
+    while httpx.get(base_url + "/healthz", trust_env=False).json()["free_slots"] != 1:
+        assert time.monotonic() < deadline, "the abandoned reset kept the slot"
+        time.sleep(0.05)
+
+
+def test_release_all_frees_every_slot(http: httpx.Client, service: RunningService,
+                                      task_ids: list[int]) -> None:
+    clients = [ShopClient(service.base_url) for _ in range(2)]
+    for client, task_id in zip(clients, task_ids):
+        client.reset(task_id)
+    assert free_slots(http) == 0
+    status, result = post(http, action="release_all")
+    assert status == 200 and result["released"] == [0, 1] and free_slots(http) == 2
+    for client in clients:
+        with pytest.raises(StaleLeaseError):
+            client.step("search[pillow]")
+        client.close()
+
+
+def test_client_rejects_a_response_without_observation_fields() -> None:
+    legacy = FastAPI()
+
+    @legacy.post(API)
+    async def old_protocol() -> dict[str, Any]:
+        return {"result": {"instruction": "buy a pillow", "observation": "home", "env_idx": 0,
+                           "lease_id": "a"}}
+
+    with serve_in_thread(legacy) as running, ShopClient(running.base_url) as env:
+        with pytest.raises(ShopProtocolError, match="instruction"):
+            env.reset(1)
+        assert not env.has_lease
+
+
+def test_client_surfaces_400_as_service_error(service: RunningService) -> None:
+    with ShopClient(service.base_url) as env, pytest.raises(ShopServiceError) as caught:
+        env.reset(-5)
+    assert caught.value.status == 400 and "idx" in caught.value.message
+
+
+def test_bench_cli_prints_one_json_line(small_store_root: Path) -> None:
+    args = ["env", "bench", "--root", str(small_store_root), "--json", "--steps", "40", "--requests", "30",
+            "--concurrency", "1", "--concurrency", "4", "--slots", "4", "--max-seconds", "5"]
+    result = CliRunner().invoke(cli_app, args)
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1
+    record = json.loads(lines[0])
+    assert record["catalog_products"] == 1000 and record["catalog_tasks"] == 200
+    assert record["search_step_us"] > 0 and record["click_step_us"] > 0 and record["steps_per_s"] > 0
+    assert sum(record["in_process_steps"].values()) == 40
+    assert set(record["http_requests_per_s"]) == {"1", "4"}
+    assert min(record["http_requests_per_s"].values()) > 0
+    assert record["http_requests"] == {"1": 30, "4": 30}
