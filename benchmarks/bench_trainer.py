@@ -36,7 +36,7 @@ class NaivePaddingTrainer(GRPOTrainer):
 
 
 def synthetic_samples(n: int, vocab: int, max_len: int, rng: random.Random) -> list[TrainSample]:
-    """``n`` samples in groups of 8: a prompt, then 1–8 (model turn, observation) pairs, capped at ``max_len``."""
+    """``n`` samples: a prompt, then 1–8 (model turn, observation) pairs, up to ``max_len``."""
     samples = []
     for index in range(n):
         ids = [rng.randrange(vocab) for _ in range(rng.randint(24, 64))]
@@ -95,7 +95,8 @@ def main() -> None:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed32(f"{args.seed}:bench-trainer:init"))
         model = Qwen3ForCausalLM(Qwen3Config(**shape)).to(device)
-    samples = synthetic_samples(args.samples, 2048, args.max_len, random.Random(seed32(f"{args.seed}:samples")))
+    rng = random.Random(seed32(f"{args.seed}:samples"))
+    samples = synthetic_samples(args.samples, 2048, args.max_len, rng)
     config = GRPOConfig(global_batch_size=None, micro_batch_tokens=args.budget, temperature=1.0)
     arms = {
         "packed": GRPOTrainer(copy.deepcopy(model), config),

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 import torch
 
 from intraskill.policy.base import SessionTokens
-from intraskill.train.batching import TrainSample, collate, pack_micro_batches, padding_waste, split_updates
+from intraskill.train.admission import FinishedGroup, RolloutOutcome
+from intraskill.train.batching import (
+    TrainSample,
+    collate,
+    pack_micro_batches,
+    padding_waste,
+    split_updates,
+    train_samples_from_groups,
+)
 
 
 def _sample(group: int, rollout: str, n: int = 4, advantage: float = 0.0) -> TrainSample:
@@ -97,3 +106,17 @@ def test_collate_right_pads_with_zero_masks() -> None:
     assert batch.loss_mask[1].tolist() == [0, 1, 1, 0, 0]
     assert torch.equal(batch.advantages[1], torch.tensor([0.0, -1.0, -1.0, 0.0, 0.0]))
     assert batch.model_tokens == 6
+
+
+def test_train_samples_from_groups_broadcasts_advantage_to_segments() -> None:
+    def outcome(rid: str, k: int, r: float) -> RolloutOutcome:
+        return RolloutOutcome(rid, k, rid, {"reward": r, "r_strict": r, "r_success": int(r == 1.0)})
+
+    group = FinishedGroup(7, (outcome("a", 0, 0.0), outcome("b", 1, 1.0)))
+    seg = SessionTokens([1, 2, 3], [0, 1, 1], [0.0, -0.1, -0.2])
+    samples = train_samples_from_groups([group], {"a": [seg, seg], "b": [seg]})
+    half = 0.5 / (math.sqrt(0.5) + 1e-6)
+    assert [(s.rollout_id, s.group_index) for s in samples] == [("a", 7), ("a", 7), ("b", 7)]
+    assert [s.advantage for s in samples] == pytest.approx([-half, -half, half], abs=1e-15)
+    with pytest.raises(ValueError, match="no recorded SessionTokens"):
+        train_samples_from_groups([group], {"a": [seg]})

@@ -81,7 +81,7 @@ def test_masked_tokens_do_not_change_loss_or_gradient() -> None:
     poisoned[0, 0] = -1e9  # a masked (prompt) position with an absurd old log-prob
     loss, clipfrac, approx_kl = clipped_surrogate(logp_new, poisoned, adv, mask)
     loss.backward()
-    assert float(loss.detach()) == float(base)
+    assert float(loss.detach()) == float(base.detach())
     assert torch.equal(logp_new.grad, grad)
     assert math.isfinite(float(approx_kl)) and math.isfinite(float(clipfrac))
 

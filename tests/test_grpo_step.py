@@ -58,8 +58,10 @@ def make_samples(seed: int = 0, groups: int = 4, siblings: int = 2) -> list[Trai
 
 
 def with_old(samples: list[TrainSample], old: list[list[float]]) -> list[TrainSample]:
-    return [TrainSample(s.input_ids, s.loss_mask, tuple(o), s.advantage, s.group_index, s.rollout_id)
-            for s, o in zip(samples, old)]
+    return [
+        TrainSample(s.input_ids, s.loss_mask, tuple(o), s.advantage, s.group_index, s.rollout_id)
+        for s, o in zip(samples, old)
+    ]
 
 
 def grads(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -117,8 +119,10 @@ def test_masked_old_logprobs_do_not_touch_gradients(model: Qwen3ForCausalLM) -> 
     trainer.accumulate_update(samples)
     clean = grads(model)
     rng = random.Random(5)
-    poisoned = with_old(samples, [[o if m else rng.uniform(-1e6, 1e6) for o, m in zip(s.old_logprobs, s.loss_mask)]
-                                  for s in samples])
+    garbage = [
+        [o if m else rng.uniform(-1e6, 1e6) for o, m in zip(s.old_logprobs, s.loss_mask)] for s in samples
+    ]
+    poisoned = with_old(samples, garbage)
     model.zero_grad(set_to_none=True)
     trainer.accumulate_update(poisoned)
     for name, grad in grads(model).items():
@@ -140,7 +144,8 @@ def test_compute_logprobs_uses_training_temperature(model: Qwen3ForCausalLM) -> 
     got = GRPOTrainer(model, GRPOConfig(temperature=0.7)).compute_logprobs([sample])[0]
     ids = torch.tensor([sample.input_ids])
     with torch.no_grad():
-        logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1] / 0.7, -1).gather(-1, ids[0, 1:, None])[:, 0]
+        logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1] / 0.7, -1)
+        logp = logp.gather(-1, ids[0, 1:, None])[:, 0]
     expected = [0.0] + [float(v) if m else 0.0 for v, m in zip(logp, sample.loss_mask[1:])]
     assert got == pytest.approx(expected, abs=1e-5)
 

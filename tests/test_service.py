@@ -15,6 +15,7 @@ import pytest
 from fastapi import FastAPI
 from typer.testing import CliRunner
 
+from intraskill.agent.env import Environment
 from intraskill.cli import app as cli_app
 from intraskill.shop.client import AsyncShopClient, ShopClient, ShopProtocolError, ShopServiceError
 from intraskill.shop.engine import ShopEngine
@@ -159,6 +160,7 @@ def test_full_purchase_episode_with_the_sync_client(service: RunningService, sma
     catalog = small_store[0]
     goal = catalog.goals[task_ids[0]]  # private: the test plays the gold path
     with ShopClient(service.base_url) as env:
+        assert isinstance(env, Environment)
         first = env.reset(goal.task_id)
         assert "lease_id" not in first and env.has_lease
         results = env.step(f"search[{goal.name}]")
@@ -173,6 +175,7 @@ def test_full_purchase_episode_with_the_sync_client(service: RunningService, sma
         assert end["reward"] == end["reward_detail"]["r_strict"] == 1.0
         assert end["purchase"]["asin"] == goal.asin and end["goal"]["task_id"] == goal.task_id
         assert "lease_id" not in end and env.has_lease  # no automatic release
+    env.close()  # idempotent: the context exit already closed it
     with httpx.Client(base_url=service.base_url, trust_env=False) as http:
         assert free_slots(http) == 2  # close() released the lease
 

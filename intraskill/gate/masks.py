@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +73,12 @@ class Slot:
 
     def interventions(self) -> list[Intervention]:
         """The slot's design columns as selection interventions."""
-        return [Intervention(v.intervention_id, v.kind, self.slot_id, v.operation, self.order) for v in self.versions]
+        return [Intervention(v.intervention_id, v.kind, self.slot_id, v.operation, self.order)
+                for v in self.versions]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"slot_id": self.slot_id, "order": self.order, "versions": [v.to_dict() for v in self.versions]}
+        versions = [v.to_dict() for v in self.versions]
+        return {"slot_id": self.slot_id, "order": self.order, "versions": versions}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Slot":
@@ -111,7 +113,8 @@ def slots_from_interventions(interventions: Sequence[Intervention]) -> tuple[Slo
     for item in interventions:
         grouped.setdefault(item.logical_chunk_id, []).append(item)
     return tuple(
-        Slot(slot_id, items[0].order, tuple(SlotVersion(i.intervention_id, i.kind, i.operation) for i in items))
+        Slot(slot_id, items[0].order,
+             tuple(SlotVersion(i.intervention_id, i.kind, i.operation) for i in items))
         for slot_id, items in grouped.items()
     )
 
@@ -130,7 +133,7 @@ class MaskJob:
     sample_id: int
     mask: tuple[int, ...]
     included_chunk_ids: tuple[str, ...]
-    slot_states: dict[str, str | None] = field(compare=True)
+    slot_states: dict[str, str | None]
 
     def to_dict(self) -> dict[str, Any]:
         return {"episode_id": self.episode_id, "split": self.split, "task_id": self.task_id,
@@ -142,7 +145,9 @@ def _online_choice(mask_seed: int, split: str, task_id: int, sample_id: int, slo
     return u64(f"{mask_seed}:{split}:{task_id}:{sample_id}:{slot.slot_id}") % (len(slot.versions) + 1)
 
 
-def _gate_a_choice(mask_seed: int, split: str, task_id: int, sample_id: int, slot: Slot, probability: float) -> int:
+def _gate_a_choice(
+    mask_seed: int, split: str, task_id: int, sample_id: int, slot: Slot, probability: float
+) -> int:
     return int(u64(f"{mask_seed}:{split}:{task_id}:{sample_id}:{slot.slot_id}") < int(probability * 2**64))
 
 
@@ -161,7 +166,8 @@ def _draw_job(design: str, mask_seed: int, split: str, task_id: int, sample_id: 
         states[slot.slot_id] = chosen
         if chosen is not None:
             included.append(chosen)
-    return MaskJob(episode_id(task_id, sample_id), split, task_id, sample_id, tuple(mask), tuple(included), states)
+    return MaskJob(episode_id(task_id, sample_id), split, task_id, sample_id, tuple(mask), tuple(included),
+                   states)
 
 
 @dataclass(frozen=True)
@@ -204,15 +210,18 @@ class MaskAssignment:
             object.__setattr__(self, "assignment_sha256", expected)
         elif self.assignment_sha256 != expected:
             raise MaskAssignmentError(
-                f"assignment_sha256: recorded {self.assignment_sha256} but the assignment hashes to {expected}")
+                f"assignment_sha256: recorded {self.assignment_sha256} "
+                f"but the assignment hashes to {expected}")
 
     def _validate(self) -> None:
         if self.design not in DESIGNS:
             raise MaskAssignmentError(f"design: expected one of {DESIGNS}, got {self.design!r}")
         if self.design == DESIGN_GATE_A and self.mask_probability != GATE_A_MASK_PROBABILITY:
-            raise MaskAssignmentError(f"mask_probability: Gate A requires exactly 0.5, got {self.mask_probability!r}")
+            raise MaskAssignmentError(
+                f"mask_probability: Gate A requires exactly 0.5, got {self.mask_probability!r}")
         if self.design == DESIGN_ONLINE and self.mask_probability is not None:
-            raise MaskAssignmentError("mask_probability: the online design draws uniform slot states; leave it null")
+            raise MaskAssignmentError(
+                "mask_probability: the online design draws uniform slot states; leave it null")
         columns = self.columns
         if len(set(columns)) != len(columns):
             raise MaskAssignmentError("slots: a version id appears twice")
@@ -224,7 +233,8 @@ class MaskAssignment:
                               self.mask_probability)
             if job != drawn:
                 raise MaskAssignmentError(
-                    f"jobs[{job.episode_id}]: stored mask differs from the draw of mask_seed {self.mask_seed}")
+                    f"jobs[{job.episode_id}]: stored mask differs from the draw of "
+                    f"mask_seed {self.mask_seed}")
         check_design_rank([list(job.mask) for job in self.jobs], columns)
 
     @property
@@ -264,14 +274,20 @@ class MaskAssignment:
         """Parse a stored assignment; verifies the hash, every draw and the design rank."""
         if data.get("schema_version") != MASK_ASSIGNMENT_SCHEMA_VERSION:
             raise MaskAssignmentError(
-                f"schema_version: expected {MASK_ASSIGNMENT_SCHEMA_VERSION!r}, got {data.get('schema_version')!r}")
-        for key in ("design", "mask_seed", "split", "pool_sha256", "slots", "columns", "jobs", "assignment_sha256"):
+                f"schema_version: expected {MASK_ASSIGNMENT_SCHEMA_VERSION!r}, "
+                f"got {data.get('schema_version')!r}")
+        for key in ("design", "mask_seed", "split", "pool_sha256", "slots", "columns", "jobs",
+                    "assignment_sha256"):
             if key not in data:
                 raise MaskAssignmentError(f"{key}: missing")
-        jobs = tuple(MaskJob(j["episode_id"], j["split"], int(j["task_id"]), int(j["sample_id"]), tuple(j["mask"]),
-                             tuple(j["included_chunk_ids"]), dict(j["slot_states"])) for j in data["jobs"])
+        jobs = tuple(
+            MaskJob(j["episode_id"], j["split"], int(j["task_id"]), int(j["sample_id"]), tuple(j["mask"]),
+                    tuple(j["included_chunk_ids"]), dict(j["slot_states"]))
+            for j in data["jobs"]
+        )
         assignment = cls(design=data["design"], mask_seed=int(data["mask_seed"]), split=data["split"],
-                         pool_sha256=data["pool_sha256"], slots=tuple(Slot.from_dict(s) for s in data["slots"]),
+                         pool_sha256=data["pool_sha256"],
+                         slots=tuple(Slot.from_dict(s) for s in data["slots"]),
                          jobs=jobs, mask_probability=data.get("mask_probability"),
                          assignment_sha256=data["assignment_sha256"])
         if list(data["columns"]) != assignment.columns:
@@ -352,7 +368,8 @@ def assign_gate_a_masks(
         raise MaskAssignmentError("draft_path: Gate A refuses a bank that is not marked draft_only: true")
     if not 1 <= len(chunks) <= GATE_A_MAX_CHUNKS:
         raise MaskAssignmentError(f"draft: Gate A accepts 1–{GATE_A_MAX_CHUNKS} chunks, got {len(chunks)}")
-    slots = tuple(Slot(s.skill_id, i, (SlotVersion(s.skill_id, "current", None),)) for i, s in enumerate(chunks, 1))
+    slots = tuple(Slot(s.skill_id, i, (SlotVersion(s.skill_id, "current", None),))
+                  for i, s in enumerate(chunks, 1))
     return _assign(DESIGN_GATE_A, slots, task_ids, mask_seed=mask_seed, split=split, pool_sha256=draft.sha256,
                    samples_per_task=samples_per_task, probability=mask_probability)
 

@@ -53,7 +53,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "beta": ("β (reward, no-intercept OLS)", "β（奖励，无截距 OLS）"),
     "ci_note": ("whiskers: 95% CI where standard errors exist", "须线：有标准误时的 95% 置信区间"),
     # behaviour
-    "title_behaviour": ("Paired behaviour differences (Iter80 − Base)", "配对行为差值（Iter80 − 基座）"),
+    "title_behaviour": ("Paired behaviour differences ({b} − {a})", "配对行为差值（{b} − {a}）"),
     "relative_delta": ("difference, % of reference mean (95% CI)", "差值（占参照均值的 %，95% CI）"),
     "title_phases": ("Per-turn statistic by page phase", "按页面阶段的逐轮统计"),
     "phase_value": ("per turn: mean (bar), p90 (marker)", "每轮：均值（柱），p90（标记）"),

@@ -156,12 +156,28 @@ class Labeller:
         return figure
 
 
+def _repr_png(figure: "Figure") -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=PNG_DPI, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+@functools.lru_cache(maxsize=1)
+def _figure_class() -> type:
+    """``Figure`` subclass with ``_repr_png_``, so a returned figure shows as a PNG in Jupyter without
+    pyplot or an inline backend."""
+    from matplotlib.figure import Figure
+
+    return type("IntraSkillFigure", (Figure,), {"_repr_png_": _repr_png, "__module__": __name__})
+
+
 def new_figure(width: float, height: float) -> "Figure":
     """A ``Figure`` of ``width`` × ``height`` inches with its own Agg canvas (no pyplot state)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(width, height), layout="constrained")
+    figure = _figure_class()(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(figure)
     return figure
 

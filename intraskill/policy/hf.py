@@ -58,14 +58,15 @@ class _Session:
         self.loss_mask.extend([0] * len(ids))
         self.logprobs.extend([0.0] * len(ids))
 
-    def matches(self, messages: list[dict[str, Any]]) -> bool:
+    def matches(self, messages: list[dict[str, Any]], rendered: Sequence[str] | None = None) -> bool:
+        """Whether ``messages`` continue this history (``rendered``: their precomputed renderings)."""
         if len(messages) <= len(self.history):
             return False
-        for entry, message in zip(self.history, messages):
+        for index, (entry, message) in enumerate(zip(self.history, messages)):
             if isinstance(entry, Generation):
                 if not assistant_matches(message, entry):
                     return False
-            elif render_message(message) != entry:
+            elif (rendered[index] if rendered is not None else render_message(message)) != entry:
                 return False
         return True
 
@@ -138,6 +139,17 @@ class HFPolicy:
     @property
     def session_ids(self) -> list[str]:
         return list(self._sessions)
+
+    def find_session(self, messages: list[dict[str, Any]], exclude: Sequence[str] = ()) -> str | None:
+        """The live session (not in ``exclude``) whose history ``messages`` continue; longest wins."""
+        rendered = [render_message(message) for message in messages]
+        best, best_length = None, -1
+        for session_id, session in self._sessions.items():
+            if session_id in exclude or len(session.history) <= best_length:
+                continue
+            if session.matches(messages, rendered):
+                best, best_length = session_id, len(session.history)
+        return best
 
     def end_session(self, session_id: str) -> SessionTokens | None:
         """Free the session's cache and return its exact token stream (``None`` if unknown)."""

@@ -10,9 +10,10 @@ instances (1 and 32 concurrent clients by default), and stops it.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import itertools
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -168,6 +169,12 @@ async def bench_http(base_url: str, task_ids: Sequence[int], queries: Sequence[s
     return {"requests": budget.used, "seconds": elapsed, "requests_per_s": budget.used / elapsed}
 
 
+def _run_in_fresh_loop(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """``asyncio.run`` in a worker thread, so callers inside a running loop (notebooks) work too."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def run_store_bench(root: str | Path, config: BenchConfig | None = None) -> dict[str, Any]:
     """Benchmark the store under ``root`` in-process and over HTTP; returns one flat JSON-able record.
 
@@ -195,8 +202,8 @@ def run_store_bench(root: str | Path, config: BenchConfig | None = None) -> dict
         }
         with serve_in_thread(create_app(engine, slots=config.slots)) as service:
             levels = {
-                str(n): asyncio.run(bench_http(service.base_url, task_ids, queries, n, config.requests,
-                                               config.max_seconds))
+                str(n): _run_in_fresh_loop(bench_http(service.base_url, task_ids, queries, n, config.requests,
+                                                      config.max_seconds))
                 for n in config.concurrency
             }
     finally:

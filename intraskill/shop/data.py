@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 MAX_ASIN_LENGTH = 20
 DEFAULT_PRICING = (100.0,)
+GZIP_LEVEL = 6
 
 
 def read_raw_products(path: str | Path) -> list[dict[str, Any]]:
@@ -50,8 +51,9 @@ def write_raw_products(records: list[dict[str, Any]], path: str | Path) -> Path:
     data = json.dumps(records, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     tmp = path.with_name(path.name + ".tmp")
     if path.suffix == ".gz":
-        with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed:
-            packed.write(data)
+        with open(tmp, "wb") as raw:
+            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=GZIP_LEVEL) as packed:
+                packed.write(data)
     else:
         tmp.write_bytes(data)
     tmp.replace(path)

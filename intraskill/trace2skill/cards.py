@@ -52,7 +52,9 @@ class CardError(ValueError):
     """A failure card record is malformed; the message names the field."""
 
 
-def _text_fields(cls: type, data: Mapping[str, Any], where: str, optional: Collection[str] = ()) -> dict[str, Any]:
+def _text_fields(
+    cls: type, data: Mapping[str, Any], where: str, optional: Collection[str] = ()
+) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise CardError(f"{where}: expected an object, got {type(data).__name__}")
     names = [f.name for f in fields(cls)]
@@ -102,7 +104,9 @@ class DeployableAbstraction:
     proposed_content: str
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str = "deployable_abstraction") -> "DeployableAbstraction":
+    def from_dict(
+        cls, data: Mapping[str, Any], where: str = "deployable_abstraction"
+    ) -> "DeployableAbstraction":
         return cls(**_text_fields(cls, data, where, optional=("target_chunk_id",)))
 
 
@@ -117,11 +121,13 @@ class TerminalTrial:
     success: bool
 
     def __post_init__(self) -> None:
-        if isinstance(self.reward, bool) or not isinstance(self.reward, (int, float)) or not math.isfinite(self.reward):
+        reward = self.reward
+        if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
             raise CardError(f"terminal_trials.reward: must be a finite number, got {self.reward!r}")
         r_success = self.reward_detail.get("r_success")
         if r_success is not None and bool(r_success == 1) != self.success:
-            raise CardError(f"terminal_trials.success: {self.success} contradicts reward_detail.r_success={r_success}")
+            raise CardError(
+                f"terminal_trials.success: {self.success} contradicts reward_detail.r_success={r_success}")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TerminalTrial":
@@ -188,7 +194,8 @@ class FailureCard:
         try:
             status = CardStatus(data["status"])
         except ValueError:
-            raise CardError(f"status: expected one of {[s.value for s in CardStatus]}, got {data['status']!r}") from None
+            allowed = [s.value for s in CardStatus]
+            raise CardError(f"status: expected one of {allowed}, got {data['status']!r}") from None
         card = cls(
             card_id=data["card_id"],
             status=status,
@@ -198,7 +205,8 @@ class FailureCard:
             successful_counterfactual_trials=tuple(
                 TerminalTrial.from_dict(t) for t in data.get("successful_counterfactual_trials") or []),
             grounded_live_actions=tuple(str(a) for a in data.get("grounded_live_actions") or []),
-            firewall_findings=tuple(FirewallFinding.from_dict(f) for f in data.get("firewall_findings") or []),
+            firewall_findings=tuple(
+                FirewallFinding.from_dict(f) for f in data.get("firewall_findings") or []),
             downgrade_reason=data.get("downgrade_reason"),
             audit_transcript=tuple(dict(t) for t in data.get("audit_transcript") or []),
         )

@@ -35,13 +35,16 @@ KIND_TASK_NUMBER = "task_number"
 KIND_PRODUCT_TITLE = "product_title"
 KIND_BRAND = "brand"
 KIND_GOLD_OPTION = "gold_option"
-FINDING_KINDS = (KIND_ASIN_WORD, KIND_DIGIT_RUN, KIND_TASK_NUMBER, KIND_PRODUCT_TITLE, KIND_BRAND, KIND_GOLD_OPTION)
+FINDING_KINDS = (
+    KIND_ASIN_WORD, KIND_DIGIT_RUN, KIND_TASK_NUMBER, KIND_PRODUCT_TITLE, KIND_BRAND, KIND_GOLD_OPTION
+)
 
 _ASCII_ALNUM = "A-Za-z0-9"
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (KIND_ASIN_WORD, re.compile(r"(?<![A-Za-z])asins?(?![A-Za-z])", re.IGNORECASE)),
     (KIND_DIGIT_RUN, re.compile(r"[0-9]{%d,}" % MIN_DIGIT_RUN)),
-    (KIND_TASK_NUMBER, re.compile(r"(?<![A-Za-z])task(?:[\s_#:：=\-]*id)?[\s_#:：=\-]*[0-9]+", re.IGNORECASE)),
+    (KIND_TASK_NUMBER,
+     re.compile(r"(?<![A-Za-z])task(?:[\s_#:：=\-]*id)?[\s_#:：=\-]*[0-9]+", re.IGNORECASE)),
 )
 _WHITESPACE = re.compile(r"\s+")
 

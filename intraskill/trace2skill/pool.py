@@ -30,7 +30,9 @@ POOL_SCHEMA_VERSION = "shopsimrl-skill-candidate-pool-v1"
 OPERATIONS = ("ADD", "REWRITE")
 DEFAULT_MAX_CANDIDATES = 6
 MAX_CANDIDATES_LIMITS = (1, 16)
-_DEPLOYABLE_FIELDS = ("title", "failure_mechanism", "applicable_when", "procedure", "verification", "common_failure")
+_DEPLOYABLE_FIELDS = (
+    "title", "failure_mechanism", "applicable_when", "procedure", "verification", "common_failure"
+)
 """Text fields of a submitted candidate that the gold firewall scans (IDs are not deployable text)."""
 CANDIDATE_VERSION = "candidate"
 """Version string of an online candidate (and of a winning candidate in the next bank)."""
@@ -53,8 +55,10 @@ def online_candidate_id(operation: str, target_chunk_id: str | None, content: st
 def check_max_candidates(max_candidates: int) -> int:
     """Validate the per-round candidate cap (1–16); returns it."""
     low, high = MAX_CANDIDATES_LIMITS
-    if isinstance(max_candidates, bool) or not isinstance(max_candidates, int) or not low <= max_candidates <= high:
-        raise CandidatePoolError(f"max_candidates: must be an integer in [{low}, {high}], got {max_candidates!r}")
+    is_int = isinstance(max_candidates, int) and not isinstance(max_candidates, bool)
+    if not is_int or not low <= max_candidates <= high:
+        raise CandidatePoolError(
+            f"max_candidates: must be an integer in [{low}, {high}], got {max_candidates!r}")
     return max_candidates
 
 
@@ -90,7 +94,8 @@ class Candidate:
 
     def to_dict(self) -> dict[str, Any]:
         return {"candidate_id": self.candidate_id, "operation": self.operation,
-                "target_chunk_id": self.target_chunk_id, "content": self.content, "metadata": dict(self.metadata)}
+                "target_chunk_id": self.target_chunk_id, "content": self.content,
+                "metadata": dict(self.metadata)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "candidate") -> "Candidate":
@@ -130,7 +135,8 @@ class CandidateDraft:
                 raise CandidatePoolError(f"{where}.{name}: must be a non-empty string")
         for name in ("procedure", "evidence_card_ids"):
             value = data.get(name)
-            if not isinstance(value, list) or not value or not all(isinstance(v, str) and v.strip() for v in value):
+            strings = isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value)
+            if not strings or not value:
                 raise CandidatePoolError(f"{where}.{name}: must be a non-empty list of strings")
         _check_operation(data.get("operation"), data.get("target_chunk_id"), where)
         return cls(operation=data["operation"], target_chunk_id=data.get("target_chunk_id"),
@@ -143,7 +149,8 @@ class CandidateDraft:
     def content(self) -> str:
         """The chunk rendered with the fixed template."""
         try:
-            chunk = Chunk(self.title, self.applicable_when, self.procedure, self.verification, self.common_failure)
+            chunk = Chunk(self.title, self.applicable_when, self.procedure, self.verification,
+                          self.common_failure)
         except ValueError as error:
             raise CandidatePoolError(str(error)) from None
         return render_chunk(chunk)
@@ -154,7 +161,8 @@ class CandidateDraft:
         digest = proposal_signature(self.operation, self.target_chunk_id, content)[:16]
         metadata = {"title": self.title, "failure_mechanism": self.failure_mechanism,
                     "evidence_card_ids": list(self.evidence_card_ids),
-                    "consolidation_cluster_id": f"cluster-{digest}", "proposal_checkpoint": proposal_checkpoint}
+                    "consolidation_cluster_id": f"cluster-{digest}",
+                    "proposal_checkpoint": proposal_checkpoint}
         return Candidate(f"online-{digest}", self.operation, self.target_chunk_id, content, metadata)
 
 
@@ -193,7 +201,8 @@ def validate_online_submission(
         where = f"candidates[{index}]"
         draft = CandidateDraft.from_dict(item, where)
         if draft.operation == "REWRITE" and draft.target_chunk_id not in active_chunk_ids:
-            raise CandidatePoolError(f"{where}.target_chunk_id: {draft.target_chunk_id!r} is not an active chunk")
+            raise CandidatePoolError(
+                f"{where}.target_chunk_id: {draft.target_chunk_id!r} is not an active chunk")
         unknown = sorted(set(draft.evidence_card_ids) - eligible)
         if unknown:
             raise CandidatePoolError(f"{where}.evidence_card_ids: {unknown} are not eligible cards")
@@ -252,7 +261,8 @@ class CandidatePool:
         if not self.pool_sha256:
             object.__setattr__(self, "pool_sha256", expected)
         elif self.pool_sha256 != expected:
-            raise CandidatePoolError(f"pool_sha256: recorded {self.pool_sha256} but the pool hashes to {expected}")
+            raise CandidatePoolError(
+                f"pool_sha256: recorded {self.pool_sha256} but the pool hashes to {expected}")
 
     def _hashed_fields(self) -> dict[str, Any]:
         return {
@@ -296,10 +306,12 @@ class CandidatePool:
                 raise CandidatePoolError(f"{key}: missing")
         skills = tuple(Skill(skill_id=s["skill_id"], content=s["content"], version=s.get("version", "1"),
                              metadata=dict(s.get("metadata") or {})) for s in data["current_skills"])
-        candidates = tuple(Candidate.from_dict(c, f"candidates[{i}]") for i, c in enumerate(data["candidates"]))
+        candidates = tuple(
+            Candidate.from_dict(c, f"candidates[{i}]") for i, c in enumerate(data["candidates"]))
         return cls(round_id=data["round_id"], proposal_checkpoint=data["proposal_checkpoint"],
                    current_skillbank_sha256=data["current_skillbank_sha256"], current_skills=skills,
-                   candidates=candidates, created_at=data.get("created_at", ""), pool_sha256=data["pool_sha256"])
+                   candidates=candidates, created_at=data.get("created_at", ""),
+                   pool_sha256=data["pool_sha256"])
 
 
 def _now() -> str:

@@ -11,11 +11,13 @@ micro-batches whose padded size ``rows × longest row`` stays within a token bud
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from intraskill.policy.base import SessionTokens
+from intraskill.train.admission import FinishedGroup
+from intraskill.train.advantages import GRPO_STD_EPS, group_advantages
 
 if TYPE_CHECKING:
     import torch
@@ -91,6 +93,52 @@ class TrainSample:
             group_index,
             rollout_id,
         )
+
+
+def train_samples_from_groups(
+    groups: Sequence[FinishedGroup],
+    tokens_by_rollout: Mapping[str, Sequence[SessionTokens]],
+    normalize_std: bool = True,
+    eps: float = GRPO_STD_EPS,
+) -> list[TrainSample]:
+    """Trainer samples of admitted groups: GRPO advantages of ``reward`` broadcast to every segment.
+
+    Parameters
+    ----------
+    groups
+        Admitted groups (every rollout scored), e.g. ``AdmissionResult.accepted``.
+    tokens_by_rollout
+        ``rollout_id -> segments`` recorded by an in-process policy (one or more per episode).
+    normalize_std, eps
+        As in :func:`~intraskill.train.advantages.group_advantages`.
+
+    Raises
+    ------
+    ValueError
+        If a rollout is unscored or has no recorded segments (remote backends record none).
+    """
+    samples: list[TrainSample] = []
+    for group in groups:
+        rewards = {}
+        for rollout in group.rollouts:
+            if rollout.reward is None:
+                raise ValueError(
+                    f"rollout {rollout.rollout_id!r} is unscored; only admitted groups are trainable"
+                )
+            if not tokens_by_rollout.get(rollout.rollout_id):
+                raise ValueError(
+                    f"rollout {rollout.rollout_id!r} has no recorded SessionTokens; "
+                    "train with an in-process policy"
+                )
+            rewards[rollout.rollout_id] = float(rollout.reward["reward"])
+        advantages = group_advantages(rewards, normalize_std=normalize_std, eps=eps)
+        for rollout in group.rollouts:
+            advantage = advantages[rollout.rollout_id]
+            samples.extend(
+                TrainSample.from_session_tokens(segment, advantage, group.group_index, rollout.rollout_id)
+                for segment in tokens_by_rollout[rollout.rollout_id]
+            )
+    return samples
 
 
 def split_updates(samples: Sequence[TrainSample], global_batch_size: int) -> list[list[TrainSample]]:

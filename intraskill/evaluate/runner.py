@@ -1,0 +1,360 @@
+"""The evaluation runner: a fingerprinted plan, resumable lockstep batches, append-only traces.
+
+Reference: intraskill-method.md §7 (one rollout per task, ``repeats``) and §8 (the run directory
+fingerprints its semantic plan — jobs, model identity, split, environment, runtime without
+concurrency, prompt, skills — and refuses a different plan; traces are append-only JSONL with fsync;
+episode IDs ``task-000123__sample-000``; the episode seed is the first 4 bytes of
+SHA-256(``"seed:task:sample"``)).
+
+A run directory holds ``plan.json``, ``traces.jsonl`` (every attempt, failed ones included) and
+``summary.json``. Episodes run in lockstep batches of ``batch_size``; each finished episode's trace
+is fsynced at once, so a kill loses at most the episodes in flight. Re-running the same plan skips
+every episode with a completed record and retries the others, up to :data:`MAX_ATTEMPTS` attempts
+per episode in total.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from intraskill.agent.env import InProcessEnvironment
+from intraskill.agent.prompts import prompt_identity
+from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
+from intraskill.agent.traces import EpisodeStatus, read_traces
+from intraskill.hashing import sha256_json
+from intraskill.jsonl import JsonlWriter
+from intraskill.params import Params
+from intraskill.policy.base import Policy
+from intraskill.skills.bank import SkillBank, load_skillbank
+
+LOGGER = logging.getLogger(__name__)
+
+PLAN_SCHEMA_VERSION = "intraskill-eval-plan-v1"
+PIPELINE_VERSION = "intraskill-eval-v1"
+MAX_ATTEMPTS = 3
+"""Attempts per episode in total (the first run plus retries of failed attempts)."""
+DEFAULT_BATCH_SIZE = 32
+"""Episodes per lockstep batch (the reference's evaluation concurrency)."""
+SPLITS = ("train", "val", "test")
+PLAN_FIELDS = ("pipeline_version", "model", "split", "jobs", "environment", "runtime", "prompt", "skills", "seed")
+
+
+class PlanMismatchError(RuntimeError):
+    """A run directory already holds a different plan."""
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    """The semantic identity of an evaluation run (batch size and progress are not part of it).
+
+    Attributes
+    ----------
+    model : the policy's identity (``model_id``, ``checkpoint_id``, ``backend``, …).
+    split : task split (``val`` or ``test``; ``train`` for diagnostics).
+    jobs : ``[task_id, sample_id]`` pairs in run order.
+    environment : store identity (scale, seed, catalogue SHA-256, split SHA-256, index manifest,
+        contract versions, store config).
+    runtime : the :class:`RuntimeConfig` fields.
+    prompt : the prompt identity (version, language, system-prompt SHA-256, renderer version).
+    skills : ``{"provider": "none"}`` or the bank's provider identity plus ``skill_ids``.
+    seed : the run seed the episode seeds derive from.
+    """
+
+    model: dict[str, Any]
+    split: str
+    jobs: tuple[tuple[int, int], ...]
+    environment: dict[str, Any]
+    runtime: dict[str, Any]
+    prompt: dict[str, Any]
+    skills: dict[str, Any]
+    seed: int
+    pipeline_version: str = PIPELINE_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan fields (JSON-ready; ``jobs`` as lists)."""
+        record = asdict(self)
+        record["jobs"] = [list(job) for job in self.jobs]
+        return record
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 of the canonical JSON of :meth:`to_dict`."""
+        return sha256_json(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "EvalPlan":
+        """Parse a ``plan.json`` record (extra keys ``schema_version`` / ``fingerprint`` ignored)."""
+        missing = [name for name in PLAN_FIELDS if name not in data]
+        if missing:
+            raise ValueError(f"plan: missing field(s) {missing}")
+        fields = {name: data[name] for name in PLAN_FIELDS}
+        fields["jobs"] = tuple((int(t), int(s)) for t, s in data["jobs"])
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class EvalRun:
+    """A finished (or resumed-to-completion) evaluation run."""
+
+    run_dir: Path
+    plan: EvalPlan
+    summary: dict[str, Any]
+
+    @property
+    def traces_path(self) -> Path:
+        return self.run_dir / "traces.jsonl"
+
+
+def plan_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Dotted names of the differing plan fields (one level into nested objects)."""
+    names = []
+    for key in PLAN_FIELDS:
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            names += [f"{key}.{sub}" for sub in sorted(set(a) | set(b)) if a.get(sub) != b.get(sub)]
+        else:
+            names.append(key)
+    return names
+
+
+def write_plan(run_dir: Path, plan: EvalPlan) -> None:
+    """Write ``plan.json``, or check that the existing one is the same plan.
+
+    Raises :class:`PlanMismatchError` naming the differing fields.
+    """
+    path = run_dir / "plan.json"
+    record = {"schema_version": PLAN_SCHEMA_VERSION, **plan.to_dict(), "fingerprint": plan.fingerprint}
+    if path.exists():
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if stored.get("fingerprint") != plan.fingerprint:
+            differing = plan_differences(stored, record) or ["fingerprint"]
+            raise PlanMismatchError(
+                f"{run_dir} holds a different plan (fingerprint {str(stored.get('fingerprint'))[:12]}… vs "
+                f"{plan.fingerprint[:12]}…); differing fields: {', '.join(differing)}. "
+                "Use a new --out directory for a different evaluation."
+            )
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def read_plan(run_dir: str | Path) -> EvalPlan:
+    """The plan of a run directory."""
+    path = Path(run_dir) / "plan.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no plan.json in {run_dir} (not an evaluation run directory)")
+    return EvalPlan.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def skills_identity(bank: SkillBank | None) -> dict[str, Any]:
+    """``{"provider": "none"}`` or the bank's provider identity plus its enabled ``skill_ids``."""
+    if bank is None:
+        return {"provider": "none"}
+    return {**bank.provider_identity(), "skill_ids": [s.skill_id for s in bank.enabled_skills()]}
+
+
+def resolve_skills(skills: str | Path | SkillBank | None) -> SkillBank | None:
+    """A bank from a path, ``"none"``/``None`` for a bare run, or an already loaded bank."""
+    if skills is None or isinstance(skills, SkillBank):
+        return skills
+    if str(skills).strip().lower() in ("", "none"):
+        return None
+    return load_skillbank(skills)
+
+
+def eval_jobs(task_ids: Sequence[int], repeats: int, limit: int | None) -> list[tuple[int, int]]:
+    """``(task_id, sample_id)`` pairs: the first ``limit`` tasks in split order, ``repeats`` each."""
+    if repeats < 1:
+        raise ValueError(f"evaluation.repeats: must be >= 1, got {repeats}")
+    chosen = list(task_ids)[:limit] if limit is not None else list(task_ids)
+    return [(task, sample) for task in chosen for sample in range(repeats)]
+
+
+def default_store_root(params: Params) -> Path:
+    """``<run_root>/store/<scale>-<seed>``: where the CLI builds (or reuses) the store."""
+    return Path(params.experiment.run_root) / "store" / f"{params.store.scale}-{params.store.seed}"
+
+
+def runtime_config(params: Params) -> RuntimeConfig:
+    """The runtime settings of ``params`` (sampling section and the store language)."""
+    sampling = params.sampling
+    return RuntimeConfig(max_turns=sampling.max_turns, max_tokens_per_turn=sampling.max_tokens_per_turn,
+                         temperature=sampling.temperature, top_p=sampling.top_p, language=params.store.language)
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` → ``cuda`` when available, else ``cpu``; other values unchanged."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def build_policy(params: Params, checkpoint: str | None) -> tuple[Policy, dict[str, Any]]:
+    """The policy of ``params.model`` and its plan identity.
+
+    ``expert`` / ``expert:without=a,b`` build an :class:`~intraskill.policy.expert.ExpertPolicy`;
+    other specs go to :func:`intraskill.policy.factory.load_policy`. The identity is the policy's
+    own plus the spec, and for a random-init organism its shape (the weights' only source).
+    """
+    spec = params.model.spec
+    if spec == "expert" or spec.startswith("expert:"):
+        from intraskill.policy.expert import ExpertPolicy, competences_from_tag
+
+        competences = competences_from_tag(spec.partition(":")[2])
+        policy: Policy = ExpertPolicy(competences, seed=params.experiment.seed, language=params.store.language,
+                                      max_actions=params.store.max_actions)
+        return policy, {**policy.identity, "spec": spec}
+    from intraskill.policy.factory import load_policy
+    from intraskill.policy.organism import OrganismConfig
+
+    organism = OrganismConfig(**params.model.organism.model_dump())
+    policy = load_policy(spec, checkpoint=checkpoint, device=resolve_device(params.model.device),
+                         dtype=params.model.dtype, organism=organism,
+                         cache_dir=Path(params.experiment.run_root) / "cache")
+    identity = {**policy.identity, "spec": spec, "dtype": params.model.dtype}
+    if spec == "organism" and checkpoint is None:
+        identity["organism"] = organism.to_dict()
+    return policy, identity
+
+
+@dataclass
+class _Store:
+    engine: Any
+    task_ids: tuple[int, ...]
+    identity: dict[str, Any]
+
+
+def _open_engine(params: Params, store_root: Path, split: str) -> _Store:
+    from intraskill.shop.build import build_store
+    from intraskill.shop.engine import ShopEngine, StoreConfig
+    from intraskill.shop.search import SearchIndex
+
+    artifacts = build_store(store_root, params.store.scale, params.store.seed)
+    catalog, splits = artifacts.catalog, artifacts.splits
+    index = SearchIndex.open(artifacts.paths.index, catalog.sha256)
+    config = StoreConfig(page_size=params.store.page_size, top_k=params.store.top_k,
+                         max_actions=params.store.max_actions, language=params.store.language, persona=True)
+    engine = ShopEngine(catalog.products, catalog.goals, index, config)
+    identity = {
+        "adapter": "in_process",
+        "scale": params.store.scale,
+        "store_seed": params.store.seed,
+        "catalog_sha256": catalog.sha256,
+        "split_sha256": splits.sha256(split),
+        "index_manifest": dict(index.manifest),
+        "versions": engine.versions(),
+        "store_config": asdict(config),
+    }
+    return _Store(engine, tuple(catalog.task_ids(split)), identity)
+
+
+def _attempts(traces_path: Path) -> tuple[set[str], Counter[str]]:
+    """Episode IDs with a completed record, and failed-attempt counts per episode."""
+    completed: set[str] = set()
+    failed: Counter[str] = Counter()
+    for trace in read_traces(traces_path):
+        if trace.status == EpisodeStatus.COMPLETED.value:
+            completed.add(trace.episode_id)
+        else:
+            failed[trace.episode_id] += 1
+    return completed, failed
+
+
+def _batches(items: Sequence[EpisodeJob], size: int) -> Iterator[list[EpisodeJob]]:
+    for start in range(0, len(items), size):
+        yield list(items[start:start + size])
+
+
+def run_eval(
+    params: Params,
+    split: str,
+    checkpoint: str | None,
+    skills: str | Path | SkillBank | None,
+    out_dir: str | Path,
+    *,
+    policy: Policy | None = None,
+    progress: bool = True,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    limit: int | None = None,
+    store_root: str | Path | None = None,
+) -> EvalRun:
+    """Evaluate one policy on ``split`` (resumably) and write ``summary.json``.
+
+    Parameters
+    ----------
+    params : the parameter set (store, model, sampling, evaluation sections).
+    split : ``val`` or ``test`` (``train`` allowed for diagnostics).
+    checkpoint : checkpoint directory, or ``None`` for none (the CLI defaults it to ``params.model.checkpoint``);
+        ignored when ``policy`` is given.
+    skills : a SkillBank path, a loaded bank, or ``None`` / ``"none"`` for a bare run.
+    out_dir : the run directory (created; an existing one must hold the same plan).
+    policy : an already built policy (default: :func:`build_policy`).
+    progress : show a progress bar.
+    batch_size : episodes per lockstep batch (not part of the plan).
+    limit : task limit overriding ``evaluation.task_limit``.
+    store_root : store directory (default :func:`default_store_root`; built or reused there).
+
+    Returns
+    -------
+    EvalRun
+    """
+    from tqdm.auto import tqdm
+
+    if split not in SPLITS:
+        raise ValueError(f"split: expected one of {SPLITS}, got {split!r}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size: must be >= 1, got {batch_size}")
+    run_dir = Path(out_dir)
+    bank = resolve_skills(skills)
+    store = _open_engine(params, Path(store_root) if store_root else default_store_root(params), split)
+    if policy is None:
+        policy, model_identity = build_policy(params, checkpoint)
+    else:
+        model_identity = dict(policy.identity)
+    config = runtime_config(params)
+    task_limit = limit if limit is not None else params.evaluation.task_limit
+    pairs = eval_jobs(store.task_ids, params.evaluation.repeats, task_limit)
+    plan = EvalPlan(model=model_identity, split=split, jobs=tuple(pairs), environment=store.identity,
+                    runtime=config.to_dict(), prompt=prompt_identity(config.language).to_dict(),
+                    skills=skills_identity(bank), seed=params.experiment.seed)
+    write_plan(run_dir, plan)
+    injected = bank.enabled_skills() if bank else []
+    jobs = [EpisodeJob.create(task, sample, params.experiment.seed, injected) for task, sample in pairs]
+    traces_path = run_dir / "traces.jsonl"
+    completed, _ = _attempts(traces_path)
+    bar = tqdm(total=len(jobs), initial=sum(job.episode_id in completed for job in jobs),
+               desc=f"eval {split}", disable=not progress)
+    with JsonlWriter(traces_path) as writer:
+        for _ in range(MAX_ATTEMPTS):
+            completed, failed = _attempts(traces_path)
+            pending = [job for job in jobs if job.episode_id not in completed and failed[job.episode_id] < MAX_ATTEMPTS]
+            if not pending:
+                break
+            for batch in _batches(pending, batch_size):
+                results = run_episodes(policy, lambda: InProcessEnvironment(store.engine), batch, config,
+                                       trace_writer=writer, progress=False)
+                bar.update(sum(result.status == EpisodeStatus.COMPLETED.value for result in results))
+    bar.close()
+    return EvalRun(run_dir, plan, write_summary(run_dir, len(jobs)))
+
+
+def write_summary(run_dir: str | Path, requested: int | None = None) -> dict[str, Any]:
+    """Rebuild ``summary.json`` of a run directory from its traces (``requested`` defaults to the plan's jobs)."""
+    from intraskill.evaluate.summary import summarize
+
+    run_dir = Path(run_dir)
+    if requested is None:
+        requested = len(read_plan(run_dir).jobs)
+    summary = summarize(read_traces(run_dir / "traces.jsonl"), requested)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return summary

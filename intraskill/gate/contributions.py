@@ -1,0 +1,430 @@
+"""Gate outputs: the pairing contract, ``contributions.json`` and the next (selected) SkillBank.
+
+Reference: intraskill-method.md §5.3 (pairing contract), §5.4 (estimator), §5.5 (selection and next
+bank), §5.6 (``contributions.json``, ``selected_skill.md``); intraskill-release-data.md §1.2 (the
+``shopsimrl-online-chunk-contributions-v2`` schema of the release files).
+
+The file keeps the release schema and adds per-metric inference the release did not compute:
+``standard_errors``, ``conf_int_95`` and ``cov_type`` (HC3, or clustered by task when a task has
+several masked rollouts). Selection still uses the point estimates only.
+
+``bare_baseline.observations_sha256`` is the SHA-256 of the canonical JSON of the completed bare
+observations ``[{episode_id, split, task_id, sample_id, reward}]`` sorted by (task_id, sample_id).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from intraskill.gate.masks import DESIGN_ONLINE, MaskAssignment, MaskJob
+from intraskill.gate.ols import ESTIMATOR_NAME, PRIMARY_METRIC, fit_paired_delta
+from intraskill.gate.selection import ACTIVE_SKILL_BUDGET, SelectionResult, select_gate_a, select_online
+from intraskill.hashing import sha256_json
+from intraskill.skills.bank import Skill, SkillBank
+from intraskill.trace2skill.pool import CANDIDATE_VERSION, CandidatePool
+
+CONTRIBUTIONS_SCHEMA_VERSION = "shopsimrl-online-chunk-contributions-v2"
+ESTIMATOR = {
+    "name": ESTIMATOR_NAME,
+    "formula": "R_i - B_i = C_i^T beta + epsilon_i",
+    "fit_intercept": False,
+    "baseline": "same_task_bare_validation",
+    "primary_outcome": PRIMARY_METRIC,
+    "rewrite_rule": "mutually_exclusive_family_argmax_old_on_tie",
+    "selection_rule": "rewrite_winners_then_strictly_positive_top_k",
+}
+REWARD_TOLERANCE = 1e-12
+"""Largest allowed ``|reward − r_strict|`` of a completed trace (§5.3)."""
+COMPLETED = "completed"
+
+
+class PairingError(ValueError):
+    """The bare and masked runs break the pairing contract; the message names the episode and rule."""
+
+
+def provenance_signature(provenance: Mapping[str, Any]) -> str:
+    """Hash of a trace's model, prompt, environment and runtime provenance (skills and seeds left out).
+
+    Model ``transport`` and runtime ``concurrency`` are excluded, as in the bare-manifest comparison.
+    """
+    dropped = ("skills", "selected_skills", "seeds", "transport")
+    kept = {k: v for k, v in provenance.items() if k not in dropped}
+    if isinstance(kept.get("runtime"), Mapping):
+        kept["runtime"] = {k: v for k, v in kept["runtime"].items() if k != "concurrency"}
+    return sha256_json(kept)
+
+
+@dataclass(frozen=True)
+class GateRecord:
+    """One attempt record of the bare or the masked run, reduced to what pairing checks.
+
+    ``reward`` is the trace's reward dict (``reward`` plus every ``r_*``) or ``None`` when unscored;
+    ``injected_ids`` are the injected skill IDs in prompt order.
+    """
+
+    episode_id: str
+    split: str
+    task_id: int
+    sample_id: int
+    status: str
+    injected_ids: tuple[str, ...] = ()
+    reward: dict[str, float] | None = None
+    provenance_signature: str | None = None
+
+    @classmethod
+    def from_trace(cls, trace: Any, split: str) -> "GateRecord":
+        """From an :class:`~intraskill.agent.traces.EpisodeTrace` or its dict.
+
+        Injected IDs come from ``provenance.selected_skills``.
+        """
+        data = trace.to_dict() if hasattr(trace, "to_dict") else dict(trace)
+        provenance = data.get("provenance") or {}
+        injected = tuple(s["skill_id"] for s in provenance.get("selected_skills") or [])
+        return cls(episode_id=data["episode_id"], split=split, task_id=int(data["task_id"]),
+                   sample_id=int(data["sample_id"]), status=data["status"], injected_ids=injected,
+                   reward=data.get("reward"), provenance_signature=provenance_signature(provenance))
+
+
+@dataclass(frozen=True)
+class PairedObservation:
+    """One complete pair: the masked and bare reward dicts of the same (task, sample) job."""
+
+    episode_id: str
+    split: str
+    task_id: int
+    sample_id: int
+    mask: tuple[int, ...]
+    included_chunk_ids: tuple[str, ...]
+    reward: dict[str, float]
+    bare_reward: dict[str, float]
+
+    @property
+    def components(self) -> list[str]:
+        """The ``r_*`` keys, sorted."""
+        return sorted(k for k in self.reward if k != PRIMARY_METRIC)
+
+    def to_row(self) -> dict[str, Any]:
+        """The release ``observations_table`` row (deltas computed here)."""
+        detail = {k: self.reward[k] for k in self.components}
+        bare_detail = {k: self.bare_reward[k] for k in self.components}
+        return {
+            "episode_id": self.episode_id,
+            "split": self.split,
+            "task_id": self.task_id,
+            "sample_id": self.sample_id,
+            "mask": list(self.mask),
+            "included_chunk_ids": list(self.included_chunk_ids),
+            "reward": self.reward[PRIMARY_METRIC],
+            "bare_reward": self.bare_reward[PRIMARY_METRIC],
+            "delta_reward": self.reward[PRIMARY_METRIC] - self.bare_reward[PRIMARY_METRIC],
+            "reward_detail": detail,
+            "bare_reward_detail": bare_detail,
+            "delta_reward_detail": {k: detail[k] - bare_detail[k] for k in self.components},
+        }
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "PairedObservation":
+        """Parse a release ``observations_table`` row."""
+        return cls(episode_id=row["episode_id"], split=row["split"], task_id=int(row["task_id"]),
+                   sample_id=int(row["sample_id"]), mask=tuple(int(v) for v in row["mask"]),
+                   included_chunk_ids=tuple(row["included_chunk_ids"]),
+                   reward={PRIMARY_METRIC: float(row["reward"]), **row["reward_detail"]},
+                   bare_reward={PRIMARY_METRIC: float(row["bare_reward"]), **row["bare_reward_detail"]})
+
+
+@dataclass(frozen=True)
+class PairingResult:
+    """Complete pairs (sorted by task, sample), dropped episode IDs and the bare run's own outcomes."""
+
+    observations: list[PairedObservation]
+    dropped_episode_ids: list[str]
+    requested_observations: int
+    bare_rewards: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Episode ID → reward dict of every completed bare record (pairs or not)."""
+
+
+def _final_records(records: Sequence[GateRecord], side: str) -> dict[str, GateRecord]:
+    """The deciding record per episode: the completed one, else the last attempt."""
+    final: dict[str, GateRecord] = {}
+    for record in records:
+        previous = final.get(record.episode_id)
+        if previous is not None and previous.status == COMPLETED:
+            raise PairingError(
+                f"{side} {record.episode_id}: a record follows a completed record (duplicate completed "
+                "records are an error; the gate never takes the latest of several)")
+        final[record.episode_id] = record
+    return final
+
+
+def _check_reward(record: GateRecord, side: str) -> None:
+    reward = record.reward
+    if not isinstance(reward, Mapping) or PRIMARY_METRIC not in reward or "r_strict" not in reward:
+        raise PairingError(
+            f"{side} {record.episode_id}: completed without a reward dict holding reward and r_strict")
+    for key, value in reward.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise PairingError(
+                f"{side} {record.episode_id}: reward component {key} is not finite ({value!r})")
+    gap = abs(reward[PRIMARY_METRIC] - reward["r_strict"])
+    if gap > REWARD_TOLERANCE:
+        raise PairingError(f"{side} {record.episode_id}: reward differs from r_strict by {gap:.3g} (> 1e-12)")
+
+
+def _check_keys(record: GateRecord, job: MaskJob, side: str) -> None:
+    got = (record.split, record.task_id, record.sample_id)
+    want = (job.split, job.task_id, job.sample_id)
+    if got != want:
+        raise PairingError(f"{side} {record.episode_id}: job key (split, task_id, sample_id) {got} != {want}")
+
+
+def pair_records(
+    assignment: MaskAssignment, bare: Sequence[GateRecord], masked: Sequence[GateRecord]
+) -> PairingResult:
+    """Check the §5.3 pairing contract and pair the bare and masked runs of one gate.
+
+    Raises :class:`PairingError` when the bare job set differs from the assignment's, a masked record
+    is not an assignment job, a job key differs, a bare trace carries skills, a masked trace's injected
+    IDs differ from ``included_chunk_ids``, a completed reward is non-finite or ``reward ≠ r_strict``
+    beyond 1e-12, the two sides have different reward keys, provenance signatures differ across pairs,
+    a record follows a completed record of the same episode, or no pair is complete. Pairs with a
+    still-incomplete side are dropped into ``dropped_episode_ids``.
+    """
+    jobs = {job.episode_id: job for job in assignment.jobs}
+    bare_final = _final_records(bare, "bare")
+    masked_final = _final_records(masked, "masked")
+    if set(bare_final) != set(jobs):
+        extra, missing = sorted(set(bare_final) - set(jobs)), sorted(set(jobs) - set(bare_final))
+        raise PairingError(
+            f"bare job set differs from the mask assignment: extra {extra[:5]}, missing {missing[:5]}")
+    stray = sorted(set(masked_final) - set(jobs))
+    if stray:
+        raise PairingError(f"masked records for episodes outside the mask assignment: {stray[:5]}")
+    bare_rewards: dict[str, dict[str, float]] = {}
+    for record in bare_final.values():
+        _check_keys(record, jobs[record.episode_id], "bare")
+        if record.status == COMPLETED:
+            if record.injected_ids:
+                raise PairingError(
+                    f"bare {record.episode_id}: the bare trace has skills {list(record.injected_ids)}")
+            _check_reward(record, "bare")
+            bare_rewards[record.episode_id] = {k: float(v) for k, v in record.reward.items()}
+    observations, dropped, signatures = [], [], set()
+    for job in sorted(jobs.values(), key=lambda j: (j.task_id, j.sample_id)):
+        bare_record, masked_record = bare_final[job.episode_id], masked_final.get(job.episode_id)
+        if masked_record is not None:
+            _check_keys(masked_record, job, "masked")
+        if masked_record is None or masked_record.status != COMPLETED or bare_record.status != COMPLETED:
+            dropped.append(job.episode_id)
+            continue
+        if masked_record.injected_ids != job.included_chunk_ids:
+            raise PairingError(f"masked {job.episode_id}: injected ids {list(masked_record.injected_ids)} != "
+                               f"included_chunk_ids {list(job.included_chunk_ids)}")
+        _check_reward(masked_record, "masked")
+        if set(masked_record.reward) != set(bare_record.reward):
+            raise PairingError(f"{job.episode_id}: masked and bare reward keys differ")
+        signatures |= {r.provenance_signature for r in (bare_record, masked_record) if r.provenance_signature}
+        if len(signatures) > 1:
+            raise PairingError(
+                f"{job.episode_id}: model/prompt/environment/runtime provenance differs across pairs")
+        observations.append(PairedObservation(
+            job.episode_id, job.split, job.task_id, job.sample_id, job.mask, job.included_chunk_ids,
+            {k: float(v) for k, v in masked_record.reward.items()}, bare_rewards[job.episode_id]))
+    if not observations:
+        raise PairingError("no complete (bare, masked) pair: nothing to fit")
+    return PairingResult(observations, dropped, len(jobs), bare_rewards)
+
+
+def bare_baseline_block(
+    pairing: PairingResult,
+    assignment: MaskAssignment,
+    *,
+    run_dir: str,
+    plan_fingerprint: str,
+    checkpoint_id: str,
+) -> dict[str, Any]:
+    """The ``bare_baseline`` block: the bare run's own completed observations and their means."""
+    jobs = {job.episode_id: job for job in assignment.jobs}
+    completed = sorted(pairing.bare_rewards, key=lambda e: (jobs[e].task_id, jobs[e].sample_id))
+    table = [{"episode_id": e, "split": jobs[e].split, "task_id": jobs[e].task_id,
+              "sample_id": jobs[e].sample_id, "reward": pairing.bare_rewards[e]} for e in completed]
+    metrics = sorted(pairing.bare_rewards[completed[0]]) if completed else []
+    return {
+        "run_dir": run_dir,
+        "plan_fingerprint": plan_fingerprint,
+        "observations_sha256": sha256_json(table),
+        "observations": len(completed),
+        "requested_observations": pairing.requested_observations,
+        "dropped_observations": pairing.requested_observations - len(completed),
+        "checkpoint_id": checkpoint_id,
+        "mean_outcomes": {
+            m: sum(pairing.bare_rewards[e][m] for e in completed) / len(completed) for m in metrics
+        },
+    }
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def _estimate(observations: Sequence[PairedObservation], metric: str, columns: list[str]) -> dict[str, Any]:
+    masked = [obs.reward[metric] for obs in observations]
+    bare = [obs.bare_reward[metric] for obs in observations]
+    fit = fit_paired_delta([list(obs.mask) for obs in observations], [m - b for m, b in zip(masked, bare)],
+                           columns, clusters=[obs.task_id for obs in observations])
+    masked_mean, bare_mean = sum(masked) / len(masked), sum(bare) / len(bare)
+    return {
+        "intercept": 0.0,
+        "coefficients": {c: fit.params[c] for c in columns},
+        "observations": len(observations),
+        "masked_mean": masked_mean,
+        "bare_mean": bare_mean,
+        "delta_mean": masked_mean - bare_mean,
+        "standard_errors": {c: _finite(fit.bse[c]) for c in columns},
+        "conf_int_95": {c: [_finite(lo), _finite(hi)] for c, (lo, hi) in fit.conf_int(0.05).items()},
+        "cov_type": fit.cov_type,
+    }
+
+
+def _check_observations(assignment: MaskAssignment, observations: Sequence[PairedObservation]) -> list[str]:
+    if not observations:
+        raise PairingError("observations: empty")
+    metrics = sorted(observations[0].reward)
+    for obs in observations:
+        job = assignment.job(obs.episode_id)
+        if obs.mask != job.mask or obs.included_chunk_ids != job.included_chunk_ids:
+            raise PairingError(
+                f"{obs.episode_id}: mask or included_chunk_ids differ from the mask assignment")
+        if sorted(obs.reward) != metrics or sorted(obs.bare_reward) != metrics:
+            raise PairingError(f"{obs.episode_id}: reward keys differ from {metrics}")
+    if PRIMARY_METRIC not in metrics:
+        raise PairingError(f"observations: reward dicts lack {PRIMARY_METRIC!r}")
+    return metrics
+
+
+def _select(assignment: MaskAssignment, coefficients: Mapping[str, float], budget: int) -> SelectionResult:
+    if assignment.design == DESIGN_ONLINE:
+        return select_online(assignment.interventions(), coefficients, budget=budget)
+    return select_gate_a(assignment.columns, coefficients, budget=budget)
+
+
+def build_contributions(
+    assignment: MaskAssignment,
+    observations: Sequence[PairedObservation],
+    *,
+    bare_baseline: Mapping[str, Any],
+    dropped_episode_ids: Sequence[str] = (),
+    requested_observations: int | None = None,
+    active_skill_budget: int = ACTIVE_SKILL_BUDGET,
+    created_at: str | None = None,
+) -> dict[str, Any]:
+    """Fit every metric, select, and return the ``contributions.json`` object (release key order).
+
+    Parameters
+    ----------
+    assignment : MaskAssignment
+        The design; every observation's mask must equal its job's.
+    observations : sequence of PairedObservation
+        Complete pairs (from :func:`pair_records`, or release rows via :meth:`PairedObservation.from_row`).
+    bare_baseline : mapping
+        The ``bare_baseline`` block (:func:`bare_baseline_block`).
+    requested_observations : int, optional
+        Defaults to the number of assignment jobs.
+    """
+    metrics = _check_observations(assignment, observations)
+    columns = assignment.columns
+    estimates = {metric: _estimate(observations, metric, columns) for metric in metrics}
+    selection = _select(assignment, estimates[PRIMARY_METRIC]["coefficients"], active_skill_budget)
+    auxiliary = [m for m in metrics if m != PRIMARY_METRIC]
+    contributions = [
+        {**record.to_dict(),
+         "auxiliary_coefficients": {
+             m: estimates[m]["coefficients"][record.intervention_id] for m in auxiliary}}
+        for record in selection.contributions
+    ]
+    return {
+        "schema_version": CONTRIBUTIONS_SCHEMA_VERSION,
+        "created_at": created_at or datetime.now(timezone.utc).isoformat(),
+        "estimator": dict(ESTIMATOR),
+        "pool_sha256": assignment.pool_sha256,
+        "assignment_sha256": assignment.assignment_sha256,
+        "observations": len(observations),
+        "requested_observations": (
+            len(assignment.jobs) if requested_observations is None else requested_observations),
+        "dropped_episode_ids": list(dropped_episode_ids),
+        "active_skill_budget": active_skill_budget,
+        "selected_intervention_ids": selection.selected_intervention_ids,
+        "selected_count": selection.selected_count,
+        "replacement_winners": selection.replacement_winners,
+        "estimates": estimates,
+        "contributions": contributions,
+        "observations_table": [obs.to_row() for obs in observations],
+        "bare_baseline": dict(bare_baseline),
+    }
+
+
+def save_contributions(contributions: Mapping[str, Any], path: str | Path) -> Path:
+    """Write ``contributions.json`` as the release does (``indent=2``, ASCII, no trailing newline)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(contributions, indent=2), encoding="utf-8")
+    return path
+
+
+def _winner_skill(slot: str, record: Mapping[str, Any], pool: CandidatePool) -> Skill:
+    gate_fields = {"validation_result": record["status"], "estimated_effect": record["coefficient"],
+                   "contribution_rank": record["rank"], "selected_intervention_id": record["intervention_id"]}
+    if record["kind"] == "current":
+        skill = pool.current_skill(record["intervention_id"])
+        return Skill(skill_id=slot, content=skill.content, version=skill.version,
+                     metadata={**skill.metadata, **gate_fields})
+    candidate = pool.candidate(record["intervention_id"])
+    origin = {"operation": candidate.operation}
+    if candidate.operation == "REWRITE":
+        origin["target_chunk_id"] = candidate.target_chunk_id
+    return Skill(skill_id=slot, content=candidate.content, version=CANDIDATE_VERSION,
+                 metadata={**candidate.metadata, **origin, **gate_fields})
+
+
+def selected_skillbank(contributions: Mapping[str, Any], pool: CandidatePool, *, round_id: str) -> SkillBank:
+    """The next bank (``online-<round>-selected-v1``): selected winners in slot order, under logical IDs.
+
+    A winning rewrite's content enters under the target's ``skill_id``; chunk metadata gains
+    ``validation_result``, ``estimated_effect`` (β), ``contribution_rank`` and ``selected_intervention_id``.
+    """
+    if contributions.get("pool_sha256") != pool.pool_sha256:
+        raise ValueError(
+            f"pool_sha256: contributions were fitted on pool {contributions.get('pool_sha256')!r}, "
+            f"not on {pool.pool_sha256!r}")
+    records = {r["intervention_id"]: r for r in contributions["contributions"]}
+    skills = []
+    for slot in dict.fromkeys(r["logical_chunk_id"] for r in contributions["contributions"]):
+        winner = records[contributions["replacement_winners"][slot]]
+        if winner["status"] == "selected":
+            skills.append(_winner_skill(slot, winner, pool))
+    metadata = {
+        "round_id": round_id,
+        "proposal_checkpoint": pool.proposal_checkpoint,
+        "pool_sha256": pool.pool_sha256,
+        "assignment_sha256": contributions["assignment_sha256"],
+        "active_skill_budget": contributions["active_skill_budget"],
+        "selected_count": contributions["selected_count"],
+        "selected_intervention_ids": list(contributions["selected_intervention_ids"]),
+        "estimator": dict(contributions["estimator"]),
+        "bare_baseline": dict(contributions["bare_baseline"]),
+    }
+    return SkillBank(bank_version=f"online-{round_id}-selected-v1", skills=tuple(skills), metadata=metadata)
+
+
+def selected_skill_markdown(bank: SkillBank) -> str:
+    """``selected_skill.md``: a heading, a note, then the chunk contents joined by blank lines."""
+    budget = bank.metadata.get("active_skill_budget", ACTIVE_SKILL_BUDGET)
+    note = (f"> {len(bank.skills)} chunk(s) selected by the paired validation gate "
+            f"(strictly positive top-{budget}, slot order).")
+    body = "\n\n".join(skill.content.strip() for skill in bank.skills)
+    return f"# Selected skill: {bank.bank_version}\n\n{note}\n\n{body}\n"

