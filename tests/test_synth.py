@@ -155,3 +155,19 @@ def test_word_classes_are_disjoint_within_a_subcategory() -> None:
                                                                                              "brand", "type")]
                     assert not [w for w in others if word in w], (sub.name, word)
                     assert all(word not in w for k in ("color", "size") for w in classes[k]), (sub.name, word)
+
+
+def test_env_build_command_reuses_the_store(small_store_root) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from intraskill.cli import app
+
+    manifest = json.loads((small_store_root / "manifest.json").read_text(encoding="utf-8"))
+    result = CliRunner().invoke(app, ["env", "build", "--root", str(small_store_root), "--scale", "small",
+                                      "--seed", str(manifest["seed"])])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["reused"] is True and summary["counts"]["products"] == 1000
+    assert set(summary["split_sha256"]) == {"train", "val", "test"}
