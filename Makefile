@@ -25,6 +25,9 @@ test: $(STAMP)
 round: $(STAMP)
 	$(BIN)/papermill notebooks/02_train_round.ipynb runs/notebooks/02_train_round.ipynb --cwd notebooks
 
+report: $(STAMP)
+	$(BIN)/intraskill report build
+
 warmstart: $(STAMP)
 	$(BIN)/intraskill warmstart --params params/organism.yaml
 

@@ -11,6 +11,7 @@ import typer
 from intraskill.analysis import cli as analysis_cli
 from intraskill.evaluate import cli as evaluate_cli
 from intraskill.gate import cli as gate_cli
+from intraskill.report import cli as report_cli
 from intraskill.shop import cli as shop_cli
 
 app = typer.Typer(
@@ -25,5 +26,6 @@ app = typer.Typer(
 app.add_typer(shop_cli.app, name="env")
 app.add_typer(analysis_cli.app, name="release")
 app.add_typer(gate_cli.app, name="gate")
+app.add_typer(report_cli.app, name="report")
 app.command("eval")(evaluate_cli.eval_command)
 app.command("compare")(evaluate_cli.compare_command)

@@ -151,7 +151,7 @@ def test_changed_plan_is_refused_naming_the_field(tmp_path: Path, small_store_ro
     out = tmp_path / "run"
     run_eval(params, "val", None, None, out, progress=False, store_root=small_store_root)
     with pytest.raises(PlanMismatchError, match=r"model\.checkpoint_id"):
-        run_eval(params.model_copy(update={"model": params.model.model_copy(update={"spec": "expert:without=page_on"})}),
+        run_eval(params.model_copy(update={"model": params.model.model_copy(update={"spec": "expert:without:page_on"})}),
                  "val", None, None, out, progress=False, store_root=small_store_root)
     with pytest.raises(PlanMismatchError, match=r"runtime\.max_turns"):
         run_eval(make_params(tmp_path, evaluation={"task_limit": 2}, sampling={"max_turns": 12}),

@@ -123,11 +123,11 @@ def test_gate_and_tags_validate() -> None:
         SkillConditionedGate({"read_persona": "s"}, {"read_persona": 1.5}, {"read_persona": 0.0})
     with pytest.raises(ValueError, match="skill_for: unknown competences"):
         SkillConditionedGate({"telepathy": "s"}, {}, {})
-    assert competences_tag(ABLATED) == "without=read_persona,check_budget"
+    assert competences_tag(ABLATED) == "without:read_persona,check_budget"
     assert competences_from_tag(competences_tag(ABLATED)) == ABLATED
     assert competences_from_tag("all") == Competences()
     with pytest.raises(ValueError, match="telepathy"):
-        competences_from_tag("without=telepathy")
+        competences_from_tag("without:telepathy")
 
 
 def test_messages_without_a_page_are_refused() -> None:

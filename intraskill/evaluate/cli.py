@@ -16,7 +16,7 @@ def eval_command(
     checkpoint: str | None = typer.Option(
         None, "--checkpoint", help="Checkpoint directory; default params model.checkpoint; 'none' = no checkpoint."),
     model: str | None = typer.Option(
-        None, "--model", help="Policy spec overriding params model.spec, e.g. 'expert' or 'expert:without=page_on'."),
+        None, "--model", help="Policy spec overriding params model.spec, e.g. 'expert' or 'expert:without:page_on'."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Episodes per lockstep batch."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Evaluate only the first N tasks of the split."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),

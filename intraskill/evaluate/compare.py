@@ -203,6 +203,21 @@ def comparison_markdown(comparison: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def comparison_record(comparison: Mapping[str, Any], a: str, b: str) -> dict[str, Any]:
+    """One flat row of a comparison for tables and :func:`intraskill.plots.results.four_condition_results`.
+
+    ``a``/``b`` name the arms; ``reward_*`` and ``success_*`` hold the mean difference and its
+    interval (success as a 0–1 difference), plus the success transitions and the pair count.
+    """
+    metrics = comparison["paired"]["metrics"]
+    row: dict[str, Any] = {"a": a, "b": b, "kind": comparison["kind"], "pairs": comparison["paired"]["pairs"]}
+    for name, metric in (("reward", "reward"), ("success", "r_success")):
+        low, high = metrics[metric]["confidence_interval"]
+        row.update({f"{name}_a": metrics[metric]["a_mean"], f"{name}_b": metrics[metric]["b_mean"],
+                    f"{name}_diff": metrics[metric]["mean_difference"], f"{name}_lo": low, f"{name}_hi": high})
+    return {**row, **comparison["paired"]["success_transitions"]}
+
+
 def write_comparison(comparison: Mapping[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
     """Write ``comparison.json`` and ``comparison.md`` into ``out_dir``; returns both paths."""
     out = Path(out_dir)

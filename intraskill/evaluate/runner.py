@@ -18,12 +18,12 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from intraskill.agent.env import InProcessEnvironment
+from intraskill.agent.env import Environment, InProcessEnvironment
 from intraskill.agent.prompts import prompt_identity
 from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
 from intraskill.agent.traces import EpisodeStatus, read_traces
@@ -178,6 +178,15 @@ def eval_jobs(task_ids: Sequence[int], repeats: int, limit: int | None) -> list[
     return [(task, sample) for task in chosen for sample in range(repeats)]
 
 
+def find_checkpoint(root: str | Path, pattern: str) -> Path | None:
+    """The newest directory under ``root`` matching glob ``pattern`` that holds a ``config.json``."""
+    root = Path(root)
+    if not root.is_dir():
+        return None
+    found = [path for path in root.glob(pattern) if (path / "config.json").is_file()]
+    return max(found, key=lambda path: (path.stat().st_mtime, str(path))) if found else None
+
+
 def default_store_root(params: Params) -> Path:
     """``<run_root>/store/<scale>-<seed>``: where the CLI builds (or reuses) the store."""
     return Path(params.experiment.run_root) / "store" / f"{params.store.scale}-{params.store.seed}"
@@ -202,9 +211,10 @@ def resolve_device(device: str) -> str:
 def build_policy(params: Params, checkpoint: str | None) -> tuple[Policy, dict[str, Any]]:
     """The policy of ``params.model`` and its plan identity.
 
-    ``expert`` / ``expert:without=a,b`` build an :class:`~intraskill.policy.expert.ExpertPolicy`;
+    ``expert`` / ``expert:without:a,b`` build an :class:`~intraskill.policy.expert.ExpertPolicy`;
     other specs go to :func:`intraskill.policy.factory.load_policy`. The identity is the policy's
-    own plus the spec, and for a random-init organism its shape (the weights' only source).
+    own (for a model also the spec and dtype, and for a random-init organism its shape, the weights'
+    only source); an expert's identity already names its competences and seed.
     """
     spec = params.model.spec
     if spec == "expert" or spec.startswith("expert:"):
@@ -213,7 +223,7 @@ def build_policy(params: Params, checkpoint: str | None) -> tuple[Policy, dict[s
         competences = competences_from_tag(spec.partition(":")[2])
         policy: Policy = ExpertPolicy(competences, seed=params.experiment.seed, language=params.store.language,
                                       max_actions=params.store.max_actions)
-        return policy, {**policy.identity, "spec": spec}
+        return policy, dict(policy.identity)
     from intraskill.policy.factory import load_policy
     from intraskill.policy.organism import OrganismConfig
 
@@ -308,8 +318,6 @@ def run_eval(
     -------
     EvalRun
     """
-    from tqdm.auto import tqdm
-
     if split not in SPLITS:
         raise ValueError(f"split: expected one of {SPLITS}, got {split!r}")
     if batch_size < 1:
@@ -317,23 +325,36 @@ def run_eval(
     run_dir = Path(out_dir)
     bank = resolve_skills(skills)
     store = _open_engine(params, Path(store_root) if store_root else default_store_root(params), split)
-    if policy is None:
-        policy, model_identity = build_policy(params, checkpoint)
-    else:
-        model_identity = dict(policy.identity)
-    config = runtime_config(params)
-    task_limit = limit if limit is not None else params.evaluation.task_limit
-    pairs = eval_jobs(store.task_ids, params.evaluation.repeats, task_limit)
-    plan = EvalPlan(model=model_identity, split=split, jobs=tuple(pairs), environment=store.identity,
-                    runtime=config.to_dict(), prompt=prompt_identity(config.language).to_dict(),
-                    skills=skills_identity(bank), seed=params.experiment.seed)
-    write_plan(run_dir, plan)
-    injected = bank.enabled_skills() if bank else []
-    jobs = [EpisodeJob.create(task, sample, params.experiment.seed, injected) for task, sample in pairs]
-    traces_path = run_dir / "traces.jsonl"
+    try:
+        if policy is None:
+            policy, model_identity = build_policy(params, checkpoint)
+        else:
+            model_identity = dict(policy.identity)
+        config = runtime_config(params)
+        pairs = eval_jobs(store.task_ids, params.evaluation.repeats,
+                          limit if limit is not None else params.evaluation.task_limit)
+        plan = EvalPlan(model=model_identity, split=split, jobs=tuple(pairs), environment=store.identity,
+                        runtime=config.to_dict(), prompt=prompt_identity(config.language).to_dict(),
+                        skills=skills_identity(bank), seed=params.experiment.seed)
+        write_plan(run_dir, plan)
+        injected = bank.enabled_skills() if bank else []
+        jobs = [EpisodeJob.create(task, sample, params.experiment.seed, injected) for task, sample in pairs]
+        _run_pending(policy, lambda: InProcessEnvironment(store.engine), jobs, config, run_dir / "traces.jsonl",
+                     batch_size=batch_size, progress=progress, label=f"eval {split}")
+    finally:
+        store.engine.index.close()
+    return EvalRun(run_dir, plan, write_summary(run_dir, len(jobs)))
+
+
+def _run_pending(policy: Policy, env_factory: Callable[[], Environment], jobs: Sequence[EpisodeJob],
+                 config: RuntimeConfig, traces_path: Path, *, batch_size: int, progress: bool, label: str) -> None:
+    """Run every job without a completed record, batch by batch, until each has completed or used
+    :data:`MAX_ATTEMPTS` attempts; every attempt's trace is appended (and fsynced) as it finishes."""
+    from tqdm.auto import tqdm
+
     completed, _ = _attempts(traces_path)
-    bar = tqdm(total=len(jobs), initial=sum(job.episode_id in completed for job in jobs),
-               desc=f"eval {split}", disable=not progress)
+    bar = tqdm(total=len(jobs), initial=sum(job.episode_id in completed for job in jobs), desc=label,
+               disable=not progress)
     with JsonlWriter(traces_path) as writer:
         for _ in range(MAX_ATTEMPTS):
             completed, failed = _attempts(traces_path)
@@ -341,11 +362,9 @@ def run_eval(
             if not pending:
                 break
             for batch in _batches(pending, batch_size):
-                results = run_episodes(policy, lambda: InProcessEnvironment(store.engine), batch, config,
-                                       trace_writer=writer, progress=False)
+                results = run_episodes(policy, env_factory, batch, config, trace_writer=writer, progress=False)
                 bar.update(sum(result.status == EpisodeStatus.COMPLETED.value for result in results))
     bar.close()
-    return EvalRun(run_dir, plan, write_summary(run_dir, len(jobs)))
 
 
 def write_summary(run_dir: str | Path, requested: int | None = None) -> dict[str, Any]:

@@ -172,3 +172,11 @@ def summarize(traces: Iterable[EpisodeTrace], requested: int) -> dict[str, Any]:
         "cost": _cost(scored),
         "errors": _errors(failed),
     }
+
+
+def condition_record(arm: str, summary: Mapping[str, Any]) -> dict[str, Any]:
+    """One flat row of a run summary: ``arm``, ``n`` (scored), reward, success, mean steps, errors."""
+    behavior = summary["behavior"]
+    return {"arm": arm, "n": summary["counts"]["scored"], "reward_mean": summary["primary"]["reward_mean"],
+            "success_rate": summary["primary"]["success_rate"], "steps_mean": behavior["steps_mean"],
+            "protocol_error_rate": behavior["protocol_error_rate"], "coverage": summary["counts"]["coverage"]}

@@ -112,19 +112,19 @@ class _Session:
 
 
 def competences_tag(competences: Competences) -> str:
-    """``"all"`` or ``"without=a,b"`` (the switched-off competences, in declaration order)."""
+    """``"all"`` or ``"without:a,b"`` (the switched-off competences, in declaration order)."""
     off = [name for name, on in asdict(competences).items() if not on]
-    return "all" if not off else "without=" + ",".join(off)
+    return "all" if not off else "without:" + ",".join(off)
 
 
 def competences_from_tag(tag: str) -> Competences:
     """Inverse of :func:`competences_tag`; ``ValueError`` naming an unknown competence."""
     if tag in ("", "all"):
         return Competences()
-    if not tag.startswith("without="):
-        raise ValueError(f"expert competences: expected 'all' or 'without=a,b', got {tag!r}")
+    if not tag.startswith("without:"):
+        raise ValueError(f"expert competences: expected 'all' or 'without:a,b', got {tag!r}")
     competences = Competences()
-    for name in filter(None, tag[len("without="):].split(",")):
+    for name in filter(None, tag[len("without:"):].split(",")):
         competences = competences.without(name.strip())
     return competences
 
@@ -143,7 +143,7 @@ class ExpertPolicy:
     Examples
     --------
     >>> ExpertPolicy(Competences().without("page_on")).identity["checkpoint_id"]
-    'without=page_on'
+    'without:page_on'
     """
 
     def __init__(self, competences: Competences | None = None, seed: int = 0, language: str = "en",

@@ -140,7 +140,7 @@ class SearchIndex:
             placeholders = ", ".join("?" for _ in COLUMNS)
             connection.executemany(
                 f"INSERT INTO {_TABLE} ({', '.join(COLUMNS)}) VALUES ({placeholders})",
-                ([field_documents(p)[c] for c in COLUMNS] for p in rows),
+                ([docs[c] for c in COLUMNS] for docs in map(field_documents, rows)),
             )
             connection.execute("CREATE TABLE manifest (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             connection.executemany(

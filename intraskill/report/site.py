@@ -1,0 +1,329 @@
+"""Static fallback renderer for the report when Quarto is not installed.
+
+Reads the same sources Quarto would — ``_quarto.yml`` (pages, navbar menus) and the ``.qmd`` pages —
+and writes a self-contained HTML site that works from ``file://``: the Markdown bodies go through
+mistune, each ``{{< embed path.ipynb#label >}}`` is replaced by the outputs of the executed notebook cell
+carrying ``#| label: <label>`` (images as data URIs, tables as HTML), and every executed notebook is
+exported with nbconvert to ``notebooks/<name>.html``. Headings keep explicit ``{#id}`` anchors, which the
+English and Chinese twins share, so the language switch lands on the same section.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+from dataclasses import dataclass
+from glob import glob
+from pathlib import Path, PurePosixPath
+from typing import Any, Mapping
+
+EMBED_PATTERN = re.compile(r"\{\{<\s*embed\s+(?P<path>[^\s#>]+\.ipynb)#(?P<label>[\w-]+)[^>]*>\}\}")
+LABEL_PATTERN = re.compile(r"^#\|\s*label:\s*(?P<label>[\w-]+)\s*$", re.MULTILINE)
+HEADING_ID = re.compile(r"\s*\{#(?P<id>[\w-]+)\}\s*$")
+ESCAPED_SHORTCODE = re.compile(r"\{\{</\*\s*(?P<body>.*?)\s*\*/>\}\}")
+"""Quarto's escaped shortcode ``{{</* … */>}}``, shown literally as ``{{< … >}}``."""
+CJK_LINE_BREAK = re.compile(r"(?<=[\u3000-\u9fff\uff00-\uffef])\n(?=[\u3000-\u9fff\uff00-\uffef])")
+"""A source line break between two CJK characters, which joins without a space (pandoc's
+``east_asian_line_breaks``)."""
+FRONT_MATTER = re.compile(r"\A---\n(?P<yaml>.*?)\n---\n", re.DOTALL)
+LANGUAGE_DIRS = {"en": "en", "zh": "zh"}
+SWITCH_TEXT = {"en": "中文", "zh": "English"}
+"""Text of the language-switch link on a page of the given language (it names the other language)."""
+STYLE = """
+body{margin:0;font-family:system-ui,"Noto Sans CJK SC","Noto Sans SC","Source Han Sans SC",sans-serif;
+color:#222;line-height:1.6}
+nav.navbar{display:flex;flex-wrap:wrap;gap:.2rem 1rem;align-items:center;padding:.6rem 1.2rem;
+background:#1b3a6b}
+nav.navbar a{color:#fff;text-decoration:none}nav.navbar a.active{text-decoration:underline}
+nav.navbar .brand{font-weight:600;margin-right:1rem}nav.navbar .lang-switch{margin-left:auto;
+border:1px solid #fff;border-radius:4px;padding:0 .5rem}
+main{max-width:60rem;margin:0 auto;padding:1rem 1.5rem 3rem}
+table{border-collapse:collapse;font-size:.85rem;margin:1rem 0;display:block;overflow-x:auto}
+th,td{border:1px solid #ccc;padding:.2rem .5rem;text-align:right}th{background:#f3f3f3}
+img{max-width:100%;height:auto}figure.embed{margin:1rem 0}pre{background:#f6f6f6;padding:.5rem;
+overflow-x:auto}.embed-missing{border-left:4px solid #dd8452;background:#fff6ee;padding:.5rem 1rem}
+footer{max-width:60rem;margin:0 auto;padding:1rem 1.5rem;font-size:.8rem;color:#666;
+border-top:1px solid #ddd}
+"""
+SWITCH_SCRIPT = (
+    "<script>for(const a of document.querySelectorAll('a.lang-switch')){a.addEventListener('click',"
+    "()=>{if(location.hash){a.href=a.href.split('#')[0]+location.hash;}});}</script>"
+)
+
+
+@dataclass(frozen=True)
+class Menu:
+    """A navbar menu: its text and the pages (paths relative to the project root) it lists."""
+
+    text: str
+    pages: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SiteConfig:
+    """What the static renderer takes from ``_quarto.yml``."""
+
+    title: str
+    landing: str
+    pages: tuple[str, ...]
+    menus: tuple[Menu, ...]
+    output_dir: str
+
+
+def _href(item: Any) -> str:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, Mapping) and isinstance(item.get("href"), str):
+        return item["href"]
+    raise ValueError(f"_quarto.yml: navbar item {item!r} has no href")
+
+
+def load_site_config(root: str | Path) -> SiteConfig:
+    """Parse ``<root>/_quarto.yml``: render list (globs expanded), navbar menus, landing and output dir."""
+    import yaml
+
+    base = Path(root)
+    config = yaml.safe_load((base / "_quarto.yml").read_text(encoding="utf-8"))
+    project, website = config.get("project", {}), config.get("website", {})
+    pages: list[str] = []
+    for pattern in project.get("render", []):
+        matches = sorted(glob(pattern, root_dir=base)) if any(c in pattern for c in "*?[") else [pattern]
+        pages.extend(PurePosixPath(m).as_posix() for m in matches if m not in pages)
+    navbar = website.get("navbar", {})
+    items = [*navbar.get("left", []), *navbar.get("right", [])]
+    menus = tuple(Menu(str(i["text"]), tuple(_href(p) for p in i["menu"])) for i in items if "menu" in i)
+    landing = next((_href(i) for i in items if "menu" not in i), pages[0] if pages else "index.qmd")
+    return SiteConfig(str(website.get("title", "")), landing, tuple(pages), menus, str(project.get("output-dir", "_site")))
+
+
+def front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """(YAML front matter, body) of a ``.qmd`` page."""
+    import yaml
+
+    match = FRONT_MATTER.match(text)
+    if not match:
+        return {}, text
+    return yaml.safe_load(match.group("yaml")) or {}, text[match.end():]
+
+
+def page_language(page: str, meta: Mapping[str, Any]) -> str | None:
+    """``en`` / ``zh`` from the front matter ``lang`` (``zh-CN`` counts as ``zh``) or the page's folder."""
+    lang = str(meta.get("lang", "")).split("-")[0]
+    if lang in LANGUAGE_DIRS:
+        return lang
+    parts = PurePosixPath(page).parts
+    return next((code for code, folder in LANGUAGE_DIRS.items() if folder in parts[:-1]), None)
+
+
+def twin_page(page: str) -> str:
+    """The same page in the other language: ``report/en/x.qmd`` ↔ ``report/zh/x.qmd`` (else itself)."""
+    parts = list(PurePosixPath(page).parts)
+    for index, part in enumerate(parts[:-1]):
+        if part in ("en", "zh"):
+            parts[index] = "zh" if part == "en" else "en"
+            return PurePosixPath(*parts).as_posix()
+    return page
+
+
+def find_embeds(text: str) -> list[tuple[str, str]]:
+    """Every ``(notebook path, label)`` embedded by a page."""
+    return [(m.group("path"), m.group("label")) for m in EMBED_PATTERN.finditer(text)]
+
+
+def cell_labels(notebook: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """Label → code cell, from ``#| label: …`` lines in the cell sources."""
+    labels = {}
+    for cell in notebook.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        for match in LABEL_PATTERN.finditer(source):
+            labels[match.group("label")] = cell
+    return labels
+
+
+def _joined(value: Any) -> str:
+    return value if isinstance(value, str) else "".join(value)
+
+
+def render_outputs(cell: Mapping[str, Any], label: str) -> str:
+    """HTML for a cell's rich outputs (PNG/JPEG as data URIs, SVG inline, HTML, else plain text).
+
+    Streams (logs, warnings) are left out, as in a rendered report; errors are shown.
+    """
+    parts = []
+    for output in cell.get("outputs", []):
+        kind = output.get("output_type")
+        if kind == "error":
+            parts.append(f"<pre class=\"error\">{html.escape(output.get('ename', ''))}: "
+                         f"{html.escape(output.get('evalue', ''))}</pre>")
+            continue
+        data = output.get("data", {})
+        if "image/png" in data or "image/jpeg" in data:
+            mime = "image/png" if "image/png" in data else "image/jpeg"
+            payload = _joined(data[mime]).replace("\n", "")
+            parts.append(f'<img src="data:{mime};base64,{payload}" alt="{html.escape(label)}">')
+        elif "image/svg+xml" in data:
+            parts.append(_joined(data["image/svg+xml"]))
+        elif "text/html" in data:
+            parts.append(_joined(data["text/html"]))
+        elif "text/plain" in data:
+            parts.append(f"<pre>{html.escape(_joined(data['text/plain']))}</pre>")
+    return f'<figure class="embed" id="{html.escape(label)}">{"".join(parts)}</figure>'
+
+
+class _Renderer:
+    """Factory for a mistune HTML renderer with explicit heading ids and ``.qmd`` → ``.html`` links."""
+
+    @staticmethod
+    def create() -> Any:
+        import mistune
+
+        class Renderer(mistune.HTMLRenderer):
+            def heading(self, text: str, level: int, **attrs: Any) -> str:
+                match = HEADING_ID.search(text)
+                ident = match.group("id") if match else re.sub(r"[^\w-]+", "-", text.lower()).strip("-")
+                body = text[: match.start()] if match else text
+                return f'<h{level} id="{html.escape(ident)}">{body}</h{level}>\n'
+
+            def link(self, text: str, url: str, title: str | None = None) -> str:
+                path, sep, anchor = url.partition("#")
+                if path.endswith(".qmd") and "://" not in path:
+                    url = path[: -len(".qmd")] + ".html" + sep + anchor
+                return super().link(text, url, title)
+
+        return mistune.create_markdown(renderer=Renderer(escape=False), plugins=["table", "strikethrough"])
+
+
+def _relative(target: str, page: str) -> str:
+    return PurePosixPath(os.path.relpath(target, PurePosixPath(page).parent.as_posix() or ".")).as_posix()
+
+
+def _html_path(page: str) -> str:
+    return str(PurePosixPath(page).with_suffix(".html"))
+
+
+def _navbar(config: SiteConfig, titles: Mapping[str, str], page: str, language: str | None) -> str:
+    here = _html_path(page)
+    links = [f'<a class="brand" href="{_relative(_html_path(config.landing), here)}">{html.escape(config.title)}</a>']
+    for menu in config.menus:
+        menu_language = page_language(menu.pages[0], {}) if menu.pages else None
+        if language is None:  # bilingual landing page: one entry per language
+            links.append(f'<a href="{_relative(_html_path(menu.pages[0]), here)}">{html.escape(menu.text)}</a>')
+        elif menu_language == language:
+            for item in menu.pages:
+                active = ' class="active"' if item == page else ""
+                links.append(f'<a{active} href="{_relative(_html_path(item), here)}">{html.escape(titles.get(item, item))}</a>')
+    if language is not None:
+        twin = twin_page(page)
+        links.append(f'<a class="lang-switch" href="{_relative(_html_path(twin), here)}" '
+                     f'hreflang="{"zh" if language == "en" else "en"}">{SWITCH_TEXT[language]}</a>')
+    return f'<nav class="navbar">{"".join(links)}</nav>'
+
+
+def _embed_html(path: str, label: str, executed_dir: Path, cache: dict[str, Any]) -> str:
+    import nbformat
+
+    name = PurePosixPath(path).stem
+    if name not in cache:
+        source = executed_dir / f"{name}.ipynb"
+        cache[name] = nbformat.read(source, as_version=4) if source.is_file() else None
+    notebook = cache[name]
+    if notebook is None:
+        return (f'<div class="embed-missing">Output <code>{label}</code> of <code>{name}</code> is not in this '
+                f"build (notebook not executed) · 本次构建未执行该笔记本</div>")
+    cells = cell_labels(notebook)
+    if label not in cells:
+        raise ValueError(f"{path}: no cell labelled {label!r} in the executed {name}.ipynb")
+    return render_outputs(cells[label], label)
+
+
+@dataclass
+class _Build:
+    """State shared by the pages of one static build."""
+
+    config: SiteConfig
+    root: Path
+    executed_dir: Path
+    titles: dict[str, str]
+    notebooks: list[str]
+    cache: dict[str, Any]
+
+
+def render_page(build: _Build, page: str) -> str:
+    """The full HTML document of one ``.qmd`` page."""
+    config, root, executed_dir, cache = build.config, build.root, build.executed_dir, build.cache
+    meta, body = front_matter((root / page).read_text(encoding="utf-8"))
+    language = page_language(page, meta)
+    embeds: list[str] = []
+
+    def stash(match: re.Match[str]) -> str:
+        embeds.append(_embed_html(match.group("path"), match.group("label"), executed_dir, cache))
+        return f"\n\nEMBEDSLOT{len(embeds) - 1}\n\n"
+
+    body = ESCAPED_SHORTCODE.sub(lambda m: "{{< " + m.group("body") + " >}}", EMBED_PATTERN.sub(stash, body))
+    rendered = _Renderer.create()(CJK_LINE_BREAK.sub("", body))
+    for index, fragment in enumerate(embeds):
+        rendered = rendered.replace(f"<p>EMBEDSLOT{index}</p>", fragment)
+    here = _html_path(page)
+    footer_links = " · ".join(
+        f'<a href="{_relative(f"notebooks/{name}.html", here)}">{name}</a>' for name in build.notebooks
+    )
+    title = str(meta.get("title", PurePosixPath(page).stem))
+    lang_attr = {"en": "en", "zh": "zh-CN"}.get(language or "", "en")
+    return (
+        f'<!DOCTYPE html>\n<html lang="{lang_attr}">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{html.escape(title)} · {html.escape(config.title)}</title>\n<style>{STYLE}</style>\n</head>\n"
+        f"<body>\n{_navbar(config, build.titles, page, language)}\n<main>\n<h1>{html.escape(title)}</h1>\n{rendered}</main>\n"
+        f"<footer>Static render (Quarto not installed) · 静态渲染（未安装 Quarto）. "
+        f"Executed notebooks · 已执行的笔记本: {footer_links or '—'}</footer>\n{SWITCH_SCRIPT}\n</body>\n</html>\n"
+    )
+
+
+def export_notebooks(executed_dir: Path, out_dir: Path) -> list[str]:
+    """Export every executed notebook to ``out_dir/notebooks/<name>.html`` with nbconvert; return names."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    target = out_dir / "notebooks"
+    target.mkdir(parents=True, exist_ok=True)
+    exporter = HTMLExporter(template_name="lab")
+    names = []
+    for path in sorted(executed_dir.glob("*.ipynb")):
+        body, _ = exporter.from_notebook_node(nbformat.read(path, as_version=4))
+        (target / f"{path.stem}.html").write_text(body, encoding="utf-8")
+        names.append(path.stem)
+    return names
+
+
+def render_static_site(root: str | Path, executed_dir: str | Path, out_dir: str | Path) -> list[Path]:
+    """Render every page of ``_quarto.yml`` and the executed notebooks into ``out_dir``.
+
+    Writes ``<out_dir>/<page>.html`` for each page (same layout as Quarto's output), the notebook exports
+    and an ``index.html`` that redirects to the landing page. Returns the written page paths.
+    """
+    base, executed, out = Path(root), Path(executed_dir), Path(out_dir)
+    config = load_site_config(base)
+    missing = [page for page in config.pages if not (base / page).is_file()]
+    if missing:
+        raise FileNotFoundError(f"_quarto.yml lists pages that do not exist: {missing}")
+    titles = {page: str(front_matter((base / page).read_text(encoding="utf-8"))[0].get("title", page))
+              for page in config.pages}
+    notebooks = export_notebooks(executed, out) if executed.is_dir() else []
+    build = _Build(config, base, executed, titles, notebooks, {})
+    written = []
+    for page in config.pages:
+        target = out / _html_path(page)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(render_page(build, page), encoding="utf-8")
+        written.append(target)
+    landing = _html_path(config.landing)
+    (out / "index.html").write_text(
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="0; url={landing}">'
+        f'<title>{html.escape(config.title)}</title></head><body><a href="{landing}">{html.escape(config.title)}</a>'
+        "</body></html>\n",
+        encoding="utf-8",
+    )
+    return written

@@ -1,0 +1,234 @@
+"""The bilingual report: _quarto.yml structure, page twins, embeds that resolve to labelled notebook
+cells, the static renderer, and a headless-Chromium check of a quick build served over real HTTP."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import http.server
+import json
+import re
+import shutil
+import subprocess
+import threading
+import urllib.parse
+import urllib.request
+from html.parser import HTMLParser
+from pathlib import Path, PurePosixPath
+from typing import Iterator
+
+import nbformat
+import pytest
+import yaml
+
+from intraskill.report.build import MANIFEST_PATH, build_report, check_parameters, load_manifest
+from intraskill.report.site import (
+    cell_labels,
+    find_embeds,
+    front_matter,
+    load_site_config,
+    render_static_site,
+    twin_page,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = ("method", "protocol", "results", "behaviour", "optimization", "reproduce")
+CJK = re.compile(r"[\u4e00-\u9fff]")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _chapter_pages() -> list[str]:
+    return [f"report/{lang}/{chapter}.qmd" for lang in ("en", "zh") for chapter in CHAPTERS]
+
+
+def test_quarto_project_structure() -> None:
+    config = yaml.safe_load((ROOT / "_quarto.yml").read_text(encoding="utf-8"))
+    assert config["project"]["type"] == "website"
+    assert config["project"]["output-dir"] == "_site"
+    menus = {item["text"]: item["menu"] for item in config["website"]["navbar"]["left"] if "menu" in item}
+    assert menus == {
+        "English": [f"report/en/{c}.qmd" for c in CHAPTERS],
+        "中文": [f"report/zh/{c}.qmd" for c in CHAPTERS],
+    }
+    site = load_site_config(ROOT)
+    assert set(_chapter_pages()) <= set(site.pages) and site.landing == "report/index.qmd"
+    include = config["format"]["html"]["include-after-body"]
+    assert (ROOT / include).is_file()
+
+
+def test_every_listed_page_exists_and_has_a_twin() -> None:
+    site = load_site_config(ROOT)
+    listed = set(site.pages) | {page for menu in site.menus for page in menu.pages} | {site.landing}
+    assert all((ROOT / page).is_file() for page in listed), sorted(p for p in listed if not (ROOT / p).is_file())
+    on_disk = {p.relative_to(ROOT).as_posix() for p in (ROOT / "report").glob("*/*.qmd")}
+    assert on_disk == set(_chapter_pages())
+    for page in on_disk:
+        assert twin_page(page) in on_disk and twin_page(page) != page
+
+
+def test_page_languages_and_titles() -> None:
+    for page in _chapter_pages():
+        meta, body = front_matter((ROOT / page).read_text(encoding="utf-8"))
+        assert meta["lang"] == page.split("/")[1] and meta["title"]
+        chinese = len(CJK.findall(body))
+        if "/zh/" in page:
+            assert chinese > 150, f"{page} should be written in Chinese ({chinese} CJK characters)"
+        else:
+            assert chinese == 0, f"{page} should be English"
+        # twins share their section anchors so the language switch lands on the same section
+        ids = re.findall(r"\{#([\w-]+)\}", body)
+        twin_ids = re.findall(r"\{#([\w-]+)\}", (ROOT / twin_page(page)).read_text(encoding="utf-8"))
+        assert ids and ids == twin_ids, page
+
+
+def test_embeds_point_at_manifest_notebooks_and_existing_labels() -> None:
+    manifest = {spec.name for spec in load_manifest(ROOT / MANIFEST_PATH)}
+    embeds = [(page, path, label) for page in _chapter_pages()
+              for path, label in find_embeds((ROOT / page).read_text(encoding="utf-8"))]
+    assert len(embeds) >= 20
+    for page, path, label in embeds:
+        resolved = (ROOT / page).parent / path
+        assert resolved.resolve().parent == (ROOT / "runs" / "report" / "notebooks").resolve(), (page, path)
+        name = PurePosixPath(path).stem
+        assert name in manifest, f"{page}: {name} is not in {MANIFEST_PATH}"
+        source = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+        assert label in cell_labels(source), f"{page}: no cell labelled {label!r} in notebooks/{name}.ipynb"
+        if label.endswith(("-en", "-zh")):
+            assert label.endswith(page.split("/")[1]), f"{page} embeds the other language's figure {label}"
+
+
+def test_manifest_and_parameter_validation(tmp_path: Path) -> None:
+    specs = load_manifest(ROOT / MANIFEST_PATH)
+    release = next(spec for spec in specs if spec.name == "06_release_reanalysis")
+    assert release.overrides(quick=True) == {"samples": 500} and release.overrides(quick=False) == {}
+    check_parameters(ROOT / "notebooks" / "06_release_reanalysis.ipynb", release.overrides(quick=True))
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['sample'\]"):
+        check_parameters(ROOT / "notebooks" / "06_release_reanalysis.ipynb", {"sample": 5})
+    bad = tmp_path / "m.yaml"
+    bad.write_text("notebooks:\n  - name: a\n    quick: 5\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"notebooks\[0\]\.quick must be a mapping"):
+        load_manifest(bad)
+
+
+def _tiny_project(root: Path) -> Path:
+    """A two-language project whose pages embed a hand-made executed notebook (no kernel needed)."""
+    (root / "report" / "en").mkdir(parents=True)
+    (root / "report" / "zh").mkdir(parents=True)
+    (root / "_quarto.yml").write_text(yaml.safe_dump({
+        "project": {"type": "website", "output-dir": "_site", "render": ["report/index.qmd", "report/*/*.qmd"]},
+        "website": {"title": "T", "navbar": {"left": [
+            {"href": "report/index.qmd", "text": "T"},
+            {"text": "English", "menu": ["report/en/a.qmd"]},
+            {"text": "中文", "menu": ["report/zh/a.qmd"]}]}},
+    }, allow_unicode=True), encoding="utf-8")
+    (root / "report" / "index.qmd").write_text("---\ntitle: Home\n---\n\n[A](en/a.qmd)\n", encoding="utf-8")
+    embed = "{{< embed ../../runs/report/notebooks/nb.ipynb#fig-x >}}"
+    missing = "{{< embed ../../runs/report/notebooks/absent.ipynb#fig-y >}}"
+    (root / "report" / "en" / "a.qmd").write_text(
+        f"---\ntitle: A\nlang: en\n---\n\n## Part {{#sec-p}}\n\nSee [twin](../zh/a.qmd#sec-p).\n\n{embed}\n\n{missing}\n",
+        encoding="utf-8")
+    (root / "report" / "zh" / "a.qmd").write_text(
+        f"---\ntitle: 甲\nlang: zh\n---\n\n## 部分 {{#sec-p}}\n\n中文第一行\n第二行。\n\n{embed}\n", encoding="utf-8")
+    executed = root / "runs" / "report" / "notebooks"
+    executed.mkdir(parents=True)
+    png = base64.b64encode(PNG_SIGNATURE + b"fake").decode()
+    cell = nbformat.v4.new_code_cell("#| label: fig-x\nfig", outputs=[
+        nbformat.v4.new_output("stream", name="stderr", text="a warning\n"),
+        nbformat.v4.new_output("execute_result", data={"image/png": png, "text/plain": "<Figure>"}, execution_count=1),
+    ])
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), executed / "nb.ipynb")
+    return executed
+
+
+def test_static_renderer_resolves_embeds(tmp_path: Path) -> None:
+    executed = _tiny_project(tmp_path)
+    pages = render_static_site(tmp_path, executed, tmp_path / "_site")
+    assert sorted(p.relative_to(tmp_path / "_site").as_posix() for p in pages) == [
+        "report/en/a.html", "report/index.html", "report/zh/a.html"]
+    english = (tmp_path / "_site" / "report" / "en" / "a.html").read_text(encoding="utf-8")
+    assert f'src="data:image/png;base64,{base64.b64encode(PNG_SIGNATURE + b"fake").decode()}"' in english
+    assert "a warning" not in english and "&lt;Figure&gt;" not in english
+    assert 'id="sec-p"' in english and 'href="../zh/a.html#sec-p"' in english
+    assert 'class="lang-switch" href="../zh/a.html"' in english
+    assert "absent" in english and "not executed" in english
+    chinese = (tmp_path / "_site" / "report" / "zh" / "a.html").read_text(encoding="utf-8")
+    assert '<html lang="zh-CN">' in chinese and "中文第一行第二行。" in chinese
+    assert 'class="lang-switch" href="../en/a.html"' in chinese
+    assert (tmp_path / "_site" / "notebooks" / "nb.html").is_file()
+    assert "report/index.html" in (tmp_path / "_site" / "index.html").read_text(encoding="utf-8")
+
+
+# --- end to end: quick build, real HTTP server, headless Chromium ---------------------------------------
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+class _Images(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sources: list[str] = []
+        self.switch: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        if tag == "img":
+            self.sources.append(values.get("src") or "")
+        if tag == "a" and "lang-switch" in (values.get("class") or ""):
+            self.switch = values.get("href")
+
+
+@pytest.fixture(scope="module")
+def served_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if _chromium() is None:
+        pytest.skip("chromium is not on PATH (apt-get install chromium); the browser check needs it")
+    work = tmp_path_factory.mktemp("report")
+    result = build_report(ROOT, run_dir=work / "run", site_dir=work / "_site", quick=True, use_quarto=False,
+                          echo=lambda line: None)
+    assert result.ok and result.renderer == "static"
+    assert {run.name: run.status for run in result.notebooks}["06_release_reanalysis"] == "executed"
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(work / "_site"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _dump_dom(url: str, profile: Path) -> str:
+    command = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+               "--dump-dom", url]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
+    return completed.stdout
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_browser_renders_figures_and_language(served_site: str, tmp_path: Path, language: str) -> None:
+    url = f"{served_site}/report/{language}/results.html"
+    dom = _dump_dom(url, tmp_path / "profile")
+    parser = _Images()
+    parser.feed(dom)
+    assert len(parser.sources) >= 4, "the results page embeds at least four figures"
+    for source in parser.sources:
+        if source.startswith("data:image/png;base64,"):
+            assert base64.b64decode(source.split(",", 1)[1]).startswith(PNG_SIGNATURE)
+        else:  # a file next to the page: must be served
+            with urllib.request.urlopen(urllib.parse.urljoin(url, source)) as response:
+                assert response.status == 200
+    text = re.sub(r"<[^>]+>", " ", dom)
+    if language == "zh":
+        assert '<html lang="zh-CN">' in dom and "四条件测试" in text and len(CJK.findall(text)) > 200
+    else:
+        assert '<html lang="en">' in dom and "Four-condition test" in text
+        assert not CJK.search(text.replace("中文", ""))
+    assert parser.switch == f"../{'zh' if language == 'en' else 'en'}/results.html"
+    with urllib.request.urlopen(urllib.parse.urljoin(url, parser.switch)) as response:
+        assert response.status == 200
+
+
+def test_browser_landing_redirects_to_report(served_site: str, tmp_path: Path) -> None:
+    dom = _dump_dom(f"{served_site}/index.html", tmp_path / "profile")
+    assert "IntraSkill" in dom and "本报告介绍" in dom and "This report documents" in dom
+    assert json.loads(json.dumps(dom.count("<a ")))  # the landing page links to both languages
