@@ -6,8 +6,9 @@ same organism, with the same prompts, the same ``max_tokens`` and the same decod
 default, so both arms produce the same tokens). The baseline keeps each episode's exact token
 stream too, but re-prefills the whole conversation on every turn, as plain ``generate`` does.
 
-Prints one JSON object: tokens/s of each arm, the speed-up, and how many turns produced identical
-tokens in both arms.
+The arms alternate turn by turn and both wall and process-CPU time are reported, because the
+machine may be shared. Prints one JSON object: tokens/s of each arm, the speed-ups, and how many
+turns produced identical tokens in both arms.
 
     OMP_NUM_THREADS=2 python benchmarks/bench_lockstep.py --episodes 16 --turns 6
 """
@@ -18,6 +19,7 @@ import argparse
 import json
 import random
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from intraskill.hashing import seed32
@@ -69,57 +71,90 @@ def episodes(count: int, turns: int, products: int, seed: int) -> list[list[tupl
     return plan
 
 
-def run_lockstep(policy: HFPolicy, plan, max_tokens: int, temperature: float) -> tuple[float, list[list[int]]]:
-    conversations = [[{"role": "system", "content": SYSTEM}] for _ in plan]
-    outputs: list[list[int]] = []
-    start = time.perf_counter()
-    for turn in range(len(plan[0])):
+@dataclass
+class Clock:
+    """Wall and process-CPU seconds spent in one arm (CPU time is robust to a shared, busy machine)."""
+
+    wall: float = 0.0
+    cpu: float = 0.0
+    tokens: int = 0
+
+    def add(self, wall: float, cpu: float, tokens: int) -> None:
+        self.wall += wall
+        self.cpu += cpu
+        self.tokens += tokens
+
+    def summary(self) -> dict[str, float]:
+        return {"wall_s": round(self.wall, 3), "cpu_s": round(self.cpu, 3), "tokens": self.tokens,
+                "tokens_per_wall_s": round(self.tokens / self.wall, 1),
+                "tokens_per_cpu_s": round(self.tokens / self.cpu, 1)}
+
+
+class LockstepArm:
+    """All episodes advance together: one ``HFPolicy.generate`` per turn."""
+
+    def __init__(self, policy: HFPolicy, plan, max_tokens: int, temperature: float, tag: str) -> None:
+        self.policy, self.plan, self.max_tokens, self.temperature, self.tag = policy, plan, max_tokens, temperature, tag
+        self.conversations = [[{"role": "system", "content": SYSTEM}] for _ in plan]
+
+    def play_turn(self, turn: int) -> list[list[int]]:
         requests = []
-        for index, steps in enumerate(plan):
+        for index, steps in enumerate(self.plan):
             message, tools = steps[turn]
-            conversations[index].append(message)
-            requests.append(ChatRequest(f"ep-{index}", list(conversations[index]), tools, max_tokens,
-                                        temperature, seed=index))
-        for index, generation in enumerate(policy.generate(requests)):
-            conversations[index].append(assistant_message(generation))
-            outputs.append(generation.token_ids or [])
-    elapsed = time.perf_counter() - start
-    for index in range(len(plan)):
-        policy.end_session(f"ep-{index}")
-    return elapsed, outputs
+            self.conversations[index].append(message)
+            requests.append(ChatRequest(f"{self.tag}-{index}", list(self.conversations[index]), tools,
+                                        self.max_tokens, self.temperature, seed=index))
+        generations = self.policy.generate(requests)
+        for index, generation in enumerate(generations):
+            self.conversations[index].append(assistant_message(generation))
+        return [g.token_ids or [] for g in generations]
+
+    def close(self) -> None:
+        for index in range(len(self.plan)):
+            self.policy.end_session(f"{self.tag}-{index}")
 
 
-def run_single(policy: HFPolicy, plan, max_tokens: int, temperature: float) -> tuple[float, list[list[int]]]:
-    """Baseline: each episode alone, each turn one ``model.generate`` over the full token stream."""
-    import torch
+class SingleArm:
+    """Each episode alone; each turn one ``model.generate`` over the episode's full token stream."""
 
-    model, tokenizer = policy.model, policy.tokenizer
-    stops = sorted(policy.stop_ids)
-    per_episode: list[list[list[int]]] = []
-    start = time.perf_counter()
-    for index, steps in enumerate(plan):
-        messages: list[dict] = [{"role": "system", "content": SYSTEM}]
-        stream: list[int] = []
-        turns = []
-        for turn, (message, tools) in enumerate(steps):
-            messages.append(message)
-            closing = "" if not stream else ("\n" if stream[-1] == policy.im_end_id else f"{IM_END}\n")
-            delta = closing + render_messages(messages, tools, start=0 if not stream else len(messages) - 1)
-            stream += tokenizer(delta, add_special_tokens=False)["input_ids"]
-            sampling = {"do_sample": False} if temperature == 0 else {"do_sample": True, "temperature": temperature}
-            with torch.inference_mode():
-                out = model.generate(torch.tensor([stream]), max_new_tokens=max_tokens, eos_token_id=stops,
-                                     pad_token_id=policy.pad_id, top_k=None, top_p=None, **sampling)
-            new = out[0, len(stream):].tolist()
-            stream += new
-            turns.append(new)
-            text = tokenizer.decode(new[:-1] if new and new[-1] in policy.stop_ids else new)
-            content, calls, error = parse_tool_calls(text)
-            messages.append(assistant_message(Generation(text, content, calls, "stop", 0, 0, parse_error=error)))
-        per_episode.append(turns)
-    elapsed = time.perf_counter() - start
-    ordered = [per_episode[e][t] for t in range(len(plan[0])) for e in range(len(plan))]
-    return elapsed, ordered
+    def __init__(self, policy: HFPolicy, plan, max_tokens: int, temperature: float) -> None:
+        self.policy, self.plan, self.max_tokens, self.temperature = policy, plan, max_tokens, temperature
+        self.messages = [[{"role": "system", "content": SYSTEM}] for _ in plan]
+        self.streams: list[list[int]] = [[] for _ in plan]
+
+    def play_turn(self, turn: int) -> list[list[int]]:
+        return [self._play(index, turn) for index in range(len(self.plan))]
+
+    def _play(self, index: int, turn: int) -> list[int]:
+        import torch
+
+        policy, messages, stream = self.policy, self.messages[index], self.streams[index]
+        message, tools = self.plan[index][turn]
+        messages.append(message)
+        closing = "" if not stream else ("\n" if stream[-1] == policy.im_end_id else f"{IM_END}\n")
+        delta = closing + render_messages(messages, tools, start=len(messages) - 1 if stream else 0)
+        stream += policy.tokenizer(delta, add_special_tokens=False)["input_ids"]
+        if self.temperature == 0:
+            sampling = {"do_sample": False}
+        else:
+            sampling = {"do_sample": True, "temperature": self.temperature}
+        with torch.inference_mode():
+            out = policy.model.generate(torch.tensor([stream]), max_new_tokens=self.max_tokens,
+                                        eos_token_id=sorted(policy.stop_ids), pad_token_id=policy.pad_id,
+                                        top_k=None, top_p=None, **sampling)
+        new = out[0, len(stream):].tolist()
+        stream += new
+        text = policy.tokenizer.decode(new[:-1] if new and new[-1] in policy.stop_ids else new)
+        content, calls, error = parse_tool_calls(text)
+        messages.append(assistant_message(Generation(text, content, calls, "stop", 0, 0, parse_error=error)))
+        return new
+
+
+def measure(arm: LockstepArm | SingleArm, turn: int, clock: Clock) -> list[list[int]]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    outputs = arm.play_turn(turn)
+    clock.add(time.perf_counter() - wall, time.process_time() - cpu, sum(map(len, outputs)))
+    return outputs
 
 
 def main() -> None:
@@ -131,7 +166,7 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeats", type=int, default=2, help="interleaved repetitions; best time of each arm")
+    parser.add_argument("--repeats", type=int, default=1, help="repetitions, each a fresh set of episodes")
     args = parser.parse_args()
 
     import torch
@@ -142,28 +177,31 @@ def main() -> None:
     corpus = protocol_corpus() + [m["content"] for steps in plan for m, _ in steps] + [SYSTEM]
     tokenizer = train_tokenizer(corpus, config.vocab_size)
     policy = HFPolicy(build_organism(config, tokenizer), tokenizer, max_batch=args.episodes)
-    run_lockstep(policy, episodes(2, 2, args.products, args.seed + 1), 4, args.temperature)  # warm-up
-    lock_times, single_times = [], []
-    for _ in range(args.repeats):  # interleaved, best of N: the machine is shared and noisy
-        lock_s, lock_out = run_lockstep(policy, plan, args.max_tokens, args.temperature)
-        single_s, single_out = run_single(policy, plan, args.max_tokens, args.temperature)
-        lock_times.append(lock_s)
-        single_times.append(single_s)
-    lock_s, single_s = min(lock_times), min(single_times)
-    lock_tokens = sum(map(len, lock_out))
-    single_tokens = sum(map(len, single_out))
+    warm = LockstepArm(policy, episodes(2, 2, args.products, args.seed + 1), 4, args.temperature, "warm")
+    for turn in range(2):
+        warm.play_turn(turn)
+    warm.close()
+    lock_clock, single_clock = Clock(), Clock()
+    identical = total = 0
+    for repeat in range(args.repeats):
+        lockstep = LockstepArm(policy, plan, args.max_tokens, args.temperature, f"r{repeat}")
+        single = SingleArm(policy, plan, args.max_tokens, args.temperature)
+        for turn in range(args.turns):  # interleaved turn by turn: the machine is shared and noisy
+            lock_out = measure(lockstep, turn, lock_clock)
+            single_out = measure(single, turn, single_clock)
+            identical += sum(a == b for a, b in zip(lock_out, single_out))
+            total += len(lock_out)
+        lockstep.close()
+    lock, single = lock_clock.summary(), single_clock.summary()
     print(json.dumps({
         "benchmark": "lockstep_vs_single_generate",
         "organism": config.to_dict() | {"vocab": len(tokenizer)},
-        "episodes": args.episodes, "turns": args.turns, "max_tokens": args.max_tokens,
-        "temperature": args.temperature, "threads": args.threads, "repeats": args.repeats,
-        "lockstep_times_s": [round(t, 3) for t in lock_times], "single_times_s": [round(t, 3) for t in single_times],
-        "lockstep": {"seconds": round(lock_s, 3), "tokens": lock_tokens, "tokens_per_s": round(lock_tokens / lock_s, 1)},
-        "single": {"seconds": round(single_s, 3), "tokens": single_tokens,
-                   "tokens_per_s": round(single_tokens / single_s, 1)},
-        "speedup": round((lock_tokens / lock_s) / (single_tokens / single_s), 2),
-        "identical_turns": sum(a == b for a, b in zip(lock_out, single_out)),
-        "total_turns": len(lock_out),
+        "episodes": args.episodes, "turns": args.turns, "products_per_page": args.products,
+        "max_tokens": args.max_tokens, "temperature": args.temperature, "threads": args.threads,
+        "repeats": args.repeats, "lockstep": lock, "single": single,
+        "speedup_wall": round(lock["tokens_per_wall_s"] / single["tokens_per_wall_s"], 2),
+        "speedup_cpu": round(lock["tokens_per_cpu_s"] / single["tokens_per_cpu_s"], 2),
+        "identical_turns": identical, "total_turns": total,
     }))
 
 

@@ -27,7 +27,8 @@ PARAMS: dict[str, Any] = {
 }
 
 
-def _run(tmp_path: Path, store: Path, name: str, spec: str = "expert", skills: Any = None, limit: int = 10) -> Path:
+def _run(tmp_path: Path, store: Path, name: str, spec: str = "expert", skills: Any = None,
+         limit: int = 10) -> Path:
     data = {**PARAMS, "model": {**PARAMS["model"], "spec": spec},
             "experiment": {**PARAMS["experiment"], "run_root": str(tmp_path / "runs")}}
     run_eval(params_from_dict(data), "val", None, skills, tmp_path / name, progress=False, limit=limit,
@@ -59,9 +60,9 @@ def test_cross_checkpoint_comparison(runs: dict[str, Path], tmp_path: Path) -> N
     assert paired["metric_aggregation"] == "mean_of_task_level_values"
     assert paired["bootstrap"] == {"method": "task_level_paired_percentile", "samples": 500, "seed": 20260901,
                                    "confidence_level": 0.95}
-    expected = {"reward", "r_att", "r_loose", "r_option", "r_price", "r_strict", "r_success", "r_type", "steps",
-                "actions", "protocol_error_rate", "policy_failure_rate", "invalid_action_rate", "prompt_tokens",
-                "completion_tokens", "total_tokens", "duration_ms"}
+    expected = {"reward", "r_att", "r_loose", "r_option", "r_price", "r_strict", "r_success", "r_type",
+                "steps", "actions", "protocol_error_rate", "policy_failure_rate", "invalid_action_rate",
+                "prompt_tokens", "completion_tokens", "total_tokens", "duration_ms"}
     assert set(paired["metrics"]) == expected
     for metric, row in paired["metrics"].items():
         low, high = row["confidence_interval"]
@@ -70,10 +71,11 @@ def test_cross_checkpoint_comparison(runs: dict[str, Path], tmp_path: Path) -> N
     a = {t.task_id: t.reward for t in read_traces(runs["ablated"] / "traces.jsonl")}
     b = {t.task_id: t.reward for t in read_traces(runs["full"] / "traces.jsonl")}
     tasks = [task for task, _ in json.loads((runs["full"] / "plan.json").read_text())["jobs"]]
-    direct = paired_bootstrap_ci([a[t]["reward"] for t in tasks], [b[t]["reward"] for t in tasks], "reward", samples=500)
+    direct = paired_bootstrap_ci([a[t]["reward"] for t in tasks], [b[t]["reward"] for t in tasks], "reward",
+                                 samples=500)
     assert paired["metrics"]["reward"]["confidence_interval"] == list(direct.ci95)
-    assert paired["metrics"]["r_success"]["mean_difference"] == pytest.approx(
-        result["absolute"]["b"]["primary"]["success_rate"] - result["absolute"]["a"]["primary"]["success_rate"])
+    success = {label: result["absolute"][label]["primary"]["success_rate"] for label in ("a", "b")}
+    assert paired["metrics"]["r_success"]["mean_difference"] == pytest.approx(success["b"] - success["a"])
     json_path, md_path = write_comparison(result, tmp_path / "out")
     assert json.loads(json_path.read_text())["paired"]["pairs"] == 10
     assert md_path.read_text().count("\n| ") == len(expected) + 1
@@ -106,8 +108,8 @@ def test_cli_eval_and_compare(tmp_path: Path, small_store_root: Path) -> None:
     runner = CliRunner()
     outputs = []
     for name, model in (("a", "expert:without:page_on,read_persona"), ("b", "expert")):
-        result = runner.invoke(app, ["eval", "--params", str(params_path), "--split", "val", "--skills", "none",
-                                     "--out", str(tmp_path / name), "--model", model, "--limit", "5",
+        result = runner.invoke(app, ["eval", "--params", str(params_path), "--split", "val", "--skills",
+                                     "none", "--out", str(tmp_path / name), "--model", model, "--limit", "5",
                                      "--no-progress"])
         assert result.exit_code == 0, result.output
         outputs.append(json.loads(result.stdout))

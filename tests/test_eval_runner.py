@@ -115,8 +115,8 @@ def test_expert_run_writes_plan_traces_and_summary(tmp_path: Path, small_store_r
 
 
 def test_random_init_organism_run(tmp_path: Path, small_store_root: Path) -> None:
-    params = make_params(tmp_path, model={"spec": "organism"}, sampling={"max_turns": 2, "max_tokens_per_turn": 8},
-                         evaluation={"task_limit": 2})
+    params = make_params(tmp_path, model={"spec": "organism"}, evaluation={"task_limit": 2},
+                         sampling={"max_turns": 2, "max_tokens_per_turn": 8})
     run = run_eval(params, "test", None, "none", tmp_path / "organism", progress=False,
                    store_root=small_store_root)
     assert run.plan.model["backend"] == "hf" and run.plan.model["organism"]["hidden_size"] == 64
@@ -151,8 +151,9 @@ def test_changed_plan_is_refused_naming_the_field(tmp_path: Path, small_store_ro
     out = tmp_path / "run"
     run_eval(params, "val", None, None, out, progress=False, store_root=small_store_root)
     with pytest.raises(PlanMismatchError, match=r"model\.checkpoint_id"):
-        run_eval(params.model_copy(update={"model": params.model.model_copy(update={"spec": "expert:without:page_on"})}),
-                 "val", None, None, out, progress=False, store_root=small_store_root)
+        model = params.model.model_copy(update={"spec": "expert:without:page_on"})
+        ablated = params.model_copy(update={"model": model})
+        run_eval(ablated, "val", None, None, out, progress=False, store_root=small_store_root)
     with pytest.raises(PlanMismatchError, match=r"runtime\.max_turns"):
         run_eval(make_params(tmp_path, evaluation={"task_limit": 2}, sampling={"max_turns": 12}),
                  "val", None, None, out, progress=False, store_root=small_store_root)
@@ -163,20 +164,21 @@ def test_changed_plan_is_refused_naming_the_field(tmp_path: Path, small_store_ro
 
 def test_failed_episode_is_retried_and_the_attempt_kept(tmp_path: Path, small_store_root: Path) -> None:
     params = make_params(tmp_path, evaluation={"task_limit": 3})
-    first = run_eval(params, "val", None, None, tmp_path / "probe", progress=False, store_root=small_store_root)
+    first = run_eval(params, "val", None, None, tmp_path / "probe", progress=False,
+                     store_root=small_store_root)
     target = read_traces(first.traces_path)[1].episode_id
-    run = run_eval(params, "val", None, None, tmp_path / "retry", policy=FailingFor(ExpertPolicy(seed=7), target, 1),
-                   progress=False, store_root=small_store_root)
+    run = run_eval(params, "val", None, None, tmp_path / "retry", progress=False, store_root=small_store_root,
+                   policy=FailingFor(ExpertPolicy(seed=7), target, 1))
     statuses = [(r["episode_id"], r["status"]) for r in _records(run.run_dir)]
     assert statuses.count((target, "failed")) == 1 and statuses.count((target, "completed")) == 1
     assert "backend crashed" in next(r["error"] for r in _records(run.run_dir) if r["status"] == "failed")
     assert run.summary["counts"]["completed"] == 3 and run.summary["counts"]["failed"] == 0
 
-    stuck = run_eval(params, "val", None, None, tmp_path / "stuck",
-                     policy=FailingFor(ExpertPolicy(seed=7), target, 99), progress=False, store_root=small_store_root)
+    stuck = run_eval(params, "val", None, None, tmp_path / "stuck", progress=False,
+                     store_root=small_store_root, policy=FailingFor(ExpertPolicy(seed=7), target, 99))
     assert [r["episode_id"] for r in _records(stuck.run_dir)].count(target) == 3
-    assert stuck.summary["counts"] == {"requested": 3, "trace_files": 3, "completed": 2, "failed": 1, "scored": 2,
-                                       "coverage": pytest.approx(2 / 3)}
+    assert stuck.summary["counts"] == {"requested": 3, "trace_files": 3, "completed": 2, "failed": 1,
+                                       "scored": 2, "coverage": pytest.approx(2 / 3)}
     assert stuck.summary["errors"] == {"RuntimeError": 1}
 
 

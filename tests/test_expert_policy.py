@@ -36,7 +36,8 @@ def _direct(engine: ShopEngine, catalog, task_ids, competences: Competences) -> 
     outcomes = []
     for task_id in task_ids:
         session = engine.new_session()
-        final = run_expert_episode(session, ScriptedExpert(competences, random.Random(0)), catalog.task(task_id))
+        expert = ScriptedExpert(competences, random.Random(0))
+        final = run_expert_episode(session, expert, catalog.task(task_id))
         outcomes.append((final["reward"], session.action_count))
     return outcomes
 
@@ -53,7 +54,8 @@ def test_expert_policy_is_a_policy() -> None:
 
 @pytest.mark.parametrize("language", ["en", "zh"])
 @pytest.mark.parametrize("competences", [Competences(), ABLATED], ids=["all", "ablated"])
-def test_runtime_episodes_match_the_scripted_expert(small_store, language: str, competences: Competences) -> None:
+def test_runtime_episodes_match_the_scripted_expert(small_store, language: str,
+                                                    competences: Competences) -> None:
     """Through the chat messages alone the policy takes exactly the expert's actions and rewards."""
     catalog = small_store[0]
     engine = _engine(small_store, language)
@@ -92,7 +94,8 @@ def test_page_state_inverts_the_renderer(small_store, language: str) -> None:
         parsed = page_state(render_observation(state, language), build_tools(state, language), language)
         assert parsed["page_type"] == state["page_type"] and parsed["actions"] == state["actions"]
         if state["page_type"] == "search_results":
-            expected = [(p["asin"], " ".join(p["title"].split()), p["key_attributes"]) for p in state["products"]]
+            expected = [(p["asin"], " ".join(p["title"].split()), p["key_attributes"])
+                        for p in state["products"]]
             assert [(p["asin"], p["title"], p["key_attributes"]) for p in parsed["products"]] == expected
         else:
             assert parsed["product"]["asin"] == state["product"]["asin"]
@@ -112,9 +115,11 @@ def test_skill_conditioned_gate_switches_competences(small_store) -> None:
     skill = Skill("persona-skill", "### Read the profile\n\n- Applies when: always")
     with_skill = _via_runtime(engine, task_ids, ExpertPolicy(gate=gate), skills=[skill])
     without = _via_runtime(engine, task_ids, ExpertPolicy(gate=gate))
-    assert [r.reward["reward"] for r in with_skill] == [v for v, _ in _direct(engine, catalog, task_ids, Competences())]
-    no_persona = Competences().without("read_persona")
-    assert [r.reward["reward"] for r in without] == [v for v, _ in _direct(engine, catalog, task_ids, no_persona)]
+    full = [v for v, _ in _direct(engine, catalog, task_ids, Competences())]
+    no_persona = [v for v, _ in _direct(engine, catalog, task_ids, Competences().without("read_persona"))]
+    assert full != no_persona
+    assert [r.reward["reward"] for r in with_skill] == full
+    assert [r.reward["reward"] for r in without] == no_persona
     assert ExpertPolicy(gate=gate).identity["gate"]["skill_for"] == {"read_persona": "persona-skill"}
 
 
@@ -133,6 +138,7 @@ def test_gate_and_tags_validate() -> None:
 def test_messages_without_a_page_are_refused() -> None:
     from intraskill.policy.base import ChatRequest
 
-    request = ChatRequest("s", [{"role": "system", "content": "x"}, {"role": "user", "content": "hello"}], [], 16)
+    messages = [{"role": "system", "content": "x"}, {"role": "user", "content": "hello"}]
+    request = ChatRequest("s", messages, [], 16)
     with pytest.raises(ValueError, match="first user message"):
         ExpertPolicy().generate([request])

@@ -9,27 +9,35 @@ import typer
 
 
 def eval_command(
-    params_path: Path = typer.Option(..., "--params", exists=True, dir_okay=False, help="Parameter file (params/*.yaml)."),
+    params_path: Path = typer.Option(
+        ..., "--params", exists=True, dir_okay=False, help="Parameter file (params/*.yaml)."
+    ),
     split: str = typer.Option(..., "--split", help="Task split: val or test."),
-    skills: str = typer.Option(..., "--skills", help="SkillBank JSON to inject into every episode, or 'none'."),
+    skills: str = typer.Option(..., "--skills", help="SkillBank JSON injected in every episode, or 'none'."),
     out: Path = typer.Option(..., "--out", help="Run directory (re-running the same plan resumes it)."),
     checkpoint: str | None = typer.Option(
-        None, "--checkpoint", help="Checkpoint directory; default params model.checkpoint; 'none' = no checkpoint."),
+        None, "--checkpoint", help="Checkpoint directory; default params model.checkpoint; 'none' for none."
+    ),
     model: str | None = typer.Option(
-        None, "--model", help="Policy spec overriding params model.spec, e.g. 'expert' or 'expert:without:page_on'."),
+        None, "--model", help="Policy spec overriding model.spec, e.g. 'expert' or 'expert:without:page_on'."
+    ),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Episodes per lockstep batch."),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="Evaluate only the first N tasks of the split."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Evaluate only the split's first N tasks."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
 ) -> None:
-    """Evaluate a policy on val/test; prints the summary's primary block as one JSON object."""
+    """Evaluate a policy on val/test; prints the run's counts and primary block as one JSON object."""
+    import yaml
+
     from intraskill.evaluate.runner import PlanMismatchError, run_eval
     from intraskill.params import ParamsError, load_params
 
     if split not in ("val", "test"):
         raise typer.BadParameter(f"expected val or test, got {split!r}", param_hint="--split")
+    if skills.lower() != "none" and not Path(skills).is_file():
+        raise typer.BadParameter(f"no such SkillBank file: {skills}", param_hint="--skills")
     try:
         params = load_params(params_path)
-    except ParamsError as error:
+    except (ParamsError, yaml.YAMLError) as error:
         raise typer.BadParameter(str(error), param_hint="--params") from error
     if model is not None:
         params = params.model_copy(update={"model": params.model.model_copy(update={"spec": model})})
@@ -37,31 +45,38 @@ def eval_command(
         checkpoint = params.model.checkpoint
     elif checkpoint.lower() == "none":
         checkpoint = None
-    if skills.lower() != "none" and not Path(skills).is_file():
-        raise typer.BadParameter(f"no such SkillBank file: {skills}", param_hint="--skills")
     try:
-        run = run_eval(params, split, checkpoint, skills, out, progress=progress, batch_size=batch_size, limit=limit)
+        run = run_eval(params, split, checkpoint, skills, out, progress=progress, batch_size=batch_size,
+                       limit=limit)
     except PlanMismatchError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from error
-    typer.echo(json.dumps({"run_dir": str(run.run_dir), "plan_fingerprint": run.plan.fingerprint,
-                           "counts": run.summary["counts"], "primary": run.summary["primary"]}))
+    report = {"run_dir": str(run.run_dir), "plan_fingerprint": run.plan.fingerprint,
+              "counts": run.summary["counts"], "primary": run.summary["primary"]}
+    typer.echo(json.dumps(report))
     if run.summary["counts"]["failed"]:
         raise typer.Exit(1)
 
 
 def compare_command(
-    run_a: Path = typer.Argument(..., exists=True, file_okay=False, help="Reference run (a; the bare run)."),
-    run_b: Path = typer.Argument(..., exists=True, file_okay=False, help="Treatment run (b); differences are b − a."),
-    kind: str = typer.Option("same-checkpoint", "--kind",
-                             help="same-checkpoint (bare vs equipped) or cross-checkpoint (different models)."),
+    run_a: Path = typer.Argument(..., exists=True, file_okay=False, help="Reference run a (the bare run)."),
+    run_b: Path = typer.Argument(..., exists=True, file_okay=False, help="Treatment run b (b − a)."),
+    kind: str = typer.Option(
+        "same-checkpoint", "--kind", help="same-checkpoint (bare vs equipped) or cross-checkpoint."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as one JSON object."),
-    out: Path | None = typer.Option(None, "--out", help="Where comparison.json/.md go (default RUN_B)."),
+    out: Path | None = typer.Option(None, "--out", help="Folder for comparison.json/.md (default RUN_B)."),
     samples: int = typer.Option(10_000, "--samples", min=100, help="Bootstrap resamples."),
-    seed: int = typer.Option(20260901, "--seed", help="Bootstrap seed base (per-metric seed u64('seed:metric'))."),
+    seed: int = typer.Option(20260901, "--seed", help="Bootstrap seed base; metric m uses u64('seed:m')."),
 ) -> None:
     """Align two runs and compare them task by task with paired bootstrap CIs."""
-    from intraskill.evaluate.compare import KINDS, AlignmentError, compare_runs, comparison_markdown, write_comparison
+    from intraskill.evaluate.compare import (
+        KINDS,
+        AlignmentError,
+        compare_runs,
+        comparison_markdown,
+        write_comparison,
+    )
 
     if kind not in KINDS:
         raise typer.BadParameter(f"expected one of {KINDS}, got {kind!r}", param_hint="--kind")

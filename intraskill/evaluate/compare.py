@@ -80,13 +80,17 @@ def check_plans(a: EvalPlan, b: EvalPlan, kind: str) -> dict[str, Any]:
             "a_plan_fingerprint": a.fingerprint, "b_plan_fingerprint": b.fingerprint}
 
 
-def _completed_by_job(plan: EvalPlan, traces: Sequence[EpisodeTrace], label: str) -> dict[tuple[int, int], EpisodeTrace]:
+def _completed_by_job(
+    plan: EvalPlan, traces: Sequence[EpisodeTrace], label: str
+) -> dict[tuple[int, int], EpisodeTrace]:
     completed, _ = final_records(traces)
     by_job = {(t.task_id, t.sample_id): t for t in completed.values()}
     missing = [job for job in plan.jobs if job not in by_job or by_job[job].reward is None]
     if missing:
         shown = ", ".join(f"task {t} sample {s}" for t, s in missing[:5])
-        raise AlignmentError(f"run {label}: {len(missing)} job(s) without a scored completed trace ({shown}…)")
+        raise AlignmentError(
+            f"run {label}: {len(missing)} job(s) without a scored completed trace ({shown}…)"
+        )
     return {job: by_job[job] for job in plan.jobs}
 
 
@@ -104,9 +108,13 @@ def check_traces(a: Mapping[tuple[int, int], EpisodeTrace], b: Mapping[tuple[int
         block[label] = views
     for name in fields:
         if block["a"][name] != block["b"][name] or len(block["a"][name]) != 1:
-            raise AlignmentError(f"trace provenance {name!r} differs: a {block['a'][name]} vs b {block['b'][name]}")
+            raise AlignmentError(
+                f"trace provenance {name!r} differs: a {block['a'][name]} vs b {block['b'][name]}"
+            )
     if kind == "same-checkpoint" and block["a_skill_ids"]:
-        raise AlignmentError(f"same-checkpoint comparison: run a must be bare, its traces carry {block['a_skill_ids']}")
+        raise AlignmentError(
+            f"same-checkpoint comparison: run a must be bare, its traces carry {block['a_skill_ids']}"
+        )
     return block
 
 
@@ -134,8 +142,15 @@ def paired_metrics(a: Mapping[tuple[int, int], EpisodeTrace], b: Mapping[tuple[i
     return metrics
 
 
-def compare_runs(run_a: str | Path, run_b: str | Path, *, kind: str = "same-checkpoint",
-                 samples: int = 10_000, seed: int = TEST_SEED_BASE, confidence: float = 0.95) -> dict[str, Any]:
+def compare_runs(
+    run_a: str | Path,
+    run_b: str | Path,
+    *,
+    kind: str = "same-checkpoint",
+    samples: int = 10_000,
+    seed: int = TEST_SEED_BASE,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
     """Align two run directories and compare them task by task (``b − a``).
 
     Parameters
@@ -196,8 +211,8 @@ def comparison_markdown(comparison: Mapping[str, Any]) -> str:
     ]
     for metric, row in paired["metrics"].items():
         low, high = row["confidence_interval"]
-        lines.append(f"| {metric} | {row['a_mean']:.4f} | {row['b_mean']:.4f} | {row['mean_difference']:+.4f} "
-                     f"| [{low:+.4f}, {high:+.4f}] |")
+        lines.append(f"| {metric} | {row['a_mean']:.4f} | {row['b_mean']:.4f} "
+                     f"| {row['mean_difference']:+.4f} | [{low:+.4f}, {high:+.4f}] |")
     transitions = paired["success_transitions"]
     lines += ["", "Success transitions (a → b): " + ", ".join(f"{k}: {v}" for k, v in transitions.items())]
     return "\n".join(lines) + "\n"
@@ -213,8 +228,10 @@ def comparison_record(comparison: Mapping[str, Any], a: str, b: str) -> dict[str
     row: dict[str, Any] = {"a": a, "b": b, "kind": comparison["kind"], "pairs": comparison["paired"]["pairs"]}
     for name, metric in (("reward", "reward"), ("success", "r_success")):
         low, high = metrics[metric]["confidence_interval"]
-        row.update({f"{name}_a": metrics[metric]["a_mean"], f"{name}_b": metrics[metric]["b_mean"],
-                    f"{name}_diff": metrics[metric]["mean_difference"], f"{name}_lo": low, f"{name}_hi": high})
+        row.update({
+            f"{name}_a": metrics[metric]["a_mean"], f"{name}_b": metrics[metric]["b_mean"],
+            f"{name}_diff": metrics[metric]["mean_difference"], f"{name}_lo": low, f"{name}_hi": high,
+        })
     return {**row, **comparison["paired"]["success_transitions"]}
 
 

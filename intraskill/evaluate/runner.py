@@ -42,7 +42,9 @@ MAX_ATTEMPTS = 3
 DEFAULT_BATCH_SIZE = 32
 """Episodes per lockstep batch (the reference's evaluation concurrency)."""
 SPLITS = ("train", "val", "test")
-PLAN_FIELDS = ("pipeline_version", "model", "split", "jobs", "environment", "runtime", "prompt", "skills", "seed")
+PLAN_FIELDS = (
+    "pipeline_version", "model", "split", "jobs", "environment", "runtime", "prompt", "skills", "seed",
+)
 
 
 class PlanMismatchError(RuntimeError):
@@ -195,8 +197,13 @@ def default_store_root(params: Params) -> Path:
 def runtime_config(params: Params) -> RuntimeConfig:
     """The runtime settings of ``params`` (sampling section and the store language)."""
     sampling = params.sampling
-    return RuntimeConfig(max_turns=sampling.max_turns, max_tokens_per_turn=sampling.max_tokens_per_turn,
-                         temperature=sampling.temperature, top_p=sampling.top_p, language=params.store.language)
+    return RuntimeConfig(
+        max_turns=sampling.max_turns,
+        max_tokens_per_turn=sampling.max_tokens_per_turn,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        language=params.store.language,
+    )
 
 
 def resolve_device(device: str) -> str:
@@ -221,8 +228,10 @@ def build_policy(params: Params, checkpoint: str | None) -> tuple[Policy, dict[s
         from intraskill.policy.expert import ExpertPolicy, competences_from_tag
 
         competences = competences_from_tag(spec.partition(":")[2])
-        policy: Policy = ExpertPolicy(competences, seed=params.experiment.seed, language=params.store.language,
-                                      max_actions=params.store.max_actions)
+        policy: Policy = ExpertPolicy(
+            competences, seed=params.experiment.seed, language=params.store.language,
+            max_actions=params.store.max_actions,
+        )
         return policy, dict(policy.identity)
     from intraskill.policy.factory import load_policy
     from intraskill.policy.organism import OrganismConfig
@@ -304,8 +313,8 @@ def run_eval(
     ----------
     params : the parameter set (store, model, sampling, evaluation sections).
     split : ``val`` or ``test`` (``train`` allowed for diagnostics).
-    checkpoint : checkpoint directory, or ``None`` for none (the CLI defaults it to ``params.model.checkpoint``);
-        ignored when ``policy`` is given.
+    checkpoint : checkpoint directory, or ``None`` for none (the CLI defaults it to
+        ``params.model.checkpoint``); ignored when ``policy`` is given.
     skills : a SkillBank path, a loaded bank, or ``None`` / ``"none"`` for a bare run.
     out_dir : the run directory (created; an existing one must hold the same plan).
     policy : an already built policy (default: :func:`build_policy`).
@@ -339,15 +348,26 @@ def run_eval(
         write_plan(run_dir, plan)
         injected = bank.enabled_skills() if bank else []
         jobs = [EpisodeJob.create(task, sample, params.experiment.seed, injected) for task, sample in pairs]
-        _run_pending(policy, lambda: InProcessEnvironment(store.engine), jobs, config, run_dir / "traces.jsonl",
-                     batch_size=batch_size, progress=progress, label=f"eval {split}")
+        _run_pending(
+            policy, lambda: InProcessEnvironment(store.engine), jobs, config, run_dir / "traces.jsonl",
+            batch_size=batch_size, progress=progress, label=f"eval {split}",
+        )
     finally:
         store.engine.index.close()
     return EvalRun(run_dir, plan, write_summary(run_dir, len(jobs)))
 
 
-def _run_pending(policy: Policy, env_factory: Callable[[], Environment], jobs: Sequence[EpisodeJob],
-                 config: RuntimeConfig, traces_path: Path, *, batch_size: int, progress: bool, label: str) -> None:
+def _run_pending(
+    policy: Policy,
+    env_factory: Callable[[], Environment],
+    jobs: Sequence[EpisodeJob],
+    config: RuntimeConfig,
+    traces_path: Path,
+    *,
+    batch_size: int,
+    progress: bool,
+    label: str,
+) -> None:
     """Run every job without a completed record, batch by batch, until each has completed or used
     :data:`MAX_ATTEMPTS` attempts; every attempt's trace is appended (and fsynced) as it finishes."""
     from tqdm.auto import tqdm
@@ -358,22 +378,28 @@ def _run_pending(policy: Policy, env_factory: Callable[[], Environment], jobs: S
     with JsonlWriter(traces_path) as writer:
         for _ in range(MAX_ATTEMPTS):
             completed, failed = _attempts(traces_path)
-            pending = [job for job in jobs if job.episode_id not in completed and failed[job.episode_id] < MAX_ATTEMPTS]
+            pending = [job for job in jobs
+                       if job.episode_id not in completed and failed[job.episode_id] < MAX_ATTEMPTS]
             if not pending:
                 break
             for batch in _batches(pending, batch_size):
-                results = run_episodes(policy, env_factory, batch, config, trace_writer=writer, progress=False)
+                results = run_episodes(policy, env_factory, batch, config, trace_writer=writer,
+                                       progress=False)
                 bar.update(sum(result.status == EpisodeStatus.COMPLETED.value for result in results))
     bar.close()
 
 
 def write_summary(run_dir: str | Path, requested: int | None = None) -> dict[str, Any]:
-    """Rebuild ``summary.json`` of a run directory from its traces (``requested`` defaults to the plan's jobs)."""
+    """Rebuild ``summary.json`` of a run directory from its traces.
+
+    ``requested`` defaults to the number of jobs in the run's plan.
+    """
     from intraskill.evaluate.summary import summarize
 
     run_dir = Path(run_dir)
     if requested is None:
         requested = len(read_plan(run_dir).jobs)
     summary = summarize(read_traces(run_dir / "traces.jsonl"), requested)
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    text = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
+    (run_dir / "summary.json").write_text(text, encoding="utf-8")
     return summary

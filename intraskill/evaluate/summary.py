@@ -53,7 +53,9 @@ def final_records(traces: Iterable[EpisodeTrace]) -> tuple[dict[str, EpisodeTrac
         else:
             failed[trace.episode_id] = trace
     if duplicates:
-        raise DuplicateEpisodeError(f"episodes with more than one completed record: {sorted(set(duplicates))}")
+        raise DuplicateEpisodeError(
+            f"episodes with more than one completed record: {sorted(set(duplicates))}"
+        )
     return completed, {k: v for k, v in failed.items() if k not in completed}
 
 
@@ -123,7 +125,9 @@ def _cost(scored: Sequence[EpisodeTrace]) -> dict[str, Any]:
     completion = sum(t.tokens.get("completion", 0) for t in scored)
     return {
         "duration_ms_mean": _mean([float(t.duration_ms) for t in scored]),
-        "tokens": {"completion_tokens": completion, "prompt_tokens": prompt, "total_tokens": prompt + completion},
+        "tokens": {
+            "completion_tokens": completion, "prompt_tokens": prompt, "total_tokens": prompt + completion,
+        },
     }
 
 

@@ -68,20 +68,29 @@ class SkillConditionedGate:
 
     def __post_init__(self) -> None:
         names = Competences.names()
-        for label, mapping in (("skill_for", self.skill_for), ("p_with", self.p_with), ("p_without", self.p_without)):
+        sections = (("skill_for", self.skill_for), ("p_with", self.p_with), ("p_without", self.p_without))
+        for label, mapping in sections:
             unknown = sorted(set(mapping) - set(names))
             if unknown:
-                raise ValueError(f"SkillConditionedGate.{label}: unknown competences {unknown}; expected {names}")
+                raise ValueError(
+                    f"SkillConditionedGate.{label}: unknown competences {unknown}; expected {names}"
+                )
         for label, mapping in (("p_with", self.p_with), ("p_without", self.p_without)):
             for name in self.skill_for:
                 value = mapping.get(name)
                 if value is None or not 0.0 <= value <= 1.0:
-                    raise ValueError(f"SkillConditionedGate.{label}.{name}: must be a probability, got {value!r}")
+                    raise ValueError(
+                        f"SkillConditionedGate.{label}.{name}: must be a probability, got {value!r}"
+                    )
 
     @property
     def identity(self) -> dict[str, Any]:
-        return {"kind": "skill_conditioned", "skill_for": dict(sorted(self.skill_for.items())),
-                "p_with": dict(sorted(self.p_with.items())), "p_without": dict(sorted(self.p_without.items()))}
+        return {
+            "kind": "skill_conditioned",
+            "skill_for": dict(sorted(self.skill_for.items())),
+            "p_with": dict(sorted(self.p_with.items())),
+            "p_without": dict(sorted(self.p_without.items())),
+        }
 
     def __call__(self, competence: str, skill_ids: tuple[str, ...], rng: random.Random) -> bool:
         skill = self.skill_for.get(competence)
@@ -159,8 +168,12 @@ class ExpertPolicy:
 
     @property
     def identity(self) -> dict[str, Any]:
-        identity: dict[str, Any] = {"model_id": EXPERT_MODEL_ID, "checkpoint_id": competences_tag(self.competences),
-                                    "backend": EXPERT_BACKEND, "seed": self.seed}
+        identity: dict[str, Any] = {
+            "model_id": EXPERT_MODEL_ID,
+            "checkpoint_id": competences_tag(self.competences),
+            "backend": EXPERT_BACKEND,
+            "seed": self.seed,
+        }
         if self.gate is not None:
             identity["gate"] = self.gate.identity
         return identity
