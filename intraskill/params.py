@@ -84,6 +84,78 @@ class EvaluationParams(_Section):
     bootstrap_seed: int = 20260901
 
 
+class LoraParams(_Section):
+    """LoRA adapters for the GRPO update (peft); ``null`` in ``grpo.lora`` means full fine-tuning."""
+
+    rank: int = Field(16, ge=1)
+    alpha: float = Field(32.0, gt=0.0)
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    target_modules: tuple[str, ...] = Field(("q_proj", "k_proj", "v_proj", "o_proj"), min_length=1)
+
+
+class GRPOParams(_Section):
+    """The GRPO update (reference §6.3: clip 0.2 / 0.28, no KL, Adam lr 1e-6 constant, wd 0.1, β 0.9 / 0.98).
+
+    ``global_batch_size`` counts episodes per optimizer update (whole groups); ``null`` = one update
+    per rollout step. ``micro_batch_tokens`` bounds one padded micro-batch (rows × longest row).
+    """
+
+    lr: float = Field(1e-6, gt=0.0)
+    eps_low: float = Field(0.2, ge=0.0, lt=1.0)
+    eps_high: float = Field(0.28, ge=0.0)
+    kl_coef: float = Field(0.0, ge=0.0)
+    weight_decay: float = Field(0.1, ge=0.0)
+    betas: tuple[float, float] = (0.9, 0.98)
+    max_grad_norm: float | None = Field(1.0, gt=0.0)
+    micro_batch_tokens: int = Field(16384, ge=2)
+    global_batch_size: int | None = Field(64, ge=1)
+    lora: LoraParams | None = None
+    autocast: Literal["auto", "bf16", "off"] = "auto"
+
+    @model_validator(mode="after")
+    def _betas_in_range(self) -> "GRPOParams":
+        if not all(0.0 <= beta < 1.0 for beta in self.betas):
+            raise ValueError(f"betas must both lie in [0, 1), got {list(self.betas)}")
+        return self
+
+
+class RoundParams(_Section):
+    """One training round: rollout steps of oversampled GRPO groups with group-shared skill masks.
+
+    Reference §3.4 / §6.3: 8 rollouts per group, 32 groups generated and 16 admitted per step,
+    20 steps per round, q = 0.20, ρ ∈ [0.20, 0.90], curriculum seed 20260901, one full-skill retry
+    per all-wrong group, at most 8 consecutive unscored groups. ``skillbank`` is the round's input
+    bank S (path relative to the project root; ``null`` = no skills, every group skill-free).
+    ``val_tasks`` is the number of val tasks of the before/after bare check (``null`` = the whole
+    split, 0 = skip it). ``wandb_offline`` also logs each step to W&B in offline mode.
+    """
+
+    n_samples_per_prompt: int = Field(8, ge=2)
+    rollout_batch_size: int = Field(16, ge=1)
+    over_sampling_batch_size: int = Field(32, ge=1, le=1000)
+    rollout_steps: int = Field(20, ge=1)
+    q: float = Field(0.20, ge=0.0, le=1.0)
+    rho_min: float = Field(0.20, ge=0.0, le=1.0)
+    rho_max: float = Field(0.90, ge=0.0, le=1.0)
+    curriculum_seed: int = 20260901
+    skillbank: str | None = None
+    full_skill_retry: bool = True
+    max_consecutive_failed_groups: int = Field(8, ge=1)
+    val_tasks: int | None = Field(None, ge=0)
+    wandb_offline: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "RoundParams":
+        if self.over_sampling_batch_size < self.rollout_batch_size:
+            raise ValueError(
+                f"over_sampling_batch_size ({self.over_sampling_batch_size}) must be >= "
+                f"rollout_batch_size ({self.rollout_batch_size})"
+            )
+        if self.rho_min > self.rho_max:
+            raise ValueError(f"rho_min ({self.rho_min}) must be <= rho_max ({self.rho_max})")
+        return self
+
+
 class Params(_Section):
     """One experiment's full parameter set."""
 
@@ -92,6 +164,20 @@ class Params(_Section):
     model: ModelParams = ModelParams()
     sampling: SamplingParams = SamplingParams()
     evaluation: EvaluationParams = EvaluationParams()
+    grpo: GRPOParams = GRPOParams()
+    round: RoundParams = RoundParams()
+
+    @model_validator(mode="after")
+    def _updates_hold_whole_groups(self) -> "Params":
+        size, group = self.grpo.global_batch_size, self.round.n_samples_per_prompt
+        admitted = self.round.rollout_batch_size * group
+        if size is not None and (size % group or admitted % size):
+            raise ValueError(
+                f"grpo.global_batch_size ({size}) must be a multiple of round.n_samples_per_prompt ({group}) "
+                f"and divide the {admitted} admitted episodes per step (round.rollout_batch_size × "
+                "n_samples_per_prompt)"
+            )
+        return self
 
 
 class ParamsError(ValueError):

@@ -228,7 +228,9 @@ def test_browser_renders_figures_and_language(served_site: str, tmp_path: Path, 
         assert response.status == 200
 
 
-def test_browser_landing_redirects_to_report(served_site: str, tmp_path: Path) -> None:
-    dom = _dump_dom(f"{served_site}/index.html", tmp_path / "profile")
-    assert "IntraSkill" in dom and "本报告介绍" in dom and "This report documents" in dom
-    assert json.loads(json.dumps(dom.count("<a ")))  # the landing page links to both languages
+def test_browser_landing_page_is_bilingual(served_site: str, tmp_path: Path) -> None:
+    with urllib.request.urlopen(f"{served_site}/index.html") as response:  # redirects to the landing page
+        assert 'url=report/index.html"' in response.read().decode("utf-8")
+    dom = _dump_dom(f"{served_site}/report/index.html", tmp_path / "profile")
+    assert "本报告介绍" in dom and "This report documents" in dom
+    assert 'href="en/method.html"' in dom and 'href="zh/method.html"' in dom

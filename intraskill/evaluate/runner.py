@@ -30,6 +30,7 @@ from intraskill.agent.traces import EpisodeStatus, read_traces
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter
 from intraskill.params import Params
+from intraskill.paths import runs_root, store_dir
 from intraskill.policy.base import Policy
 from intraskill.skills.bank import SkillBank, load_skillbank
 
@@ -189,11 +190,6 @@ def find_checkpoint(root: str | Path, pattern: str) -> Path | None:
     return max(found, key=lambda path: (path.stat().st_mtime, str(path))) if found else None
 
 
-def default_store_root(params: Params) -> Path:
-    """``<run_root>/store/<scale>-<seed>``: where the CLI builds (or reuses) the store."""
-    return Path(params.experiment.run_root) / "store" / f"{params.store.scale}-{params.store.seed}"
-
-
 def runtime_config(params: Params) -> RuntimeConfig:
     """The runtime settings of ``params`` (sampling section and the store language)."""
     sampling = params.sampling
@@ -239,7 +235,7 @@ def build_policy(params: Params, checkpoint: str | None) -> tuple[Policy, dict[s
     organism = OrganismConfig(**params.model.organism.model_dump())
     policy = load_policy(spec, checkpoint=checkpoint, device=resolve_device(params.model.device),
                          dtype=params.model.dtype, organism=organism,
-                         cache_dir=Path(params.experiment.run_root) / "cache")
+                         cache_dir=runs_root(params.experiment.run_root) / "cache")
     identity = {**policy.identity, "spec": spec, "dtype": params.model.dtype}
     if spec == "organism" and checkpoint is None:
         identity["organism"] = organism.to_dict()
@@ -321,7 +317,8 @@ def run_eval(
     progress : show a progress bar.
     batch_size : episodes per lockstep batch (not part of the plan).
     limit : task limit overriding ``evaluation.task_limit``.
-    store_root : store directory (default :func:`default_store_root`; built or reused there).
+    store_root : store directory, built or reused there (default ``<run_root>/store/<scale>-<seed>``,
+        :func:`intraskill.paths.store_dir`).
 
     Returns
     -------
@@ -333,7 +330,9 @@ def run_eval(
         raise ValueError(f"batch_size: must be >= 1, got {batch_size}")
     run_dir = Path(out_dir)
     bank = resolve_skills(skills)
-    store = _open_engine(params, Path(store_root) if store_root else default_store_root(params), split)
+    root = Path(store_root) if store_root else store_dir(params.store.scale, params.store.seed,
+                                                           params.experiment.run_root)
+    store = _open_engine(params, root, split)
     try:
         if policy is None:
             policy, model_identity = build_policy(params, checkpoint)

@@ -116,6 +116,8 @@ class _GatedExpert(ScriptedExpert):
 
 @dataclass
 class _Session:
+    """One episode: its expert and the public task read from the first two messages."""
+
     expert: _GatedExpert
     task: Task
 
@@ -193,6 +195,7 @@ class ExpertPolicy:
             system, instruction = read_task_messages(request.messages, self.language)
             rng = random.Random(seed32(f"{self.seed}:{request.session_id}"))
             expert = _GatedExpert(self.competences, rng, self.max_actions, self.gate, skill_ids_in(system))
+            # The messages carry no task id and the expert reads none: the session id stands in as uid.
             task = Task(task_id=-1, task_uid=request.session_id, instruction_simple=instruction,
                         user_persona=persona_in(system, self.language))
             session = self._sessions[request.session_id] = _Session(expert, task)

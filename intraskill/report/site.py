@@ -46,6 +46,16 @@ overflow-x:auto}.embed-missing{border-left:4px solid #dd8452;background:#fff6ee;
 footer{max-width:60rem;margin:0 auto;padding:1rem 1.5rem;font-size:.8rem;color:#666;
 border-top:1px solid #ddd}
 """
+FOOTER = {
+    "en": "Static render (Quarto not installed). Executed notebooks:",
+    "zh": "静态渲染（未安装 Quarto）。已执行的笔记本：",
+    None: "Static render (Quarto not installed) · 静态渲染（未安装 Quarto）. Notebooks · 笔记本:",
+}
+MISSING_OUTPUT = {
+    "en": "Output <code>{label}</code> of <code>{name}</code> is not in this build (notebook not executed).",
+    "zh": "本次构建未执行笔记本 <code>{name}</code>，因此没有输出 <code>{label}</code>。",
+    None: "Output <code>{label}</code> of <code>{name}</code> is not in this build · 本次构建未执行该笔记本.",
+}
 SWITCH_SCRIPT = (
     "<script>for(const a of document.querySelectorAll('a.lang-switch')){a.addEventListener('click',"
     "()=>{if(location.hash){a.href=a.href.split('#')[0]+location.hash;}});}</script>"
@@ -222,7 +232,7 @@ def _navbar(config: SiteConfig, titles: Mapping[str, str], page: str, language: 
     return f'<nav class="navbar">{"".join(links)}</nav>'
 
 
-def _embed_html(path: str, label: str, executed_dir: Path, cache: dict[str, Any]) -> str:
+def _embed_html(path: str, label: str, executed_dir: Path, cache: dict[str, Any], language: str | None) -> str:
     import nbformat
 
     name = PurePosixPath(path).stem
@@ -231,8 +241,8 @@ def _embed_html(path: str, label: str, executed_dir: Path, cache: dict[str, Any]
         cache[name] = nbformat.read(source, as_version=4) if source.is_file() else None
     notebook = cache[name]
     if notebook is None:
-        return (f'<div class="embed-missing">Output <code>{label}</code> of <code>{name}</code> is not in this '
-                f"build (notebook not executed) · 本次构建未执行该笔记本</div>")
+        note = MISSING_OUTPUT[language].format(label=html.escape(label), name=html.escape(name))
+        return f'<div class="embed-missing">{note}</div>'
     cells = cell_labels(notebook)
     if label not in cells:
         raise ValueError(f"{path}: no cell labelled {label!r} in the executed {name}.ipynb")
@@ -259,7 +269,7 @@ def render_page(build: _Build, page: str) -> str:
     embeds: list[str] = []
 
     def stash(match: re.Match[str]) -> str:
-        embeds.append(_embed_html(match.group("path"), match.group("label"), executed_dir, cache))
+        embeds.append(_embed_html(match.group("path"), match.group("label"), executed_dir, cache, language))
         return f"\n\nEMBEDSLOT{len(embeds) - 1}\n\n"
 
     body = ESCAPED_SHORTCODE.sub(lambda m: "{{< " + m.group("body") + " >}}", EMBED_PATTERN.sub(stash, body))
@@ -277,8 +287,7 @@ def render_page(build: _Build, page: str) -> str:
         f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{html.escape(title)} · {html.escape(config.title)}</title>\n<style>{STYLE}</style>\n</head>\n"
         f"<body>\n{_navbar(config, build.titles, page, language)}\n<main>\n<h1>{html.escape(title)}</h1>\n{rendered}</main>\n"
-        f"<footer>Static render (Quarto not installed) · 静态渲染（未安装 Quarto）. "
-        f"Executed notebooks · 已执行的笔记本: {footer_links or '—'}</footer>\n{SWITCH_SCRIPT}\n</body>\n</html>\n"
+        f"<footer>{FOOTER[language]} {footer_links or '—'}</footer>\n{SWITCH_SCRIPT}\n</body>\n</html>\n"
     )
 
 

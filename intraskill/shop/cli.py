@@ -46,21 +46,24 @@ def build_command(
     typer.echo(json.dumps(summary, ensure_ascii=False))
 
 
-DEFAULT_STORE_ROOT = "runs/store/default"
+ROOT_HELP = "Store directory (built if missing); default runs/store/<scale>-<seed>."
 
 
-def _ensure_store(root: str, scale: str, seed: int) -> None:
-    """Build the store under ROOT when it has no manifest yet (an existing store is never rebuilt)."""
+def _ensure_store(root: str | None, scale: str, seed: int) -> str:
+    """The store directory, built when it has no manifest yet (an existing store is never rebuilt)."""
+    from intraskill.paths import store_dir
     from intraskill.shop.build import StorePaths, build_store
 
+    root = root or str(store_dir(scale, seed))
     if not StorePaths(Path(root)).manifest.is_file():
         typer.echo(f"no store at {root}; building it (scale={scale}, seed={seed})", err=True)
         build_store(root, scale=scale, seed=seed)
+    return root
 
 
 @app.command("serve")
 def serve_command(
-    root: str = typer.Option(DEFAULT_STORE_ROOT, "--root", help="Store directory (built if missing)."),
+    root: str | None = typer.Option(None, "--root", help=ROOT_HELP),
     slots: int = typer.Option(8, "--slots", envvar="SHOPSIM_ENV_SLOTS", min=1, help="Environment slots."),
     host: str = typer.Option("127.0.0.1", "--host", help="Bind address."),
     port: int = typer.Option(5700, "--port", envvar="SHOPSIM_PORT", min=0, max=65535, help="Bind port."),
@@ -81,7 +84,7 @@ def serve_command(
         config = StoreConfig(language=language)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--language") from error
-    _ensure_store(root, scale, seed)
+    root = _ensure_store(root, scale, seed)
     catalog, index, splits = open_store(root)
     engine = ShopEngine(catalog.products, catalog.goals, index, config)
     app_ = create_app(engine, slots=slots, split_sizes={name: len(splits.ids(name)) for name in splits.names})
@@ -95,7 +98,7 @@ def serve_command(
 
 @app.command("bench")
 def bench_command(
-    root: str = typer.Option(DEFAULT_STORE_ROOT, "--root", help="Store directory (built if missing)."),
+    root: str | None = typer.Option(None, "--root", help=ROOT_HELP),
     steps: int = typer.Option(600, "--steps", min=1, help="In-process actions to time."),
     requests: int = typer.Option(2000, "--requests", min=1, help="HTTP requests per concurrency level."),
     concurrency: list[int] = typer.Option([1, 32], "--concurrency", min=1,
@@ -111,7 +114,7 @@ def bench_command(
 
     from intraskill.shop.bench import BenchConfig, run_store_bench
 
-    _ensure_store(root, scale, seed)
+    root = _ensure_store(root, scale, seed)
     config = BenchConfig(steps=steps, requests=requests, concurrency=tuple(concurrency),
                          max_seconds=max_seconds, slots=slots)
     record = run_store_bench(root, config)

@@ -329,16 +329,15 @@ def query_recall(store: tuple[Any, Any, Any], split: str = "val", limit: int | N
     ``simple`` = ``instruction_simple``; ``simple_persona`` = ``instruction_simple`` + persona brand +
     persona material (the ``read_persona`` query).
     """
+    from intraskill.shop.recall import gold_recall
+
     catalog, index, _ = store
     task_ids = list(catalog.task_ids(split))[:limit]
     arms = {"simple": Competences().without("read_persona"), "simple_persona": Competences()}
     recall: dict[str, dict[str, float]] = {}
     for arm, competences in arms.items():
-        expert, hits = ScriptedExpert(competences), {k: 0 for k in ks}
-        for task_id in task_ids:
-            ranked = index.search(expert.first_query(catalog.task(task_id)), k=max(ks))
-            gold = catalog.goal(task_id).asin
-            for k in ks:
-                hits[k] += int(gold in ranked[:k])
-        recall[arm] = {f"recall@{k}": hits[k] / max(1, len(task_ids)) for k in ks}
+        expert = ScriptedExpert(competences)
+        pairs = ((expert.first_query(catalog.task(t)), catalog.goal(t).asin) for t in task_ids)
+        scores = gold_recall(index, pairs, ks)
+        recall[arm] = {f"recall@{k}": scores[f"recall@{k}"] for k in ks}
     return {"split": split, "tasks": len(task_ids), "recall": recall}
