@@ -30,7 +30,7 @@ from intraskill.hashing import seed32
 from intraskill.policy.base import ChatRequest, Generation, SessionTokens
 from intraskill.policy.chat_format import message_text, parse_tool_calls, render_tool_call
 from intraskill.shop.expert import Competences, ScriptedExpert
-from intraskill.shop.observation import _LABELS as PAGE_LABELS  # the renderer's labels: one source of truth
+from intraskill.shop.observation import PAGE_LABELS  # the renderer's labels: one source of truth
 from intraskill.shop.types import Task
 
 EXPERT_MODEL_ID = "scripted-expert"

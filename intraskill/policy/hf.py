@@ -29,7 +29,7 @@ from intraskill.policy.chat_format import (
     render_message,
     render_messages,
 )
-from intraskill.policy.lockstep import LayerKV, additive_mask, compact_cache, left_pad, pad_caches, sample_tokens
+from intraskill.policy.lockstep import LayerKV, SlabCache, additive_mask, compact_cache, left_pad, sample_tokens
 
 if TYPE_CHECKING:
     import torch
@@ -206,16 +206,14 @@ class HFPolicy:
 
     def _run_turn(self, rows: list[_Row]) -> None:
         import torch
-        from transformers import DynamicCache
 
-        layers, cache_valid = pad_caches([r.session.cache for r in rows], self._num_layers(), self.device)
+        cache = SlabCache([r.session.cache for r in rows])
         suffixes = [r.session.input_ids[r.session.cached :] for r in rows]
         padded, real = left_pad(suffixes, self.pad_id)
         positions, _ = left_pad([range(r.session.cached, len(r.session.input_ids)) for r in rows], 0)
         for row in rows:
             row.session.cache = None  # the batch cache now owns these tensors
-        key_valid = torch.cat([cache_valid, torch.tensor(real, device=self.device)], dim=1)
-        cache = DynamicCache(ddp_cache_data=layers) if layers else DynamicCache(config=self.model.config)
+        key_valid = torch.cat([cache.prefix_valid(self.device), torch.tensor(real, device=self.device)], dim=1)
         dtype = self.model.dtype
         logits = self._forward(
             torch.tensor(padded, device=self.device), torch.tensor(positions, device=self.device),
@@ -242,7 +240,7 @@ class HFPolicy:
                 torch.tensor(feed, device=self.device)[:, None], torch.tensor(feed_pos, device=self.device)[:, None],
                 additive_mask(key_valid, 1, dtype), cache,
             )
-        final = _cache_tensors(cache)
+        final = cache.layers()
         for index, row in enumerate(rows):
             row.session.cache = compact_cache(final, index, key_valid)
 
@@ -265,16 +263,6 @@ class HFPolicy:
         if session.cached != len(session.input_ids) - 1:
             raise RuntimeError(f"session {row.request.session_id}: cache/stream misalignment")
         return generation
-
-    def _num_layers(self) -> int:
-        return int(self.model.config.get_text_config().num_hidden_layers)
-
-
-def _cache_tensors(cache: Any) -> list[LayerKV]:
-    """Per-layer ``(keys, values)`` of a transformers ``DynamicCache`` (5.x ``layers`` or 4.x lists)."""
-    if hasattr(cache, "layers"):
-        return [(layer.keys, layer.values) for layer in cache.layers]
-    return list(zip(cache.key_cache, cache.value_cache))
 
 
 def _token_id(tokenizer: PreTrainedTokenizerBase, token: str) -> int:

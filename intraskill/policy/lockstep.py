@@ -21,47 +21,74 @@ if TYPE_CHECKING:
 LayerKV = tuple["torch.Tensor", "torch.Tensor"]
 
 
-def pad_caches(
-    caches: Sequence[list[LayerKV] | None], num_layers: int, device: torch.device | str
-) -> tuple[list[LayerKV], torch.Tensor]:
-    """Left-pad per-session compact caches into one batch.
+class SlabCache:
+    """A batch KV cache written in place into preallocated, chunk-grown buffers.
 
-    Parameters
-    ----------
-    caches
-        Per session, ``None`` (nothing cached) or per layer ``(keys, values)`` of shape ``(H_kv, C_i, D)``.
-    num_layers
-        Number of decoder layers.
-    device
-        Device of the returned validity mask.
-
-    Returns
-    -------
-    (list of (keys, values) of shape (B, H_kv, C_max, D), key-validity mask (B, C_max) bool)
+    Duck-types the ``update``/``get_seq_length`` surface transformers' attention layers call, so a
+    decode step writes one column instead of re-concatenating the whole cache (as ``DynamicCache``
+    does), which dominates the cost of a large-batch step on CPU. Built from per-session compact
+    caches (``None`` or per layer ``(keys, values)`` of shape ``(H_kv, C_i, D)``), left-padded to
+    ``C_max``; buffers are allocated lazily at each layer's first ``update``.
     """
-    import torch
 
-    present = [cache for cache in caches if cache is not None]
-    lengths = [0 if cache is None else cache[0][0].shape[1] for cache in caches]
-    c_max = max(lengths)
-    if not present or c_max == 0:
-        return [], torch.zeros(len(caches), 0, dtype=torch.bool, device=device)
-    ref_k, ref_v = present[0][0]
-    heads, _, k_dim = ref_k.shape
-    v_dim = ref_v.shape[-1]
-    valid = torch.zeros(len(caches), c_max, dtype=torch.bool, device=device)
-    layers = []
-    for layer in range(num_layers):
-        keys = ref_k.new_zeros(len(caches), heads, c_max, k_dim)
-        values = ref_v.new_zeros(len(caches), heads, c_max, v_dim)
-        for row, cache in enumerate(caches):
-            if cache is not None and lengths[row]:
-                keys[row, :, c_max - lengths[row] :] = cache[layer][0]
-                values[row, :, c_max - lengths[row] :] = cache[layer][1]
-        layers.append((keys, values))
-    for row, length in enumerate(lengths):
-        valid[row, c_max - length :] = length > 0
-    return layers, valid
+    def __init__(self, caches: Sequence[list[LayerKV] | None], grow: int = 256) -> None:
+        self.sessions = list(caches)
+        self.lengths = [0 if cache is None else cache[0][0].shape[1] for cache in caches]
+        self.prefix = max(self.lengths, default=0)
+        self.grow = grow
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.filled: list[int] = []
+
+    def prefix_valid(self, device: torch.device | str) -> torch.Tensor:
+        """``(B, C_max)`` bool: which left-padded prefix positions hold a session's cached key."""
+        import torch
+
+        positions = torch.arange(self.prefix, device=device)
+        starts = torch.tensor([self.prefix - n for n in self.lengths], device=device)
+        return positions[None, :] >= starts[:, None]
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.filled[layer_idx] if layer_idx < len(self.filled) else self.prefix
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
+        """Append ``(B, H_kv, Q, D)`` states to layer ``layer_idx``; return all keys and values so far."""
+        if layer_idx == len(self.keys):
+            self._allocate(key_states, value_states)
+        start = self.filled[layer_idx]
+        end = start + key_states.shape[2]
+        if end > self.keys[layer_idx].shape[2]:
+            self.keys[layer_idx] = _grown(self.keys[layer_idx], start, end + self.grow)
+            self.values[layer_idx] = _grown(self.values[layer_idx], start, end + self.grow)
+        self.keys[layer_idx][:, :, start:end] = key_states
+        self.values[layer_idx][:, :, start:end] = value_states
+        self.filled[layer_idx] = end
+        return self.keys[layer_idx][:, :, :end], self.values[layer_idx][:, :, :end]
+
+    def _allocate(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        layer = len(self.keys)
+        batch, heads, query, _ = key_states.shape
+        capacity = self.prefix + query + self.grow
+        keys = key_states.new_zeros(batch, heads, capacity, key_states.shape[-1])
+        values = value_states.new_zeros(batch, heads, capacity, value_states.shape[-1])
+        for row, cache in enumerate(self.sessions):
+            if cache is not None and self.lengths[row]:
+                keys[row, :, self.prefix - self.lengths[row] : self.prefix] = cache[layer][0]
+                values[row, :, self.prefix - self.lengths[row] : self.prefix] = cache[layer][1]
+                cache[layer] = None  # copied: let the session's compact tensors go
+        self.keys.append(keys)
+        self.values.append(values)
+        self.filled.append(self.prefix)
+
+    def layers(self) -> list[LayerKV]:
+        """Per layer ``(keys, values)`` of shape ``(B, H_kv, K, D)`` (filled part only)."""
+        return [(k[:, :, :n], v[:, :, :n]) for k, v, n in zip(self.keys, self.values, self.filled)]
+
+
+def _grown(buffer: torch.Tensor, filled: int, capacity: int) -> torch.Tensor:
+    larger = buffer.new_zeros(*buffer.shape[:2], capacity, buffer.shape[-1])
+    larger[:, :, :filled] = buffer[:, :, :filled]
+    return larger
 
 
 def left_pad(rows: Sequence[Sequence[int]], pad: int) -> tuple[list[list[int]], list[list[bool]]]:

@@ -117,7 +117,7 @@ def product_state(product: Product, selected_options: Mapping[str, str], selecte
     return state
 
 
-_LABELS: dict[str, dict[str, str]] = {
+PAGE_LABELS: dict[str, dict[str, str]] = {
     "zh": {
         "sep": "：", "list_sep": "；", "axis_sep": "、", "page": "页面", "search_home": "搜索首页",
         "search_results": "搜索结果", "product_detail": "商品详情", "features": "页面能力", "can_search": "支持商品搜索",
@@ -251,10 +251,10 @@ def _footer_lines(state: Mapping[str, Any], labels: dict[str, str], language: st
 def render_observation(state: Mapping[str, Any], language: str = "en") -> str:
     """Render a page state as text in ``language`` ("en" or "zh"); raises :class:`ObservationError`
     for states that :func:`validate_state` refuses."""
-    if language not in _LABELS:
-        raise ValueError(f"language must be one of {tuple(_LABELS)}, got {language!r}")
+    if language not in PAGE_LABELS:
+        raise ValueError(f"language must be one of {tuple(PAGE_LABELS)}, got {language!r}")
     validate_state(state)
-    labels = _LABELS[language]
+    labels = PAGE_LABELS[language]
     page_type = state["page_type"]
     if page_type == "terminal":
         return labels["terminal"]
