@@ -11,8 +11,10 @@ import typer
 from intraskill.analysis import cli as analysis_cli
 from intraskill.evaluate import cli as evaluate_cli
 from intraskill.gate import cli as gate_cli
+from intraskill.policy import cli as policy_cli
 from intraskill.report import cli as report_cli
 from intraskill.shop import cli as shop_cli
+from intraskill.trace2skill import cli as t2s_cli
 
 app = typer.Typer(
     name="intraskill",
@@ -27,5 +29,7 @@ app.add_typer(shop_cli.app, name="env")
 app.add_typer(analysis_cli.app, name="release")
 app.add_typer(gate_cli.app, name="gate")
 app.add_typer(report_cli.app, name="report")
+app.add_typer(t2s_cli.app, name="trace2skill")
 app.command("eval")(evaluate_cli.eval_command)
 app.command("compare")(evaluate_cli.compare_command)
+app.command("serve-policy")(policy_cli.serve_policy)

@@ -156,6 +156,65 @@ class RoundParams(_Section):
         return self
 
 
+class WarmstartParams(_Section):
+    """The organism's behaviour-cloning warm start (``intraskill warmstart``).
+
+    A skill-conditioned scripted expert plays ``demos`` train tasks under random chunk masks of the
+    S₀ bank ``skills``; each competence runs with ``p_with[c]`` when its chunk is in context and
+    ``p_without[c]`` otherwise (the harmful chunk's habit likewise). The organism is cloned from
+    those demonstrations (loss on assistant tokens only), then evaluated bare and with S₀, and each
+    chunk's true marginal effect is measured by a paired evaluation (chunk alone vs bare).
+    """
+
+    skills: str = "params/organism_s0.json"
+    """S₀ SkillBank: chunk metadata ``competence`` (helpful), ``habit`` (harmful) or neither (neutral)."""
+    demos: int = Field(1200, ge=1)
+    """Demonstration episodes (train tasks in split order, cycling when more than the split)."""
+    mask_probability: float = Field(0.5, ge=0.0, le=1.0)
+    """Each chunk is in a demonstration's context independently with this probability."""
+    p_with: dict[str, float] = {}
+    """Competence (or habit) → probability of using it when its chunk is in context."""
+    p_without: dict[str, float] = {}
+    """Competence (or habit) → probability of using it when its chunk is absent."""
+    vocab_corpus_demos: int = Field(300, ge=1)
+    """Demonstrations whose rendered text (with the protocol corpus) trains the tokenizer."""
+    steps: int = Field(600, ge=1)
+    """Optimizer steps of behaviour cloning."""
+    lr: float = Field(3e-3, gt=0.0)
+    """Peak AdamW learning rate (linear warm-up, then cosine decay to ``lr_min_ratio``·lr)."""
+    lr_min_ratio: float = Field(0.1, ge=0.0, le=1.0)
+    """Final learning rate as a fraction of ``lr``."""
+    warmup_steps: int = Field(50, ge=0)
+    """Linear warm-up steps."""
+    weight_decay: float = Field(0.01, ge=0.0)
+    """AdamW weight decay."""
+    grad_clip: float = Field(1.0, gt=0.0)
+    """Global gradient-norm clip."""
+    batch_tokens: int = Field(8192, ge=256)
+    """Token budget of one optimizer step (whole episodes packed up to this many tokens)."""
+    eval_episodes: int = Field(200, ge=1)
+    """Val tasks of the bare and with-S₀ evaluation of the warm start."""
+    ground_truth_episodes: int = Field(200, ge=1)
+    """Val tasks per arm of the per-chunk ground truth (chunk alone vs bare, paired by task and seed)."""
+    eval_batch_size: int = Field(64, ge=1)
+    """Episodes per lockstep batch during evaluation."""
+    out_dir: str = "runs/warmstart"
+    """Directory of the checkpoint, ``manifest.json`` and ``ground_truth.json``."""
+    seed: int = 20260901
+    """Seed of demonstrations, masks, initialisation, batching and evaluation episodes."""
+
+    @model_validator(mode="after")
+    def _probabilities(self) -> "WarmstartParams":
+        for label, mapping in (("p_with", self.p_with), ("p_without", self.p_without)):
+            for name, value in mapping.items():
+                if not 0.0 <= value <= 1.0:
+                    raise ValueError(f"{label}.{name} must be a probability in [0, 1], got {value}")
+        if set(self.p_with) != set(self.p_without):
+            raise ValueError(f"p_with and p_without must name the same competences, got "
+                             f"{sorted(self.p_with)} and {sorted(self.p_without)}")
+        return self
+
+
 class Params(_Section):
     """One experiment's full parameter set."""
 
@@ -164,6 +223,7 @@ class Params(_Section):
     model: ModelParams = ModelParams()
     sampling: SamplingParams = SamplingParams()
     evaluation: EvaluationParams = EvaluationParams()
+    warmstart: WarmstartParams = WarmstartParams()
     grpo: GRPOParams = GRPOParams()
     round: RoundParams = RoundParams()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import functools
 import http.server
-import json
 import re
 import shutil
 import subprocess
@@ -178,6 +177,16 @@ class _Images(HTMLParser):
             self.switch = values.get("href")
 
 
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - signature of the base class
+        return
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        return  # the browser may drop a connection early (e.g. favicon); that is not a test failure
+
+
 @pytest.fixture(scope="module")
 def served_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if _chromium() is None:
@@ -187,8 +196,8 @@ def served_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                           echo=lambda line: None)
     assert result.ok and result.renderer == "static"
     assert {run.name: run.status for run in result.notebooks}["06_release_reanalysis"] == "executed"
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(work / "_site"))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    handler = functools.partial(_QuietHandler, directory=str(work / "_site"))
+    server = _QuietServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"

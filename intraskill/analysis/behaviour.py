@@ -64,7 +64,6 @@ OUTCOME_COLUMNS = ("success", "reward")
 PHASES = ("search_home", "search_results", "product_detail", "protocol_repair")
 """Page phases of the release ``phases`` records, in workflow order."""
 PROTOCOL_REPAIR = "protocol_repair"
-SUBSETS = ("all", "both_success")
 BEHAVIOUR_SAMPLES = 5000
 """Bootstrap resamples of the behaviour CIs (release-data §3.5)."""
 RELEASE_BEHAVIOUR_FILE = Path("analysis") / "behavior" / "behavior.excerpt.json"
@@ -192,7 +191,8 @@ def turn_behaviours(trace: EpisodeTrace) -> list[TurnBehaviour]:
             selected_axes.add(axis)
         turns.append(TurnBehaviour(
             turn=record.turn, phase=PROTOCOL_REPAIR if repairing else page, page=page, action=record.action,
-            kind=kind.value if kind else None, valid=record.action_valid, protocol_error=record.protocol_error,
+            kind=kind.value if kind else None, valid=record.action_valid,
+            protocol_error=record.protocol_error,
             tokens=record.completion_tokens if record.completion_tokens > 0 else None,
             output_chars=len(record.raw_output), reasoning_chars=reasoning_chars(record.raw_output), **extra,
         ))
@@ -208,6 +208,7 @@ def episode_behaviour(trace: EpisodeTrace) -> dict[str, float]:
     steps = len(turns)
     kinds = [t.kind for t in turns]
     opens = [t for t in turns if t.kind == ActionKind.PRODUCT_OPEN.value]
+    first_rank = opens[0].opened_rank if opens else None
     tokens = [t.tokens for t in turns]
     counted = steps > 0 and all(count is not None for count in tokens)
     nan = math.nan
@@ -229,7 +230,7 @@ def episode_behaviour(trace: EpisodeTrace) -> dict[str, float]:
         "protocol_errors": float(sum(t.protocol_error is not None for t in turns)),
         "invalid_actions": float(kinds.count(ActionKind.INVALID.value)),
         "reasoning_chars_per_turn": sum(t.reasoning_chars for t in turns) / steps if steps else nan,
-        "first_product_rank": float(opens[0].opened_rank) if opens and opens[0].opened_rank is not None else nan,
+        "first_product_rank": float(first_rank) if first_rank is not None else nan,
         "actions": float(sum(t.action is not None for t in turns)),
         "valid_actions": float(sum(t.action is not None and t.valid is True for t in turns)),
         "success": reward.get("r_success", nan),
@@ -263,8 +264,8 @@ def turn_table(traces: str | Path | Iterable[EpisodeTrace]) -> "pd.DataFrame":
 
     columns = ["episode_id", "task_id", "sample_id", *TurnBehaviour.__dataclass_fields__]
     rows = [
-        {"episode_id": trace.episode_id, "task_id": trace.task_id, "sample_id": trace.sample_id, **asdict(turn)}
-        for trace in scored_traces(traces) for turn in turn_behaviours(trace)
+        {"episode_id": t.episode_id, "task_id": t.task_id, "sample_id": t.sample_id, **asdict(turn)}
+        for t in scored_traces(traces) for turn in turn_behaviours(t)
     ]
     table = pd.DataFrame(rows, columns=columns)
     table["tokens"] = pd.to_numeric(table["tokens"], errors="coerce").astype(float)
@@ -276,7 +277,8 @@ def episode_table(traces: str | Path | Iterable[EpisodeTrace]) -> "pd.DataFrame"
     ``success``, ``reward`` and ``termination_reason``."""
     import pandas as pd
 
-    columns = ["episode_id", "task_id", "sample_id", *BEHAVIOUR_METRICS, *OUTCOME_COLUMNS, "termination_reason"]
+    columns = ["episode_id", "task_id", "sample_id", *BEHAVIOUR_METRICS, *OUTCOME_COLUMNS,
+               "termination_reason"]
     rows = [
         {"episode_id": t.episode_id, "task_id": t.task_id, "sample_id": t.sample_id, **episode_behaviour(t),
          "termination_reason": t.termination_reason}
@@ -315,7 +317,9 @@ def task_means(episodes: "pd.DataFrame", metrics: Sequence[str] = BEHAVIOUR_METR
     return episodes.groupby("task_id")[list(metrics)].mean().sort_index()
 
 
-def _metric_block(a: Sequence[float], b: Sequence[float], metric: str, samples: int, seed_base: int) -> dict[str, Any]:
+def _metric_block(
+    a: Sequence[float], b: Sequence[float], metric: str, samples: int, seed_base: int
+) -> dict[str, Any]:
     if not a:
         return {"n": 0, "a_mean": None, "b_mean": None, "difference": None, "ci95": None}
     result = numpy_paired_bootstrap(a, b, metric, samples=samples, seed_base=seed_base)
@@ -344,7 +348,8 @@ def paired_block(
     for metric in metrics:
         x, y = a_means.loc[common, metric], b_means.loc[common, metric]
         keep = x.notna() & y.notna()
-        block["metrics"][metric] = _metric_block(x[keep].tolist(), y[keep].tolist(), metric, samples, seed_base)
+        block["metrics"][metric] = _metric_block(
+            x[keep].tolist(), y[keep].tolist(), metric, samples, seed_base)
     return block
 
 
@@ -398,10 +403,15 @@ class BehaviourComparison:
                                     "episodes, so the compared episode mix differs between runs",
         }
 
+    def _arms(self) -> tuple[tuple[str, str, "pd.DataFrame", "pd.DataFrame"], ...]:
+        """``(arm, label, turns, episodes)`` of ``a`` and ``b``."""
+        return (("a", self.a_label, self.a_turns, self.a_episodes),
+                ("b", self.b_label, self.b_turns, self.b_episodes))
+
     @property
     def records_tokens(self) -> bool:
         """Whether every turn of both runs has a token count."""
-        return all(turns["tokens"].notna().all() and len(turns) for turns in (self.a_turns, self.b_turns))
+        return all(len(turns) and turns["tokens"].notna().all() for _, _, turns, _ in self._arms())
 
     def phases(self, value: str | None = None) -> "pd.DataFrame":
         """:func:`phase_summary` of both runs, with ``arm`` (a / b), ``run`` (label) and ``value`` columns.
@@ -412,7 +422,7 @@ class BehaviourComparison:
 
         value = value or ("tokens" if self.records_tokens else "output_chars")
         parts = [phase_summary(turns, value).assign(arm=arm, run=label, value=value)
-                 for arm, label, turns in (("a", self.a_label, self.a_turns), ("b", self.b_label, self.b_turns))]
+                 for arm, label, turns, _ in self._arms()]
         table = pd.concat(parts, ignore_index=True)
         return table[["arm", "run", "value", "phase", "n", "n_values", "mean", "median", "p90"]]
 
@@ -426,8 +436,9 @@ class BehaviourComparison:
         rows = []
         for metric, stats in self.paired[subset]["metrics"].items():
             low, high = stats["ci95"] or (None, None)
-            rows.append({"metric": metric, "n": stats["n"], "a_mean": stats["a_mean"], "b_mean": stats["b_mean"],
-                         "difference": stats["difference"], "ci_lo": low, "ci_hi": high})
+            rows.append({"metric": metric, "n": stats["n"], "a_mean": stats["a_mean"],
+                         "b_mean": stats["b_mean"], "difference": stats["difference"], "ci_lo": low,
+                         "ci_hi": high})
         table = pd.DataFrame(rows)
         numeric = ["a_mean", "b_mean", "difference", "ci_lo", "ci_hi"]
         table[numeric] = table[numeric].astype(float)
@@ -439,7 +450,7 @@ class BehaviourComparison:
 
         columns = [*BEHAVIOUR_METRICS, *OUTCOME_COLUMNS]
         parts = {}
-        for label, episodes in ((self.a_label, self.a_episodes), (self.b_label, self.b_episodes)):
+        for _, label, _, episodes in self._arms():
             parts[(label, "mean")] = episodes[columns].mean()
             parts[(label, "n")] = episodes[columns].notna().sum()
         return pd.DataFrame(parts)
@@ -449,7 +460,7 @@ class BehaviourComparison:
         runs = {
             arm: {"label": label, "source": self.sources.get(arm), "episodes": int(len(episodes)),
                   "tasks": int(episodes["task_id"].nunique())}
-            for arm, label, episodes in (("a", self.a_label, self.a_episodes), ("b", self.b_label, self.b_episodes))
+            for arm, label, _, episodes in self._arms()
         }
         paired = {name: {**block, "descriptive": True} if name == "both_success" else block
                   for name, block in self.paired.items()}
@@ -486,6 +497,8 @@ def compare_behaviour(
     -------
     BehaviourComparison
     """
+    if a_label == b_label:
+        raise ValueError(f"b_label: must differ from a_label (both are {a_label!r})")
     unknown = sorted(set(metrics) - set(BEHAVIOUR_METRICS))
     if unknown:
         raise ValueError(f"metrics: unknown {unknown}; expected names from {BEHAVIOUR_METRICS}")

@@ -76,64 +76,30 @@ class OrganismConfig:
         return asdict(self)
 
 
-ENGLISH_PAGE_LABELS = (
-    "Page: search home",
-    "Page capabilities:\n- product search",
-    "Page: search results",
-    "Search text: ",
-    "Results: page 1/8, 150 items, showing ranks 1-20",
-    "Product list:",
-    "ASIN: ",
-    "Price: ",
-    "Brand: ",
-    "Category: ",
-    "Key attributes: ",
-    "not provided",
-    "Page: product detail",
-    "Product:",
-    "Title: ",
-    "Options:",
-    "selected ",
-    "not selected yet",
-    "Values: ",
-    "Still to select: ",
-    "All options are selected; the item can be bought.",
-    "This product has no options.",
-    "Last action:",
-    "Result: success",
-    "Result: invalid",
-    "Message: ",
-    "Reason code: ",
-    "Clickable:",
-    "The task has ended; no further actions.",
-    "Shopping task: ",
-    "User profile: ",
-    "back to search",
-    "< prev",
-    "next >",
-    "buy now",
-)
-
-
 def protocol_corpus() -> list[str]:
-    """Protocol text for tokenizer training: role markers, tool-call skeletons, page labels, digits."""
-    tools = [
-        {"type": "function", "function": {"name": "search", "parameters": {
-            "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
-        {"type": "function", "function": {"name": "click", "parameters": {
-            "type": "object", "properties": {"value": {"type": "string", "enum": ["back to search", "buy now"]}},
-            "required": ["value"]}}},
+    """Protocol text for tokenizer training: role markers, tool-call skeletons, prompts, page labels, digits.
+
+    Page labels, the system prompt, the task/persona labels, the tools and the protocol error codes
+    come from the store and the agent runtime (English), so the tokenizer has merges for them.
+    """
+    from intraskill.agent.prompts import PERSONA_LABELS, TASK_LABELS, system_prompt
+    from intraskill.agent.protocol import ProtocolErrorCode
+    from intraskill.agent.tools import build_tools
+    from intraskill.shop.observation import NAVIGATION_LABELS, PAGE_LABELS
+
+    tools = build_tools({"search_available": True, "actions": [*NAVIGATION_LABELS, "color=red", "B0123456789"]})
+    texts = [
+        f"{IM_START}system\n{system_prompt('en')}\n\n{TOOL_INSTRUCTIONS}{IM_END}\n",
+        f"{IM_START}user\n{TASK_LABELS['en']}\n{render_tools_block(tools)}{IM_END}\n",
+        f"{IM_START}tool\n{IM_END}\n{ASSISTANT_PROMPT}",
+        PERSONA_LABELS["en"],
+        render_tool_call("search", {"query": "red ceramic coffee mug"}) + IM_END,
     ]
-    texts = [f"{IM_START}system\n{TOOL_INSTRUCTIONS}{IM_END}\n", render_tools_block(tools)]
-    for role in ("system", "user", "tool"):
-        texts.append(f"{IM_START}{role}\n{IM_END}\n")
-    texts.append(ASSISTANT_PROMPT)
-    texts.append(render_tool_call("search", {"query": "red ceramic coffee mug"}) + IM_END)
-    for value in ("back to search", "< prev", "next >", "buy now", "B0123456789", "color=red", "size=x-large"):
+    for value in (*NAVIGATION_LABELS, "B0123456789", "color=red", "size=x-large"):
         texts.append(render_tool_call("click", {"value": value}) + IM_END)
-    texts.extend(ENGLISH_PAGE_LABELS)
-    texts.append(" ".join(str(d) for d in range(10)) + " $12.99 to $45.50")
-    texts.append('{"name":"tool_protocol_error","code":"invalid_arguments_json","message":"retry"}')
+    texts.extend(PAGE_LABELS["en"].values())
+    texts.extend(code.value for code in ProtocolErrorCode)
+    texts.append(" ".join(str(digit) for digit in range(10)) + " 12.99 to 45.50")
     return texts
 
 

@@ -18,12 +18,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
 from intraskill.policy.base import ChatRequest, Generation
 from intraskill.policy.chat_format import render_message
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
-
     from intraskill.policy.hf import HFPolicy
 
 LOGGER = logging.getLogger(__name__)
@@ -222,9 +223,6 @@ def _resolve(pending: _Pending, result: Any = None, error: BaseException | None 
 
 def create_app(policy: HFPolicy, config: ServerConfig | None = None) -> FastAPI:
     """The FastAPI app serving ``policy`` over the OpenAI chat-completions protocol."""
-    from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse
-
     config = config or ServerConfig()
     state: dict[str, Any] = {}
     completion_ids = itertools.count()

@@ -12,7 +12,6 @@ the recorded one and raises :class:`TraceReplayError` when they differ (a differ
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -160,8 +159,15 @@ def privileged_gold_audit(trace: EpisodeTrace) -> dict[str, Any]:
 
 
 def redact(payload: Any, ids: list[str]) -> Any:
-    """``payload`` with product IDs, long digit runs and task numbers masked (:func:`redact_trace_text`)."""
-    return json.loads(redact_trace_text(json.dumps(payload, ensure_ascii=False), ids))
+    """``payload`` with product IDs, long digit runs and task numbers masked in every string
+    (:func:`redact_trace_text`); numbers, keys and structure are kept."""
+    if isinstance(payload, str):
+        return redact_trace_text(payload, ids)
+    if isinstance(payload, Mapping):
+        return {key: redact(value, ids) for key, value in payload.items()}
+    if isinstance(payload, (list, tuple)):
+        return [redact(value, ids) for value in payload]
+    return payload
 
 
 def gold_lookup(replayed: ReplayedTrace) -> GoldLookup:

@@ -1,0 +1,212 @@
+"""LLM roles of Trace2Skill: submit-tool schemas, prompts, and structured calls with repair retries.
+
+Reference: intraskill-method.md §4 and §4.1. Every role answers with exactly one structured tool
+call. A reply that fails validation triggers a *repair* retry whose message carries only the latest
+invalid draft and the exact error; a stage allows ``ANALYST_ATTEMPTS`` = 3 attempts, the online
+compiler ``COMPILER_ATTEMPTS`` = 5. Decoding defaults: temperature 0.6, top_p 0.95, max_tokens 4096
+for the analyst and 8192 for the compiler, base seed 20260831.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from intraskill.hashing import seed32
+from intraskill.policy.base import ChatRequest, Generation, Policy
+
+T = TypeVar("T")
+
+ANALYST_ATTEMPTS = 3
+COMPILER_ATTEMPTS = 5
+MAX_FAILURE_STEPS = 20
+"""Failure-analyst LLM turns; the last is reserved for submission (≤ 19 live actions)."""
+ROLE_SEED = 20260831
+
+SUBMIT_FAILURE_CARD = "submit_failure_card"
+SUBMIT_CLUSTERS = "submit_clusters"
+SUBMIT_ONLINE_CANDIDATES = "submit_online_candidates"
+
+
+def _string(description: str = "") -> dict[str, Any]:
+    return {"type": "string", "description": description} if description else {"type": "string"}
+
+
+def _strings() -> dict[str, Any]:
+    return {"type": "array", "items": {"type": "string"}}
+
+
+def _object(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False}
+
+
+def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+
+
+_AUDIT_FIELDS = ("gold_asin", "chosen_asin", "failure_surface", "earliest_divergence", "oracle_comparison",
+                 "replay_evidence", "minimal_repair", "repair_validation_result")
+_ABSTRACTION_FIELDS = ("failure_mechanism", "applicable_when", "observable_trigger", "corrective_procedure",
+                       "verification_step")
+_CHUNK_FIELDS = {"applicable_when": _string(), "procedure": _strings(), "verification": _string(),
+                 "common_failure": _string()}
+
+FAILURE_CARD_TOOL = _tool(SUBMIT_FAILURE_CARD, "Submit the failure card of this failed trajectory.", _object({
+    "status": {"type": "string", "enum": ["PROPOSE_ADD", "PROPOSE_REWRITE", "NO_PROPOSAL"]},
+    "privileged_audit": _object({name: _string() for name in _AUDIT_FIELDS}),
+    "deployable_abstraction": _object({
+        **{name: _string() for name in _ABSTRACTION_FIELDS},
+        "target_chunk_id": {"type": ["string", "null"]},
+        "proposed_content": _string("The chunk Markdown; no product names, brands, IDs or gold options."),
+    }),
+}))
+CLUSTERS_TOOL = _tool(SUBMIT_CLUSTERS, "Submit the clusters of this batch of cards.", _object({
+    "clusters": {"type": "array", "items": _object({
+        "workflow_stage": _string(), "mechanism": _string(), **_CHUNK_FIELDS,
+        "evidence_card_ids": _strings()})},
+    "evidence_only_card_ids": _strings(),
+}))
+ONLINE_CANDIDATES_TOOL = _tool(SUBMIT_ONLINE_CANDIDATES, "Submit this round's ADD/REWRITE candidates.", _object({
+    "candidates": {"type": "array", "items": _object({
+        "operation": {"type": "string", "enum": ["ADD", "REWRITE"]},
+        "target_chunk_id": {"type": ["string", "null"]},
+        "title": _string(), "failure_mechanism": _string(), **_CHUNK_FIELDS,
+        "evidence_card_ids": _strings()})},
+    "evidence_only_card_ids": _strings(),
+}))
+
+WORKFLOW_SKELETON = ("query formulation → explicit constraints → persona-grounded preferences → candidate "
+                     "inspection and comparison → variant and price verification → backtracking and purchase "
+                     "termination")
+FAILURE_ANALYST_PROMPT = (
+    "You are the gold-aware Failure Analyst of a shopping agent. You see a failed trajectory, the private "
+    "gold goal and a fresh live session of the same task. Use the live search/click tools to find the "
+    "earliest divergence and validate a minimal repair: a purchase ends the current trial, records its "
+    "reward and starts a new trial of the same task. Then call submit_failure_card exactly once. Propose "
+    "ADD (new chunk) or REWRITE (target an active chunk id) only after a successful counterfactual; "
+    "otherwise NO_PROPOSAL. The deployable abstraction must be general: no product titles, brands, IDs, "
+    "task numbers or gold option values. Answer every turn with exactly one tool call.")
+CONSOLIDATOR_PROMPT = (
+    "You are the consolidator. Group the cards' deployable abstractions into at most max_clusters clusters "
+    "by mechanism; every card appears exactly once, either in one cluster or in evidence_only_card_ids. "
+    "Call submit_clusters exactly once; no product titles, brands, IDs or gold options.")
+ONLINE_COMPILER_PROMPT = (
+    "You are the online candidate compiler. From the eligible failure cards, propose at most max_candidates "
+    "ADD or REWRITE chunks (REWRITE targets an active chunk id). Organize by the workflow skeleton: "
+    f"{WORKFLOW_SKELETON}. Do not fill the cap for its own sake, do not repeat a validated candidate with "
+    "the same meaning, and list evidence the active skill already covers in evidence_only_card_ids. Call "
+    "submit_online_candidates exactly once; no product titles, brands, IDs or gold options.")
+
+
+@dataclass(frozen=True)
+class RoleConfig:
+    """Decoding and retry settings of one role (defaults: the failure analyst)."""
+
+    temperature: float = 0.6
+    top_p: float = 0.95
+    max_tokens: int = 4096
+    attempts: int = ANALYST_ATTEMPTS
+    seed: int = ROLE_SEED
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"RoleConfig.attempts: must be >= 1, got {self.attempts}")
+        if self.max_tokens < 1:
+            raise ValueError(f"RoleConfig.max_tokens: must be >= 1, got {self.max_tokens}")
+
+
+COMPILER_ROLE = RoleConfig(max_tokens=8192, attempts=COMPILER_ATTEMPTS)
+
+
+class RoleFailure(RuntimeError):
+    """Every attempt of a stage was invalid; ``attempts`` logs each draft and its error."""
+
+    def __init__(self, message: str, attempts: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+@dataclass
+class StructuredResult(Generic[T]):
+    """A validated submission and the log of invalid attempts before it."""
+
+    value: T
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+
+
+def submitted_arguments(generation: Generation, tool_name: str) -> dict[str, Any]:
+    """The argument object of the single ``tool_name`` call in ``generation``; ``ValueError`` otherwise."""
+    calls = generation.tool_calls
+    if len(calls) != 1:
+        raise ValueError(f"tool_calls: expected exactly one {tool_name} call, got {len(calls)}")
+    if calls[0].name != tool_name:
+        raise ValueError(f"tool_calls[0].name: expected {tool_name!r}, got {calls[0].name!r}")
+    try:
+        arguments = json.loads(calls[0].arguments)
+    except (json.JSONDecodeError, TypeError):
+        raise ValueError("tool_calls[0].arguments: not valid JSON") from None
+    if not isinstance(arguments, dict):
+        raise ValueError("tool_calls[0].arguments: expected a JSON object")
+    return arguments
+
+
+def draft_text(generation: Generation) -> str:
+    """The draft a repair message quotes: the call's arguments, else the raw reply."""
+    return generation.tool_calls[0].arguments if len(generation.tool_calls) == 1 else generation.text
+
+
+def repair_message(draft: str, error: str, tool_name: str) -> dict[str, Any]:
+    """The repair prompt: only the latest invalid draft and the exact validation error."""
+    return {"role": "user", "content": json.dumps({
+        "repair": {"invalid_draft": draft, "error": error,
+                   "instruction": f"Fix the error and call {tool_name} again with the complete corrected object."}},
+        ensure_ascii=False)}
+
+
+def call_structured(
+    policy: Policy,
+    session_id: str,
+    messages: list[dict[str, Any]],
+    tool: dict[str, Any],
+    validate: Callable[[dict[str, Any]], T],
+    config: RoleConfig,
+    previous: tuple[str, str] | None = None,
+) -> StructuredResult[T]:
+    """Call a role offering only ``tool`` until ``validate`` accepts the submission.
+
+    Parameters
+    ----------
+    policy : any OpenAI-compatible policy (or in-process backend).
+    session_id : a stable label (seeds are derived from it and the attempt index).
+    messages : the role's conversation so far (system + user, or a live-audit transcript).
+    tool : the submit tool (the only tool offered).
+    validate : parses the argument object; raises ``ValueError`` with the exact error when invalid.
+    config : decoding settings and the number of attempts of this stage.
+    previous : an already-failed attempt of this stage, ``(draft, error)``; it counts as attempt 1.
+
+    Raises
+    ------
+    RoleFailure
+        After ``config.attempts`` invalid attempts.
+    """
+    name = tool["function"]["name"]
+    log: list[dict[str, Any]] = []
+    if previous is not None:
+        log.append({"attempt": 0, "draft": previous[0], "error": previous[1]})
+    while len(log) < config.attempts:
+        attempt = len(log)
+        prompt = list(messages)
+        if log:
+            prompt.append(repair_message(log[-1]["draft"], log[-1]["error"], name))
+        request = ChatRequest(session_id=f"{session_id}:submit:{attempt}", messages=prompt, tools=[tool],
+                              max_tokens=config.max_tokens, temperature=config.temperature,
+                              top_p=config.top_p, seed=seed32(f"{config.seed}:{session_id}:{attempt}"))
+        generation = policy.generate([request])[0]
+        try:
+            return StructuredResult(validate(submitted_arguments(generation, name)), log)
+        except ValueError as error:
+            log.append({"attempt": attempt, "draft": draft_text(generation), "error": str(error)})
+    raise RoleFailure(f"{name}: no valid submission in {config.attempts} attempts (last: {log[-1]['error']})", log)

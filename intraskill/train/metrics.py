@@ -1,0 +1,122 @@
+"""Per-step metrics of a training round under the release's W&B names.
+
+Reference: ``intraskill-method.md`` §2.4 (treatment metrics over all generated groups), §3.4
+(outcome and filter metrics) and ``intraskill-release-data.md`` (``training_steps.csv`` columns
+``rollout/shopsim/*`` and ``rollout/dynamic_filter/*``; ``optimizer_updates.csv`` columns
+``train/*``). Outcome, treatment and frontier metrics cover every generated group; ``train_*``
+counts describe the admitted ones. A rate with an empty denominator is ``None`` (not logged).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from intraskill.skills.curriculum import (
+    MODE_ASSISTED,
+    MODE_ASSISTED_EMPTY,
+    MODE_SKILL_FREE,
+    CurriculumState,
+    GroupAssignment,
+)
+from intraskill.train.admission import TECHNICAL_DROP_REASON, ZERO_STD_DROP_REASON, admission_metrics
+from intraskill.train.triage import frontier_metrics
+
+ROLLOUT_PREFIX = "rollout/shopsim/"
+FILTER_PREFIX = "rollout/dynamic_filter/"
+TRAIN_PREFIX = "train/"
+TIME_PREFIX = "time/"
+
+TRAIN_METRIC_NAMES = {
+    "loss": "loss",
+    "pg_loss": "pg_loss",
+    "clipfrac": "pg_clipfrac",
+    "approx_kl": "ppo_kl",
+    "entropy": "entropy_loss",
+    "kl_ref": "kl_loss",
+    "grad_norm": "grad_norm",
+    "lr": "lr",
+    "updates": "updates",
+    "model_tokens": "model_tokens",
+    "padding_waste": "padding_waste",
+    "tokens_per_s": "tokens_per_s",
+}
+"""``StepMetrics`` field → ``train/<name>`` (release names where they exist: ``pg_clipfrac``,
+``ppo_kl``, ``entropy_loss``; ``lr`` is the single parameter group's rate)."""
+
+
+def _rate(numerator: float, denominator: int) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+def treatment_metrics(
+    assignments: Sequence[GroupAssignment], curriculum: CurriculumState | None, q: float
+) -> dict[str, float | None]:
+    """Mask-sampling metrics of the generated groups (§2.4), without the prefix.
+
+    ``skills_per_assisted_group_mean`` and each ``chunk/<id>/inclusion_rate`` are over assisted
+    plus assisted-empty groups; ``q`` and the ρ summary come from the curriculum.
+    """
+    modes = [a.mode for a in assignments]
+    assisted = [a for a in assignments if a.mode in (MODE_ASSISTED, MODE_ASSISTED_EMPTY)]
+    chunks = curriculum.chunks if curriculum is not None else ()
+    rhos = [c.inclusion_probability for c in chunks]
+    metrics: dict[str, float | None] = {
+        "q": curriculum.skill_free_probability if curriculum is not None else q,
+        "rho_min": min(rhos) if rhos else None,
+        "rho_mean": math.fsum(rhos) / len(rhos) if rhos else None,
+        "rho_max": max(rhos) if rhos else None,
+        "skill_free_group_rate": _rate(modes.count(MODE_SKILL_FREE), len(modes)),
+        "assisted_empty_group_rate": _rate(modes.count(MODE_ASSISTED_EMPTY), len(modes)),
+        "skills_per_assisted_group_mean": _rate(sum(len(a.skill_ids) for a in assisted), len(assisted)),
+    }
+    for chunk in chunks:
+        included = sum(chunk.skill_id in a.skill_ids for a in assisted)
+        metrics[f"chunk/{chunk.skill_id}/inclusion_rate"] = _rate(included, len(assisted))
+        metrics[f"chunk/{chunk.skill_id}/target_rho"] = chunk.inclusion_probability
+    return metrics
+
+
+def behaviour_metrics(traces: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """Episode behaviour over all generated trajectories: turns, protocol errors, completion tokens."""
+    turns = [t.get("counts", {}).get("model_steps", 0) for t in traces]
+    errors = [t.get("counts", {}).get("protocol_errors", 0) for t in traces]
+    completion = [t.get("tokens", {}).get("completion", 0) for t in traces]
+    total_turns = sum(turns)
+    return {
+        "model_steps_mean": _rate(total_turns, len(turns)),
+        "protocol_error_rate": _rate(sum(errors), total_turns),
+        "completion_tokens_mean": _rate(sum(completion), len(completion)),
+    }
+
+
+def rollout_step_metrics(result: Any, curriculum: CurriculumState | None, q: float) -> dict[str, Any]:
+    """All ``rollout/shopsim/*`` and ``rollout/dynamic_filter/*`` metrics of a rollout step.
+
+    ``result`` is a :class:`~intraskill.train.rollout.RolloutStepResult`.
+    """
+    admission = result.admission
+    assignments = [result.groups[g.group_index].assignment for g in admission.generated]
+    traces = [result.records[r.episode_id].trace for g in admission.generated for r in g.rollouts]
+    offered = {g.group_index for g in admission.generated}
+    triage = [t for t in result.triage if t.group.group_index in offered]
+    values: dict[str, Any] = {
+        **admission_metrics(admission),
+        **treatment_metrics(assignments, curriculum, q),
+        **frontier_metrics(triage),
+        **behaviour_metrics(traces),
+        "wave_count": result.waves,
+    }
+    metrics = {ROLLOUT_PREFIX + key: value for key, value in values.items()}
+    metrics[FILTER_PREFIX + "drop_" + TECHNICAL_DROP_REASON] = admission.drop_count(TECHNICAL_DROP_REASON)
+    metrics[FILTER_PREFIX + "drop_" + ZERO_STD_DROP_REASON] = admission.drop_count(ZERO_STD_DROP_REASON)
+    return metrics
+
+
+def train_step_metrics(step_metrics: Mapping[str, Any], global_batch_size: int | None) -> dict[str, Any]:
+    """``train/*`` metrics from a :class:`~intraskill.train.grpo.StepMetrics` dict."""
+    metrics = {TRAIN_PREFIX + name: step_metrics.get(field) for field, name in TRAIN_METRIC_NAMES.items()}
+    metrics[TRAIN_PREFIX + "global_batch_size"] = global_batch_size
+    return metrics
+

@@ -1,0 +1,566 @@
+"""One rollout step: oversampled GRPO groups with group-shared treatments, triage, retries, admission.
+
+Reference: ``intraskill-method.md`` §2 (group-shared treatments), §3 (triage, the full-skill
+diagnostic retry, the dynamic sampling filter) and §6.2 (per-sample loop). A step runs in waves:
+
+1. a wave plans ``over_sampling_batch_size`` groups (tasks drawn from the train split with a
+   seeded permutation of the step), each with one treatment from the curriculum (q, ρ_j) and
+   ``n_samples_per_prompt`` siblings; every sibling of every group of the wave runs in ONE
+   lockstep :func:`~intraskill.agent.runtime.run_episodes` batch;
+2. every sibling's treatment is checked (:class:`~intraskill.skills.curriculum.GroupAssignmentRegistry`
+   at start, the trace's injected skills at the end);
+3. each all-wrong group gets one full-skill diagnostic retry (all retries of the wave in one
+   lockstep batch; never trained on); each group is triaged;
+4. the groups are offered to :class:`~intraskill.train.admission.GroupAdmission` in group order;
+   a new wave starts only while too few groups can still be admitted.
+
+Persistence makes the step idempotent: each finished episode's token stream (``tokens.jsonl``) and
+then its trace (``traces.jsonl``) are appended with fsync as it finishes; re-running a step re-uses
+every episode already recorded (by episode ID) and generates only the missing ones, so a kill at
+any point loses and duplicates nothing. Retry traces go to the round's ``retries.jsonl``; triage
+records and the analysis queue are appended once per group (``triage.jsonl``,
+``analysis_queue.jsonl``).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from intraskill.agent.env import Environment
+from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
+from intraskill.agent.traces import EpisodeStatus
+from intraskill.hashing import seed32
+from intraskill.jsonl import JsonlWriter, iter_jsonl
+from intraskill.policy.base import ChatRequest, Generation, Policy, SessionTokens
+from intraskill.skills.curriculum import (
+    MODE_SKILL_FREE,
+    CurriculumError,
+    CurriculumState,
+    GroupAssignment,
+    GroupAssignmentRegistry,
+    assign_group,
+    full_skill_assignment,
+)
+from intraskill.train.admission import AdmissionResult, FinishedGroup, GroupAdmission, RolloutOutcome
+from intraskill.train.triage import (
+    RetryOutcome,
+    TriageClass,
+    TriageRecord,
+    needs_full_skill_retry,
+    retry_episode_id,
+    retry_sample_index,
+    training_episode_id,
+    triage_group,
+)
+
+NO_CURRICULUM_STATE = "no-curriculum"
+"""``state_id`` of the treatments of a round without skills (every group skill-free)."""
+GROUPS_PER_STEP = 10_000
+"""Group-index slots of one step: ``index = (round · 1000 + step) · 10⁴ + wave · over_sampling + slot``."""
+ANALYSIS_QUEUE_SCHEMA = "intraskill-analysis-queue-v1"
+EpisodeCallback = Callable[[str, Mapping[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """Shape of one rollout step (reference §3.4: 8 siblings, 16 admitted of 32 per wave).
+
+    Parameters
+    ----------
+    n_samples_per_prompt : siblings per GRPO group.
+    rollout_batch_size : groups admitted per step (the admission target).
+    over_sampling_batch_size : groups generated per wave.
+    full_skill_retry : run the diagnostic retry for all-wrong groups (needs a curriculum).
+    max_consecutive_failed_groups : consecutive unscored groups that abort the run.
+    seed : the run seed; task draws and episode seeds derive from it.
+    max_waves : waves per step before giving up (each extra wave follows technical drops).
+    split : the task split the groups are drawn from.
+    """
+
+    n_samples_per_prompt: int = 8
+    rollout_batch_size: int = 16
+    over_sampling_batch_size: int = 32
+    full_skill_retry: bool = True
+    max_consecutive_failed_groups: int = 8
+    seed: int = 0
+    max_waves: int = 8
+    split: str = "train"
+
+    def __post_init__(self) -> None:
+        if self.n_samples_per_prompt < 1:
+            raise ValueError(f"n_samples_per_prompt: must be >= 1, got {self.n_samples_per_prompt}")
+        if not 1 <= self.rollout_batch_size <= self.over_sampling_batch_size:
+            raise ValueError(
+                f"rollout_batch_size ({self.rollout_batch_size}) must be in [1, over_sampling_batch_size "
+                f"({self.over_sampling_batch_size})]"
+            )
+        if self.over_sampling_batch_size * self.max_waves > GROUPS_PER_STEP:
+            raise ValueError(
+                f"over_sampling_batch_size × max_waves must be <= {GROUPS_PER_STEP} (group-index slots of a step)"
+            )
+
+
+def group_index(round_index: int, step: int, wave: int, slot: int, over_sampling: int) -> int:
+    """The round-unique integer group index (also the curriculum's group key).
+
+    >>> group_index(0, 3, 1, 5, 32)
+    30037
+    """
+    return (round_index * 1000 + step) * GROUPS_PER_STEP + wave * over_sampling + slot
+
+
+def wave_tasks(task_ids: Sequence[int], seed: int, round_index: int, step: int, wave: int, size: int) -> list[int]:
+    """The tasks of one wave: consecutive slices of a permutation of ``task_ids`` seeded per step.
+
+    Waves of one step use disjoint tasks until the split is exhausted (then the permutation wraps).
+    """
+    if not task_ids:
+        raise ValueError("task_ids: the split has no tasks")
+    order = list(task_ids)
+    random.Random(seed32(f"{seed}:round-{round_index}:step-{step}:tasks")).shuffle(order)
+    return [order[(wave * size + k) % len(order)] for k in range(size)]
+
+
+def no_curriculum_assignment(key: str | int) -> GroupAssignment:
+    """The treatment of every group when the round has no skills."""
+    return GroupAssignment(NO_CURRICULUM_STATE, str(key), MODE_SKILL_FREE)
+
+
+@dataclass(frozen=True)
+class PlannedGroup:
+    """One GRPO group: its index, task, wave and the treatment all its siblings share."""
+
+    group_index: int
+    task_id: int
+    wave: int
+    assignment: GroupAssignment
+
+    def episode_ids(self, n: int) -> list[str]:
+        return [training_episode_id(self.group_index, k) for k in range(n)]
+
+
+def plan_wave(
+    curriculum: CurriculumState | None,
+    task_ids: Sequence[int],
+    config: RolloutConfig,
+    round_index: int,
+    step: int,
+    wave: int,
+) -> list[PlannedGroup]:
+    """The groups of one wave with their treatments (a pure function of its arguments)."""
+    size = config.over_sampling_batch_size
+    tasks = wave_tasks(task_ids, config.seed, round_index, step, wave, size)
+    groups = []
+    for slot, task in enumerate(tasks):
+        index = group_index(round_index, step, wave, slot, size)
+        assignment = assign_group(curriculum, index) if curriculum else no_curriculum_assignment(index)
+        groups.append(PlannedGroup(index, task, wave, assignment))
+    return groups
+
+
+def _job(curriculum: CurriculumState | None, episode_id: str, task_id: int, sample: int,
+         assignment: GroupAssignment, seed: int) -> EpisodeJob:
+    skills = curriculum.skills(assignment.skill_ids) if curriculum and assignment.skill_ids else []
+    return EpisodeJob(episode_id, task_id, sample, tuple(skills), assignment, seed32(f"{seed}:{episode_id}"))
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """A finished episode as persisted: its trace record and (in-process policies) its token stream."""
+
+    trace: dict[str, Any]
+    tokens: SessionTokens | None
+
+    @property
+    def episode_id(self) -> str:
+        return self.trace["episode_id"]
+
+    @property
+    def reward(self) -> dict[str, float] | None:
+        """The validated reward, or ``None`` for an unscored (failed) episode."""
+        if self.trace.get("status") != EpisodeStatus.COMPLETED.value:
+            return None
+        return self.trace.get("reward")
+
+    @property
+    def assignment(self) -> dict[str, Any] | None:
+        return ((self.trace.get("provenance") or {}).get("skills") or {}).get("assignment")
+
+    @property
+    def injected_skill_ids(self) -> tuple[str, ...]:
+        selected = (self.trace.get("provenance") or {}).get("selected_skills") or []
+        return tuple(skill["skill_id"] for skill in selected)
+
+
+def _tokens_record(episode_id: str, tokens: SessionTokens) -> dict[str, Any]:
+    return {"episode_id": episode_id, "input_ids": list(tokens.input_ids),
+            "loss_mask": list(tokens.loss_mask), "logprobs": list(tokens.logprobs)}
+
+
+class EpisodeLog:
+    """Append-only episode files of one step (or of the round's retries) and the episodes they hold.
+
+    ``tokens.jsonl`` is written before ``traces.jsonl``, so an episode with a trace always has its
+    tokens (when the policy records any); an episode is *finished* once its trace is written.
+    """
+
+    def __init__(self, traces_path: str | Path, tokens_path: str | Path | None = None) -> None:
+        self.traces_path = Path(traces_path)
+        self.tokens_path = Path(tokens_path) if tokens_path is not None else None
+        tokens: dict[str, SessionTokens] = {}
+        if self.tokens_path is not None:
+            for record in iter_jsonl(self.tokens_path):
+                tokens[record["episode_id"]] = SessionTokens(record["input_ids"], record["loss_mask"],
+                                                             record["logprobs"])
+        self.records: dict[str, EpisodeRecord] = {}
+        for trace in iter_jsonl(self.traces_path):
+            if trace["episode_id"] in self.records:
+                raise RuntimeError(f"{self.traces_path}: episode {trace['episode_id']} is recorded twice")
+            self.records[trace["episode_id"]] = EpisodeRecord(trace, tokens.get(trace["episode_id"]))
+
+    def run(
+        self,
+        policy: Policy,
+        env_factory: Callable[[], Environment],
+        jobs: Sequence[EpisodeJob],
+        config: RuntimeConfig,
+        provenance: Mapping[str, Any],
+        on_event: EpisodeCallback | None = None,
+        keep_tokens: bool = True,
+    ) -> None:
+        """Run the ``jobs`` not yet finished in one lockstep batch, persisting each as it finishes.
+
+        ``provenance`` is merged into each trace's ``provenance.training``.
+        """
+        pending = [job for job in jobs if job.episode_id not in self.records]
+        if not pending:
+            return
+        recorder = _TokenRecorder(policy)
+        traces = JsonlWriter(self.traces_path)
+        tokens = JsonlWriter(self.tokens_path) if self.tokens_path is not None and keep_tokens else None
+        log = self
+
+        class _Writer:
+            def append(self, trace: dict[str, Any]) -> None:
+                episode_id = trace["episode_id"]
+                session = recorder.tokens.pop(episode_id, None)
+                if trace["status"] != EpisodeStatus.COMPLETED.value:
+                    session = None
+                trace["provenance"]["training"] = dict(provenance)
+                if tokens is not None and session is not None:
+                    tokens.append(_tokens_record(episode_id, session))
+                traces.append(trace)
+                log.records[episode_id] = EpisodeRecord(trace, session if keep_tokens else None)
+                if on_event is not None:
+                    on_event("episode", {"episode_id": episode_id})
+
+        try:
+            run_episodes(recorder, env_factory, pending, config, trace_writer=_Writer(), progress=False)
+        finally:
+            traces.close()
+            if tokens is not None:
+                tokens.close()
+
+
+class _TokenRecorder:
+    """Passes calls through to a policy and keeps each ended session's :class:`SessionTokens`."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.tokens: dict[str, SessionTokens] = {}
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return self.policy.identity
+
+    def generate(self, requests: list[ChatRequest]) -> list[Generation]:
+        return self.policy.generate(requests)
+
+    def end_session(self, session_id: str) -> SessionTokens | None:
+        tokens = self.policy.end_session(session_id)
+        if tokens is not None:
+            self.tokens[session_id] = tokens
+        return tokens
+
+
+@dataclass
+class RolloutStepResult:
+    """What one rollout step produced.
+
+    ``groups`` holds every generated group (plans by index); ``finished`` the groups in offer
+    order; ``records`` every training episode; ``triage`` one record per generated group.
+    """
+
+    step: int
+    admission: AdmissionResult
+    groups: dict[int, PlannedGroup]
+    finished: list[FinishedGroup]
+    records: dict[str, EpisodeRecord]
+    triage: list[TriageRecord]
+    retries: dict[int, EpisodeRecord]
+    waves: int
+    rollout_s: float
+    retry_s: float
+    generated_episodes: int = 0
+    generated_retries: int = 0
+
+    def tokens_by_rollout(self, groups: Sequence[FinishedGroup] | None = None) -> dict[str, list[SessionTokens]]:
+        """``rollout_id → [SessionTokens]`` of the given (default: admitted) groups' recorded episodes."""
+        chosen = self.admission.accepted if groups is None else groups
+        out: dict[str, list[SessionTokens]] = {}
+        for group in chosen:
+            for rollout in group.rollouts:
+                tokens = self.records[rollout.episode_id].tokens
+                out[rollout.rollout_id] = [tokens] if tokens is not None else []
+        return out
+
+
+@dataclass
+class RoundFiles:
+    """The round-level append-only files a rollout step writes to."""
+
+    root: Path
+    _triaged: set[int] | None = field(default=None, repr=False)
+    _queued: set[int] | None = field(default=None, repr=False)
+
+    @property
+    def retries(self) -> Path:
+        return self.root / "retries.jsonl"
+
+    @property
+    def triage(self) -> Path:
+        return self.root / "triage.jsonl"
+
+    @property
+    def analysis_queue(self) -> Path:
+        return self.root / "analysis_queue.jsonl"
+
+    def step_dir(self, step: int) -> Path:
+        return self.root / "steps" / f"step-{step:04d}"
+
+    def _keys(self, path: Path) -> set[int]:
+        return {int(record["group_index"]) for record in iter_jsonl(path)}
+
+    def append_triage(self, record: dict[str, Any]) -> None:
+        """Append a triage record unless its group is already recorded (idempotent on resume)."""
+        if self._triaged is None:
+            self._triaged = self._keys(self.triage)
+        if record["group_index"] not in self._triaged:
+            with JsonlWriter(self.triage) as writer:
+                writer.append(record)
+            self._triaged.add(record["group_index"])
+
+    def append_queue(self, record: dict[str, Any]) -> None:
+        """Append an analysis-queue record unless its group is already queued."""
+        if self._queued is None:
+            self._queued = self._keys(self.analysis_queue)
+        if record["group_index"] not in self._queued:
+            with JsonlWriter(self.analysis_queue) as writer:
+                writer.append(record)
+            self._queued.add(record["group_index"])
+
+
+def _check_siblings(group: PlannedGroup, records: Sequence[EpisodeRecord]) -> None:
+    """Every sibling's trace carries the group's treatment and exactly its skills (§2.3)."""
+    expected = group.assignment.to_dict()
+    for record in records:
+        if record.assignment != expected:
+            raise CurriculumError(
+                f"group {group.group_index}: episode {record.episode_id} ran under {record.assignment}, "
+                f"the group's treatment is {expected} (a changed curriculum or seed?)"
+            )
+        if record.injected_skill_ids != group.assignment.skill_ids:
+            raise CurriculumError(
+                f"group {group.group_index}: episode {record.episode_id} injected "
+                f"{list(record.injected_skill_ids)}, expected {list(group.assignment.skill_ids)}"
+            )
+
+
+def _finished_group(group: PlannedGroup, records: Sequence[EpisodeRecord]) -> FinishedGroup:
+    rollouts = tuple(
+        RolloutOutcome(record.episode_id, sample, record.episode_id, record.reward)
+        for sample, record in enumerate(records)
+    )
+    return FinishedGroup(group.group_index, rollouts)
+
+
+def curriculum_identity(curriculum: CurriculumState | None) -> dict[str, Any]:
+    """What the triage record names as the curriculum."""
+    if curriculum is None:
+        return {"state_id": NO_CURRICULUM_STATE}
+    return {"state_id": curriculum.state_id, "round_id": curriculum.round_id,
+            "skillbank_sha256": curriculum.source.get("skillbank_sha256")}
+
+
+def run_rollout_step(
+    policy: Policy,
+    env_factory: Callable[[], Environment],
+    curriculum: CurriculumState | None,
+    task_ids: Sequence[int],
+    config: RolloutConfig,
+    runtime: RuntimeConfig,
+    files: RoundFiles,
+    *,
+    round_index: int,
+    step: int,
+    unscored_streak: int = 0,
+    on_event: EpisodeCallback | None = None,
+) -> RolloutStepResult:
+    """Generate, check, retry, triage and admit the groups of one rollout step (see the module doc).
+
+    Parameters
+    ----------
+    policy : the rollout policy (an in-process one records token streams for training).
+    env_factory : opens one environment per episode.
+    curriculum : the round's curriculum, or ``None`` for a round without skills.
+    task_ids : the train split's task IDs.
+    config, runtime : the step shape and the decoding settings.
+    files : the round's files; the step writes under ``files.step_dir(step)``.
+    round_index, step : identify the step (group indices and task draws derive from them).
+    unscored_streak : consecutive unscored groups carried over from the previous step.
+    on_event : called with ``("episode", {"episode_id"})`` after each persisted episode.
+
+    Raises
+    ------
+    UnscoredStreakError
+        After ``max_consecutive_failed_groups`` consecutive unscored groups.
+    RuntimeError
+        If ``max_waves`` waves do not fill the admission target.
+    """
+    step_dir = files.step_dir(step)
+    episodes = EpisodeLog(step_dir / "traces.jsonl", step_dir / "tokens.jsonl")
+    retries = EpisodeLog(files.retries)
+    retry_enabled = config.full_skill_retry and curriculum is not None and bool(curriculum.chunks)
+    n = config.n_samples_per_prompt
+    registry = GroupAssignmentRegistry(n)
+    admission = GroupAdmission(config.rollout_batch_size, config.max_consecutive_failed_groups, unscored_streak)
+    groups: dict[int, PlannedGroup] = {}
+    finished: list[FinishedGroup] = []
+    triage: list[TriageRecord] = []
+    retry_records: dict[int, EpisodeRecord] = {}
+    rollout_s = retry_s = 0.0
+    generated = generated_retries = 0
+    wave = 0
+    while not admission.done:
+        if wave >= config.max_waves:
+            raise RuntimeError(
+                f"step {step}: {config.max_waves} waves admitted only {len(admission.accepted)} of "
+                f"{config.rollout_batch_size} groups (technical drops: check the store and the policy)"
+            )
+        planned = plan_wave(curriculum, task_ids, config, round_index, step, wave)
+        admission.submit(len(planned))
+        jobs = []
+        for group in planned:
+            groups[group.group_index] = group
+            for sample, episode_id in enumerate(group.episode_ids(n)):
+                registry.register(group.assignment, sample)
+                jobs.append(_job(curriculum, episode_id, group.task_id, sample, group.assignment, config.seed))
+        before = len(episodes.records)
+        start = time.perf_counter()
+        episodes.run(policy, env_factory, jobs, runtime,
+                     {"round": round_index, "step": step, "wave": wave, "role": "rollout"}, on_event)
+        rollout_s += time.perf_counter() - start
+        generated += len(episodes.records) - before
+        wave_groups = []
+        for group in planned:
+            records = [episodes.records[episode_id] for episode_id in group.episode_ids(n)]
+            for sample in range(n):
+                registry.complete(group.group_index, sample)
+            _check_siblings(group, records)
+            wave_groups.append(_finished_group(group, records))
+        start = time.perf_counter()
+        generated_retries += _run_retries(policy, env_factory, curriculum, planned, wave_groups, retries,
+                                          retry_records, config, runtime, retry_enabled,
+                                          {"round": round_index, "step": step, "wave": wave,
+                                           "role": "full_skill_retry"}, on_event)
+        retry_s += time.perf_counter() - start
+        for group, done in zip(planned, wave_groups):
+            record = _triage(group, done, curriculum, retry_records.get(group.group_index), files, retry_enabled)
+            triage.append(record)
+            _persist_triage(files, record, group, round_index, step, retry_records.get(group.group_index),
+                            step_dir)
+            finished.append(done)
+            admission.offer(done)
+        wave += 1
+    result = AdmissionResult(
+        accepted=tuple(admission.accepted), decisions=tuple(admission.decisions),
+        generated=tuple(admission.offered), submitted=admission.submitted, complete=admission.done,
+        unscored_streak=admission.unscored_streak,
+    )
+    return RolloutStepResult(step, result, groups, finished, episodes.records, triage, retry_records, wave,
+                             rollout_s, retry_s, generated, generated_retries)
+
+
+def _run_retries(
+    policy: Policy,
+    env_factory: Callable[[], Environment],
+    curriculum: CurriculumState | None,
+    planned: Sequence[PlannedGroup],
+    finished: Sequence[FinishedGroup],
+    retries: EpisodeLog,
+    out: dict[int, EpisodeRecord],
+    config: RolloutConfig,
+    runtime: RuntimeConfig,
+    retry_enabled: bool,
+    provenance: Mapping[str, Any],
+    on_event: EpisodeCallback | None,
+) -> int:
+    """One lockstep batch of full-skill retries for the wave's all-wrong groups; returns how many ran."""
+    if not retry_enabled:
+        return 0
+    jobs = []
+    for group, done in zip(planned, finished):
+        if needs_full_skill_retry(done, retry_enabled):
+            assignment = full_skill_assignment(curriculum, group.group_index)
+            jobs.append(_job(curriculum, retry_episode_id(done), group.task_id, retry_sample_index(done),
+                             assignment, config.seed))
+    before = len(retries.records)
+    retries.run(policy, env_factory, jobs, runtime, provenance, on_event, keep_tokens=False)
+    for group, done in zip(planned, finished):
+        if needs_full_skill_retry(done, retry_enabled):
+            out[group.group_index] = retries.records[retry_episode_id(done)]
+    return len(retries.records) - before
+
+
+def _triage(
+    group: PlannedGroup,
+    done: FinishedGroup,
+    curriculum: CurriculumState | None,
+    retry: EpisodeRecord | None,
+    files: RoundFiles,
+    retry_enabled: bool,
+) -> TriageRecord:
+    outcome = None
+    if retry is not None:
+        outcome = RetryOutcome(files.retries.name, retry.episode_id, retry.reward)
+    return triage_group(done, curriculum_identity(curriculum), group.assignment.to_dict(), outcome, retry_enabled)
+
+
+def _persist_triage(
+    files: RoundFiles,
+    record: TriageRecord,
+    group: PlannedGroup,
+    round_index: int,
+    step: int,
+    retry: EpisodeRecord | None,
+    step_dir: Path,
+) -> None:
+    location = {"round": round_index, "step": step, "wave": group.wave, "task_id": group.task_id}
+    files.append_triage({**record.to_dict(), **location})
+    if record.classification is TriageClass.FULL_SKILL_FAILURE_PENDING_ANALYSIS and retry is not None:
+        files.append_queue({
+            "schema_version": ANALYSIS_QUEUE_SCHEMA,
+            "group_index": group.group_index,
+            **location,
+            "split": "train",
+            "classification": record.classification.value,
+            "retry_episode_id": retry.episode_id,
+            "sibling_episode_ids": [r.episode_id for r in record.group.rollouts],
+            "sibling_traces": str(step_dir.relative_to(files.root) / "traces.jsonl"),
+            "trace": retry.trace,
+        })

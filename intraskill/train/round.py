@@ -1,0 +1,456 @@
+"""A training round: rollout steps, GRPO updates, atomic checkpoints, resume, before/after bare val.
+
+Reference: ``intraskill-method.md`` §6.2–6.4 (per-sample loop, hyperparameters, 20 rollout steps
+per round and one checkpoint per round). The round directory
+(``<run_root>/<experiment>/round-<NNN>/`` by default) holds:
+
+* ``plan.json`` — the semantic plan and its fingerprint; a directory refuses a different plan;
+* ``curriculum.json`` — the round's curriculum (its ``state_id`` is part of the plan);
+* ``steps/step-<NNNN>/`` — ``traces.jsonl`` and ``tokens.jsonl`` (appended with fsync as episodes
+  finish), ``rollout.json`` (admitted groups, decisions, rollout metrics) and the ``step-done`` marker;
+* ``retries.jsonl``, ``triage.jsonl``, ``analysis_queue.jsonl`` — round-level append-only records;
+* ``metrics.jsonl`` — one flat record per step (``rollout/shopsim/*``, ``train/*``, ``time/*``);
+* ``checkpoint/`` — model, optimizer, RNG state and step counter, replaced atomically per step;
+* ``val-before/``, ``val-after/``, ``val-compare/`` — the bare val check and its paired comparison.
+
+A step commits in this order: episodes, ``rollout.json``, trainer update + checkpoint (its
+``step``), the metrics record, the ``step-done`` marker. On restart a step with a marker is
+skipped; a step whose update is already in the checkpoint only writes its metrics and marker;
+any other step re-runs its rollout, which re-uses every recorded episode and generates only the
+missing ones — no episode is lost or duplicated.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from intraskill.agent.prompts import prompt_identity
+from intraskill.hashing import sha256_json
+from intraskill.jsonl import JsonlWriter, iter_jsonl
+from intraskill.params import Params
+from intraskill.paths import project_root, runs_root, store_dir
+from intraskill.skills.curriculum import CurriculumState, build_curriculum, load_curriculum, save_curriculum
+from intraskill.train.metrics import rollout_step_metrics, train_step_metrics
+from intraskill.train.rollout import RolloutConfig, RoundFiles, run_rollout_step
+
+if TYPE_CHECKING:
+    from intraskill.train.grpo import GRPOConfig
+
+LOGGER = logging.getLogger(__name__)
+
+ROUND_PLAN_SCHEMA = "intraskill-round-plan-v1"
+PIPELINE_VERSION = "intraskill-round-v1"
+STEP_DONE = "step-done"
+RoundEvent = Callable[[str, Mapping[str, Any]], None]
+
+
+class RoundPlanMismatchError(RuntimeError):
+    """The round directory already holds a different plan."""
+
+
+def default_round_dir(params: Params, round_index: int) -> Path:
+    """``<run_root>/<experiment.name>/round-<NNN>``."""
+    return runs_root(params.experiment.run_root) / params.experiment.name / f"round-{round_index:03d}"
+
+
+def rollout_config(params: Params) -> RolloutConfig:
+    """The rollout-step shape of ``params.round`` (task draws and episode seeds from the experiment seed)."""
+    r = params.round
+    return RolloutConfig(
+        n_samples_per_prompt=r.n_samples_per_prompt,
+        rollout_batch_size=r.rollout_batch_size,
+        over_sampling_batch_size=r.over_sampling_batch_size,
+        full_skill_retry=r.full_skill_retry,
+        max_consecutive_failed_groups=r.max_consecutive_failed_groups,
+        seed=params.experiment.seed,
+    )
+
+
+def grpo_config(params: Params, pad_token_id: int) -> GRPOConfig:
+    """The trainer settings of ``params.grpo``; log-probs are recomputed at the sampling temperature."""
+    from intraskill.train.grpo import GRPOConfig, LoraSettings
+
+    g = params.grpo
+    lora = None
+    if g.lora is not None:
+        lora = LoraSettings(r=g.lora.rank, alpha=g.lora.alpha, dropout=g.lora.dropout,
+                            target_modules=tuple(g.lora.target_modules))
+    return GRPOConfig(
+        temperature=params.sampling.temperature, eps_low=g.eps_low, eps_high=g.eps_high, kl_coef=g.kl_coef,
+        lr=g.lr, weight_decay=g.weight_decay, betas=g.betas, max_grad_norm=g.max_grad_norm,
+        global_batch_size=g.global_batch_size, micro_batch_tokens=g.micro_batch_tokens, autocast=g.autocast,
+        lora=lora, pad_token_id=pad_token_id,
+    )
+
+
+def resolve_project_path(path: str | Path) -> Path:
+    """An absolute path, or one relative to the project root."""
+    path = Path(path)
+    return path if path.is_absolute() else project_root() / path
+
+
+def round_curriculum(params: Params, round_index: int, skillbank: str | Path | None = None) -> CurriculumState | None:
+    """The round's curriculum built from ``skillbank`` (default ``round.skillbank``; ``None`` = no skills).
+
+    α_j is each chunk's ``metadata.estimated_effect``; q, ρ_min, ρ_max and the seed come from ``params.round``.
+    """
+    from intraskill.skills.bank import load_skillbank
+
+    source = skillbank if skillbank is not None else params.round.skillbank
+    if source is None:
+        return None
+    path = resolve_project_path(source)
+    if not path.is_file():
+        raise FileNotFoundError(f"round.skillbank: no SkillBank file at {path}")
+    r = params.round
+    return build_curriculum(
+        load_skillbank(path), round_id=f"round-{round_index:03d}", skill_free_probability=r.q,
+        rho_min=r.rho_min, rho_max=r.rho_max, seed=r.curriculum_seed, skillbank_path=str(source),
+    )
+
+
+@dataclass
+class TrainStore:
+    """The in-process store of a round: engine, train task IDs and the store identity."""
+
+    engine: Any
+    task_ids: tuple[int, ...]
+    identity: dict[str, Any]
+
+    def close(self) -> None:
+        self.engine.index.close()
+
+
+def open_train_store(params: Params, store_root: str | Path | None = None, split: str = "train") -> TrainStore:
+    """Build (or reuse) the store of ``params.store`` and open an engine over ``split``'s tasks."""
+    from intraskill.shop.build import build_store
+    from intraskill.shop.engine import ShopEngine, StoreConfig
+    from intraskill.shop.search import SearchIndex
+
+    s = params.store
+    root = Path(store_root) if store_root is not None else store_dir(s.scale, s.seed, params.experiment.run_root)
+    artifacts = build_store(root, s.scale, s.seed)
+    catalog = artifacts.catalog
+    index = SearchIndex.open(artifacts.paths.index, catalog.sha256)
+    config = StoreConfig(page_size=s.page_size, top_k=s.top_k, max_actions=s.max_actions, language=s.language,
+                         persona=True)
+    engine = ShopEngine(catalog.products, catalog.goals, index, config)
+    identity = {"scale": s.scale, "store_seed": s.seed, "catalog_sha256": catalog.sha256,
+                "split": split, "split_sha256": artifacts.splits.sha256(split), "versions": engine.versions(),
+                "store_config": asdict(config)}
+    return TrainStore(engine, tuple(catalog.task_ids(split)), identity)
+
+
+def round_plan(
+    params: Params, round_index: int, model_identity: Mapping[str, Any], curriculum: CurriculumState | None,
+    store_identity: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The semantic plan of a round: everything that changes which episodes run or how they train.
+
+    Progress, logging (``wandb_offline``) and the run root are not part of it.
+    """
+    from intraskill.evaluate.runner import runtime_config
+
+    runtime = runtime_config(params)
+    return {
+        "pipeline_version": PIPELINE_VERSION,
+        "round_index": round_index,
+        "seed": params.experiment.seed,
+        "model": dict(model_identity),
+        "curriculum_state_id": curriculum.state_id if curriculum is not None else None,
+        "environment": dict(store_identity),
+        "runtime": runtime.to_dict(),
+        "prompt": prompt_identity(runtime.language).to_dict(),
+        "round": params.round.model_dump(mode="json", exclude={"wandb_offline", "skillbank"}),
+        "grpo": params.grpo.model_dump(mode="json"),
+        "evaluation": params.evaluation.model_dump(mode="json"),
+    }
+
+
+def write_round_plan(root: Path, plan: Mapping[str, Any]) -> str:
+    """Write ``plan.json`` or check the existing one; returns the fingerprint.
+
+    Raises :class:`RoundPlanMismatchError` naming the differing top-level fields.
+    """
+    fingerprint = sha256_json(plan)
+    path = root / "plan.json"
+    if path.exists():
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if stored.get("fingerprint") != fingerprint:
+            differing = sorted(k for k in set(stored) | set(plan)
+                               if k not in ("schema_version", "fingerprint") and stored.get(k) != plan.get(k))
+            raise RoundPlanMismatchError(
+                f"{root} holds a different round plan; differing fields: {', '.join(differing) or 'fingerprint'}. "
+                "Use another round directory (or delete this one) to run a different plan."
+            )
+        return fingerprint
+    root.mkdir(parents=True, exist_ok=True)
+    _write_json_atomic(path, {"schema_version": ROUND_PLAN_SCHEMA, **plan, "fingerprint": fingerprint})
+    return fingerprint
+
+
+def _write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=1, ensure_ascii=False)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _touch_marker(path: Path) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("done\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """A finished round: its directory, checkpoint, per-step metrics and the val comparison (if run)."""
+
+    root: Path
+    checkpoint: Path
+    metrics: list[dict[str, Any]]
+    comparison: dict[str, Any] | None
+
+    @property
+    def model_dir(self) -> Path:
+        """The trained model as a policy checkpoint directory."""
+        return self.checkpoint / "model"
+
+
+def _require_wandb() -> Any:
+    try:
+        import wandb
+    except ImportError as error:
+        raise RuntimeError(
+            "round.wandb_offline is true but the wandb package is not installed "
+            "(pip install wandb, or set round.wandb_offline: false)"
+        ) from error
+    return wandb
+
+
+class _WandbLogger:
+    """Per-step metrics to W&B in offline mode (only when ``round.wandb_offline``)."""
+
+    def __init__(self, params: Params, root: Path, round_index: int, fingerprint: str) -> None:
+        self.run = _require_wandb().init(
+            project="intraskill", name=f"{params.experiment.name}-round-{round_index:03d}", mode="offline",
+            dir=str(root), id=fingerprint[:16], resume="allow",
+            config={"params": params.model_dump(mode="json"), "plan_fingerprint": fingerprint},
+        )
+
+    def log(self, record: Mapping[str, Any]) -> None:
+        self.run.log({k: v for k, v in record.items() if v is not None}, step=int(record["step"]))
+
+    def close(self) -> None:
+        self.run.finish()
+
+
+def _require_trainable(policy: Any) -> None:
+    if not hasattr(policy, "model") or not hasattr(policy, "tokenizer"):
+        raise TypeError(
+            f"model.spec: round training needs an in-process policy (organism, smollm2 or a model "
+            f"directory) that records token streams; got backend {policy.identity.get('backend')!r}"
+        )
+
+
+def bare_val(
+    params: Params, policy: Any, out_dir: Path, store_root: str | Path | None, progress: bool
+) -> dict[str, Any]:
+    """Run (or resume) the bare val check of ``policy`` into ``out_dir``; returns its summary."""
+    from intraskill.evaluate.runner import run_eval
+
+    run = run_eval(params, "val", None, None, out_dir, policy=policy, progress=progress,
+                   limit=params.round.val_tasks, store_root=store_root)
+    return run.summary
+
+
+def trained_policy(params: Params, model_dir: Path) -> Any:
+    """The policy of a saved round checkpoint (its identity names the weights' digest)."""
+    from intraskill.evaluate.runner import build_policy
+
+    spec = "organism" if params.model.spec == "organism" else str(model_dir)
+    params = params.model_copy(update={"model": params.model.model_copy(update={"spec": spec})})
+    return build_policy(params, str(model_dir))[0]
+
+
+def run_round(
+    params: Params,
+    round_index: int = 0,
+    *,
+    curriculum: CurriculumState | None = None,
+    initial_checkpoint: str | None = None,
+    out_dir: str | Path | None = None,
+    store_root: str | Path | None = None,
+    progress: bool = True,
+    on_event: RoundEvent | None = None,
+) -> RoundResult:
+    """Run (or resume) one training round; see the module docstring for the directory and commit order.
+
+    Parameters
+    ----------
+    params : the parameter set (``round``, ``grpo``, ``model``, ``sampling``, ``store`` sections).
+    round_index : the round number (group indices, task draws and the directory derive from it).
+    curriculum : the round's curriculum; default built from ``round.skillbank`` (``None`` there = no skills).
+    initial_checkpoint : the policy the round starts from (default ``model.checkpoint``; ``None`` =
+        a random-init organism).
+    out_dir : the round directory (default :func:`default_round_dir`).
+    store_root : the store directory (default the cached store of ``params.store``).
+    progress : show progress bars.
+    on_event : called as ``on_event(name, info)`` at ``round-start``, ``step-start``, ``episode``,
+        ``admitted``, ``trained``, ``metrics``, ``step-done``, ``round-done``.
+    """
+    from tqdm.auto import tqdm
+
+    from intraskill.evaluate.runner import build_policy, runtime_config
+    from intraskill.agent.env import InProcessEnvironment
+    from intraskill.train.checkpoint import load_checkpoint, recover_checkpoint, save_checkpoint
+    from intraskill.train.grpo import GRPOTrainer
+
+    if params.round.wandb_offline:
+        _require_wandb()
+    emit = on_event or (lambda name, info: None)
+    root = Path(out_dir) if out_dir is not None else default_round_dir(params, round_index)
+    if curriculum is None:
+        curriculum = round_curriculum(params, round_index)
+    checkpoint_arg = initial_checkpoint if initial_checkpoint is not None else params.model.checkpoint
+    store = open_train_store(params, store_root)
+    logger = None
+    try:
+        policy, identity = build_policy(params, checkpoint_arg)
+        _require_trainable(policy)
+        plan = round_plan(params, round_index, identity, curriculum, store.identity)
+        fingerprint = write_round_plan(root, plan)
+        if curriculum is not None and not (root / "curriculum.json").exists():
+            save_curriculum(curriculum, root / "curriculum.json")
+        if params.round.wandb_offline:
+            logger = _WandbLogger(params, root, round_index, fingerprint)
+        files = RoundFiles(root)
+        runtime = runtime_config(params)
+        config = rollout_config(params)
+        trainer = GRPOTrainer(policy.model, grpo_config(params, policy.pad_id))
+        checkpoint_dir = root / "checkpoint"
+        trained, history = 0, {}
+        if recover_checkpoint(checkpoint_dir) is not None:
+            state = load_checkpoint(checkpoint_dir, trainer)
+            trained, history = int(state["step"]), dict(state["history"])
+        policy.model.eval()
+        emit("round-start", {"root": str(root), "trained_steps": trained})
+        comparison = None
+        if params.round.val_tasks != 0:
+            if trained and not (root / "val-before" / "summary.json").exists():
+                raise RuntimeError(f"{root}: training started without a finished val-before run")
+            bare_val(params, policy, root / "val-before", store_root, progress)
+        env_factory = lambda: InProcessEnvironment(store.engine)  # noqa: E731
+        steps = params.round.rollout_steps
+        bar = tqdm(total=steps, desc=f"round {round_index}", disable=not progress)
+        for step in range(1, steps + 1):
+            step_dir = files.step_dir(step)
+            if (step_dir / STEP_DONE).exists():
+                bar.update(1)
+                continue
+            emit("step-start", {"step": step})
+            timing = {"rollout_s": 0.0, "retry_s": 0.0, "train_s": 0.0, "io_s": 0.0}
+            if step <= trained:
+                rollout = json.loads((step_dir / "rollout.json").read_text(encoding="utf-8"))
+            else:
+                rollout = _rollout(policy, env_factory, curriculum, store, config, runtime, files, round_index,
+                                   step, emit, timing, params)
+                start = time.perf_counter()
+                metrics = _train(trainer, rollout["_result"], policy)
+                timing["train_s"] = time.perf_counter() - start
+                history[str(step)] = metrics
+                start = time.perf_counter()
+                save_checkpoint(checkpoint_dir, trainer, policy.tokenizer, step, history)
+                timing["io_s"] += time.perf_counter() - start
+                trained = step
+                emit("trained", {"step": step})
+            record = {"round": round_index, "step": step, **rollout["metrics"],
+                      **train_step_metrics(history[str(step)], params.grpo.global_batch_size),
+                      **{f"time/{k}": v for k, v in timing.items()}}
+            start = time.perf_counter()
+            _append_metrics(root / "metrics.jsonl", record)
+            if logger is not None:
+                logger.log(record)
+            emit("metrics", {"step": step, "record": record})
+            _touch_marker(step_dir / STEP_DONE)
+            timing["io_s"] += time.perf_counter() - start
+            emit("step-done", {"step": step})
+            bar.update(1)
+        bar.close()
+        if params.round.val_tasks != 0:
+            after = trained_policy(params, checkpoint_dir / "model")
+            bare_val(params, after, root / "val-after", store_root, progress)
+            comparison = val_comparison(params, root)
+        emit("round-done", {"root": str(root)})
+        return RoundResult(root, checkpoint_dir, list(iter_jsonl(root / "metrics.jsonl")), comparison)
+    finally:
+        store.close()
+        if logger is not None:
+            logger.close()
+
+
+def _rollout(policy: Any, env_factory: Callable[[], Any], curriculum: CurriculumState | None, store: TrainStore,
+             config: RolloutConfig, runtime: Any, files: RoundFiles, round_index: int, step: int,
+             emit: RoundEvent, timing: dict[str, float], params: Params) -> dict[str, Any]:
+    """Run the step's rollout and write ``rollout.json``; returns it (plus the live result under ``_result``)."""
+    previous = files.step_dir(step - 1) / "rollout.json"
+    streak = json.loads(previous.read_text(encoding="utf-8"))["unscored_streak"] if previous.exists() else 0
+    result = run_rollout_step(policy, env_factory, curriculum, store.task_ids, config, runtime, files,
+                              round_index=round_index, step=step, unscored_streak=streak, on_event=emit)
+    timing["rollout_s"], timing["retry_s"] = result.rollout_s, result.retry_s
+    start = time.perf_counter()
+    rollout = {
+        "round": round_index,
+        "step": step,
+        "admitted_groups": [g.group_index for g in result.admission.accepted],
+        "decisions": [d.to_dict() for d in result.admission.decisions],
+        "waves": result.waves,
+        "unscored_streak": result.admission.unscored_streak,
+        "generated_episodes": result.generated_episodes,
+        "metrics": rollout_step_metrics(result, curriculum, params.round.q),
+    }
+    _write_json_atomic(files.step_dir(step) / "rollout.json", rollout)
+    timing["io_s"] += time.perf_counter() - start
+    emit("admitted", {"step": step, "admitted": len(result.admission.accepted)})
+    return {**rollout, "_result": result}
+
+
+def _train(trainer: Any, result: Any, policy: Any) -> dict[str, Any]:
+    """One trainer step on the admitted groups; the policy's model is left in eval mode."""
+    from intraskill.train.batching import train_samples_from_groups
+
+    samples = train_samples_from_groups(result.admission.accepted, result.tokens_by_rollout())
+    try:
+        metrics = trainer.train_step(samples).to_dict()
+    finally:
+        policy.model.eval()
+    return metrics
+
+
+def _append_metrics(path: Path, record: Mapping[str, Any]) -> None:
+    """Append the step's record unless one for that step is already there (a resumed commit)."""
+    if any(existing.get("step") == record["step"] for existing in iter_jsonl(path)):
+        return
+    with JsonlWriter(path) as writer:
+        writer.append(dict(record))
+
+
+def val_comparison(params: Params, root: Path) -> dict[str, Any]:
+    """Paired comparison of ``val-after`` against ``val-before`` (cross-checkpoint), written to ``val-compare``."""
+    from intraskill.evaluate.compare import compare_runs, write_comparison
+
+    comparison = compare_runs(root / "val-before", root / "val-after", kind="cross-checkpoint",
+                              samples=params.evaluation.bootstrap_samples, seed=params.evaluation.bootstrap_seed)
+    write_comparison(comparison, root / "val-compare")
+    return comparison

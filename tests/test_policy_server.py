@@ -1,0 +1,217 @@
+"""``serve-policy`` on 127.0.0.1 driven by ``OpenAIPolicy``; retries with backoff against a flaky server."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import openai
+import pytest
+import torch
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+
+from intraskill.policy.base import ChatRequest, ToolCall
+from intraskill.policy.chat_format import ASSISTANT_PROMPT, assistant_message, render_messages
+from intraskill.policy.hf import HFPolicy
+from intraskill.policy.openai_backend import OpenAIPolicy
+from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
+from intraskill.policy.server import ServerConfig, create_app
+
+TINY = OrganismConfig(vocab_size=400, hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=32,
+                      intermediate_size=128, max_position=2048, seed=3)
+CLICK = {"type": "function", "function": {"name": "click", "parameters": {
+    "type": "object", "properties": {"value": {"type": "string", "enum": ["B012", "buy now"]}}, "required": ["value"]}}}
+TARGET = '<tool_call>{"name":"click","arguments":{"value":"B012"}}</tool_call><|im_end|>'
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def serving(app) -> Iterator[str]:
+    """Run ``app`` with uvicorn in a thread on a free 127.0.0.1 port; yields the ``/v1`` base URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "server did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def conversation(i: int) -> list[dict]:
+    return [{"role": "system", "content": "You shop."}, {"role": "user", "content": f"Shopping task: item {i}"}]
+
+
+@pytest.fixture(scope="module")
+def taught():
+    """A tiny organism trained for a few seconds to answer every assistant turn with one click call."""
+    tokenizer = train_tokenizer(protocol_corpus() + [TARGET], TINY.vocab_size)
+    model = build_organism(TINY, tokenizer).train()
+    prompts = [render_messages(conversation(i), [CLICK]) for i in range(3)]
+    prompts += [p.removesuffix(ASSISTANT_PROMPT) + f"{TARGET}\n<|im_start|>tool\nPage {i}<|im_end|>\n"
+                + ASSISTANT_PROMPT for i, p in enumerate(prompts)]
+    target = tokenizer(TARGET, add_special_tokens=False)["input_ids"]
+    batch = [tokenizer(p, add_special_tokens=False)["input_ids"] + target for p in prompts]
+    width = max(map(len, batch))
+    ids = torch.tensor([row + [tokenizer.pad_token_id] * (width - len(row)) for row in batch])
+    labels = torch.full_like(ids, -100)
+    for row, seq in enumerate(batch):
+        labels[row, len(seq) - len(target) : len(seq)] = torch.tensor(target)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    torch.manual_seed(0)
+    for _ in range(80):
+        loss = model(input_ids=ids, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model.eval(), tokenizer
+
+
+@pytest.fixture()
+def served(taught):
+    model, tokenizer = taught
+    policy = HFPolicy(model, tokenizer)
+    batches: list[int] = []
+    generate = policy.generate
+
+    def recording(requests):
+        batches.append(len(requests))
+        return generate(requests)
+
+    policy.generate = recording  # type: ignore[method-assign]
+    config = ServerConfig(model_name="organism-test", max_sessions=4, batch_window_s=0.1)
+    with serving(create_app(policy, config)) as base_url:
+        yield base_url, policy, batches
+
+
+def test_models_endpoint_and_bad_requests(served) -> None:
+    base_url, _, _ = served
+    client = openai.OpenAI(base_url=base_url, api_key="x")
+    assert [m.id for m in client.models.list()] == ["organism-test"]
+    with pytest.raises(openai.BadRequestError, match="stream"):
+        client.chat.completions.create(model="organism-test", messages=conversation(0), stream=True)
+    reply = httpx.post(f"{base_url}/chat/completions", json={"model": "m", "messages": [{"content": "hi"}]})
+    assert reply.status_code == 400 and "messages[0]" in reply.json()["error"]["message"]
+
+
+def test_openai_policy_plays_turns_with_tools_and_reuses_sessions(served) -> None:
+    base_url, policy, batches = served
+    remote = OpenAIPolicy(base_url, "organism-test", max_concurrency=8)
+    conversations = [conversation(i) for i in range(3)]
+    for turn in range(2):
+        requests = [ChatRequest(f"ep-{i}", m, [CLICK], max_tokens=40, temperature=0.0) for i, m in enumerate(conversations)]
+        generations = remote.generate(requests)
+        for messages, generation in zip(conversations, generations):
+            assert generation.tool_calls == [ToolCall("click", '{"value": "B012"}')]
+            assert generation.content == "" and generation.finish_reason == "stop"
+            assert generation.prompt_tokens > 0 and generation.completion_tokens > 5
+            assert generation.token_ids is None and generation.logprobs is None
+            messages.append(assistant_message(generation))
+            messages.append({"role": "tool", "tool_call_id": "call_0", "content": f"Page {turn}"})
+    assert remote.identity["backend"] == "openai"
+    assert remote.end_session("ep-0") is None
+    remote.close()
+    # three concurrent requests per turn were micro-batched into lockstep calls
+    assert max(batches) > 1 and sum(batches) == 6
+    # the second turn continued each server session (KV cache reuse) instead of opening new ones
+    assert len(policy.session_ids) == 3
+    for session_id in policy.session_ids:
+        assert policy.end_session(session_id).loss_mask.count(1) >= 2 * 10
+
+
+def test_lru_sessions_are_evicted(served) -> None:
+    base_url, policy, _ = served
+    client = openai.OpenAI(base_url=base_url, api_key="x")
+    for i in range(6):
+        reply = client.chat.completions.create(model="organism-test", messages=conversation(10 + i), max_tokens=2,
+                                               temperature=0.0)
+        assert reply.choices[0].finish_reason == "length"
+        assert reply.usage.completion_tokens == 2
+        assert reply.usage.total_tokens == reply.usage.prompt_tokens + 2
+    assert len(policy.session_ids) == 4
+
+
+def flaky_app(failures: int):
+    """A chat-completions app that answers 500 ``failures`` times, then a tool call."""
+    app = FastAPI()
+    calls: list[float] = []
+
+    @app.post("/v1/chat/completions")
+    async def complete() -> JSONResponse:
+        calls.append(time.monotonic())
+        if len(calls) <= failures:
+            return JSONResponse({"error": {"message": "warming up"}}, status_code=500)
+        message = {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function", "function": {
+            "name": "search", "arguments": json.dumps({"query": "mug"})}}]}
+        return JSONResponse({"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}})
+
+    return app, calls
+
+
+def test_retries_with_backoff_after_a_server_error() -> None:
+    app, calls = flaky_app(failures=1)
+    with serving(app) as base_url:
+        remote = OpenAIPolicy(base_url, "m", max_retries=2, backoff=0.2)
+        [generation] = remote.generate([ChatRequest("ep", conversation(0), [CLICK], max_tokens=8)])
+        remote.close()
+    assert generation.tool_calls == [ToolCall("search", '{"query": "mug"}')]
+    assert (generation.prompt_tokens, generation.completion_tokens) == (7, 3)
+    assert len(calls) == 2 and calls[1] - calls[0] >= 0.2
+
+
+def test_retries_are_bounded() -> None:
+    app, calls = flaky_app(failures=5)
+    with serving(app) as base_url:
+        remote = OpenAIPolicy(base_url, "m", max_retries=1, backoff=0.01)
+        with pytest.raises(openai.InternalServerError):
+            remote.generate([ChatRequest("ep", conversation(0), [], max_tokens=8)])
+        remote.close()
+    assert len(calls) == 2
+
+
+def test_serve_policy_command_serves_the_organism(tmp_path) -> None:
+    port = free_port()
+    command = [sys.executable, "-m", "intraskill", "serve-policy", "--model", "organism", "--port", str(port),
+               "--cache-dir", str(tmp_path), "--served-name", "org"]
+    process = subprocess.Popen(command, env={**os.environ, "OMP_NUM_THREADS": "1"}, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None, process.stderr.read().decode()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "serve-policy did not come up"
+                time.sleep(0.25)
+        body = {"model": "org", "messages": conversation(0), "tools": [CLICK], "max_tokens": 3, "temperature": 0}
+        reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=60).json()
+        assert reply["model"] == "org" and reply["usage"]["completion_tokens"] <= 3
+        assert reply["choices"][0]["finish_reason"] in {"stop", "length", "tool_calls"}
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert any(path.name.startswith("organism-") for path in tmp_path.iterdir())
