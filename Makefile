@@ -29,7 +29,7 @@ report: $(STAMP)
 	$(BIN)/intraskill report build
 
 warmstart: $(STAMP)
-	$(BIN)/intraskill warmstart --params params/organism.yaml
+	$(BIN)/intraskill warmstart --params params/organism.yaml --ship params/organism_warmstart
 
 bench: $(STAMP)
 	$(BIN)/intraskill env bench --json

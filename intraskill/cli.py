@@ -14,6 +14,7 @@ from intraskill.gate import cli as gate_cli
 from intraskill.policy import cli as policy_cli
 from intraskill.report import cli as report_cli
 from intraskill.shop import cli as shop_cli
+from intraskill.train import cli as train_cli
 from intraskill.trace2skill import cli as t2s_cli
 
 app = typer.Typer(
@@ -33,3 +34,5 @@ app.add_typer(t2s_cli.app, name="trace2skill")
 app.command("eval")(evaluate_cli.eval_command)
 app.command("compare")(evaluate_cli.compare_command)
 app.command("serve-policy")(policy_cli.serve_policy)
+app.command("warmstart")(train_cli.warmstart_command)
+app.command("round")(train_cli.round_command)

@@ -63,29 +63,46 @@ def conversation(i: int) -> list[dict]:
     return [{"role": "system", "content": "You shop."}, {"role": "user", "content": f"Shopping task: item {i}"}]
 
 
-@pytest.fixture(scope="module")
-def taught():
+def training_streams(turns: int = 2) -> list[str]:
+    """The exact streams the server renders for :func:`conversation` when every reply is ``TARGET``."""
+    streams = []
+    for i in range(3):
+        messages = conversation(i)
+        stream = render_messages(messages, [CLICK])
+        for turn in range(turns):
+            streams.append(stream)
+            call = {"id": "call_0", "type": "function", "function": {"name": "click", "arguments": '{"value":"B012"}'}}
+            messages = messages + [{"role": "assistant", "content": None, "tool_calls": [call]},
+                                   {"role": "tool", "tool_call_id": "call_0", "content": f"Page {turn}"}]
+            stream += TARGET + "\n" + render_messages(messages, [CLICK], start=len(messages) - 1)
+    return streams
+
+
+def teach(steps: int = 60) -> tuple:
     """A tiny organism trained for a few seconds to answer every assistant turn with one click call."""
     tokenizer = train_tokenizer(protocol_corpus() + [TARGET], TINY.vocab_size)
     model = build_organism(TINY, tokenizer).train()
-    prompts = [render_messages(conversation(i), [CLICK]) for i in range(3)]
-    prompts += [p.removesuffix(ASSISTANT_PROMPT) + f"{TARGET}\n<|im_start|>tool\nPage {i}<|im_end|>\n"
-                + ASSISTANT_PROMPT for i, p in enumerate(prompts)]
     target = tokenizer(TARGET, add_special_tokens=False)["input_ids"]
-    batch = [tokenizer(p, add_special_tokens=False)["input_ids"] + target for p in prompts]
+    batch = [tokenizer(p, add_special_tokens=False)["input_ids"] + target for p in training_streams()]
     width = max(map(len, batch))
     ids = torch.tensor([row + [tokenizer.pad_token_id] * (width - len(row)) for row in batch])
     labels = torch.full_like(ids, -100)
     for row, seq in enumerate(batch):
         labels[row, len(seq) - len(target) : len(seq)] = torch.tensor(target)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    torch.manual_seed(0)
-    for _ in range(80):
+    for _ in range(steps):
         loss = model(input_ids=ids, labels=labels).loss
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    return model.eval(), tokenizer
+    return model.eval(), tokenizer, float(loss.detach())
+
+
+@pytest.fixture(scope="module")
+def taught():
+    model, tokenizer, loss = teach()
+    assert loss < 0.05
+    return model, tokenizer
 
 
 @pytest.fixture()
@@ -192,26 +209,31 @@ def test_retries_are_bounded() -> None:
     assert len(calls) == 2
 
 
-def test_serve_policy_command_serves_the_organism(tmp_path) -> None:
+def test_serve_policy_command_serves_a_checkpoint(taught, tmp_path) -> None:
+    model, tokenizer = taught
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
     port = free_port()
-    command = [sys.executable, "-m", "intraskill", "serve-policy", "--model", "organism", "--port", str(port),
-               "--cache-dir", str(tmp_path), "--served-name", "org"]
+    command = [sys.executable, "-m", "intraskill", "serve-policy", "--model", "organism", "--checkpoint",
+               str(tmp_path), "--port", str(port), "--served-name", "org"]
     process = subprocess.Popen(command, env={**os.environ, "OMP_NUM_THREADS": "1"}, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
         while True:
             assert process.poll() is None, process.stderr.read().decode()
             try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
-                    break
+                health = httpx.get(f"http://127.0.0.1:{port}/healthz")
+                break
             except httpx.TransportError:
                 assert time.monotonic() < deadline, "serve-policy did not come up"
                 time.sleep(0.25)
-        body = {"model": "org", "messages": conversation(0), "tools": [CLICK], "max_tokens": 3, "temperature": 0}
+        assert health.json()["backend"] == "hf" and len(health.json()["checkpoint_id"]) == 64
+        body = {"model": "org", "messages": conversation(1), "tools": [CLICK], "max_tokens": 40, "temperature": 0}
         reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=60).json()
-        assert reply["model"] == "org" and reply["usage"]["completion_tokens"] <= 3
-        assert reply["choices"][0]["finish_reason"] in {"stop", "length", "tool_calls"}
+        assert reply["model"] == "org"
+        assert reply["choices"][0]["finish_reason"] == "tool_calls"
+        assert reply["choices"][0]["message"]["tool_calls"][0]["function"] == {
+            "name": "click", "arguments": '{"value": "B012"}'}
     finally:
         process.terminate()
         process.wait(timeout=30)
-    assert any(path.name.startswith("organism-") for path in tmp_path.iterdir())

@@ -29,7 +29,7 @@ from intraskill.integrations.slime import config as slime_config
 from intraskill.integrations.slime.data import TASKS_SCHEMA_VERSION, task_from_metadata, write_slime_tasks
 from intraskill.integrations.slime.filters import GroupFilterDecision
 from intraskill.integrations.slime.metrics import METRICS_FILE
-from intraskill.integrations.slime.rewards import META_GROUP_TRIAGE
+from intraskill.integrations.slime.rewards import META_GROUP_TRIAGE, finished_group
 from intraskill.jsonl import read_jsonl
 from intraskill.policy.chat_format import IM_END, render_tool_call
 from intraskill.policy.organism import protocol_corpus, train_tokenizer
@@ -39,6 +39,7 @@ from intraskill.skills.bank import Skill, SkillBank, save_skillbank
 from intraskill.skills.curriculum import CurriculumError, assign_group, build_curriculum, save_curriculum
 from intraskill.trace2skill.queue import read_analysis_queue
 from intraskill.train.admission import TECHNICAL_DROP_REASON, ZERO_STD_DROP_REASON, UnscoredStreakError
+from intraskill.train.triage import RetryOutcome, triage_group
 
 HOOKS = "intraskill.integrations.slime"
 
@@ -86,7 +87,8 @@ class Sample:
     ("--custom-generate-function-path", ("args", "sample", "sampling_params", "evaluation")),
     ("--dynamic-sampling-filter-path", ("args", "samples", "kwargs")),
     ("--custom-reward-post-process-path", ("args", "samples")),
-    ("--custom-rollout-log-function-path", ("rollout_id", "args", "samples", "rollout_extra_metrics", "rollout_time")),
+    ("--custom-rollout-log-function-path",
+     ("rollout_id", "args", "samples", "rollout_extra_metrics", "rollout_time")),
     ("--rollout-all-samples-process-path", ("args", "samples", "data_source")),
 ])
 def test_hook_paths_load_with_slime_call_signatures(flag: str, params: tuple[str, ...]) -> None:
@@ -102,7 +104,8 @@ def test_launch_flags_carry_hooks_and_release_batch_settings(tmp_path: Path) -> 
     assert {pairs[k] for k in ("--rollout-batch-size", "--n-samples-per-prompt", "--over-sampling-batch-size",
                                "--global-batch-size")} == {"16", "8", "32", "64"}
     assert (pairs["--eps-clip"], pairs["--eps-clip-high"], pairs["--lr"]) == ("0.2", "0.28", "1e-6")
-    assert (pairs["--rollout-top-p"], pairs["--rollout-top-k"], pairs["--rollout-temperature"]) == ("1.0", "-1", "0.6")
+    sampling = (pairs["--rollout-top-p"], pairs["--rollout-top-k"], pairs["--rollout-temperature"])
+    assert sampling == ("1.0", "-1", "0.6")
     assert flags[-3:] == list(slime_config.RELEASE_SWITCHES)
     assert 16 * 8 == 64 * 2  # rollout_batch_size × n = global_batch_size × updates per step
 
@@ -133,9 +136,9 @@ def test_task_file_lists_each_train_task_once(small_store, tmp_path: Path) -> No
 # --------------------------------------------------------------------------- filter, advantages, metrics
 
 
-def scored(group: int, index: int, reward: float, *, rollout_id: int | None = None, success: int | None = None,
+def scored(group: int, index: int, reward: float, *, rollout_id: int | None = None,
            assignment: dict | None = None) -> Sample:
-    detail = {"reward": reward, "r_strict": reward, "r_success": int(reward == 1.0) if success is None else success}
+    detail = {"reward": reward, "r_strict": reward, "r_success": int(reward == 1.0)}
     metadata = {"intraskill_scored": True, "intraskill_reward": detail}
     if assignment is not None:
         metadata["intraskill_assignment"] = assignment
@@ -144,8 +147,9 @@ def scored(group: int, index: int, reward: float, *, rollout_id: int | None = No
 
 
 def unscored(group: int, index: int) -> Sample:
+    metadata = {"intraskill_scored": False, "intraskill_reward": None}
     return Sample(group_index=group, index=index, rollout_id=index, reward={"reward": 0.0},
-                  metadata={"intraskill_scored": False, "intraskill_reward": None}, status=Sample.Status.ABORTED)
+                  metadata=metadata, status=Sample.Status.ABORTED)
 
 
 def test_filter_keeps_spread_drops_zero_std_softly_and_technical_hard() -> None:
@@ -158,8 +162,8 @@ def test_filter_keeps_spread_drops_zero_std_softly_and_technical_hard() -> None:
     fanned = hook(args, [[scored(2, 0, 0.0), scored(2, 10, 0.0, rollout_id=0)], [scored(2, 1, 1.0)]])
     assert fanned.keep
     technical = hook(args, [scored(3, 0, 0.0), unscored(3, 1)])
-    assert (technical.keep, technical.reason, technical.keep_when_insufficient) == (False, TECHNICAL_DROP_REASON,
-                                                                                    False)
+    assert (technical.keep, technical.reason) == (False, TECHNICAL_DROP_REASON)
+    assert technical.keep_when_insufficient is False
 
 
 def test_filter_raises_after_max_consecutive_unscored_groups() -> None:
@@ -197,7 +201,8 @@ def test_post_process_advantages_per_group_over_unique_rollouts() -> None:
 
 def _metric_config(tmp_path: Path, curriculum_files: tuple[Path, Path]) -> SimpleNamespace:
     bank_path, curriculum_path = curriculum_files
-    return SimpleNamespace(intraskill_curriculum_path=str(curriculum_path), intraskill_skillbank_path=str(bank_path),
+    return SimpleNamespace(intraskill_curriculum_path=str(curriculum_path),
+                           intraskill_skillbank_path=str(bank_path),
                            intraskill_training_output_dir=str(tmp_path / "metrics-run"))
 
 
@@ -209,7 +214,8 @@ def test_metrics_cover_all_generated_groups_and_the_admitted_ones(tmp_path: Path
 
     state = load_curriculum(curriculum_files[1])
     free = {"state_id": state.state_id, "group_key": "0", "mode": "skill_free", "skill_ids": []}
-    both = {"state_id": state.state_id, "group_key": "1", "mode": "assisted", "skill_ids": ["chunk-0", "chunk-1"]}
+    both = {"state_id": state.state_id, "group_key": "1", "mode": "assisted",
+            "skill_ids": ["chunk-0", "chunk-1"]}
     empty = {"state_id": state.state_id, "group_key": "2", "mode": "assisted_empty", "skill_ids": []}
     one = {"state_id": state.state_id, "group_key": "3", "mode": "assisted", "skill_ids": ["chunk-1"]}
     spread = [scored(0, 0, 0.0, assignment=free), scored(0, 1, 1.0, assignment=free)]
@@ -218,12 +224,9 @@ def test_metrics_cover_all_generated_groups_and_the_admitted_ones(tmp_path: Path
     zero = [scored(2, 4, 0.0, assignment=empty), scored(2, 5, 0.0, assignment=empty)]  # zero std, dropped
     broken = [scored(3, 6, 1.0, assignment=one), unscored(3, 7)]          # technical drop
     broken[1].metadata["intraskill_assignment"] = one
-    triage = {"schema_version": "x", "group_index": 2, "classification": "full_skill_failure_pending_analysis",
-              "all_wrong": True, "full_skill_retry_enabled": True, "curriculum": {"identity": {}},
-              "assignment": empty, "full_skill_retry": {"trace_path": "t", "episode_id": "e-full-skill-retry",
-                                                        "reward": {"r_success": 0}, "scored": True},
-              "siblings": [{"sample_index": i, "episode_id": f"e{i}", "scored": True,
-                            "reward": {"reward": 0.0, "r_strict": 0.0, "r_success": 0}} for i in (4, 5)]}
+    failed_retry = RetryOutcome("group-000000002/full-skill-retry.json", "e-full-skill-retry",
+                                {"reward": 0.0, "r_strict": 0.0, "r_success": 0})
+    triage = triage_group(finished_group(zero), {"state_id": state.state_id}, empty, failed_retry).to_dict()
     zero[1].metadata[META_GROUP_TRIAGE] = triage
     record(args, [spread, fanned, zero, broken, spread], data_source=None)  # a repeated group counts once
     extra: dict[str, Any] = {"rollout/dynamic_filter/drop_x": 1}
@@ -266,11 +269,13 @@ def tokenizer(tokenizer_dir: Path) -> Any:
 @pytest.fixture(scope="module")
 def curriculum_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("curriculum")
-    skills = tuple(Skill(f"chunk-{i}", f"### Chunk {i}\nCheck every option before buying ({i}).", version="1",
-                         metadata={"estimated_effect": effect}) for i, effect in enumerate((0.08, 0.02, 0.05)))
+    skills = tuple(Skill(f"chunk-{i}", f"### Chunk {i}\nCheck every option before buying ({i}).",
+                         version="1", metadata={"estimated_effect": effect})
+                   for i, effect in enumerate((0.08, 0.02, 0.05)))
     bank = SkillBank("slime-test-v1", skills)
     bank_path = save_skillbank(bank, root / "skillbank.json")
-    state = build_curriculum(bank, round_id="round-000", skillbank_path=str(bank_path), created_at="2026-01-01")
+    state = build_curriculum(bank, round_id="round-000", skillbank_path=str(bank_path),
+                             created_at="2026-01-01")
     return bank_path, save_curriculum(state, root / "curriculum.json")
 
 
@@ -295,10 +300,15 @@ class FakeSGLang:
             task = re.search(r"Shopping task: (.*)", prompt).group(1)
             return render_tool_call("search", {"query": " ".join(task.split()[:4])}) + IM_END, "stop"
         values = json.JSONDecoder().raw_decode(tools, tools.index("click(value:") + len("click(value:"))[0]
-        choice = "back to search" if self.mode in ("wander", "chatty") else (
-            "buy now" if "buy now" in values else next(v for v in values if "=" not in v and v not in
-                                                       ("back to search", "< prev", "next >")))
-        return render_tool_call("click", {"value": choice}) + IM_END, "stop"
+        return render_tool_call("click", {"value": self._click(prompt, values)}) + IM_END, "stop"
+
+    def _click(self, prompt: str, values: list[str]) -> str:
+        if self.mode in ("wander", "chatty"):
+            return "back to search"
+        chosen_axes = {v.split("=")[0] for v in re.findall(r'"value":"([^"]*=[^"]*)"', prompt)}
+        options = [v for v in values if "=" in v and v.split("=")[0] not in chosen_axes]
+        products = [v for v in values if "=" not in v and v not in ("back to search", "< prev", "next >")]
+        return "buy now" if "buy now" in values else (options or products)[0]
 
     def app(self) -> FastAPI:
         app = FastAPI()
@@ -311,8 +321,9 @@ class FakeSGLang:
             logprobs = [-0.05 * (k + 1) for k in range(len(ids))]
             self.requests.append({"input_ids": body["input_ids"], "output_ids": ids, "logprobs": logprobs,
                                   "sampling_params": body["sampling_params"]})
-            return {"text": text, "meta_info": {"finish_reason": {"type": finish},
-                                                "output_token_logprobs": [[lp, i, None] for lp, i in zip(logprobs, ids)]}}
+            pairs = [[logprob, token, None] for logprob, token in zip(logprobs, ids)]
+            return {"text": text,
+                    "meta_info": {"finish_reason": {"type": finish}, "output_token_logprobs": pairs}}
 
         return app
 
@@ -326,7 +337,8 @@ def services(small_store, tokenizer) -> Iterator[tuple[str, str, FakeSGLang, lis
         yield store.base_url, sglang.base_url, fake, list(splits.ids("train"))
 
 
-def slime_args(services, tokenizer_dir: Path, curriculum_files, output_dir: Path, n: int, **extra: Any) -> Any:
+def slime_args(services, tokenizer_dir: Path, curriculum_files, output_dir: Path, n: int,
+               **extra: Any) -> Any:
     store_url, sglang_url, _, _ = services
     host, port = sglang_url.removeprefix("http://").split(":")
     bank_path, curriculum_path = curriculum_files
@@ -368,7 +380,8 @@ def test_generate_runs_a_group_with_one_treatment_exact_tokens_and_a_retry(
         assert sample.status is Sample.Status.COMPLETED and sample.rollout_id == sample.index
         assert sample.metadata["intraskill_assignment"] == expected
         assert sample.metadata["intraskill_scored"] is True
-        assert sample.reward["reward"] == sample.reward["r_strict"] == 0.0  # four wandering steps: action_limit
+        # four wandering steps end in action_limit
+        assert sample.reward["reward"] == sample.reward["r_strict"] == 0.0
         n_prompt = len(sample.tokens) - sample.response_length
         assert len(sample.loss_mask) == len(sample.rollout_log_probs) == sample.response_length > 0
         expected_mask = [0] * sample.response_length
@@ -384,13 +397,15 @@ def test_generate_runs_a_group_with_one_treatment_exact_tokens_and_a_retry(
             assert request["sampling_params"]["top_p"] == 1.0 and request["sampling_params"]["no_stop_trim"]
         assert sample.loss_mask == expected_mask and sample.rollout_log_probs == expected_logprobs
         trace = EpisodeTrace.from_dict(json.loads(Path(sample.metadata["intraskill_trace_path"]).read_text()))
-        assert trace.termination_reason == "action_limit" and trace.provenance["skills"]["assignment"] == expected
+        assert trace.termination_reason == "action_limit"
+        assert trace.provenance["skills"]["assignment"] == expected
         assert [s["skill_id"] for s in trace.provenance["selected_skills"]] == expected["skill_ids"]
     leaders = [s for s in samples if META_GROUP_TRIAGE in s.metadata]
     assert len(leaders) == 1
     triage = leaders[0].metadata[META_GROUP_TRIAGE]
     assert triage["classification"] == "full_skill_failure_pending_analysis"
-    assert triage["full_skill_retry"]["episode_id"] == "train-group-000000005-sample-000000018-full-skill-retry"
+    retry_id = "train-group-000000005-sample-000000018-full-skill-retry"  # the group's largest index + 1
+    assert triage["full_skill_retry"]["episode_id"] == retry_id
     retry = EpisodeTrace.from_dict(json.loads((out / triage["full_skill_retry"]["trace_path"]).read_text()))
     assert retry.provenance["skills"]["diagnostic_full_skill"] is True
     assert [s["skill_id"] for s in retry.provenance["selected_skills"]] == ["chunk-0", "chunk-1", "chunk-2"]
@@ -403,8 +418,9 @@ def test_generate_buys_protocol_errors_cost_a_turn_and_length_truncates(
         services, tokenizer_dir, curriculum_files, tmp_path: Path) -> None:
     _, _, fake, task_ids = services
     fake.mode = "buy"
-    (bought,) = run_group(slime_args(services, tokenizer_dir, curriculum_files, tmp_path / "a", n=1,
-                                     intraskill_full_skill_retry=False, intraskill_max_steps=8), 1, task_ids[1], 1)
+    args = slime_args(services, tokenizer_dir, curriculum_files, tmp_path / "a", n=1,
+                      intraskill_full_skill_retry=False, intraskill_max_steps=8)
+    (bought,) = run_group(args, 1, task_ids[1], 1)
     trace = EpisodeTrace.from_dict(json.loads(Path(bought.metadata["intraskill_trace_path"]).read_text()))
     assert trace.purchase is not None and trace.reward["r_strict"] == bought.reward["reward"]
     assert bought.status is Sample.Status.COMPLETED
@@ -418,20 +434,22 @@ def test_generate_buys_protocol_errors_cost_a_turn_and_length_truncates(
     (cut,) = run_group(slime_args(services, tokenizer_dir, curriculum_files, tmp_path / "c", n=1,
                                   intraskill_full_skill_retry=False), 3, task_ids[1], 1)
     assert cut.status is Sample.Status.TRUNCATED and cut.reward["reward"] == 0.0
-    assert cut.loss_mask[-1] == 1 and set(cut.loss_mask) == {1}  # the cut-off reply is trained on, nothing after
+    assert set(cut.loss_mask) == {1}  # the cut-off reply is trained on, nothing follows it
 
 
 def test_generate_turns_an_abort_into_a_dropped_placeholder(
         services, tokenizer_dir, curriculum_files, tmp_path: Path) -> None:
     _, _, fake, task_ids = services
     fake.mode = "abort"
-    samples = run_group(slime_args(services, tokenizer_dir, curriculum_files, tmp_path, n=2), 4, task_ids[2], 2)
+    args = slime_args(services, tokenizer_dir, curriculum_files, tmp_path, n=2)
+    samples = run_group(args, 4, task_ids[2], 2)
     for sample in samples:
         assert sample.status is Sample.Status.ABORTED and sample.remove_sample
         assert (sample.tokens, sample.loss_mask, sample.metadata["intraskill_scored"]) == ([0, 0], [0], False)
     triage = next(s.metadata[META_GROUP_TRIAGE] for s in samples if META_GROUP_TRIAGE in s.metadata)
     assert triage["classification"] == "environment_or_runtime_error" and triage["full_skill_retry"] is None
-    decision = load_function(slime_config.HOOK_PATHS["--dynamic-sampling-filter-path"])(SimpleNamespace(), samples)
+    hook = load_function(slime_config.HOOK_PATHS["--dynamic-sampling-filter-path"])
+    decision = hook(SimpleNamespace(), samples)
     assert (decision.keep, decision.reason) == (False, TECHNICAL_DROP_REASON)
 
 

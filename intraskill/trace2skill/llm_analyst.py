@@ -31,7 +31,6 @@ from intraskill.trace2skill.cards import (
     FailureCard,
     PrivilegedAudit,
 )
-from intraskill.trace2skill.compiler import CompileResult, compiler_input
 from intraskill.trace2skill.compact import (
     DEFAULT_MAX_PRODUCTS,
     compact_trace,
@@ -40,6 +39,7 @@ from intraskill.trace2skill.compact import (
     redact,
     replay_trace,
 )
+from intraskill.trace2skill.compiler import CompileResult, compiler_input
 from intraskill.trace2skill.firewall import GoldLookup, scan_payload
 from intraskill.trace2skill.ledger import LedgerEntry, ledger_signatures
 from intraskill.trace2skill.pool import Candidate, validate_online_submission

@@ -32,11 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from intraskill.agent.env import Environment
-from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
-from intraskill.agent.traces import EpisodeStatus
+from intraskill.agent.runtime import EpisodeJob, RuntimeConfig
 from intraskill.hashing import seed32
 from intraskill.jsonl import JsonlWriter, iter_jsonl
-from intraskill.policy.base import ChatRequest, Generation, Policy, SessionTokens
+from intraskill.policy.base import Policy, SessionTokens
 from intraskill.skills.curriculum import (
     MODE_SKILL_FREE,
     CurriculumError,
@@ -46,6 +45,7 @@ from intraskill.skills.curriculum import (
     assign_group,
     full_skill_assignment,
 )
+from intraskill.train.episode_log import EpisodeCallback, EpisodeLog, EpisodeRecord
 from intraskill.train.admission import AdmissionResult, FinishedGroup, GroupAdmission, RolloutOutcome
 from intraskill.train.triage import (
     RetryOutcome,
@@ -63,7 +63,6 @@ NO_CURRICULUM_STATE = "no-curriculum"
 GROUPS_PER_STEP = 10_000
 """Group-index slots of one step: ``index = (round · 1000 + step) · 10⁴ + wave · over_sampling + slot``."""
 ANALYSIS_QUEUE_SCHEMA = "intraskill-analysis-queue-v1"
-EpisodeCallback = Callable[[str, Mapping[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -167,125 +166,6 @@ def _job(curriculum: CurriculumState | None, episode_id: str, task_id: int, samp
          assignment: GroupAssignment, seed: int) -> EpisodeJob:
     skills = curriculum.skills(assignment.skill_ids) if curriculum and assignment.skill_ids else []
     return EpisodeJob(episode_id, task_id, sample, tuple(skills), assignment, seed32(f"{seed}:{episode_id}"))
-
-
-@dataclass(frozen=True)
-class EpisodeRecord:
-    """A finished episode as persisted: its trace record and (in-process policies) its token stream."""
-
-    trace: dict[str, Any]
-    tokens: SessionTokens | None
-
-    @property
-    def episode_id(self) -> str:
-        return self.trace["episode_id"]
-
-    @property
-    def reward(self) -> dict[str, float] | None:
-        """The validated reward, or ``None`` for an unscored (failed) episode."""
-        if self.trace.get("status") != EpisodeStatus.COMPLETED.value:
-            return None
-        return self.trace.get("reward")
-
-    @property
-    def assignment(self) -> dict[str, Any] | None:
-        return ((self.trace.get("provenance") or {}).get("skills") or {}).get("assignment")
-
-    @property
-    def injected_skill_ids(self) -> tuple[str, ...]:
-        selected = (self.trace.get("provenance") or {}).get("selected_skills") or []
-        return tuple(skill["skill_id"] for skill in selected)
-
-
-def _tokens_record(episode_id: str, tokens: SessionTokens) -> dict[str, Any]:
-    return {"episode_id": episode_id, "input_ids": list(tokens.input_ids),
-            "loss_mask": list(tokens.loss_mask), "logprobs": list(tokens.logprobs)}
-
-
-class EpisodeLog:
-    """Append-only episode files of one step (or of the round's retries) and the episodes they hold.
-
-    ``tokens.jsonl`` is written before ``traces.jsonl``, so an episode with a trace always has its
-    tokens (when the policy records any); an episode is *finished* once its trace is written.
-    """
-
-    def __init__(self, traces_path: str | Path, tokens_path: str | Path | None = None) -> None:
-        self.traces_path = Path(traces_path)
-        self.tokens_path = Path(tokens_path) if tokens_path is not None else None
-        tokens: dict[str, SessionTokens] = {}
-        if self.tokens_path is not None:
-            for record in iter_jsonl(self.tokens_path):
-                tokens[record["episode_id"]] = SessionTokens(record["input_ids"], record["loss_mask"],
-                                                             record["logprobs"])
-        self.records: dict[str, EpisodeRecord] = {}
-        for trace in iter_jsonl(self.traces_path):
-            if trace["episode_id"] in self.records:
-                raise RuntimeError(f"{self.traces_path}: episode {trace['episode_id']} is recorded twice")
-            self.records[trace["episode_id"]] = EpisodeRecord(trace, tokens.get(trace["episode_id"]))
-
-    def run(
-        self,
-        policy: Policy,
-        env_factory: Callable[[], Environment],
-        jobs: Sequence[EpisodeJob],
-        config: RuntimeConfig,
-        provenance: Mapping[str, Any],
-        on_event: EpisodeCallback | None = None,
-        keep_tokens: bool = True,
-    ) -> None:
-        """Run the ``jobs`` not yet finished in one lockstep batch, persisting each as it finishes.
-
-        ``provenance`` is merged into each trace's ``provenance.training``.
-        """
-        pending = [job for job in jobs if job.episode_id not in self.records]
-        if not pending:
-            return
-        recorder = _TokenRecorder(policy)
-        traces = JsonlWriter(self.traces_path)
-        tokens = JsonlWriter(self.tokens_path) if self.tokens_path is not None and keep_tokens else None
-        log = self
-
-        class _Writer:
-            def append(self, trace: dict[str, Any]) -> None:
-                episode_id = trace["episode_id"]
-                session = recorder.tokens.pop(episode_id, None)
-                if trace["status"] != EpisodeStatus.COMPLETED.value:
-                    session = None
-                trace["provenance"]["training"] = dict(provenance)
-                if tokens is not None and session is not None:
-                    tokens.append(_tokens_record(episode_id, session))
-                traces.append(trace)
-                log.records[episode_id] = EpisodeRecord(trace, session if keep_tokens else None)
-                if on_event is not None:
-                    on_event("episode", {"episode_id": episode_id})
-
-        try:
-            run_episodes(recorder, env_factory, pending, config, trace_writer=_Writer(), progress=False)
-        finally:
-            traces.close()
-            if tokens is not None:
-                tokens.close()
-
-
-class _TokenRecorder:
-    """Passes calls through to a policy and keeps each ended session's :class:`SessionTokens`."""
-
-    def __init__(self, policy: Policy) -> None:
-        self.policy = policy
-        self.tokens: dict[str, SessionTokens] = {}
-
-    @property
-    def identity(self) -> dict[str, Any]:
-        return self.policy.identity
-
-    def generate(self, requests: list[ChatRequest]) -> list[Generation]:
-        return self.policy.generate(requests)
-
-    def end_session(self, session_id: str) -> SessionTokens | None:
-        tokens = self.policy.end_session(session_id)
-        if tokens is not None:
-            self.tokens[session_id] = tokens
-        return tokens
 
 
 @dataclass
@@ -520,7 +400,7 @@ def _run_retries(
             jobs.append(_job(curriculum, retry_episode_id(done), group.task_id, retry_sample_index(done),
                              assignment, config.seed))
     before = len(retries.records)
-    retries.run(policy, env_factory, jobs, runtime, provenance, on_event, keep_tokens=False)
+    retries.run(policy, env_factory, jobs, runtime, provenance, on_event)
     for group, done in zip(planned, finished):
         if needs_full_skill_retry(done, retry_enabled):
             out[group.group_index] = retries.records[retry_episode_id(done)]

@@ -23,7 +23,6 @@ missing ones — no episode is lost or duplicated.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -36,14 +35,12 @@ from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl
 from intraskill.params import Params
 from intraskill.paths import project_root, runs_root, store_dir
-from intraskill.skills.curriculum import CurriculumState, build_curriculum, load_curriculum, save_curriculum
+from intraskill.skills.curriculum import CurriculumState, build_curriculum, save_curriculum
 from intraskill.train.metrics import rollout_step_metrics, train_step_metrics
 from intraskill.train.rollout import RolloutConfig, RoundFiles, run_rollout_step
 
 if TYPE_CHECKING:
     from intraskill.train.grpo import GRPOConfig
-
-LOGGER = logging.getLogger(__name__)
 
 ROUND_PLAN_SCHEMA = "intraskill-round-plan-v1"
 PIPELINE_VERSION = "intraskill-round-v1"
@@ -312,117 +309,148 @@ def run_round(
     """
     from tqdm.auto import tqdm
 
-    from intraskill.evaluate.runner import build_policy, runtime_config
-    from intraskill.agent.env import InProcessEnvironment
-    from intraskill.train.checkpoint import load_checkpoint, recover_checkpoint, save_checkpoint
-    from intraskill.train.grpo import GRPOTrainer
-
     if params.round.wandb_offline:
         _require_wandb()
-    emit = on_event or (lambda name, info: None)
     root = Path(out_dir) if out_dir is not None else default_round_dir(params, round_index)
     if curriculum is None:
         curriculum = round_curriculum(params, round_index)
-    checkpoint_arg = initial_checkpoint if initial_checkpoint is not None else params.model.checkpoint
-    store = open_train_store(params, store_root)
-    logger = None
+    checkpoint = initial_checkpoint if initial_checkpoint is not None else params.model.checkpoint
+    run = _RoundRun(params, round_index, curriculum, root, store_root, progress, on_event)
     try:
-        policy, identity = build_policy(params, checkpoint_arg)
-        _require_trainable(policy)
-        plan = round_plan(params, round_index, identity, curriculum, store.identity)
-        fingerprint = write_round_plan(root, plan)
-        if curriculum is not None and not (root / "curriculum.json").exists():
-            save_curriculum(curriculum, root / "curriculum.json")
-        if params.round.wandb_offline:
-            logger = _WandbLogger(params, root, round_index, fingerprint)
-        files = RoundFiles(root)
-        runtime = runtime_config(params)
-        config = rollout_config(params)
-        trainer = GRPOTrainer(policy.model, grpo_config(params, policy.pad_id))
-        checkpoint_dir = root / "checkpoint"
-        trained, history = 0, {}
-        if recover_checkpoint(checkpoint_dir) is not None:
-            state = load_checkpoint(checkpoint_dir, trainer)
-            trained, history = int(state["step"]), dict(state["history"])
-        policy.model.eval()
-        emit("round-start", {"root": str(root), "trained_steps": trained})
-        comparison = None
+        run.open(checkpoint)
         if params.round.val_tasks != 0:
-            if trained and not (root / "val-before" / "summary.json").exists():
-                raise RuntimeError(f"{root}: training started without a finished val-before run")
-            bare_val(params, policy, root / "val-before", store_root, progress)
-        env_factory = lambda: InProcessEnvironment(store.engine)  # noqa: E731
+            run.val_before()
         steps = params.round.rollout_steps
-        bar = tqdm(total=steps, desc=f"round {round_index}", disable=not progress)
-        for step in range(1, steps + 1):
-            step_dir = files.step_dir(step)
-            if (step_dir / STEP_DONE).exists():
+        with tqdm(total=steps, desc=f"round {round_index}", disable=not progress) as bar:
+            for step in range(1, steps + 1):
+                run.step(step)
                 bar.update(1)
-                continue
-            emit("step-start", {"step": step})
-            timing = {"rollout_s": 0.0, "retry_s": 0.0, "train_s": 0.0, "io_s": 0.0}
-            if step <= trained:
-                rollout = json.loads((step_dir / "rollout.json").read_text(encoding="utf-8"))
-            else:
-                rollout = _rollout(policy, env_factory, curriculum, store, config, runtime, files, round_index,
-                                   step, emit, timing, params)
-                start = time.perf_counter()
-                metrics = _train(trainer, rollout["_result"], policy)
-                timing["train_s"] = time.perf_counter() - start
-                history[str(step)] = metrics
-                start = time.perf_counter()
-                save_checkpoint(checkpoint_dir, trainer, policy.tokenizer, step, history)
-                timing["io_s"] += time.perf_counter() - start
-                trained = step
-                emit("trained", {"step": step})
-            record = {"round": round_index, "step": step, **rollout["metrics"],
-                      **train_step_metrics(history[str(step)], params.grpo.global_batch_size),
-                      **{f"time/{k}": v for k, v in timing.items()}}
-            start = time.perf_counter()
-            _append_metrics(root / "metrics.jsonl", record)
-            if logger is not None:
-                logger.log(record)
-            emit("metrics", {"step": step, "record": record})
-            _touch_marker(step_dir / STEP_DONE)
-            timing["io_s"] += time.perf_counter() - start
-            emit("step-done", {"step": step})
-            bar.update(1)
-        bar.close()
-        if params.round.val_tasks != 0:
-            after = trained_policy(params, checkpoint_dir / "model")
-            bare_val(params, after, root / "val-after", store_root, progress)
-            comparison = val_comparison(params, root)
-        emit("round-done", {"root": str(root)})
-        return RoundResult(root, checkpoint_dir, list(iter_jsonl(root / "metrics.jsonl")), comparison)
+        comparison = run.val_after() if params.round.val_tasks != 0 else None
+        run.emit("round-done", {"root": str(root)})
+        return RoundResult(root, run.checkpoint_dir, list(iter_jsonl(root / "metrics.jsonl")), comparison)
     finally:
-        store.close()
-        if logger is not None:
-            logger.close()
+        run.close()
 
 
-def _rollout(policy: Any, env_factory: Callable[[], Any], curriculum: CurriculumState | None, store: TrainStore,
-             config: RolloutConfig, runtime: Any, files: RoundFiles, round_index: int, step: int,
-             emit: RoundEvent, timing: dict[str, float], params: Params) -> dict[str, Any]:
+class _RoundRun:
+    """The state of one round run: store, policy, trainer, files and the trained-step counter."""
+
+    def __init__(self, params: Params, round_index: int, curriculum: CurriculumState | None, root: Path,
+                 store_root: str | Path | None, progress: bool, on_event: RoundEvent | None) -> None:
+        self.params, self.round_index, self.curriculum = params, round_index, curriculum
+        self.root, self.store_root, self.progress = root, store_root, progress
+        self.emit: RoundEvent = on_event or (lambda name, info: None)
+        self.files = RoundFiles(root)
+        self.checkpoint_dir = root / "checkpoint"
+        self.store: TrainStore | None = None
+        self.logger: _WandbLogger | None = None
+        self.trained = 0
+        self.history: dict[str, Any] = {}
+
+    def open(self, checkpoint: str | None) -> None:
+        """Open the store, build the policy and trainer, check the plan, restore the checkpoint."""
+        from intraskill.agent.env import InProcessEnvironment
+        from intraskill.evaluate.runner import build_policy, runtime_config
+        from intraskill.train.checkpoint import load_checkpoint, recover_checkpoint
+        from intraskill.train.grpo import GRPOTrainer
+
+        params = self.params
+        self.store = store = open_train_store(params, self.store_root)
+        self.policy, identity = build_policy(params, checkpoint)
+        _require_trainable(self.policy)
+        plan = round_plan(params, self.round_index, identity, self.curriculum, store.identity)
+        fingerprint = write_round_plan(self.root, plan)
+        if self.curriculum is not None and not (self.root / "curriculum.json").exists():
+            save_curriculum(self.curriculum, self.root / "curriculum.json")
+        if params.round.wandb_offline:
+            self.logger = _WandbLogger(params, self.root, self.round_index, fingerprint)
+        self.runtime = runtime_config(params)
+        self.config = rollout_config(params)
+        self.env_factory = lambda: InProcessEnvironment(store.engine)
+        self.trainer = GRPOTrainer(self.policy.model, grpo_config(params, self.policy.pad_id))
+        if recover_checkpoint(self.checkpoint_dir) is not None:
+            state = load_checkpoint(self.checkpoint_dir, self.trainer)
+            self.trained, self.history = int(state["step"]), dict(state["history"])
+        self.policy.model.eval()
+        self.emit("round-start", {"root": str(self.root), "trained_steps": self.trained})
+
+    def val_before(self) -> None:
+        """The starting policy's bare val run (before any update; required to exist once training began)."""
+        if self.trained:
+            if not (self.root / "val-before" / "summary.json").exists():
+                raise RuntimeError(f"{self.root}: training started without a finished val-before run")
+            return
+        bare_val(self.params, self.policy, self.root / "val-before", self.store_root, self.progress)
+
+    def val_after(self) -> dict[str, Any]:
+        """The trained checkpoint's bare val run and the paired comparison with val-before."""
+        after = trained_policy(self.params, self.checkpoint_dir / "model")
+        bare_val(self.params, after, self.root / "val-after", self.store_root, self.progress)
+        return val_comparison(self.params, self.root)
+
+    def step(self, step: int) -> None:
+        """Run or resume one rollout step up to its ``step-done`` marker."""
+        from intraskill.train.checkpoint import save_checkpoint
+
+        step_dir = self.files.step_dir(step)
+        if (step_dir / STEP_DONE).exists():
+            return
+        self.emit("step-start", {"step": step})
+        timing = {"rollout_s": 0.0, "retry_s": 0.0, "train_s": 0.0, "io_s": 0.0}
+        if step <= self.trained:
+            rollout = json.loads((step_dir / "rollout.json").read_text(encoding="utf-8"))
+        else:
+            rollout = _rollout(self, step, timing)
+            start = time.perf_counter()
+            self.history[str(step)] = _train(self.trainer, rollout["_result"], self.policy)
+            timing["train_s"] = time.perf_counter() - start
+            start = time.perf_counter()
+            save_checkpoint(self.checkpoint_dir, self.trainer, self.policy.tokenizer, step, self.history)
+            timing["io_s"] += time.perf_counter() - start
+            self.trained = step
+            self.emit("trained", {"step": step})
+        record = {"round": self.round_index, "step": step, **rollout["metrics"],
+                  **train_step_metrics(self.history[str(step)], self.params.grpo.global_batch_size),
+                  **{f"time/{k}": v for k, v in timing.items()}}
+        start = time.perf_counter()
+        _append_metrics(self.root / "metrics.jsonl", record)
+        if self.logger is not None:
+            self.logger.log(record)
+        self.emit("metrics", {"step": step, "record": record})
+        _touch_marker(step_dir / STEP_DONE)
+        timing["io_s"] += time.perf_counter() - start
+        self.emit("step-done", {"step": step})
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+        if self.logger is not None:
+            self.logger.close()
+
+
+def _rollout(run: _RoundRun, step: int, timing: dict[str, float]) -> dict[str, Any]:
     """Run the step's rollout and write ``rollout.json``; returns it (plus the live result under ``_result``)."""
+    files = run.files
     previous = files.step_dir(step - 1) / "rollout.json"
     streak = json.loads(previous.read_text(encoding="utf-8"))["unscored_streak"] if previous.exists() else 0
-    result = run_rollout_step(policy, env_factory, curriculum, store.task_ids, config, runtime, files,
-                              round_index=round_index, step=step, unscored_streak=streak, on_event=emit)
+    result = run_rollout_step(run.policy, run.env_factory, run.curriculum, run.store.task_ids, run.config,
+                              run.runtime, files, round_index=run.round_index, step=step, unscored_streak=streak,
+                              on_event=run.emit)
     timing["rollout_s"], timing["retry_s"] = result.rollout_s, result.retry_s
     start = time.perf_counter()
     rollout = {
-        "round": round_index,
+        "round": run.round_index,
         "step": step,
         "admitted_groups": [g.group_index for g in result.admission.accepted],
         "decisions": [d.to_dict() for d in result.admission.decisions],
         "waves": result.waves,
         "unscored_streak": result.admission.unscored_streak,
         "generated_episodes": result.generated_episodes,
-        "metrics": rollout_step_metrics(result, curriculum, params.round.q),
+        "metrics": rollout_step_metrics(result, run.curriculum, run.params.round.q),
     }
     _write_json_atomic(files.step_dir(step) / "rollout.json", rollout)
     timing["io_s"] += time.perf_counter() - start
-    emit("admitted", {"step": step, "admitted": len(result.admission.accepted)})
+    run.emit("admitted", {"step": step, "admitted": len(result.admission.accepted)})
     return {**rollout, "_result": result}
 
 

@@ -3,15 +3,15 @@
 The hooks are plain functions that slime loads by dotted path (``slime.utils.misc.load_function``:
 ``module, _, name = path.rpartition("."); getattr(importlib.import_module(module), name)``):
 
-=============================================  ===============================================
-slime flag                                     hook
-=============================================  ===============================================
-``--custom-generate-function-path``            :func:`intraskill.integrations.slime.generate.generate`
-``--dynamic-sampling-filter-path``             :func:`intraskill.integrations.slime.filters.fully_scored_group_filter`
-``--custom-reward-post-process-path``          :func:`intraskill.integrations.slime.rewards.normalize_grpo_by_prompt_and_rollout`
-``--custom-rollout-log-function-path``         :func:`intraskill.integrations.slime.metrics.enrich_rollout_metrics`
-``--rollout-all-samples-process-path``         :func:`intraskill.integrations.slime.metrics.record_generated_rollout_groups`
-=============================================  ===============================================
+=======================================  ==========================================================
+slime flag                               hook (under ``intraskill.integrations.slime``)
+=======================================  ==========================================================
+``--custom-generate-function-path``      :func:`.generate.generate`
+``--dynamic-sampling-filter-path``       :func:`.filters.fully_scored_group_filter`
+``--custom-reward-post-process-path``    :func:`.rewards.normalize_grpo_by_prompt_and_rollout`
+``--custom-rollout-log-function-path``   :func:`.metrics.enrich_rollout_metrics`
+``--rollout-all-samples-process-path``   :func:`.metrics.record_generated_rollout_groups`
+=======================================  ==========================================================
 
 Run settings come from ``--custom-config-path`` (``intraskill_*`` keys, :mod:`.config`); the task
 file is written by :func:`intraskill.integrations.slime.data.write_slime_tasks`. slime itself is

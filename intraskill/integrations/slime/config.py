@@ -110,7 +110,8 @@ class SlimeRunConfig:
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise SlimeConfigError(f"{CONFIG_PREFIX}{name}: required (a non-empty string)")
         if not math.isfinite(self.environment_timeout) or self.environment_timeout <= 0:
-            raise SlimeConfigError(f"{CONFIG_PREFIX}environment_timeout: must be > 0, got {self.environment_timeout}")
+            raise SlimeConfigError(
+                f"{CONFIG_PREFIX}environment_timeout: must be > 0, got {self.environment_timeout}")
         for name in ("episode_concurrency", "max_steps", "max_consecutive_failed_groups"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -118,7 +119,8 @@ class SlimeRunConfig:
         choices = {"tool_parser": TOOL_PARSERS, "reasoning_parser": REASONING_PARSERS, "language": LANGUAGES}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
-                raise SlimeConfigError(f"{CONFIG_PREFIX}{name}: expected one of {allowed}, got {getattr(self, name)!r}")
+                raise SlimeConfigError(
+                    f"{CONFIG_PREFIX}{name}: expected one of {allowed}, got {getattr(self, name)!r}")
 
     @classmethod
     def from_args(cls, args: Any) -> SlimeRunConfig:
@@ -174,7 +176,8 @@ def check_train_only(args: Any, sampling_params: Mapping[str, Any], evaluation: 
                                "evaluate with `intraskill eval` against the served checkpoint")
     for name in ("partial_rollout", "group_rm"):
         if getattr(args, name, False):
-            raise SlimeConfigError(f"--{name.replace('_', '-')}: not supported by the intraskill generate hook")
+            flag = "--" + name.replace("_", "-")
+            raise SlimeConfigError(f"{flag}: not supported by the intraskill generate hook")
     top_p = float(sampling_params.get("top_p", 1.0))
     top_k = int(sampling_params.get("top_k", -1))
     if top_p != 1.0:

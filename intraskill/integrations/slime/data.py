@@ -30,8 +30,9 @@ def slime_task_records(splits: Splits, split: str = TRAIN_SPLIT) -> list[dict[st
     Examples
     --------
     >>> from intraskill.shop.splits import Splits
-    >>> slime_task_records(Splits({"train": (4, 9), "val": (), "test": ()}))[1]
-    {'prompt': '9', 'metadata': {'schema_version': 'intraskill-slime-tasks-v1', 'task_id': 9, 'split': 'train'}}
+    >>> record = slime_task_records(Splits({"train": (4, 9), "val": (), "test": ()}))[1]
+    >>> record["prompt"], record["metadata"]["task_id"], record["metadata"]["split"]
+    ('9', 9, 'train')
     """
     return [
         {"prompt": str(task_id),

@@ -98,7 +98,7 @@ class SGLangTurn:
 async def sglang_generate(
     http: httpx.AsyncClient, url: str, input_ids: list[int], sampling_params: Mapping[str, Any]
 ) -> SGLangTurn:
-    """POST one ``/generate`` request and read ``meta_info`` (``output_token_logprobs``, ``finish_reason``)."""
+    """POST one ``/generate`` request; read ``meta_info.output_token_logprobs`` and ``finish_reason``."""
     body = {"input_ids": input_ids, "sampling_params": dict(sampling_params), "return_logprob": True}
     response = await http.post(url, json=body)
     response.raise_for_status()
@@ -201,7 +201,7 @@ def _pretrained_tokenizer(path: str) -> Any:
 
 
 def load_tokenizer(args: Any) -> Any:
-    """slime's rollout tokenizer (``GenerateState(args).tokenizer``), else ``AutoTokenizer(args.hf_checkpoint)``."""
+    """slime's rollout tokenizer (``GenerateState(args).tokenizer``); without slime, ``--hf-checkpoint``'s."""
     try:
         from slime.rollout.sglang_rollout import GenerateState
     except ImportError:
@@ -239,8 +239,8 @@ class _Loop:
                  env: AsyncShopClient, http: httpx.AsyncClient, sampling_params: Mapping[str, Any]) -> None:
         self.spec, self.settings, self.codec, self.env, self.http = spec, settings, codec, env, http
         self.sampling_params = dict(sampling_params)
-        self.trace = EpisodeTrace(spec.episode_id, spec.task_id, spec.sample_index, EpisodeStatus.FAILED.value,
-                                  provenance=_provenance(spec, settings))
+        self.trace = EpisodeTrace(spec.episode_id, spec.task_id, spec.sample_index,
+                                  EpisodeStatus.FAILED.value, provenance=_provenance(spec, settings))
         self.messages: list[dict[str, Any]] = []
         self.tools: list[dict[str, Any]] = []
         self.stream: TokenStream | None = None
@@ -301,7 +301,8 @@ class _Loop:
             state = payload.get("observation_state") or {}
             last = state.get("last_action") or {}
             record.action_feedback = payload.get("action_feedback")
-            record.action_valid = last.get("valid") if "valid" in last else payload.get("message") != "Invalid action"
+            invalid = payload.get("message") == "Invalid action"
+            record.action_valid = last.get("valid") if "valid" in last else not invalid
             record.page_type = state.get("page_type")
             record.observation = payload.get("observation")
             if payload.get("done"):
@@ -340,7 +341,8 @@ async def run_episode(spec: EpisodeSpec, settings: EpisodeSettings, codec: Token
     """
     started = time.monotonic()
     env = AsyncShopClient(settings.store_url, settings.store_timeout, settings.store_trust_env)
-    timeout = httpx.Timeout(connect=settings.store_timeout, read=None, write=settings.store_timeout, pool=None)
+    seconds = settings.store_timeout
+    timeout = httpx.Timeout(connect=seconds, read=None, write=seconds, pool=None)
     aborted = False
     async with httpx.AsyncClient(timeout=timeout, trust_env=False) as http:
         loop = _Loop(spec, settings, codec, env, http, sampling_params)

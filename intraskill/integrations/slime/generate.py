@@ -200,7 +200,8 @@ async def _full_skill_retry(state: RunState, config: SlimeRunConfig, open_group:
         result = await run_episode(spec, settings, codec, sampling_params)
     path = write_trace(config.output_dir, group.group_index, RETRY_TRACE_NAME, result.trace)
     relative = str(path.relative_to(config.output_dir))
-    return RetryOutcome(relative, spec.episode_id, result.trace.reward if result.scored else None), result.trace
+    reward = result.trace.reward if result.scored else None
+    return RetryOutcome(relative, spec.episode_id, reward), result.trace
 
 
 async def finalize_group(state: RunState, config: SlimeRunConfig, group_index: int, settings: EpisodeSettings,
@@ -212,8 +213,8 @@ async def finalize_group(state: RunState, config: SlimeRunConfig, group_index: i
     if needs_full_skill_retry(finished, config.full_skill_retry):
         retry, retry_trace = await _full_skill_retry(state, config, open_group, finished, settings, codec,
                                                      sampling_params)
-    record = triage_group(finished, curriculum_identity(open_group.curriculum), open_group.assignment.to_dict(),
-                          retry, config.full_skill_retry)
+    record = triage_group(finished, curriculum_identity(open_group.curriculum),
+                          open_group.assignment.to_dict(), retry, config.full_skill_retry)
     group_dir = config.output_dir / f"group-{group_index:09d}"
     (group_dir / "triage.json").write_text(json.dumps(record.to_dict(), ensure_ascii=False, indent=1) + "\n",
                                            encoding="utf-8")
@@ -238,8 +239,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     config = SlimeRunConfig.from_args(args)
     task_id, split = task_from_metadata(sample.metadata)
     if split != TRAIN_SPLIT:
-        raise SlimeConfigError(f"sample.metadata.split: the generate hook trains on {TRAIN_SPLIT!r} tasks only, "
-                               f"got {split!r}")
+        raise SlimeConfigError(f"sample.metadata.split: the generate hook trains on {TRAIN_SPLIT!r} tasks "
+                               f"only, got {split!r}")
     if sample.group_index is None or sample.index is None:
         raise SlimeConfigError("sample.group_index / sample.index: slime must set both")
     curriculum = load_checked_curriculum(config.curriculum_path, config.skillbank_path)
@@ -253,12 +254,14 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             raise CurriculumError(f"group {sample.group_index}: sample {sample.index} has task {task_id}, "
                                   f"its siblings task {group.task_id}")
     episode_id = training_episode_id(sample.group_index, sample.index)
-    spec = EpisodeSpec(episode_id, task_id, sample.index, assignment, tuple(curriculum.skills(assignment.skill_ids)))
+    skills = tuple(curriculum.skills(assignment.skill_ids))
+    spec = EpisodeSpec(episode_id, task_id, sample.index, assignment, skills)
     settings = _episode_settings(args, config, sampling_params)
     codec = TokenCodec(load_tokenizer(args), config.reasoning_parser)
     async with semaphore:
         result = await run_episode(spec, settings, codec, sampling_params)
-    trace_path = write_trace(config.output_dir, sample.group_index, f"rollout-{sample.index}.json", result.trace)
+    name = f"rollout-{sample.index}.json"
+    trace_path = write_trace(config.output_dir, sample.group_index, name, result.trace)
     fill_sample(sample, result, codec, assignment, trace_path)
     outcome = RolloutOutcome(str(sample.index), sample.index, episode_id, sample.metadata[META_REWARD])
     async with lock:

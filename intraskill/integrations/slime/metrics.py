@@ -26,10 +26,22 @@ from typing import Any
 
 from intraskill.integrations.slime.config import SlimeRunConfig, load_checked_curriculum
 from intraskill.integrations.slime.filters import decide_group
-from intraskill.integrations.slime.rewards import META_ASSIGNMENT, META_GROUP_TRIAGE, finished_group, iter_samples
+from intraskill.integrations.slime.rewards import (
+    META_ASSIGNMENT,
+    META_GROUP_TRIAGE,
+    finished_group,
+    iter_samples,
+)
 from intraskill.jsonl import JsonlWriter
 from intraskill.skills.curriculum import GroupAssignment
-from intraskill.train.admission import AdmissionResult, Decision, FinishedGroup, GroupDecision, RolloutOutcome, admission_metrics
+from intraskill.train.admission import (
+    AdmissionResult,
+    Decision,
+    FinishedGroup,
+    GroupDecision,
+    RolloutOutcome,
+    admission_metrics,
+)
 from intraskill.train.metrics import ROLLOUT_PREFIX, treatment_metrics
 from intraskill.train.triage import RetryOutcome, TriageClass, TriageRecord, frontier_metrics
 
@@ -66,9 +78,10 @@ def summarize_group(samples: Sequence[Any]) -> GeneratedGroup:
     """One group's rollouts (unique by rollout ID), its treatment and the leader's triage, if any."""
     flat = list(iter_samples(samples))
     metadata = [sample.metadata or {} for sample in flat]
-    assignment = next((GroupAssignment.from_dict(m[META_ASSIGNMENT]) for m in metadata if m.get(META_ASSIGNMENT)),
-                      None)
-    triage = next((triage_from_dict(m[META_GROUP_TRIAGE]) for m in metadata if m.get(META_GROUP_TRIAGE)), None)
+    assignments = [GroupAssignment.from_dict(m[META_ASSIGNMENT]) for m in metadata if m.get(META_ASSIGNMENT)]
+    triages = [triage_from_dict(m[META_GROUP_TRIAGE]) for m in metadata if m.get(META_GROUP_TRIAGE)]
+    assignment = assignments[0] if assignments else None
+    triage = triages[0] if triages else None
     return GeneratedGroup(finished_group(flat), assignment, triage)
 
 
@@ -126,8 +139,8 @@ def step_metrics(generated: Sequence[GeneratedGroup], admitted: Sequence[Generat
     return {ROLLOUT_PREFIX + key: value for key, value in values.items() if value is not None}
 
 
-def enrich_rollout_metrics(rollout_id: int, args: Any, samples: list[Any], rollout_extra_metrics: dict[str, Any] | None,
-                           rollout_time: float) -> bool:
+def enrich_rollout_metrics(rollout_id: int, args: Any, samples: list[Any],
+                           rollout_extra_metrics: dict[str, Any] | None, rollout_time: float) -> bool:
     """``--custom-rollout-log-function-path`` hook: add the step's metrics; ``False`` keeps slime's logging.
 
     Uses the groups recorded by :func:`record_generated_rollout_groups` this step (the admitted

@@ -72,8 +72,8 @@ def finished_group(samples: Sequence[Any]) -> FinishedGroup:
     rollouts: dict[Any, RolloutOutcome] = {}
     for sample in flat:
         key = rollout_key(sample)
-        outcome = RolloutOutcome(str(key), sample.index,
-                                 (sample.metadata or {}).get(META_EPISODE_ID, str(key)), scored_reward(sample))
+        episode_id = (sample.metadata or {}).get(META_EPISODE_ID, str(key))
+        outcome = RolloutOutcome(str(key), sample.index, episode_id, scored_reward(sample))
         if key in rollouts and rollouts[key].reward != outcome.reward:
             raise ValueError(f"segments of rollout {key!r} in group {groups.pop()} disagree on their reward")
         rollouts.setdefault(key, outcome)

@@ -1,0 +1,68 @@
+"""``intraskill warmstart``: the organism's behaviour-cloning warm start (heavy imports inside)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+
+def warmstart_command(
+    params: Path = typer.Option(..., "--params", help="Parameter file with a warmstart: section."),
+    out: Path = typer.Option(None, "--out", help="Output directory (default: warmstart.out_dir)."),
+    ship: Path = typer.Option(None, "--ship", help="Also copy checkpoint, manifest and ground truth here."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+) -> None:
+    """Collect S0-gated expert demos, behaviour-clone the organism, evaluate it and write the
+    checkpoint, manifest.json and ground_truth.json; prints a JSON summary."""
+    from intraskill.params import ParamsError, load_params
+    from intraskill.train.warmstart import run_warmstart, ship_warmstart
+
+    try:
+        loaded = load_params(params)
+    except ParamsError as error:
+        raise typer.BadParameter(str(error), param_hint="--params") from None
+    manifest = run_warmstart(loaded, out, progress=progress)
+    if ship is not None:
+        ship_warmstart(out or loaded.warmstart.out_dir, ship)
+    summary = {"out_dir": str(out or loaded.warmstart.out_dir), "checkpoint_sha256": manifest["checkpoint_sha256"],
+               "timings": manifest["timings"], "final_loss": manifest["bc"]["losses"][-1][1],
+               "bare": manifest["metrics"]["bare"], "s0": manifest["metrics"]["s0"]}
+    typer.echo(json.dumps(summary))
+
+
+def round_command(
+    params: Path = typer.Option(
+        Path("params/organism.yaml"), "--params", help="Parameter file with grpo: and round: sections."
+    ),
+    round_index: int = typer.Option(0, "--round", min=0, help="Round number (0 = the first round)."),
+    out: Path = typer.Option(None, "--out", help="Round directory (default <run_root>/<experiment>/round-NNN)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+) -> None:
+    """Run (or resume) a training round: builds missing prerequisites (store, warm start, S0 curriculum),
+    runs the rollout steps with GRPO updates and checkpoints, then the before/after bare val check.
+    Prints the round directory, checkpoint, last step's metrics and the val comparison as one JSON object."""
+    from intraskill.params import ParamsError, load_params
+    from intraskill.train.prepare import prepare_round, round_inputs_summary
+    from intraskill.train.round import RoundPlanMismatchError, resolve_project_path, run_round
+
+    try:
+        loaded = load_params(params if params.exists() else resolve_project_path(params))
+    except ParamsError as error:
+        raise typer.BadParameter(str(error), param_hint="--params") from None
+    inputs = prepare_round(loaded, round_index, out, progress=progress)
+    try:
+        result = run_round(loaded, round_index, curriculum=inputs.curriculum, initial_checkpoint=inputs.checkpoint,
+                           out_dir=out, progress=progress)
+    except RoundPlanMismatchError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from error
+    val = None
+    if result.comparison is not None:
+        success = result.comparison["paired"]["metrics"]["r_success"]
+        val = {"before": success["a_mean"], "after": success["b_mean"], "difference": success["mean_difference"],
+               "ci95": success["confidence_interval"], "pairs": success["pairs"]}
+    typer.echo(json.dumps({"round_dir": str(result.root), "checkpoint": str(result.model_dir),
+                           "inputs": round_inputs_summary(inputs), "steps": len(result.metrics),
+                           "last_step": result.metrics[-1] if result.metrics else None, "val_success": val}))

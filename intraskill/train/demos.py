@@ -1,0 +1,303 @@
+"""Skill-conditioned expert demonstrations for the organism's behaviour-cloning warm start.
+
+The scripted expert (:class:`~intraskill.policy.expert.ExpertPolicy`) plays train tasks through the
+agent runtime under random chunk masks of the S₀ bank, so every demonstration is the exact
+conversation the organism will see (system prompt, persona, skill block, pages, per-turn tools).
+Each competence runs with probability ``p_with`` when its chunk is in context and ``p_without``
+otherwise (:class:`S0Gate`); the harmful chunk's habit (``hasty_buy``: open the first result and
+buy it without checking) switches the checking competences off with its own pair of probabilities.
+
+A demonstration is stored as its token-stream *segments*: ``(prompt_text, completion_text)`` per
+turn, rendered exactly as :class:`~intraskill.policy.hf.HFPolicy` renders a growing conversation
+(the first turn's full prompt; later turns ``"\\n"`` after the previous ``<|im_end|>`` plus the new
+messages). :func:`tokenize_demonstration` turns them into ``input_ids`` and a loss mask that is 1
+exactly on the assistant-generated tokens, the closing ``<|im_end|>`` included.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from intraskill.hashing import unit_draw
+from intraskill.jsonl import JsonlWriter, read_jsonl
+from intraskill.policy.base import ChatRequest, Generation, Policy, SessionTokens
+from intraskill.policy.chat_format import IM_END, render_messages
+from intraskill.policy.expert import SkillConditionedGate
+from intraskill.shop.expert import Competences
+from intraskill.skills.bank import Skill, SkillBank
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from intraskill.agent.env import Environment
+    from intraskill.agent.runtime import EpisodeJob
+
+HASTY_BUY = "hasty_buy"
+"""The harmful habit: open the first result and buy it at once (no candidate or budget check)."""
+HABIT_SUPPRESSES = {HASTY_BUY: ("inspect_candidates", "check_budget")}
+"""Competences a habit switches off when it fires."""
+ROLES = ("helpful", "neutral", "harmful")
+DEMO_SCHEMA_VERSION = "intraskill-demo-v1"
+
+
+class S0Error(ValueError):
+    """The S₀ bank or its probabilities are inconsistent; the message names the chunk or field."""
+
+
+@dataclass(frozen=True)
+class ChunkRole:
+    """What one S₀ chunk is tied to: ``role`` and its ``competence`` (helpful) or ``habit`` (harmful)."""
+
+    skill_id: str
+    role: str
+    target: str | None
+
+
+def chunk_roles(bank: SkillBank) -> list[ChunkRole]:
+    """The role of every enabled chunk, validated (metadata ``role``, ``competence`` / ``habit``).
+
+    Raises :class:`S0Error` for an unknown role or competence, a competence named twice, or a bank
+    without a neutral and a harmful chunk.
+    """
+    roles: list[ChunkRole] = []
+    seen: set[str] = set()
+    for skill in bank.enabled_skills():
+        role = skill.metadata.get("role")
+        if role not in ROLES:
+            raise S0Error(f"skills[{skill.skill_id!r}].metadata.role: expected one of {ROLES}, got {role!r}")
+        target = {"helpful": skill.metadata.get("competence"), "harmful": skill.metadata.get("habit"),
+                  "neutral": None}[role]
+        allowed = Competences.names() if role == "helpful" else tuple(HABIT_SUPPRESSES)
+        if role != "neutral" and target not in allowed:
+            key = "competence" if role == "helpful" else "habit"
+            raise S0Error(f"skills[{skill.skill_id!r}].metadata.{key}: expected one of {allowed}, got {target!r}")
+        if target is not None and target in seen:
+            raise S0Error(f"skills[{skill.skill_id!r}]: {target!r} is already tied to another chunk")
+        seen.add(target or "")
+        roles.append(ChunkRole(skill.skill_id, role, target))
+    present = {r.role for r in roles}
+    for needed in ("neutral", "harmful"):
+        if needed not in present:
+            raise S0Error(f"skills: S₀ needs at least one {needed} chunk")
+    return roles
+
+
+@dataclass(frozen=True)
+class S0Gate:
+    """The skill-conditioned competence gate of S₀ (a :class:`~intraskill.policy.expert.CompetenceGate`).
+
+    A helpful chunk's competence runs with ``p_with`` / ``p_without`` (through
+    :class:`~intraskill.policy.expert.SkillConditionedGate`); then each habit whose suppressed
+    competences include it fires with its own ``p_with`` / ``p_without`` and switches it off.
+    Competences tied to no chunk always run.
+    """
+
+    base: SkillConditionedGate
+    habit_skill: Mapping[str, str]
+    habit_p_with: Mapping[str, float]
+    habit_p_without: Mapping[str, float]
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {**self.base.identity, "kind": "s0_skill_conditioned",
+                "habit_skill": dict(sorted(self.habit_skill.items())),
+                "habit_p_with": dict(sorted(self.habit_p_with.items())),
+                "habit_p_without": dict(sorted(self.habit_p_without.items()))}
+
+    def __call__(self, competence: str, skill_ids: tuple[str, ...], rng: random.Random) -> bool:
+        used = self.base(competence, skill_ids, rng)
+        for habit, skill in self.habit_skill.items():
+            if competence in HABIT_SUPPRESSES[habit]:
+                probability = self.habit_p_with[habit] if skill in skill_ids else self.habit_p_without[habit]
+                used = (rng.random() >= probability) and used
+        return used
+
+
+def s0_gate(bank: SkillBank, p_with: Mapping[str, float], p_without: Mapping[str, float]) -> S0Gate:
+    """The :class:`S0Gate` of ``bank``; every tied competence / habit needs both probabilities."""
+    roles = chunk_roles(bank)
+    targets = {r.target for r in roles if r.target is not None}
+    for label, mapping in (("p_with", p_with), ("p_without", p_without)):
+        missing = sorted(targets - set(mapping))
+        extra = sorted(set(mapping) - targets)
+        if missing or extra:
+            raise S0Error(f"warmstart.{label}: missing {missing} / not tied to any chunk {extra}")
+    helpful = {r.target: r.skill_id for r in roles if r.role == "helpful"}
+    habits = {r.target: r.skill_id for r in roles if r.role == "harmful"}
+    base = SkillConditionedGate(helpful, {c: p_with[c] for c in helpful}, {c: p_without[c] for c in helpful})
+    return S0Gate(base, habits, {h: p_with[h] for h in habits}, {h: p_without[h] for h in habits})
+
+
+def chunk_mask(skills: Sequence[Skill], probability: float, key: str) -> tuple[Skill, ...]:
+    """The chunks of one episode: each kept independently when ``unit_draw(f"{key}:{skill_id}") < p``."""
+    return tuple(s for s in skills if unit_draw(f"{key}:{s.skill_id}") < probability)
+
+
+@dataclass
+class Demonstration:
+    """One expert episode as exact token-stream segments ``[(prompt_text, completion_text), …]``."""
+
+    episode_id: str
+    task_id: int
+    skill_ids: list[str]
+    segments: list[tuple[str, str]]
+    reward: dict[str, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema_version": DEMO_SCHEMA_VERSION, "episode_id": self.episode_id, "task_id": self.task_id,
+                "skill_ids": self.skill_ids, "segments": [list(s) for s in self.segments], "reward": self.reward}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Demonstration":
+        if data.get("schema_version") != DEMO_SCHEMA_VERSION:
+            raise ValueError(f"demonstration.schema_version: expected {DEMO_SCHEMA_VERSION!r}, "
+                             f"got {data.get('schema_version')!r}")
+        return cls(str(data["episode_id"]), int(data["task_id"]), list(data["skill_ids"]),
+                   [(str(p), str(c)) for p, c in data["segments"]], data.get("reward"))
+
+    @property
+    def text(self) -> str:
+        """The whole conversation as the model's stream renders it (``<|im_end|>`` after each reply)."""
+        return "".join(prompt + completion + IM_END for prompt, completion in self.segments)
+
+
+@dataclass
+class _Recording:
+    turns: list[tuple[list[dict[str, Any]], list[dict[str, Any]], str]] = field(default_factory=list)
+
+
+class RecordingPolicy:
+    """Wraps a policy and records each session's turns as :class:`Demonstration` segments.
+
+    The segments follow :class:`~intraskill.policy.hf.HFPolicy`'s incremental rendering: turn 0 is
+    ``render_messages(messages, tools)``; turn ``t`` is ``"\\n"`` (closing the previous
+    ``<|im_end|>``) plus ``render_messages(messages, tools, start=len(previous messages) + 1)``.
+    """
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner = inner
+        self.finished: dict[str, list[tuple[str, str]]] = {}
+        self._live: dict[str, _Recording] = {}
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return dict(self.inner.identity)
+
+    def generate(self, requests: list[ChatRequest]) -> list[Generation]:
+        generations = self.inner.generate(requests)
+        for request, generation in zip(requests, generations):
+            if generation.finish_reason != "stop":
+                raise ValueError(f"session {request.session_id}: a demonstration turn must end with a stop")
+            record = self._live.setdefault(request.session_id, _Recording())
+            record.turns.append((list(request.messages), request.tools, generation.text))
+        return generations
+
+    def end_session(self, session_id: str) -> SessionTokens | None:
+        record = self._live.pop(session_id, None)
+        if record is not None:
+            self.finished[session_id] = conversation_segments(record.turns)
+        return self.inner.end_session(session_id)
+
+
+def conversation_segments(
+    turns: Sequence[tuple[list[dict[str, Any]], list[dict[str, Any]], str]],
+) -> list[tuple[str, str]]:
+    """``(prompt_text, completion_text)`` per turn from ``(messages, tools, reply_text)`` triples."""
+    segments: list[tuple[str, str]] = []
+    previous = 0
+    for index, (messages, tools, text) in enumerate(turns):
+        if index == 0:
+            prompt = render_messages(messages, tools)
+        else:
+            prompt = "\n" + render_messages(messages, tools, start=previous + 1)
+        segments.append((prompt, text))
+        previous = len(messages)
+    return segments
+
+
+def tokenize_demonstration(
+    segments: Sequence[tuple[str, str]], tokenizer: PreTrainedTokenizerBase
+) -> tuple[list[int], list[int]]:
+    """``(input_ids, loss_mask)``: prompts masked 0, each completion and its ``<|im_end|>`` masked 1."""
+    im_end = tokenizer.convert_tokens_to_ids(IM_END)
+    input_ids: list[int] = []
+    mask: list[int] = []
+    for prompt, completion in segments:
+        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        reply_ids = tokenizer(completion, add_special_tokens=False)["input_ids"] + [im_end]
+        input_ids += prompt_ids + reply_ids
+        mask += [0] * len(prompt_ids) + [1] * len(reply_ids)
+    return input_ids, mask
+
+
+def demo_jobs(task_ids: Sequence[int], count: int, skills: Sequence[Skill], mask_probability: float,
+              seed: int) -> list[EpisodeJob]:
+    """``count`` episode jobs over ``task_ids`` (cycled; the cycle index is the sample id), each with
+    its own random chunk mask."""
+    from intraskill.agent.runtime import EpisodeJob
+
+    if not task_ids:
+        raise ValueError("demo_jobs: no tasks")
+    jobs = []
+    for index in range(count):
+        task, sample = task_ids[index % len(task_ids)], index // len(task_ids)
+        chosen = chunk_mask(skills, mask_probability, f"{seed}:demo-mask:{task}:{sample}")
+        jobs.append(EpisodeJob.create(task, sample, seed, chosen))
+    return jobs
+
+
+def collect_demonstrations(
+    env_factory: Callable[[], Environment],
+    jobs: Sequence[EpisodeJob],
+    gate: S0Gate,
+    *,
+    seed: int,
+    max_turns: int,
+    max_actions: int,
+    language: str = "en",
+    batch_size: int = 256,
+    progress: bool = True,
+) -> list[Demonstration]:
+    """Play ``jobs`` with the gated scripted expert through the lockstep runtime; one demonstration each.
+
+    Failed (unscored) episodes are dropped; the returned list keeps job order.
+    """
+    from tqdm.auto import tqdm
+
+    from intraskill.agent.runtime import RuntimeConfig, run_episodes
+    from intraskill.policy.expert import ExpertPolicy
+
+    config = RuntimeConfig(max_turns=max_turns, max_tokens_per_turn=4096, temperature=0.0, language=language)
+    policy = RecordingPolicy(ExpertPolicy(Competences(), seed=seed, language=language, gate=gate,
+                                          max_actions=max_actions))
+    demos: list[Demonstration] = []
+    bar = tqdm(total=len(jobs), desc="expert demos", disable=not progress)
+    for start in range(0, len(jobs), batch_size):
+        batch = list(jobs[start:start + batch_size])
+        for job, result in zip(batch, run_episodes(policy, env_factory, batch, config, progress=False)):
+            segments = policy.finished.pop(job.episode_id, None)
+            if result.scored and segments:
+                demos.append(Demonstration(job.episode_id, job.task_id, [s.skill_id for s in job.skills],
+                                           segments, result.reward))
+        bar.update(len(batch))
+    bar.close()
+    return demos
+
+
+def write_demonstrations(demos: Sequence[Demonstration], path: str | Path) -> None:
+    """Write demonstrations as JSONL (one fsynced line each); an existing file is replaced."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    with JsonlWriter(path) as writer:
+        for demo in demos:
+            writer.append(demo.to_dict())
+
+
+def read_demonstrations(path: str | Path) -> list[Demonstration]:
+    """Read a demonstrations JSONL file."""
+    return [Demonstration.from_dict(record) for record in read_jsonl(path)]

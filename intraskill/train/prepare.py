@@ -1,0 +1,151 @@
+"""Prerequisites of a training round, built (or reused) through cached calls.
+
+For the organism experiment a round needs the store (:func:`intraskill.shop.build.build_store`,
+cached by its manifest), the warm-start checkpoint with its tokenizer and per-chunk ground truth
+(:mod:`intraskill.train.warmstart`; reused from the shipped ``params/organism_warmstart/`` or
+``warmstart.out_dir`` when their manifest matches the parameters), and the round's curriculum
+built from S₀ with each chunk's contribution α_j: its ``metadata.estimated_effect`` when present,
+else the warm start's measured effect (chunk alone − bare). Only chunks with α_j > 0 enter the
+curriculum (``intraskill-method.md`` §2.2: the gate admits positive chunks only).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from intraskill.params import Params
+from intraskill.paths import project_root
+from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
+from intraskill.skills.curriculum import CurriculumState
+
+LOGGER = logging.getLogger(__name__)
+
+SHIPPED_WARMSTART = "params/organism_warmstart"
+"""Where ``make warmstart`` ships the organism's warm start (checkpoint, manifest, ground truth)."""
+
+
+@dataclass(frozen=True)
+class RoundInputs:
+    """What :func:`prepare_round` resolved: the starting checkpoint, the bank with α and the curriculum."""
+
+    checkpoint: str | None
+    skillbank: Path | None
+    curriculum: CurriculumState | None
+    warmstart_dir: Path | None
+
+
+def _project_path(path: str | Path) -> Path:
+    from intraskill.train.round import resolve_project_path
+
+    return resolve_project_path(path)
+
+
+def warmstart_matches(directory: Path, params: Params) -> bool:
+    """A finished warm start in ``directory`` whose manifest records this store, model shape and warm start."""
+    manifest_path = directory / "manifest.json"
+    if not manifest_path.is_file() or not (directory / "ground_truth.json").is_file():
+        return False
+    if not (directory / "checkpoint" / "config.json").is_file():
+        return False
+    recorded = json.loads(manifest_path.read_text(encoding="utf-8")).get("params", {})
+    expected = {"store": params.store.model_dump(mode="json"),
+                "organism": params.model.organism.model_dump(mode="json"),
+                "warmstart": params.warmstart.model_dump(mode="json")}
+    found = {"store": recorded.get("store"), "organism": (recorded.get("model") or {}).get("organism"),
+             "warmstart": recorded.get("warmstart")}
+    return json.loads(json.dumps(found)) == expected
+
+
+def ensure_warmstart(params: Params, progress: bool = True) -> Path:
+    """The warm-start directory of ``params``: the shipped one, ``warmstart.out_dir``, or a fresh run."""
+    from intraskill.train.warmstart import run_warmstart
+
+    for directory in (_project_path(SHIPPED_WARMSTART), _project_path(params.warmstart.out_dir)):
+        if warmstart_matches(directory, params):
+            return directory
+    out = _project_path(params.warmstart.out_dir)
+    LOGGER.info("no matching warm start found; running it into %s", out)
+    run_warmstart(params, out, progress=progress)
+    return out
+
+
+def bank_with_effects(bank: SkillBank, effects: Mapping[str, float]) -> SkillBank:
+    """``bank`` restricted to chunks with α > 0, each with ``metadata.estimated_effect`` = α.
+
+    A chunk keeps its own ``estimated_effect`` when it has one; otherwise ``effects[skill_id]``
+    (e.g. the warm start's ground truth) is used. Chunks with α ≤ 0 or no α are dropped.
+    """
+    kept = []
+    for skill in bank.enabled_skills():
+        alpha = skill.estimated_effect
+        source = "metadata"
+        if alpha is None and skill.skill_id in effects:
+            alpha, source = float(effects[skill.skill_id]), "ground_truth"
+        if alpha is None or not math.isfinite(alpha) or alpha <= 0:
+            LOGGER.info("chunk %s left out of the curriculum (alpha %s)", skill.skill_id, alpha)
+            continue
+        metadata = {**skill.metadata, "estimated_effect": alpha, "effect_source": source}
+        kept.append(replace(skill, metadata=metadata))
+    return SkillBank(f"{bank.bank_version}+effects", tuple(kept),
+                     {**bank.metadata, "source_bank_sha256": bank.sha256})
+
+
+def ground_truth_effects(warmstart_dir: Path) -> dict[str, float]:
+    """``skill_id → effect`` from a warm start's ``ground_truth.json``."""
+    truth = json.loads((warmstart_dir / "ground_truth.json").read_text(encoding="utf-8"))
+    return {skill_id: float(chunk["effect"]) for skill_id, chunk in truth.get("chunks", {}).items()}
+
+
+def prepare_round(params: Params, round_index: int = 0, out_dir: str | Path | None = None,
+                  progress: bool = True) -> RoundInputs:
+    """Resolve the round's starting checkpoint and curriculum, building what is missing.
+
+    * checkpoint: ``model.checkpoint`` if set; for the organism the warm start
+      (:func:`ensure_warmstart`); otherwise none (the spec's own weights);
+    * skill bank: ``round.skillbank`` (for the organism default ``warmstart.skills``, i.e. S₀), with α
+      from metadata or the warm start's ground truth; written to ``<round dir>/skillbank.json``;
+    * curriculum: :func:`~intraskill.train.round.round_curriculum` of that bank (``None`` without chunks).
+    """
+    from intraskill.train.round import default_round_dir, round_curriculum
+
+    checkpoint = params.model.checkpoint
+    warmstart_dir = None
+    if checkpoint is None and params.model.spec == "organism":
+        warmstart_dir = ensure_warmstart(params, progress)
+        checkpoint = str(warmstart_dir / "checkpoint")
+    source = params.round.skillbank
+    if source is None and params.model.spec == "organism":
+        source = params.warmstart.skills
+    if source is None:
+        return RoundInputs(checkpoint, None, None, warmstart_dir)
+    effects = ground_truth_effects(warmstart_dir) if warmstart_dir is not None else {}
+    bank = bank_with_effects(load_skillbank(_project_path(source)), effects)
+    if not bank.skills:
+        LOGGER.warning("no chunk of %s has a positive contribution: the round runs without skills", source)
+        return RoundInputs(checkpoint, None, None, warmstart_dir)
+    root = Path(out_dir) if out_dir is not None else default_round_dir(params, round_index)
+    path = save_skillbank(bank, root / "skillbank.json")
+    try:
+        recorded: Path = path.resolve().relative_to(project_root())
+    except ValueError:
+        recorded = path
+    return RoundInputs(checkpoint, path, round_curriculum(params, round_index, recorded), warmstart_dir)
+
+
+def round_inputs_summary(inputs: RoundInputs) -> dict[str, Any]:
+    """A JSON-ready summary of :class:`RoundInputs` (for the CLI and the notebook)."""
+    curriculum = inputs.curriculum
+    return {
+        "checkpoint": inputs.checkpoint,
+        "warmstart_dir": str(inputs.warmstart_dir) if inputs.warmstart_dir else None,
+        "skillbank": str(inputs.skillbank) if inputs.skillbank else None,
+        "curriculum_state_id": curriculum.state_id if curriculum else None,
+        "chunks": {c.skill_id: {"alpha": c.contribution, "rho": c.inclusion_probability}
+                   for c in (curriculum.chunks if curriculum else ())},
+    }

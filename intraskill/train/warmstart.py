@@ -1,0 +1,415 @@
+"""The organism's warm start: behaviour cloning from skill-conditioned expert demonstrations.
+
+Pipeline (:func:`run_warmstart`, ``intraskill warmstart --params P``):
+
+1. build (or reuse) the store; play ``warmstart.demos`` train tasks with the S₀-gated expert under
+   random chunk masks (:mod:`intraskill.train.demos`);
+2. train a byte-level BPE tokenizer (single-digit tokens) on demonstration text plus the protocol
+   corpus, and a random-init organism of ``model.organism``'s shape;
+3. behaviour cloning: cross-entropy on assistant tokens only (:func:`bc_loss`), AdamW with linear
+   warm-up and cosine decay, whole episodes packed into token-budget micro-batches, seeded;
+4. save ``checkpoint/`` (``save_pretrained`` in bfloat16 + tokenizer), then evaluate the *saved*
+   checkpoint with the lockstep :class:`~intraskill.policy.hf.HFPolicy` on val: bare, with S₀, and
+   each chunk alone (paired with bare by task and episode seed) → ``ground_truth.json``;
+5. ``manifest.json``: parameters, seeds, data and weight hashes, steps, losses, timings, metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from intraskill.hashing import seed32, sha256_file
+from intraskill.params import Params
+from intraskill.skills.bank import Skill, SkillBank, load_skillbank
+from intraskill.train.demos import (
+    Demonstration,
+    chunk_roles,
+    collect_demonstrations,
+    demo_jobs,
+    s0_gate,
+    tokenize_demonstration,
+    write_demonstrations,
+)
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from intraskill.agent.runtime import EpisodeResult
+
+MANIFEST_SCHEMA_VERSION = "intraskill-warmstart-v1"
+GROUND_TRUTH_SCHEMA_VERSION = "intraskill-ground-truth-v1"
+CHECKPOINT_DIR = "checkpoint"
+CHECKPOINT_DTYPE = "bfloat16"
+LOSS_LOG_EVERY = 10
+
+
+@dataclass(frozen=True)
+class BCExample:
+    """One tokenized demonstration: ``input_ids`` and the assistant-token ``loss_mask``."""
+
+    input_ids: list[int]
+    loss_mask: list[int]
+
+    def __post_init__(self) -> None:
+        if len(self.input_ids) != len(self.loss_mask):
+            raise ValueError("BCExample: input_ids and loss_mask differ in length")
+
+
+def pack_batches(lengths: Sequence[int], batch_tokens: int, rng: random.Random) -> list[list[int]]:
+    """Shuffle example indices, then group them so each batch's padded size ``len × max_len`` stays
+    within ``batch_tokens`` (an example longer than the budget forms its own batch).
+
+    Examples are sorted by length inside windows of 64 shuffled indices to reduce padding.
+    """
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    windows = [sorted(order[i:i + 64], key=lambda k: lengths[k]) for i in range(0, len(order), 64)]
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index in (k for window in windows for k in window):
+        longest = max([lengths[index]] + [lengths[k] for k in current])
+        if current and longest * (len(current) + 1) > batch_tokens:
+            batches.append(current)
+            current = []
+        current.append(index)
+    if current:
+        batches.append(current)
+    rng.shuffle(batches)
+    return batches
+
+
+def learning_rate(step: int, total: int, peak: float, warmup: int, min_ratio: float) -> float:
+    """Linear warm-up to ``peak`` over ``warmup`` steps, then cosine decay to ``min_ratio·peak``.
+
+    >>> learning_rate(0, 100, 1.0, 10, 0.1), learning_rate(9, 100, 1.0, 10, 0.1), learning_rate(99, 100, 1.0, 10, 0.1)
+    (0.1, 1.0, 0.1)
+    """
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup - 1)
+    return peak * (min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress))))
+
+
+def collate(examples: Sequence[BCExample], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ``(input_ids, labels)``; labels are ``-100`` where the loss mask is 0."""
+    import torch
+
+    width = max(len(e.input_ids) for e in examples)
+    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(examples), width), -100, dtype=torch.long)
+    for row, example in enumerate(examples):
+        n = len(example.input_ids)
+        ids[row, :n] = torch.tensor(example.input_ids)
+        labels[row, :n] = torch.where(torch.tensor(example.loss_mask) == 1, ids[row, :n], -100)
+    return ids, labels
+
+
+def bc_loss(model: PreTrainedModel, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy over the assistant tokens (labels ≠ −100) of the batch."""
+    import torch
+
+    logits = model(input_ids=ids).logits[:, :-1].float()
+    targets = labels[:, 1:]
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                             ignore_index=-100)
+
+
+@dataclass
+class BCResult:
+    """What :func:`behaviour_clone` reports."""
+
+    steps: int
+    losses: list[tuple[int, float]]
+    tokens: int
+    wall_s: float
+
+
+def behaviour_clone(
+    model: PreTrainedModel,
+    examples: Sequence[BCExample],
+    *,
+    steps: int,
+    lr: float,
+    warmup_steps: int,
+    lr_min_ratio: float,
+    weight_decay: float,
+    grad_clip: float,
+    batch_tokens: int,
+    pad_id: int,
+    seed: int,
+    progress: bool = True,
+) -> BCResult:
+    """Train ``model`` in place for ``steps`` AdamW steps on the assistant tokens of ``examples``.
+
+    Batches come from :func:`pack_batches` (reshuffled each epoch with ``seed``); dropout-free, so
+    the run is deterministic on a given machine and thread count.
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    if not examples:
+        raise ValueError("behaviour_clone: no examples")
+    rng = random.Random(seed32(f"{seed}:bc-batches"))
+    lengths = [len(e.input_ids) for e in examples]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95))
+    model.train()
+    losses: list[tuple[int, float]] = []
+    queue: list[list[int]] = []
+    tokens, running, started = 0, [], time.monotonic()
+    bar = tqdm(range(steps), desc="behaviour cloning", disable=not progress)
+    for step in bar:
+        if not queue:
+            queue = pack_batches(lengths, batch_tokens, rng)
+        batch = [examples[k] for k in queue.pop()]
+        ids, labels = collate(batch, pad_id)
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step, steps, lr, warmup_steps, lr_min_ratio)
+        loss = bc_loss(model, ids, labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        optimizer.step()
+        tokens += int(ids.numel())
+        running.append(loss.item())
+        if (step + 1) % LOSS_LOG_EVERY == 0 or step + 1 == steps:
+            losses.append((step + 1, sum(running) / len(running)))
+            bar.set_postfix(loss=f"{losses[-1][1]:.3f}")
+            running = []
+    model.eval()
+    return BCResult(steps, losses, tokens, time.monotonic() - started)
+
+
+# --- evaluation -------------------------------------------------------------------------------------
+def arm_metrics(results: Sequence[EpisodeResult]) -> dict[str, Any]:
+    """Success and reward (unscored episodes count 0), protocol-error rate per model turn, turns."""
+    scored = [r for r in results if r.scored]
+    turns = sum(r.model_steps for r in results)
+    return {
+        "episodes": len(results),
+        "scored": len(scored),
+        "success": sum(r.reward["r_success"] for r in scored) / max(1, len(results)),
+        "reward": sum(r.reward["reward"] for r in scored) / max(1, len(results)),
+        "protocol_error_rate": sum(r.protocol_errors for r in results) / max(1, turns),
+        "invalid_action_rate": sum(r.invalid_actions for r in results) / max(1, turns),
+        "mean_turns": turns / max(1, len(results)),
+        "terminations": {reason: sum(r.termination_reason == reason for r in results)
+                         for reason in sorted({str(r.termination_reason) for r in results})},
+    }
+
+
+def run_arm(policy: Any, env_factory: Callable[[], Any], task_ids: Sequence[int], skills: Sequence[Skill],
+            seed: int, config: Any, batch_size: int) -> list[EpisodeResult]:
+    """One evaluation arm: each task once (sample 0) with ``skills`` injected, episode seeds from ``seed``."""
+    from intraskill.agent.runtime import EpisodeJob, run_episodes
+
+    jobs = [EpisodeJob.create(task, 0, seed, skills) for task in task_ids]
+    results: list[EpisodeResult] = []
+    for start in range(0, len(jobs), batch_size):
+        results += run_episodes(policy, env_factory, jobs[start:start + batch_size], config, progress=False)
+    return results
+
+
+def ground_truth(bank: SkillBank, bare: Sequence[EpisodeResult], alone: dict[str, Sequence[EpisodeResult]],
+                 *, samples: int, seed_base: int) -> dict[str, Any]:
+    """Per-chunk paired effect on ``r_success`` (chunk alone − bare) with a paired bootstrap CI."""
+    from intraskill.evaluate.bootstrap import paired_bootstrap_ci
+
+    roles = {r.skill_id: r for r in chunk_roles(bank)}
+    base = {r.task_id: r.reward["r_success"] if r.scored else 0.0 for r in bare}
+    chunks = {}
+    for skill_id, results in alone.items():
+        treated = {r.task_id: r.reward["r_success"] if r.scored else 0.0 for r in results}
+        tasks = [t for t in treated if t in base]
+        ci = paired_bootstrap_ci([base[t] for t in tasks], [treated[t] for t in tasks],
+                                 f"r_success:{skill_id}", samples=samples, seed_base=seed_base)
+        chunks[skill_id] = {"role": roles[skill_id].role, "target": roles[skill_id].target,
+                            "bare_success": ci.a_mean, "alone_success": ci.b_mean,
+                            "effect": ci.mean_difference, "ci95": list(ci.ci95), "pairs": ci.pairs,
+                            "protocol_error_rate": arm_metrics(results)["protocol_error_rate"]}
+    return {"metric": "r_success", "method": "task_level_paired_percentile", "bootstrap_samples": samples,
+            "seed_base": seed_base, "chunks": chunks}
+
+
+# --- the whole pipeline ------------------------------------------------------------------------------
+def _store(params: Params, split_cache: dict[str, Any]) -> tuple[Any, Any]:
+    from intraskill.paths import store_dir
+    from intraskill.shop.build import build_store
+    from intraskill.shop.engine import ShopEngine, StoreConfig
+    from intraskill.shop.search import SearchIndex
+
+    artifacts = build_store(store_dir(params.store.scale, params.store.seed, params.experiment.run_root),
+                            params.store.scale, params.store.seed)
+    index = SearchIndex.open(artifacts.paths.index, artifacts.catalog.sha256)
+    config = StoreConfig(page_size=params.store.page_size, top_k=params.store.top_k,
+                         max_actions=params.store.max_actions, language=params.store.language, persona=True)
+    split_cache.update({name: list(artifacts.catalog.task_ids(name)) for name in ("train", "val")})
+    split_cache["catalog_sha256"] = artifacts.catalog.sha256
+    return ShopEngine(artifacts.catalog.products, artifacts.catalog.goals, index, config), artifacts
+
+
+def train_organism(params: Params, demos: Sequence[Demonstration], out: Path,
+                   progress: bool = True) -> tuple[Path, BCResult, dict[str, Any]]:
+    """Tokenizer + random-init organism + behaviour cloning; saves ``out/checkpoint`` (bf16)."""
+    import torch
+
+    from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
+
+    ws = params.warmstart
+    corpus = [d.text for d in demos[:ws.vocab_corpus_demos]] + protocol_corpus()
+    tokenizer = train_tokenizer(corpus, params.model.organism.vocab_size)
+    config = OrganismConfig(**params.model.organism.model_dump(), seed=seed32(f"{ws.seed}:organism-init"))
+    model = build_organism(config, tokenizer)
+    examples = []
+    for demo in demos:
+        ids, mask = tokenize_demonstration(demo.segments, tokenizer)
+        if len(ids) <= config.max_position:
+            examples.append(BCExample(ids, mask))
+    torch.manual_seed(seed32(f"{ws.seed}:bc"))
+    result = behaviour_clone(model, examples, steps=ws.steps, lr=ws.lr, warmup_steps=ws.warmup_steps,
+                             lr_min_ratio=ws.lr_min_ratio, weight_decay=ws.weight_decay, grad_clip=ws.grad_clip,
+                             batch_tokens=ws.batch_tokens, pad_id=int(tokenizer.pad_token_id), seed=ws.seed,
+                             progress=progress)
+    checkpoint = out / CHECKPOINT_DIR
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    model.to(getattr(torch, CHECKPOINT_DTYPE)).save_pretrained(str(checkpoint))
+    tokenizer.save_pretrained(str(checkpoint))
+    data = {"examples": len(examples), "dropped_too_long": len(demos) - len(examples),
+            "vocab_size": len(tokenizer), "organism": config.to_dict(),
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "supervised_tokens": sum(sum(e.loss_mask) for e in examples),
+            "tokens_per_example": sum(len(e.input_ids) for e in examples) / max(1, len(examples))}
+    return checkpoint, result, data
+
+
+def evaluate_warmstart(params: Params, checkpoint: Path, bank: SkillBank, engine: Any, val_ids: Sequence[int],
+                       progress: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(metrics, ground_truth)`` of a saved checkpoint: bare, with S₀ and each chunk alone on val."""
+    from tqdm.auto import tqdm
+
+    from intraskill.agent.env import InProcessEnvironment
+    from intraskill.evaluate.runner import runtime_config
+    from intraskill.policy.factory import load_policy
+
+    ws = params.warmstart
+    policy = load_policy("organism", checkpoint=str(checkpoint), device="cpu", dtype=params.model.dtype,
+                         max_batch=ws.eval_batch_size)
+    config = runtime_config(params)
+    factory = lambda: InProcessEnvironment(engine)  # noqa: E731
+    skills = bank.enabled_skills()
+    n_eval, n_truth = min(ws.eval_episodes, len(val_ids)), min(ws.ground_truth_episodes, len(val_ids))
+    arms: list[tuple[str, list[int], tuple[Skill, ...]]] = [
+        ("bare", list(val_ids[:max(n_eval, n_truth)]), ()),
+        ("s0", list(val_ids[:n_eval]), tuple(skills)),
+    ] + [(f"alone:{s.skill_id}", list(val_ids[:n_truth]), (s,)) for s in skills]
+    results: dict[str, list[EpisodeResult]] = {}
+    timings: dict[str, float] = {}
+    for name, tasks, injected in tqdm(arms, desc="evaluate warm start", disable=not progress):
+        started = time.monotonic()
+        results[name] = run_arm(policy, factory, tasks, injected, ws.seed, config, ws.eval_batch_size)
+        timings[name] = round(time.monotonic() - started, 1)
+    bare_eval = results["bare"][:n_eval]
+    metrics = {"split": "val", "bare": arm_metrics(bare_eval), "s0": arm_metrics(results["s0"]),
+               "alone": {s.skill_id: arm_metrics(results[f"alone:{s.skill_id}"]) for s in skills},
+               "eval_wall_s": timings}
+    truth = ground_truth(bank, results["bare"][:n_truth],
+                         {s.skill_id: results[f"alone:{s.skill_id}"] for s in skills},
+                         samples=params.evaluation.bootstrap_samples, seed_base=params.evaluation.bootstrap_seed)
+    return metrics, truth
+
+
+def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
+    """The whole warm start (demos → BC → checkpoint → evaluation); returns the manifest."""
+    from intraskill.agent.env import InProcessEnvironment
+    from intraskill.policy.factory import weights_digest
+
+    ws = params.warmstart
+    out = Path(out_dir or ws.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    bank = load_skillbank(ws.skills)
+    gate = s0_gate(bank, ws.p_with, ws.p_without)
+    timings: dict[str, float] = {}
+    splits: dict[str, Any] = {}
+    started = time.monotonic()
+    engine, _ = _store(params, splits)
+    jobs = demo_jobs(splits["train"], ws.demos, bank.enabled_skills(), ws.mask_probability, ws.seed)
+    demos = collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, gate, seed=ws.seed,
+                                   max_turns=params.sampling.max_turns, max_actions=params.store.max_actions,
+                                   language=params.store.language, progress=progress)
+    write_demonstrations(demos, out / "demos.jsonl")
+    timings["demos_s"] = round(time.monotonic() - started, 1)
+    checkpoint, bc, data = train_organism(params, demos, out, progress=progress)
+    timings["bc_s"] = round(bc.wall_s, 1)
+    started = time.monotonic()
+    metrics, truth = evaluate_warmstart(params, checkpoint, bank, engine, splits["val"], progress=progress)
+    timings["eval_s"] = round(time.monotonic() - started, 1)
+    engine.index.close()
+    identity = {"checkpoint_sha256": weights_digest(checkpoint), "bank_sha256": bank.sha256,
+                "catalog_sha256": splits["catalog_sha256"]}
+    truth = {"schema_version": GROUND_TRUTH_SCHEMA_VERSION, **identity, "split": "val",
+             "episodes_per_arm": min(ws.ground_truth_episodes, len(splits["val"])), "seed": ws.seed, **truth}
+    (out / "ground_truth.json").write_text(json.dumps(truth, indent=1) + "\n", encoding="utf-8")
+    manifest = {
+        "schema_version": MANIFEST_SCHEMA_VERSION,
+        **identity,
+        "params": {"experiment": params.experiment.model_dump(), "store": params.store.model_dump(),
+                   "model": params.model.model_dump(), "sampling": params.sampling.model_dump(),
+                   "warmstart": ws.model_dump()},
+        "seeds": {"warmstart": ws.seed, "organism_init": seed32(f"{ws.seed}:organism-init"),
+                  "bc_batches": seed32(f"{ws.seed}:bc-batches")},
+        "demos": {"episodes": len(demos), "requested": ws.demos, "sha256": sha256_file(out / "demos.jsonl"),
+                  "expert_success": sum(d.reward["r_success"] for d in demos) / max(1, len(demos)), **data},
+        "bc": {"steps": bc.steps, "tokens": bc.tokens, "losses": bc.losses, "checkpoint_dtype": CHECKPOINT_DTYPE},
+        "files": {p.name: sha256_file(p) for p in sorted(checkpoint.iterdir()) if p.is_file()},
+        "timings": timings,
+        "metrics": metrics,
+        "ground_truth_file": "ground_truth.json",
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    return manifest
+
+
+SHIPPED_FILES = ("manifest.json", "ground_truth.json")
+
+
+def ship_warmstart(out_dir: str | Path, dest: str | Path) -> Path:
+    """Copy a finished warm start's checkpoint, ``manifest.json`` and ``ground_truth.json`` to ``dest``
+    (the demonstrations stay behind; the manifest records their SHA-256). Returns ``dest``."""
+    import shutil
+
+    out, dest = Path(out_dir), Path(dest)
+    for name in SHIPPED_FILES:
+        if not (out / name).is_file():
+            raise FileNotFoundError(f"{out / name}: not a finished warm start (run `intraskill warmstart`)")
+    if (dest / CHECKPOINT_DIR).exists():
+        shutil.rmtree(dest / CHECKPOINT_DIR)
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(out / CHECKPOINT_DIR, dest / CHECKPOINT_DIR)
+    for name in SHIPPED_FILES:
+        shutil.copy2(out / name, dest / name)
+    return dest
+
+
+def verify_shipped(directory: str | Path) -> list[str]:
+    """Problems of a shipped warm start: checkpoint files whose SHA-256 differs from the manifest,
+    and a ground truth or weights digest that does not match (empty list = intact)."""
+    from intraskill.policy.factory import weights_digest
+
+    directory = Path(directory)
+    manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    truth = json.loads((directory / "ground_truth.json").read_text(encoding="utf-8"))
+    checkpoint = directory / CHECKPOINT_DIR
+    problems = [f"{name}: sha256 differs from the manifest" for name, digest in manifest["files"].items()
+                if not (checkpoint / name).is_file() or sha256_file(checkpoint / name) != digest]
+    if weights_digest(checkpoint) != manifest["checkpoint_sha256"]:
+        problems.append("checkpoint_sha256: the weights differ from the manifest")
+    if truth.get("checkpoint_sha256") != manifest["checkpoint_sha256"]:
+        problems.append("ground_truth.json: measured on another checkpoint")
+    return problems

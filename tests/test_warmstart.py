@@ -1,0 +1,192 @@
+"""The organism's warm start: S₀, the skill-conditioned expert, demo token masks, BC, the shipped file."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from intraskill.agent.env import InProcessEnvironment
+from intraskill.params import ParamsError, load_params, params_from_dict
+from intraskill.policy.chat_format import IM_END
+from intraskill.shop.expert import Competences
+from intraskill.skills.bank import Skill, SkillBank, load_skillbank
+from intraskill.train.demos import (
+    HABIT_SUPPRESSES,
+    S0Error,
+    chunk_roles,
+    collect_demonstrations,
+    demo_jobs,
+    s0_gate,
+    tokenize_demonstration,
+)
+from intraskill.train.warmstart import (
+    GROUND_TRUTH_SCHEMA_VERSION,
+    BCExample,
+    bc_loss,
+    behaviour_clone,
+    collate,
+    verify_shipped,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+S0_PATH = ROOT / "params" / "organism_s0.json"
+SHIPPED = ROOT / "params" / "organism_warmstart"
+CI = load_params(ROOT / "params" / "ci.yaml")
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from intraskill.paths import store_dir
+    from intraskill.shop.build import build_store
+    from intraskill.shop.engine import ShopEngine, StoreConfig
+    from intraskill.shop.search import SearchIndex
+
+    artifacts = build_store(store_dir(CI.store.scale, CI.store.seed, ROOT / "runs"), CI.store.scale, CI.store.seed)
+    index = SearchIndex.open(artifacts.paths.index, artifacts.catalog.sha256)
+    engine = ShopEngine(artifacts.catalog.products, artifacts.catalog.goals, index, StoreConfig(page_size=5))
+    engine.train_ids = list(artifacts.catalog.task_ids("train"))
+    yield engine
+    index.close()
+
+
+def _demos(engine, p_with: dict[str, float], p_without: dict[str, float], count: int, mask: float = 0.5):
+    bank = load_skillbank(S0_PATH)
+    jobs = demo_jobs(engine.train_ids, count, bank.enabled_skills(), mask, seed=3)
+    return collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, s0_gate(bank, p_with, p_without),
+                                  seed=3, max_turns=30, max_actions=30, progress=False)
+
+
+def _uniform(value: float) -> dict[str, float]:
+    return {name: value for name in (*Competences.names(), *HABIT_SUPPRESSES)}
+
+
+@pytest.fixture(scope="module")
+def tokenizer(engine):
+    from intraskill.policy.organism import protocol_corpus, train_tokenizer
+
+    demos = _demos(engine, _uniform(1.0), _uniform(0.0), 4)
+    return train_tokenizer([d.text for d in demos] + protocol_corpus(), 600), demos
+
+
+def test_s0_bank_validates() -> None:
+    bank = load_skillbank(S0_PATH)
+    roles = chunk_roles(bank)
+    ids = [r.skill_id for r in roles]
+    assert len(ids) == len(set(ids)) == 8
+    kinds = [r.role for r in roles]
+    assert kinds.count("neutral") >= 1 and kinds.count("harmful") >= 1
+    helpful = {r.target for r in roles if r.role == "helpful"}
+    assert helpful == set(Competences.names())
+    assert all(len(skill.content.split()) <= 45 for skill in bank.skills)  # short: ≲ 60 tokens each
+    broken = SkillBank("x", (Skill("a", "### A", metadata={"role": "helpful", "competence": "telepathy"}),))
+    with pytest.raises(S0Error, match=r"skills\['a'\]\.metadata\.competence"):
+        chunk_roles(broken)
+    no_harm = SkillBank("x", (Skill("n", "### N", metadata={"role": "neutral"}),))
+    with pytest.raises(S0Error, match="harmful"):
+        chunk_roles(no_harm)
+
+
+def test_warmstart_params_validate_and_name_fields() -> None:
+    assert CI.warmstart.steps >= 1 and set(CI.warmstart.p_with) == set(CI.warmstart.p_without)
+    with pytest.raises(ParamsError, match=r"warmstart: .*p_with\.read_persona"):
+        params_from_dict({"experiment": {"name": "x"}, "warmstart": {"p_with": {"read_persona": 1.5},
+                                                                      "p_without": {"read_persona": 0.1}}})
+    with pytest.raises(ParamsError, match="warmstart.steps"):
+        params_from_dict({"experiment": {"name": "x"}, "warmstart": {"steps": 0}})
+
+
+def test_gate_rates_respond_to_p_with_and_p_without() -> None:
+    bank = load_skillbank(S0_PATH)
+    p_with, p_without = _uniform(0.9), _uniform(0.2)
+    gate = s0_gate(bank, p_with, p_without)
+    rng = random.Random(5)
+    with_chunk = sum(gate("read_persona", ("persona-query",), rng) for _ in range(4000)) / 4000
+    without = sum(gate("read_persona", (), rng) for _ in range(4000)) / 4000
+    assert abs(with_chunk - 0.9) < 0.03 and abs(without - 0.2) < 0.03
+    # the harmful habit switches checking off: P(check) = p_budget · (1 − p_habit)
+    hasty = sum(gate("check_budget", ("budget-check", "buy-first-result"), rng) for _ in range(4000)) / 4000
+    assert abs(hasty - 0.9 * 0.1) < 0.03
+    with pytest.raises(S0Error, match="p_with"):
+        s0_gate(bank, {"read_persona": 1.0}, p_without)
+
+
+def test_expert_demos_follow_the_chunk_mask(engine) -> None:
+    """With p_with = 1, p_without = 0, the first query carries the persona brand iff the chunk is shown."""
+    demos = _demos(engine, _uniform(1.0), _uniform(0.0), 10)
+    seen = {True: 0, False: 0}
+    for demo in demos:
+        prompt, query_call = demo.segments[0]
+        persona = json.loads(prompt.split("User profile document:\n", 1)[1].split("\n", 1)[0])
+        brand = persona["preferences"]["brand"]
+        shown = "persona-query" in demo.skill_ids
+        assert (brand in query_call) == shown, (demo.skill_ids, query_call)
+        seen[shown] += 1
+    assert seen[True] and seen[False]
+
+
+def test_demo_masks_cover_exactly_the_assistant_tokens(tokenizer) -> None:
+    tok, demos = tokenizer
+    im_end = tok.convert_tokens_to_ids(IM_END)
+    for demo in demos:
+        ids, mask = tokenize_demonstration(demo.segments, tok)
+        assert len(ids) == len(mask)
+        assert tok.decode(ids, skip_special_tokens=False) == demo.text
+        runs, current = [], []
+        for token, bit in zip(ids + [None], mask + [0]):
+            if bit:
+                current.append(token)
+            elif current:
+                runs.append(current)
+                current = []
+        assert len(runs) == len(demo.segments)
+        for run, (_, completion) in zip(runs, demo.segments):
+            assert run[-1] == im_end
+            assert tok.decode(run[:-1], skip_special_tokens=False) == completion
+        assert completion.startswith("<tool_call>{") and completion.endswith("}</tool_call>")
+
+
+def test_bc_reduces_the_assistant_loss(tokenizer) -> None:
+    import torch
+
+    from intraskill.policy.organism import OrganismConfig, build_organism
+
+    tok, demos = tokenizer
+    windows = [tokenize_demonstration(d.segments[:1], tok) for d in demos[:4]]
+    examples = [BCExample(ids[-160:], mask[-160:]) for ids, mask in windows]  # the first reply and its context
+    model = build_organism(OrganismConfig(vocab_size=600, hidden_size=64, num_layers=2, num_heads=4,
+                                          num_kv_heads=2, head_dim=16, intermediate_size=128,
+                                          max_position=2048, seed=1), tok)
+    ids, labels = collate(examples, int(tok.pad_token_id))
+    with torch.no_grad():
+        before = float(bc_loss(model, ids, labels))
+    result = behaviour_clone(model, examples, steps=20, lr=1e-2, warmup_steps=3, lr_min_ratio=0.1,
+                             weight_decay=0.0, grad_clip=1.0, batch_tokens=8192, pad_id=int(tok.pad_token_id),
+                             seed=1, progress=False)
+    with torch.no_grad():
+        after = float(bc_loss(model, ids, labels))
+    assert result.steps == 20 and result.losses[-1][0] == 20
+    assert after < 0.5 * before, (before, after)
+
+
+def test_shipped_checkpoint_matches_its_manifest() -> None:
+    assert (SHIPPED / "checkpoint" / "model.safetensors").stat().st_size <= 10 * 2**20
+    assert verify_shipped(SHIPPED) == []
+    manifest = json.loads((SHIPPED / "manifest.json").read_text())
+    assert manifest["bank_sha256"] == load_skillbank(S0_PATH).sha256
+    assert manifest["params"]["warmstart"] == load_params(ROOT / "params" / "organism.yaml").warmstart.model_dump()
+
+
+def test_ground_truth_schema() -> None:
+    truth = json.loads((SHIPPED / "ground_truth.json").read_text())
+    assert truth["schema_version"] == GROUND_TRUTH_SCHEMA_VERSION and truth["metric"] == "r_success"
+    bank = load_skillbank(S0_PATH)
+    assert set(truth["chunks"]) == {s.skill_id for s in bank.enabled_skills()}
+    for skill_id, entry in truth["chunks"].items():
+        low, high = entry["ci95"]
+        assert low <= entry["effect"] <= high, skill_id
+        assert entry["pairs"] == truth["episodes_per_arm"]
+        assert entry["effect"] == pytest.approx(entry["alone_success"] - entry["bare_success"])
+        assert entry["role"] in ("helpful", "neutral", "harmful")
