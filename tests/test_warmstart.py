@@ -44,7 +44,8 @@ def engine():
     from intraskill.shop.engine import ShopEngine, StoreConfig
     from intraskill.shop.search import SearchIndex
 
-    artifacts = build_store(store_dir(CI.store.scale, CI.store.seed, ROOT / "runs"), CI.store.scale, CI.store.seed)
+    root = store_dir(CI.store.scale, CI.store.seed, ROOT / "runs")
+    artifacts = build_store(root, CI.store.scale, CI.store.seed)
     index = SearchIndex.open(artifacts.paths.index, artifacts.catalog.sha256)
     engine = ShopEngine(artifacts.catalog.products, artifacts.catalog.goals, index, StoreConfig(page_size=5))
     engine.train_ids = list(artifacts.catalog.task_ids("train"))
@@ -55,8 +56,9 @@ def engine():
 def _demos(engine, p_with: dict[str, float], p_without: dict[str, float], count: int, mask: float = 0.5):
     bank = load_skillbank(S0_PATH)
     jobs = demo_jobs(engine.train_ids, count, bank.enabled_skills(), mask, seed=3)
-    return collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, s0_gate(bank, p_with, p_without),
-                                  seed=3, max_turns=30, max_actions=30, progress=False)
+    gate = s0_gate(bank, p_with, p_without)
+    return collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, gate, seed=3, max_turns=30,
+                                  max_actions=30, progress=False)
 
 
 def _uniform(value: float) -> dict[str, float]:
@@ -155,7 +157,7 @@ def test_bc_reduces_the_assistant_loss(tokenizer) -> None:
 
     tok, demos = tokenizer
     windows = [tokenize_demonstration(d.segments[:1], tok) for d in demos[:4]]
-    examples = [BCExample(ids[-160:], mask[-160:]) for ids, mask in windows]  # the first reply and its context
+    examples = [BCExample(ids[-160:], mask[-160:]) for ids, mask in windows]  # first reply + its context
     model = build_organism(OrganismConfig(vocab_size=600, hidden_size=64, num_layers=2, num_heads=4,
                                           num_kv_heads=2, head_dim=16, intermediate_size=128,
                                           max_position=2048, seed=1), tok)
@@ -176,7 +178,8 @@ def test_shipped_checkpoint_matches_its_manifest() -> None:
     assert verify_shipped(SHIPPED) == []
     manifest = json.loads((SHIPPED / "manifest.json").read_text())
     assert manifest["bank_sha256"] == load_skillbank(S0_PATH).sha256
-    assert manifest["params"]["warmstart"] == load_params(ROOT / "params" / "organism.yaml").warmstart.model_dump()
+    shipped_params = load_params(ROOT / "params" / "organism.yaml")
+    assert manifest["params"]["warmstart"] == shipped_params.warmstart.model_dump()
 
 
 def test_ground_truth_schema() -> None:

@@ -26,7 +26,8 @@ def warmstart_command(
     manifest = run_warmstart(loaded, out, progress=progress)
     if ship is not None:
         ship_warmstart(out or loaded.warmstart.out_dir, ship)
-    summary = {"out_dir": str(out or loaded.warmstart.out_dir), "checkpoint_sha256": manifest["checkpoint_sha256"],
+    summary = {"out_dir": str(out or loaded.warmstart.out_dir),
+               "checkpoint_sha256": manifest["checkpoint_sha256"],
                "timings": manifest["timings"], "final_loss": manifest["bc"]["losses"][-1][1],
                "bare": manifest["metrics"]["bare"], "s0": manifest["metrics"]["s0"]}
     typer.echo(json.dumps(summary))

@@ -74,7 +74,8 @@ def chunk_roles(bank: SkillBank) -> list[ChunkRole]:
         allowed = Competences.names() if role == "helpful" else tuple(HABIT_SUPPRESSES)
         if role != "neutral" and target not in allowed:
             key = "competence" if role == "helpful" else "habit"
-            raise S0Error(f"skills[{skill.skill_id!r}].metadata.{key}: expected one of {allowed}, got {target!r}")
+            raise S0Error(f"skills[{skill.skill_id!r}].metadata.{key}: expected one of {allowed}, "
+                          f"got {target!r}")
         if target is not None and target in seen:
             raise S0Error(f"skills[{skill.skill_id!r}]: {target!r} is already tied to another chunk")
         seen.add(target or "")
@@ -149,7 +150,8 @@ class Demonstration:
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": DEMO_SCHEMA_VERSION, "episode_id": self.episode_id, "task_id": self.task_id,
-                "skill_ids": self.skill_ids, "segments": [list(s) for s in self.segments], "reward": self.reward}
+                "skill_ids": self.skill_ids, "segments": [list(s) for s in self.segments],
+                "reward": self.reward}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Demonstration":

@@ -45,8 +45,8 @@ from intraskill.skills.curriculum import (
     assign_group,
     full_skill_assignment,
 )
-from intraskill.train.episode_log import EpisodeCallback, EpisodeLog, EpisodeRecord
 from intraskill.train.admission import AdmissionResult, FinishedGroup, GroupAdmission, RolloutOutcome
+from intraskill.train.episode_log import EpisodeCallback, EpisodeLog, EpisodeRecord
 from intraskill.train.triage import (
     RetryOutcome,
     TriageClass,

@@ -89,8 +89,8 @@ def pack_batches(lengths: Sequence[int], batch_tokens: int, rng: random.Random) 
 def learning_rate(step: int, total: int, peak: float, warmup: int, min_ratio: float) -> float:
     """Linear warm-up to ``peak`` over ``warmup`` steps, then cosine decay to ``min_ratio·peak``.
 
-    >>> learning_rate(0, 100, 1.0, 10, 0.1), learning_rate(9, 100, 1.0, 10, 0.1), learning_rate(99, 100, 1.0, 10, 0.1)
-    (0.1, 1.0, 0.1)
+    >>> [round(learning_rate(step, 100, 1.0, 10, 0.1), 6) for step in (0, 9, 99)]
+    [0.1, 1.0, 0.1]
     """
     if step < warmup:
         return peak * (step + 1) / warmup
@@ -239,7 +239,16 @@ def ground_truth(bank: SkillBank, bare: Sequence[EpisodeResult], alone: dict[str
 
 
 # --- the whole pipeline ------------------------------------------------------------------------------
-def _store(params: Params, split_cache: dict[str, Any]) -> tuple[Any, Any]:
+@dataclass
+class _Store:
+    engine: Any
+    train_ids: list[int]
+    val_ids: list[int]
+    catalog_sha256: str
+
+
+def _open_store(params: Params) -> _Store:
+    """Build (or reuse) the store of ``params`` and an engine with its store settings (page size …)."""
     from intraskill.paths import store_dir
     from intraskill.shop.build import build_store
     from intraskill.shop.engine import ShopEngine, StoreConfig
@@ -247,12 +256,12 @@ def _store(params: Params, split_cache: dict[str, Any]) -> tuple[Any, Any]:
 
     artifacts = build_store(store_dir(params.store.scale, params.store.seed, params.experiment.run_root),
                             params.store.scale, params.store.seed)
-    index = SearchIndex.open(artifacts.paths.index, artifacts.catalog.sha256)
+    catalog = artifacts.catalog
+    index = SearchIndex.open(artifacts.paths.index, catalog.sha256)
     config = StoreConfig(page_size=params.store.page_size, top_k=params.store.top_k,
                          max_actions=params.store.max_actions, language=params.store.language, persona=True)
-    split_cache.update({name: list(artifacts.catalog.task_ids(name)) for name in ("train", "val")})
-    split_cache["catalog_sha256"] = artifacts.catalog.sha256
-    return ShopEngine(artifacts.catalog.products, artifacts.catalog.goals, index, config), artifacts
+    engine = ShopEngine(catalog.products, catalog.goals, index, config)
+    return _Store(engine, list(catalog.task_ids("train")), list(catalog.task_ids("val")), catalog.sha256)
 
 
 def train_organism(params: Params, demos: Sequence[Demonstration], out: Path,
@@ -274,7 +283,8 @@ def train_organism(params: Params, demos: Sequence[Demonstration], out: Path,
             examples.append(BCExample(ids, mask))
     torch.manual_seed(seed32(f"{ws.seed}:bc"))
     result = behaviour_clone(model, examples, steps=ws.steps, lr=ws.lr, warmup_steps=ws.warmup_steps,
-                             lr_min_ratio=ws.lr_min_ratio, weight_decay=ws.weight_decay, grad_clip=ws.grad_clip,
+                             lr_min_ratio=ws.lr_min_ratio, weight_decay=ws.weight_decay,
+                             grad_clip=ws.grad_clip,
                              batch_tokens=ws.batch_tokens, pad_id=int(tokenizer.pad_token_id), seed=ws.seed,
                              progress=progress)
     checkpoint = out / CHECKPOINT_DIR
@@ -321,7 +331,8 @@ def evaluate_warmstart(params: Params, checkpoint: Path, bank: SkillBank, engine
                "eval_wall_s": timings}
     truth = ground_truth(bank, results["bare"][:n_truth],
                          {s.skill_id: results[f"alone:{s.skill_id}"] for s in skills},
-                         samples=params.evaluation.bootstrap_samples, seed_base=params.evaluation.bootstrap_seed)
+                         samples=params.evaluation.bootstrap_samples,
+                         seed_base=params.evaluation.bootstrap_seed)
     return metrics, truth
 
 
@@ -336,10 +347,10 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
     bank = load_skillbank(ws.skills)
     gate = s0_gate(bank, ws.p_with, ws.p_without)
     timings: dict[str, float] = {}
-    splits: dict[str, Any] = {}
     started = time.monotonic()
-    engine, _ = _store(params, splits)
-    jobs = demo_jobs(splits["train"], ws.demos, bank.enabled_skills(), ws.mask_probability, ws.seed)
+    store = _open_store(params)
+    engine = store.engine
+    jobs = demo_jobs(store.train_ids, ws.demos, bank.enabled_skills(), ws.mask_probability, ws.seed)
     demos = collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, gate, seed=ws.seed,
                                    max_turns=params.sampling.max_turns, max_actions=params.store.max_actions,
                                    language=params.store.language, progress=progress)
@@ -348,13 +359,13 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
     checkpoint, bc, data = train_organism(params, demos, out, progress=progress)
     timings["bc_s"] = round(bc.wall_s, 1)
     started = time.monotonic()
-    metrics, truth = evaluate_warmstart(params, checkpoint, bank, engine, splits["val"], progress=progress)
+    metrics, truth = evaluate_warmstart(params, checkpoint, bank, engine, store.val_ids, progress=progress)
     timings["eval_s"] = round(time.monotonic() - started, 1)
     engine.index.close()
     identity = {"checkpoint_sha256": weights_digest(checkpoint), "bank_sha256": bank.sha256,
-                "catalog_sha256": splits["catalog_sha256"]}
+                "catalog_sha256": store.catalog_sha256}
     truth = {"schema_version": GROUND_TRUTH_SCHEMA_VERSION, **identity, "split": "val",
-             "episodes_per_arm": min(ws.ground_truth_episodes, len(splits["val"])), "seed": ws.seed, **truth}
+             "episodes_per_arm": min(ws.ground_truth_episodes, len(store.val_ids)), "seed": ws.seed, **truth}
     (out / "ground_truth.json").write_text(json.dumps(truth, indent=1) + "\n", encoding="utf-8")
     manifest = {
         "schema_version": MANIFEST_SCHEMA_VERSION,
@@ -366,7 +377,8 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
                   "bc_batches": seed32(f"{ws.seed}:bc-batches")},
         "demos": {"episodes": len(demos), "requested": ws.demos, "sha256": sha256_file(out / "demos.jsonl"),
                   "expert_success": sum(d.reward["r_success"] for d in demos) / max(1, len(demos)), **data},
-        "bc": {"steps": bc.steps, "tokens": bc.tokens, "losses": bc.losses, "checkpoint_dtype": CHECKPOINT_DTYPE},
+        "bc": {"steps": bc.steps, "tokens": bc.tokens, "losses": bc.losses,
+               "checkpoint_dtype": CHECKPOINT_DTYPE},
         "files": {p.name: sha256_file(p) for p in sorted(checkpoint.iterdir()) if p.is_file()},
         "timings": timings,
         "metrics": metrics,
