@@ -28,6 +28,8 @@ from intraskill.train.warmstart import (
     bc_loss,
     behaviour_clone,
     collate,
+    learning_rate,
+    pack_batches,
     verify_shipped,
 )
 
@@ -171,6 +173,18 @@ def test_bc_reduces_the_assistant_loss(tokenizer) -> None:
         after = float(bc_loss(model, ids, labels))
     assert result.steps == 20 and result.losses[-1][0] == 20
     assert after < 0.5 * before, (before, after)
+
+
+def test_token_budget_batches_and_schedule() -> None:
+    lengths = [random.Random(i).randint(50, 900) for i in range(40)] + [5000]
+    batches = pack_batches(lengths, 2048, random.Random(0))
+    assert sorted(k for batch in batches for k in batch) == list(range(len(lengths)))
+    for batch in batches:
+        assert len(batch) == 1 or max(lengths[k] for k in batch) * len(batch) <= 2048
+    assert batches == pack_batches(lengths, 2048, random.Random(0))
+    rates = [learning_rate(step, 50, 1.0, 5, 0.1) for step in range(50)]
+    assert rates[4] == 1.0 and rates[-1] == pytest.approx(0.1) and rates == sorted(rates[:5]) + rates[5:]
+    assert all(a >= b for a, b in zip(rates[4:], rates[5:]))
 
 
 def test_shipped_checkpoint_matches_its_manifest() -> None:
