@@ -193,7 +193,7 @@ def served_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip("chromium is not on PATH (apt-get install chromium); the browser check needs it")
     work = tmp_path_factory.mktemp("report")
     result = build_report(ROOT, run_dir=work / "run", site_dir=work / "_site", quick=True, use_quarto=False,
-                          echo=lambda line: None)
+                          only=["06_release_reanalysis"], echo=lambda line: None)
     assert result.ok and result.renderer == "static"
     assert {run.name: run.status for run in result.notebooks}["06_release_reanalysis"] == "executed"
     handler = functools.partial(_QuietHandler, directory=str(work / "_site"))

@@ -10,9 +10,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 MANIFEST_PATH = Path("report") / "notebooks.yaml"
 DEFAULT_RUN_DIR = Path("runs") / "report"
@@ -155,6 +156,7 @@ def build_report(
     quick: bool = False,
     execute: bool = True,
     use_quarto: bool | None = None,
+    only: Sequence[str] | None = None,
     echo: Callable[[str], None] = print,
 ) -> ReportBuild:
     """Execute the manifest notebooks and render the report site.
@@ -173,6 +175,8 @@ def build_report(
         Execute the notebooks; with False the existing executed copies are rendered as they are.
     use_quarto : bool, optional
         Force (True) or forbid (False) Quarto; by default it is used when ``quarto`` is on PATH.
+    only : sequence of str, optional
+        Execute only these manifest notebooks (the others' existing executed copies are rendered).
 
     Returns
     -------
@@ -184,6 +188,11 @@ def build_report(
     runs_root = Path(run_dir) if run_dir is not None else base / DEFAULT_RUN_DIR
     executed_dir = runs_root / "notebooks"
     specs = load_manifest(base / MANIFEST_PATH)
+    if only is not None:
+        unknown = sorted(set(only) - {spec.name for spec in specs})
+        if unknown:
+            raise ValueError(f"only: {unknown} are not in {MANIFEST_PATH}")
+        specs = [spec for spec in specs if spec.name in set(only)]
     if execute:
         runs = execute_notebooks(specs, notebooks_dir=base / NOTEBOOKS_DIR, out_dir=executed_dir, quick=quick, echo=echo)
     else:

@@ -20,6 +20,7 @@ def build(
     quick: bool = typer.Option(False, "--quick", help="Use each notebook's quick parameters (smoke build)."),
     execute: bool = typer.Option(True, "--execute/--no-execute", help="Execute the notebooks first."),
     quarto: Optional[bool] = typer.Option(None, "--quarto/--static", help="Force Quarto or the static renderer."),
+    only: Optional[list[str]] = typer.Option(None, "--only", help="Execute only this notebook (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of progress lines."),
 ) -> None:
     """Execute the manifest notebooks (report/notebooks.yaml) and render the site into _site/."""
@@ -30,7 +31,7 @@ def build(
 
     try:
         result = build_report(root, run_dir=run_dir, site_dir=site_dir, quick=quick, execute=execute,
-                              use_quarto=quarto, echo=echo)
+                              use_quarto=quarto, only=only, echo=echo)
     except (FileNotFoundError, ValueError) as error:
         raise typer.BadParameter(str(error)) from error
     if as_json:
