@@ -19,6 +19,7 @@ from intraskill.skills.curriculum import CurriculumError, CurriculumState, assig
 from intraskill.train.admission import UnscoredStreakError
 from intraskill.train.metrics import rollout_step_metrics
 from intraskill.train.rollout import RolloutConfig, RoundFiles, group_index, plan_wave, run_rollout_step
+from intraskill.trace2skill.queue import read_analysis_queue
 from intraskill.train.triage import TriageClass
 
 RUNTIME = RuntimeConfig(max_turns=30, max_tokens_per_turn=64, temperature=0.0)
@@ -120,8 +121,11 @@ def test_failed_retries_are_queued_for_analysis(engine, train_ids, tmp_path: Pat
     queue = read_jsonl(tmp_path / "analysis_queue.jsonl")
     triage = read_jsonl(tmp_path / "triage.jsonl")
     assert [q["group_index"] for q in queue] == [t["group_index"] for t in triage] == sorted(result.groups)
+    items = read_analysis_queue(tmp_path / "analysis_queue.jsonl")
+    assert [item.episode_id for item in items] == [q["episode_id"] for q in queue]
+    assert all(item.diagnostic_full_skill and item.split == "train" for item in items)
     for record in queue:
-        assert record["trace"]["episode_id"] == record["retry_episode_id"]
+        assert record["trace"]["episode_id"] == record["episode_id"]
         assert record["trace"]["reward"]["r_success"] == 0.0
         assert record["trace"]["provenance"]["skills"]["assignment"]["mode"] == "diagnostic_full_skill"
         assert record["sibling_traces"] == "steps/step-0001/traces.jsonl"

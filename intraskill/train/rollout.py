@@ -33,6 +33,7 @@ from typing import Any
 
 from intraskill.agent.env import Environment
 from intraskill.agent.runtime import EpisodeJob, RuntimeConfig
+from intraskill.agent.traces import EpisodeTrace
 from intraskill.hashing import seed32
 from intraskill.jsonl import JsonlWriter, iter_jsonl
 from intraskill.policy.base import Policy, SessionTokens
@@ -47,6 +48,7 @@ from intraskill.skills.curriculum import (
 )
 from intraskill.train.admission import AdmissionResult, FinishedGroup, GroupAdmission, RolloutOutcome
 from intraskill.train.episode_log import EpisodeCallback, EpisodeLog, EpisodeRecord
+from intraskill.trace2skill.queue import AnalysisItem
 from intraskill.train.triage import (
     RetryOutcome,
     TriageClass,
@@ -62,7 +64,6 @@ NO_CURRICULUM_STATE = "no-curriculum"
 """``state_id`` of the treatments of a round without skills (every group skill-free)."""
 GROUPS_PER_STEP = 10_000
 """Group-index slots of one step: ``index = (round · 1000 + step) · 10⁴ + wave · over_sampling + slot``."""
-ANALYSIS_QUEUE_SCHEMA = "intraskill-analysis-queue-v1"
 
 
 @dataclass(frozen=True)
@@ -433,14 +434,12 @@ def _persist_triage(
     location = {"round": round_index, "step": step, "wave": group.wave, "task_id": group.task_id}
     files.append_triage({**record.to_dict(), **location})
     if record.classification is TriageClass.FULL_SKILL_FAILURE_PENDING_ANALYSIS and retry is not None:
+        item = AnalysisItem(episode_id=retry.episode_id, group_index=group.group_index, task_id=group.task_id,
+                            split="train", diagnostic_full_skill=True, trace=EpisodeTrace.from_dict(retry.trace))
         files.append_queue({
-            "schema_version": ANALYSIS_QUEUE_SCHEMA,
-            "group_index": group.group_index,
+            **item.to_dict(),
             **location,
-            "split": "train",
             "classification": record.classification.value,
-            "retry_episode_id": retry.episode_id,
             "sibling_episode_ids": [r.episode_id for r in record.group.rollouts],
             "sibling_traces": str(step_dir.relative_to(files.root) / "traces.jsonl"),
-            "trace": retry.trace,
         })
