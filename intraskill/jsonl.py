@@ -1,4 +1,4 @@
-"""Append-only JSONL files that survive a kill: every record is flushed and fsynced."""
+"""JSON and append-only JSONL files that survive a kill: every JSONL record is flushed and fsynced."""
 
 from __future__ import annotations
 
@@ -70,3 +70,13 @@ def iter_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """All records of a JSONL file (see :func:`iter_jsonl`)."""
     return list(iter_jsonl(path))
+
+
+def write_json(path: str | Path, obj: Any, indent: int = 2) -> Path:
+    """Write ``obj`` as indented UTF-8 JSON with a trailing newline, atomically (temp file + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    temporary.write_text(json.dumps(obj, ensure_ascii=False, indent=indent) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+    return path

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from intraskill.jsonl import write_json
 from intraskill.agent.traces import EpisodeTrace, read_traces
 from intraskill.evaluate.bootstrap import TEST_SEED_BASE, paired_bootstrap_ci, success_transitions
 from intraskill.evaluate.runner import EvalPlan, read_plan
@@ -240,6 +241,6 @@ def write_comparison(comparison: Mapping[str, Any], out_dir: str | Path) -> tupl
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out / "comparison.json", out / "comparison.md"
-    json_path.write_text(json.dumps(comparison, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json(json_path, comparison)
     md_path.write_text(comparison_markdown(comparison), encoding="utf-8")
     return json_path, md_path

@@ -21,18 +21,18 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from intraskill.agent.env import Environment, InProcessEnvironment
 from intraskill.agent.prompts import prompt_identity
 from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
 from intraskill.agent.traces import EpisodeStatus, read_traces
 from intraskill.hashing import sha256_json
-from intraskill.jsonl import JsonlWriter
+from intraskill.jsonl import JsonlWriter, write_json
 from intraskill.params import Params
 from intraskill.paths import runs_root, store_dir
 from intraskill.policy.base import Policy
-from intraskill.skills.bank import SkillBank, load_skillbank
+from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 
 LOGGER = logging.getLogger(__name__)
 
@@ -50,6 +50,19 @@ PLAN_FIELDS = (
 
 class PlanMismatchError(RuntimeError):
     """A run directory already holds a different plan."""
+
+
+class EpisodeSkills(Protocol):
+    """Per-episode skills (e.g. the gate's mask assignment): its ``identity`` is the plan's ``skills``."""
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What identifies the per-episode skill lists (recorded as the plan's ``skills`` field)."""
+        ...
+
+    def __call__(self, task_id: int, sample_id: int) -> Sequence[Skill]:
+        """The skills injected (in prompt order) into episode (``task_id``, ``sample_id``)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -146,7 +159,7 @@ def write_plan(run_dir: Path, plan: EvalPlan) -> None:
             )
         return
     run_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json(path, record, indent=1)
 
 
 def read_plan(run_dir: str | Path) -> EvalPlan:
@@ -302,6 +315,7 @@ def run_eval(
     batch_size: int = DEFAULT_BATCH_SIZE,
     limit: int | None = None,
     store_root: str | Path | None = None,
+    episode_skills: EpisodeSkills | None = None,
 ) -> EvalRun:
     """Evaluate one policy on ``split`` (resumably) and write ``summary.json``.
 
@@ -319,6 +333,8 @@ def run_eval(
     limit : task limit overriding ``evaluation.task_limit``.
     store_root : store directory, built or reused there (default ``<run_root>/store/<scale>-<seed>``,
         :func:`intraskill.paths.store_dir`).
+    episode_skills : per-episode skill lists instead of one bank (``skills`` must then be ``None``);
+        its ``identity`` is the plan's ``skills`` field, so resume and fingerprint semantics hold.
 
     Returns
     -------
@@ -330,6 +346,8 @@ def run_eval(
         raise ValueError(f"batch_size: must be >= 1, got {batch_size}")
     run_dir = Path(out_dir)
     bank = resolve_skills(skills)
+    if episode_skills is not None and bank is not None:
+        raise ValueError("skills: give either a bank or episode_skills, not both")
     root = Path(store_root) if store_root else store_dir(params.store.scale, params.store.seed,
                                                            params.experiment.run_root)
     store = _open_engine(params, root, split)
@@ -343,10 +361,13 @@ def run_eval(
                           limit if limit is not None else params.evaluation.task_limit)
         plan = EvalPlan(model=model_identity, split=split, jobs=tuple(pairs), environment=store.identity,
                         runtime=config.to_dict(), prompt=prompt_identity(config.language).to_dict(),
-                        skills=skills_identity(bank), seed=params.experiment.seed)
+                        skills=episode_skills.identity if episode_skills else skills_identity(bank),
+                        seed=params.experiment.seed)
         write_plan(run_dir, plan)
         injected = bank.enabled_skills() if bank else []
-        jobs = [EpisodeJob.create(task, sample, params.experiment.seed, injected) for task, sample in pairs]
+        jobs = [EpisodeJob.create(task, sample, params.experiment.seed,
+                                  episode_skills(task, sample) if episode_skills else injected)
+                for task, sample in pairs]
         _run_pending(
             policy, lambda: InProcessEnvironment(store.engine), jobs, config, run_dir / "traces.jsonl",
             batch_size=batch_size, progress=progress, label=f"eval {split}",

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from intraskill.jsonl import write_json
 from intraskill.agent.runtime import episode_id
 from intraskill.gate.ols import check_design_rank
 from intraskill.gate.selection import Intervention
@@ -377,8 +378,7 @@ def assign_gate_a_masks(
 def save_mask_assignment(assignment: MaskAssignment, path: str | Path) -> Path:
     """Write ``mask_assignments.json`` (indented UTF-8). Call before any rollout."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(assignment.to_dict(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    write_json(path, assignment.to_dict())
     return path
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from intraskill.jsonl import write_json
 from intraskill.hashing import sha256_file
 from intraskill.shop.data import Catalog, read_raw_products, write_raw_products
 from intraskill.shop.search import SearchIndex
@@ -120,7 +121,7 @@ def build_store(root: str | Path, scale: str = "default", seed: int = DEFAULT_ST
         "split_sha256": {n: splits.sha256(n) for n in splits.names},
         "files": {"products": sha256_file(paths.products), "splits": sha256_file(paths.splits)},
     }
-    paths.manifest.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json(paths.manifest, manifest, indent=1)
     return StoreArtifacts(paths, catalog, splits, manifest, reused=False)
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from intraskill.jsonl import write_json
 from intraskill.hashing import sha256_json, u64
 from intraskill.shop.types import Goal
 
@@ -136,8 +137,7 @@ class Splits:
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_json(path, self.to_dict(), indent=1)
         return path
 
     @classmethod

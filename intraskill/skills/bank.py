@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from intraskill.jsonl import write_json
 from intraskill.hashing import sha256_json, sha256_text
 
 SKILLBANK_SCHEMA_VERSION = "shopsimrl-skillbank-v1"
@@ -244,8 +245,7 @@ def load_skillbank(path: str | Path) -> SkillBank:
 def save_skillbank(bank: SkillBank, path: str | Path) -> Path:
     """Write the normalized bank as indented UTF-8 JSON (LF, trailing newline); returns the path."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(bank.to_dict(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    write_json(path, bank.to_dict())
     return path
 
 

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from intraskill.jsonl import write_json
 from intraskill.hashing import sha256_json, unit_draw
 from intraskill.skills.bank import Skill, SkillBank
 
@@ -247,8 +248,7 @@ def build_curriculum(
 def save_curriculum(state: CurriculumState, path: str | Path) -> Path:
     """Write the curriculum as indented UTF-8 JSON; returns the path."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(state.to_dict(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    write_json(path, state.to_dict())
     return path
 
 

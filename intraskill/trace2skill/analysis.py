@@ -15,7 +15,6 @@ When no card is eligible, or the analyst or compiler fails, the pool holds only 
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from intraskill.jsonl import JsonlWriter, iter_jsonl
+from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.shop.engine import ShopEngine
 from intraskill.skills.bank import SkillBank
 from intraskill.trace2skill.audit import Analyst
@@ -180,5 +179,5 @@ def run_analysis(round_dir: str | Path, engine: ShopEngine, bank: SkillBank, ana
         "rejected_items": rejected,
         "fallback_reason": fallback_reason,
     }
-    paths.summary.write_text(json.dumps(summary, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    write_json(paths.summary, summary)
     return summary

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from intraskill.jsonl import write_json
 from intraskill.hashing import sha256_json
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.render import Chunk, render_chunk
@@ -342,8 +343,7 @@ def fallback_pool(bank: SkillBank, *, round_id: str, proposal_checkpoint: str,
 def save_pool(pool: CandidatePool, path: str | Path) -> Path:
     """Write ``candidate_pool.json`` (indented UTF-8, LF)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(pool.to_dict(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    write_json(path, pool.to_dict())
     return path
 
 

@@ -15,12 +15,11 @@ could deadlock under slime's generation semaphore.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from intraskill.jsonl import write_json
 from intraskill.agent.traces import EpisodeTrace
 from intraskill.integrations.slime.config import (
     SlimeConfigError,
@@ -142,12 +141,7 @@ def _episode_settings(args: Any, config: SlimeRunConfig, sampling_params: dict[s
 
 def write_trace(output_dir: Path, group_index: int, name: str, trace: EpisodeTrace) -> Path:
     """Write one trace as ``<output_dir>/group-<9 digits>/<name>`` (atomic replace); returns the path."""
-    path = output_dir / f"group-{group_index:09d}" / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(json.dumps(trace.to_dict(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
-    return path
+    return write_json(output_dir / f"group-{group_index:09d}" / name, trace.to_dict(), indent=1)
 
 
 def fill_sample(sample: Any, result: EpisodeResult, codec: TokenCodec, assignment: GroupAssignment,
@@ -216,8 +210,7 @@ async def finalize_group(state: RunState, config: SlimeRunConfig, group_index: i
     record = triage_group(finished, curriculum_identity(open_group.curriculum),
                           open_group.assignment.to_dict(), retry, config.full_skill_retry)
     group_dir = config.output_dir / f"group-{group_index:09d}"
-    (group_dir / "triage.json").write_text(json.dumps(record.to_dict(), ensure_ascii=False, indent=1) + "\n",
-                                           encoding="utf-8")
+    write_json(group_dir / "triage.json", record.to_dict(), indent=1)
     state.files.append_triage({**record.to_dict(), "task_id": open_group.task_id})
     if record.classification is TriageClass.FULL_SKILL_FAILURE_PENDING_ANALYSIS:
         item = AnalysisItem(retry.episode_id, group_index, open_group.task_id, TRAIN_SPLIT, True, retry_trace)
