@@ -25,7 +25,7 @@ from intraskill.agent.prompts import (
 )
 from intraskill.agent.protocol import interpret_generation, observation_message, turn_messages
 from intraskill.agent.tools import build_tools, tool_names
-from intraskill.agent.traces import EpisodeStatus, EpisodeTrace, TurnRecord, reward_from_terminal
+from intraskill.agent.traces import EpisodeStatus, EpisodeTrace, TurnRecord, record_step, reward_from_terminal
 from intraskill.hashing import seed32
 from intraskill.policy.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.skills.bank import Skill
@@ -279,13 +279,7 @@ def _apply(episode: _Episode, generation: Generation, config: RuntimeConfig) -> 
         episode.messages.extend(messages)
     else:
         payload = episode.env.step(decision.action)
-        state = payload.get("observation_state") or {}
-        last = state.get("last_action") or {}
-        record.action_feedback = payload.get("action_feedback")
-        valid = last.get("valid") if "valid" in last else payload.get("message") != "Invalid action"
-        record.action_valid = valid
-        record.page_type = state.get("page_type")
-        record.observation = payload.get("observation")
+        state = record_step(record, payload)
         if payload.get("done"):
             episode.terminal = payload
             return

@@ -78,6 +78,17 @@ class TurnRecord:
     completion_tokens: int = 0
 
 
+def record_step(record: TurnRecord, payload: Mapping[str, Any]) -> dict[str, Any]:
+    """Fill a turn record from the environment's step payload; returns the new ``observation_state``."""
+    state = dict(payload.get("observation_state") or {})
+    last = state.get("last_action") or {}
+    record.action_feedback = payload.get("action_feedback")
+    record.action_valid = last.get("valid") if "valid" in last else payload.get("message") != "Invalid action"
+    record.page_type = state.get("page_type")
+    record.observation = payload.get("observation")
+    return state
+
+
 @dataclass
 class EpisodeTrace:
     """The full record of one episode attempt (``schema_version`` ``intraskill-episode-v1``)."""

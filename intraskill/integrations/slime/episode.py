@@ -31,7 +31,7 @@ from intraskill.agent.prompts import build_first_user_message, build_system_mess
 from intraskill.agent.protocol import interpret_generation, observation_message, turn_messages
 from intraskill.agent.runtime import ACTION_LIMIT, GENERATION_LENGTH
 from intraskill.agent.tools import build_tools, tool_names
-from intraskill.agent.traces import EpisodeStatus, EpisodeTrace, TurnRecord, reward_from_terminal
+from intraskill.agent.traces import EpisodeStatus, EpisodeTrace, TurnRecord, record_step, reward_from_terminal
 from intraskill.policy.base import Generation
 from intraskill.policy.chat_format import END_OF_TEXT, IM_END, parse_tool_calls, render_messages
 from intraskill.shop.client import AsyncShopClient
@@ -298,13 +298,7 @@ class _Loop:
             self.messages.extend(new_messages)
         else:
             payload = await self.env.step(decision.action)
-            state = payload.get("observation_state") or {}
-            last = state.get("last_action") or {}
-            record.action_feedback = payload.get("action_feedback")
-            invalid = payload.get("message") == "Invalid action"
-            record.action_valid = last.get("valid") if "valid" in last else not invalid
-            record.page_type = state.get("page_type")
-            record.observation = payload.get("observation")
+            state = record_step(record, payload)
             if payload.get("done"):
                 self.terminal = payload
                 return
