@@ -23,6 +23,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 round: $(STAMP)
+	mkdir -p runs/notebooks
 	$(BIN)/papermill notebooks/02_train_round.ipynb runs/notebooks/02_train_round.ipynb --cwd notebooks
 
 report: $(STAMP)

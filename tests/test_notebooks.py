@@ -24,6 +24,8 @@ def test_stored_without_outputs_with_one_parameters_cell(path: Path) -> None:
 
 EXECUTIONS = {
     "00_env_setup": {"scale": "small", "seed": 11, "expert_tasks": 10, "recall_tasks": 20},
+    "04_evaluate": {"limit": 6, "max_turns": 12},
+    "05_behaviour": {"limit": 8, "samples": 500},
     "06_release_reanalysis": {"samples": 500},
 }
 
@@ -35,7 +37,10 @@ def test_notebook_executes(name: str, tmp_path: Path, monkeypatch: pytest.Monkey
 
     monkeypatch.setenv("INTRASKILL_ROOT", str(NOTEBOOKS.parent))
     out = tmp_path / f"{name}.ipynb"
-    papermill.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(out), parameters=EXECUTIONS[name],
+    parameters = dict(EXECUTIONS[name])
+    if "run_root" in papermill.inspect_notebook(str(NOTEBOOKS / f"{name}.ipynb")):
+        parameters["run_root"] = str(tmp_path / "runs")
+    papermill.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(out), parameters=parameters,
                                cwd=str(NOTEBOOKS), progress_bar=False, kernel_name="python3")
     executed = nbformat.read(out, as_version=4)
     errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
