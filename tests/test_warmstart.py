@@ -27,7 +27,9 @@ from intraskill.train.warmstart import (
     BCExample,
     bc_loss,
     behaviour_clone,
+    bc_identity,
     collate,
+    finished_bc,
     learning_rate,
     pack_batches,
     verify_shipped,
@@ -185,6 +187,20 @@ def test_token_budget_batches_and_schedule() -> None:
     rates = [learning_rate(step, 50, 1.0, 5, 0.1) for step in range(50)]
     assert rates[4] == 1.0 and rates[-1] == pytest.approx(0.1) and rates == sorted(rates[:5]) + rates[5:]
     assert all(a >= b for a, b in zip(rates[4:], rates[5:]))
+
+
+def test_finished_bc_resumes_only_the_same_run(tmp_path: Path, tokenizer) -> None:
+    from intraskill.train.demos import write_demonstrations
+
+    _, demos = tokenizer
+    write_demonstrations(demos, tmp_path / "demos.jsonl")
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "checkpoint" / "config.json").write_text("{}")
+    assert finished_bc(tmp_path, CI) is None
+    (tmp_path / "bc.json").write_text(json.dumps({"identity": bc_identity(tmp_path, CI), "steps": 1}))
+    assert finished_bc(tmp_path, CI)["steps"] == 1
+    changed = params_from_dict({**CI.model_dump(), "warmstart": {**CI.warmstart.model_dump(), "steps": 99}})
+    assert finished_bc(tmp_path, changed) is None
 
 
 def test_shipped_checkpoint_matches_its_manifest() -> None:

@@ -89,6 +89,15 @@ LABELS: dict[str, tuple[str, str]] = {
     "opt_ppo_kl": ("PPO KL (diagnostic)", "PPO KL（诊断）"),
     "opt_loss": ("loss", "损失"),
     "zero_grad": ("zero-gradient update", "零梯度更新"),
+    # gate runs and gate validation
+    "title_gate_outcomes": ("Validation success per gate", "各轮门控的验证集成功率"),
+    "val_success_pct": ("val success (%)", "验证集成功率（%）"),
+    "gate_bare": ("bare", "无技能"),
+    "gate_masked": ("randomized masks", "随机掩码"),
+    "title_gate_validation": ("Gate β vs ground-truth effect", "门控 β 与真实效应"),
+    "true_effect": ("true effect on success (chunk alone − bare)", "对成功率的真实效应（单块 − 无技能）"),
+    "gate_beta_success": ("gate β on success (95% CI)", "门控 β（成功率，95% CI）"),
+    "identity_line": ("β = true effect", "β = 真实效应"),
 }
 """key → (English, Simplified Chinese). Values may hold ``str.format`` fields."""
 

@@ -67,3 +67,36 @@ def round_command(
     typer.echo(json.dumps({"round_dir": str(result.root), "checkpoint": str(result.model_dir),
                            "inputs": round_inputs_summary(inputs), "steps": len(result.metrics),
                            "last_step": result.metrics[-1] if result.metrics else None, "val_success": val}))
+
+
+def co_evolve_command(
+    params: Path = typer.Option(
+        Path("params/organism.yaml"), "--params", help="Parameter file with grpo: and round: sections."
+    ),
+    rounds: int = typer.Option(..., "--rounds", min=1, help="Number of co-evolution rounds."),
+    out: Path = typer.Option(None, "--out", help="Run directory (default <run_root>/<experiment>/co-evolve)."),
+    samples_per_task: int = typer.Option(1, "--samples-per-task", min=1, help="Masked gate rollouts per val task."),
+    gate_task_limit: int = typer.Option(None, "--gate-task-limit", help="Gate val tasks (default round.val_tasks)."),
+    max_candidates: int = typer.Option(6, "--max-candidates", help="ADD/REWRITE candidates per round (1-16)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+) -> None:
+    """Run (or resume, or extend) skill-model co-evolution: per round train (GRPO with the curriculum),
+    analyze the failed full-skill retries (rule analyst), gate the pool on the frozen checkpoint and build
+    the next curriculum from the selected bank. Prints the run directory and per-round outcomes as JSON."""
+    from intraskill.params import ParamsError, load_params
+    from intraskill.train.coevolve import SUMMARY_FILE, CoEvolveConfig, CoEvolvePlanMismatchError, co_evolve
+    from intraskill.train.round import RoundPlanMismatchError, resolve_project_path
+
+    try:
+        loaded = load_params(params if params.exists() else resolve_project_path(params))
+        config = CoEvolveConfig(samples_per_task=samples_per_task, gate_task_limit=gate_task_limit,
+                                max_candidates=max_candidates)
+    except (ParamsError, ValueError) as error:
+        raise typer.BadParameter(str(error)) from None
+    try:
+        result = co_evolve(loaded, rounds, config=config, out_dir=out, progress=progress)
+    except (CoEvolvePlanMismatchError, RoundPlanMismatchError) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from error
+    summary = json.loads((result.run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+    typer.echo(json.dumps({"run_dir": str(result.run_dir), **summary}))

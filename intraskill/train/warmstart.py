@@ -336,6 +336,28 @@ def evaluate_warmstart(params: Params, checkpoint: Path, bank: SkillBank, engine
     return metrics, truth
 
 
+DEMOS_FILE = "demos.jsonl"
+BC_FILE = "bc.json"
+
+
+def bc_identity(out: Path, params: Params) -> dict[str, Any]:
+    """What a finished BC stage in ``out`` was trained from: demonstrations and the parameters."""
+    return {"demos_sha256": sha256_file(out / DEMOS_FILE), "store": params.store.model_dump(),
+            "organism": params.model.organism.model_dump(), "warmstart": params.warmstart.model_dump()}
+
+
+def finished_bc(out: Path, params: Params) -> dict[str, Any] | None:
+    """The ``bc.json`` record of a finished BC stage in ``out`` made from the same demonstrations and
+    parameters (so an interrupted evaluation resumes without retraining), else ``None``."""
+    path = out / BC_FILE
+    needed = (path, out / DEMOS_FILE, out / CHECKPOINT_DIR / "config.json")
+    if not all(file.is_file() for file in needed):
+        return None
+    record = json.loads(path.read_text(encoding="utf-8"))
+    expected = json.loads(json.dumps(bc_identity(out, params)))
+    return record if record.get("identity") == expected else None
+
+
 def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
     """The whole warm start (demos → BC → checkpoint → evaluation); returns the manifest."""
     from intraskill.agent.env import InProcessEnvironment
@@ -350,14 +372,23 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
     started = time.monotonic()
     store = _open_store(params)
     engine = store.engine
-    jobs = demo_jobs(store.train_ids, ws.demos, bank.enabled_skills(), ws.mask_probability, ws.seed)
-    demos = collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, gate, seed=ws.seed,
-                                   max_turns=params.sampling.max_turns, max_actions=params.store.max_actions,
-                                   language=params.store.language, progress=progress)
-    write_demonstrations(demos, out / "demos.jsonl")
-    timings["demos_s"] = round(time.monotonic() - started, 1)
-    checkpoint, bc, data = train_organism(params, demos, out, progress=progress)
-    timings["bc_s"] = round(bc.wall_s, 1)
+    bc_record = finished_bc(out, params)
+    if bc_record is None:
+        jobs = demo_jobs(store.train_ids, ws.demos, bank.enabled_skills(), ws.mask_probability, ws.seed)
+        demos = collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, gate, seed=ws.seed,
+                                       max_turns=params.sampling.max_turns,
+                                       max_actions=params.store.max_actions, language=params.store.language,
+                                       progress=progress)
+        write_demonstrations(demos, out / DEMOS_FILE)
+        demos_s = round(time.monotonic() - started, 1)
+        _, bc, data = train_organism(params, demos, out, progress=progress)
+        bc_record = {"identity": bc_identity(out, params), "demos_s": demos_s, "episodes": len(demos),
+                     "expert_success": sum(d.reward["r_success"] for d in demos) / max(1, len(demos)),
+                     "steps": bc.steps, "tokens": bc.tokens, "losses": bc.losses,
+                     "wall_s": round(bc.wall_s, 1), "data": data}
+        (out / BC_FILE).write_text(json.dumps(bc_record, indent=1) + "\n", encoding="utf-8")
+    checkpoint = out / CHECKPOINT_DIR
+    timings.update({"demos_s": bc_record["demos_s"], "bc_s": bc_record["wall_s"]})
     started = time.monotonic()
     metrics, truth = evaluate_warmstart(params, checkpoint, bank, engine, store.val_ids, progress=progress)
     timings["eval_s"] = round(time.monotonic() - started, 1)
@@ -375,9 +406,10 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
                    "warmstart": ws.model_dump()},
         "seeds": {"warmstart": ws.seed, "organism_init": seed32(f"{ws.seed}:organism-init"),
                   "bc_batches": seed32(f"{ws.seed}:bc-batches")},
-        "demos": {"episodes": len(demos), "requested": ws.demos, "sha256": sha256_file(out / "demos.jsonl"),
-                  "expert_success": sum(d.reward["r_success"] for d in demos) / max(1, len(demos)), **data},
-        "bc": {"steps": bc.steps, "tokens": bc.tokens, "losses": bc.losses,
+        "demos": {"episodes": bc_record["episodes"], "requested": ws.demos,
+                  "sha256": bc_record["identity"]["demos_sha256"],
+                  "expert_success": bc_record["expert_success"], **bc_record["data"]},
+        "bc": {**{key: bc_record[key] for key in ("steps", "tokens", "losses", "note") if key in bc_record},
                "checkpoint_dtype": CHECKPOINT_DTYPE},
         "files": {p.name: sha256_file(p) for p in sorted(checkpoint.iterdir()) if p.is_file()},
         "timings": timings,

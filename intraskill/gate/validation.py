@@ -1,0 +1,208 @@
+"""Validation of the gate on the organism: Gate A's β against the warm start's ground-truth effects.
+
+The release never ran its planned check of the contribution ranking (intraskill-method.md §9 item 3)
+and computed no standard errors (§5.4). The organism has known per-chunk effects: the warm start
+measures each S₀ chunk's effect on ``r_success`` as "chunk alone vs bare", paired by task and
+episode seed, with a task-level paired bootstrap CI (``ground_truth.json``). Here Gate A runs on the
+same checkpoint with Bernoulli(0.5) masks over S₀'s chunks on val, for several mask seeds and m
+masked rollouts per task, and its ``r_success`` coefficients are compared with the ground truth:
+
+- **Spearman correlation** of β and the true effects across chunks (rank agreement);
+- **CI coverage**: the fraction of chunks whose true effect lies inside the gate's 95 % CI (HC3, or
+  clustered by task when m > 1).
+
+β is an additive main effect averaged over the other chunks' Bernoulli(0.5) masks, while the ground
+truth is each chunk alone; where chunks interact the two estimands differ (§9 item 4), which the
+coverage figure exposes rather than hides. The target of the project: Spearman ≥ 0.8 and ≥ 90 %
+coverage.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from intraskill.gate.run import GateConfig, as_draft, run_gate_a
+from intraskill.params import Params
+from intraskill.skills.bank import SkillBank, load_skillbank
+
+METRIC = "r_success"
+TARGET = {"spearman": 0.8, "coverage": 0.9}
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    """Spearman rank correlation (ties averaged); NaN when either side is constant or n < 2.
+
+    >>> spearman([0.1, 0.3, 0.2], [1, 3, 2])
+    1.0
+    """
+    from scipy.stats import spearmanr
+
+    if len(a) != len(b):
+        raise ValueError(f"spearman: lengths differ ({len(a)} vs {len(b)})")
+    if len(a) < 2 or len(set(a)) < 2 or len(set(b)) < 2:
+        return math.nan
+    return float(spearmanr(a, b).statistic)
+
+
+def compare_to_truth(contributions: Mapping[str, Any], truth: Mapping[str, Mapping[str, Any]],
+                     metric: str = METRIC) -> dict[str, Any]:
+    """Gate coefficients of ``metric`` against ground-truth effects, chunk by chunk.
+
+    Parameters
+    ----------
+    contributions : a gate's ``contributions.json`` object.
+    truth : ``ground_truth.json``'s ``chunks``: chunk ID → ``{"effect": x, "ci95": [lo, hi], …}``.
+
+    Returns
+    -------
+    dict
+        ``chunks`` (n compared), ``spearman``, ``coverage`` (true effect inside the gate's 95 % CI)
+        and ``per_chunk`` {id: beta, ci95, truth, truth_ci95, covered}.
+    """
+    estimate = contributions["estimates"][metric]
+    ids = [c for c in estimate["coefficients"] if c in truth]
+    if not ids:
+        raise ValueError("truth: no chunk of the gate has a ground-truth effect")
+    per_chunk = {}
+    for chunk in ids:
+        low, high = estimate["conf_int_95"][chunk]
+        effect = float(truth[chunk]["effect"])
+        covered = low is not None and high is not None and low <= effect <= high
+        per_chunk[chunk] = {"beta": estimate["coefficients"][chunk], "ci95": [low, high], "truth": effect,
+                            "truth_ci95": list(truth[chunk].get("ci95") or []), "covered": covered}
+    return {
+        "chunks": len(ids),
+        "spearman": spearman([per_chunk[c]["beta"] for c in ids], [per_chunk[c]["truth"] for c in ids]),
+        "coverage": sum(p["covered"] for p in per_chunk.values()) / len(ids),
+        "per_chunk": per_chunk,
+    }
+
+
+def _mean(values: Sequence[float]) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return sum(finite) / len(finite) if finite else math.nan
+
+
+def validate_gate(
+    params: Params,
+    draft: SkillBank,
+    truth: Mapping[str, Mapping[str, Any]],
+    out_dir: str | Path,
+    *,
+    seeds: Sequence[int],
+    samples_per_task: int = 1,
+    task_limit: int | None = None,
+    checkpoint: str | Path | None = None,
+    checkpoint_id: str = "warmstart",
+    policy: Any | None = None,
+    store_root: str | Path | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Gate A over ``draft`` (marked draft-only here) for each mask seed; compare each fit with ``truth``.
+
+    Every seed's gate shares one bare val run (``<out_dir>/m<m>/bare-val``); gates go to
+    ``<out_dir>/m<m>/seed-<seed>`` and resume or skip like any gate. Returns the report: per-seed
+    comparisons, their means, the target and whether the mean figures meet it.
+    """
+    if not seeds:
+        raise ValueError("seeds: give at least one mask seed")
+    root = Path(out_dir) / f"m{samples_per_task}"
+    per_seed = []
+    for seed in seeds:
+        config = GateConfig(checkpoint_id=checkpoint_id, mask_seed=seed, samples_per_task=samples_per_task,
+                            task_limit=task_limit)
+        result = run_gate_a(params, as_draft(draft), root / f"seed-{seed}", config, checkpoint=checkpoint,
+                            bare_run_dir=root / "bare-val", policy=policy, store_root=store_root, progress=progress)
+        comparison = compare_to_truth(result.contributions, truth)
+        per_seed.append({"mask_seed": seed, "observations": result.contributions["observations"],
+                         "bare_success": result.contributions["estimates"][METRIC]["bare_mean"], **comparison})
+    spearman_mean = _mean([s["spearman"] for s in per_seed])
+    coverage_mean = _mean([s["coverage"] for s in per_seed])
+    return {
+        "metric": METRIC,
+        "samples_per_task": samples_per_task,
+        "task_limit": task_limit,
+        "seeds": list(seeds),
+        "spearman_mean": spearman_mean,
+        "coverage_mean": coverage_mean,
+        "target": dict(TARGET),
+        "meets_target": spearman_mean >= TARGET["spearman"] and coverage_mean >= TARGET["coverage"],
+        "per_seed": per_seed,
+    }
+
+
+def load_truth(warmstart_dir: str | Path) -> dict[str, Any]:
+    """A warm start's ``ground_truth.json``."""
+    path = Path(warmstart_dir) / "ground_truth.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no ground truth (run `intraskill warmstart`)")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def validate_on_warmstart(params: Params, warmstart_dir: str | Path, out_dir: str | Path, *,
+                          seeds: Sequence[int], samples_per_task: int = 1, task_limit: int | None = None,
+                          store_root: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
+    """:func:`validate_gate` on the organism's warm start: its checkpoint, S₀ (``warmstart.skills``) and
+    its ``ground_truth.json``; the report also records the ground truth's own size."""
+    from intraskill.train.round import resolve_project_path
+
+    truth = load_truth(warmstart_dir)
+    draft = load_skillbank(resolve_project_path(params.warmstart.skills))
+    report = validate_gate(params, draft, truth["chunks"], out_dir, seeds=seeds, samples_per_task=samples_per_task,
+                           task_limit=task_limit, checkpoint=Path(warmstart_dir) / "checkpoint",
+                           store_root=store_root, progress=progress)
+    return {"policy": "organism", "warmstart_dir": str(warmstart_dir),
+            "truth_episodes_per_arm": truth.get("episodes_per_arm"), **report}
+
+
+def teacher_policy(params: Params, draft: SkillBank) -> Any:
+    """The organism's teacher: the scripted expert behind S₀'s gate with ``warmstart.p_with/p_without``."""
+    from intraskill.policy.expert import ExpertPolicy
+    from intraskill.train.demos import s0_gate
+
+    ws = params.warmstart
+    return ExpertPolicy(seed=ws.seed, gate=s0_gate(draft, ws.p_with, ws.p_without), language=params.store.language,
+                        max_actions=params.store.max_actions)
+
+
+def teacher_truth(params: Params, draft: SkillBank, *, tasks: int | None, store_root: str | Path | None = None,
+                  batch_size: int = 64) -> dict[str, Any]:
+    """Ground truth of the teacher, measured as the warm start measures the organism's: each chunk alone
+    vs bare on the first ``tasks`` val tasks (sample 0, episode seeds from ``warmstart.seed``)."""
+    from intraskill.agent.env import InProcessEnvironment
+    from intraskill.evaluate.runner import runtime_config
+    from intraskill.train.round import open_train_store
+    from intraskill.train.warmstart import ground_truth, run_arm
+
+    store = open_train_store(params, store_root, split="val")
+    try:
+        task_ids = list(store.task_ids[:tasks] if tasks is not None else store.task_ids)
+        factory = lambda: InProcessEnvironment(store.engine)  # noqa: E731
+        config, seed = runtime_config(params), params.warmstart.seed
+        bare = run_arm(teacher_policy(params, draft), factory, task_ids, (), seed, config, batch_size)
+        alone = {s.skill_id: run_arm(teacher_policy(params, draft), factory, task_ids, (s,), seed, config, batch_size)
+                 for s in draft.enabled_skills()}
+    finally:
+        store.close()
+    truth = ground_truth(draft, bare, alone, samples=params.evaluation.bootstrap_samples,
+                         seed_base=params.evaluation.bootstrap_seed)
+    return {"episodes_per_arm": len(task_ids), **truth}
+
+
+def validate_on_teacher(params: Params, out_dir: str | Path, *, seeds: Sequence[int], samples_per_task: int = 1,
+                        task_limit: int | None = None, truth_tasks: int | None = None,
+                        store_root: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
+    """:func:`validate_gate` on the organism's teacher (fast, no checkpoint needed): S₀ with the gated
+    expert as the policy and :func:`teacher_truth` as the ground truth."""
+    from intraskill.train.round import resolve_project_path
+
+    draft = load_skillbank(resolve_project_path(params.warmstart.skills))
+    truth = teacher_truth(params, draft, tasks=truth_tasks, store_root=store_root)
+    report = validate_gate(params, draft, truth["chunks"], out_dir, seeds=seeds, samples_per_task=samples_per_task,
+                           task_limit=task_limit, checkpoint_id="s0-teacher", policy=teacher_policy(params, draft),
+                           store_root=store_root, progress=progress)
+    return {"policy": "teacher", "truth_episodes_per_arm": truth["episodes_per_arm"], **report}

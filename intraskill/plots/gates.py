@@ -1,0 +1,117 @@
+"""Gate runs: per-gate val success (bare vs randomized masks), tidy contribution tables with CIs, and
+the validation scatter of gate β against ground-truth effects."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from intraskill.plots.style import COLORS, Labeller, frame, new_figure
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+
+def gate_tables(gate_dirs: Mapping[Any, str | Path]) -> tuple["pd.DataFrame", "pd.DataFrame"]:
+    """``(contributions, outcomes)`` of finished gate directories keyed by round.
+
+    ``contributions`` has one row per design column (``round, intervention_id, kind, status,
+    coefficient, rank, ci_lo, ci_hi``, reward β with its 95 % CI) — the input of
+    :func:`~intraskill.plots.chunk_contributions` and :func:`~intraskill.plots.skill_evolution`;
+    ``outcomes`` one row per gate (``round, bare_success, masked_success, bare_reward, masked_reward,
+    columns, selected``).
+    """
+    import pandas as pd
+
+    rows, outcomes = [], []
+    for round_id, gate_dir in gate_dirs.items():
+        data = json.loads((Path(gate_dir) / "contributions.json").read_text(encoding="utf-8"))
+        intervals = data["estimates"]["reward"].get("conf_int_95", {})
+        for record in data["contributions"]:
+            low, high = intervals.get(record["intervention_id"], (None, None))
+            rows.append({"round": round_id, "intervention_id": record["intervention_id"], "kind": record["kind"],
+                         "status": record["status"], "coefficient": record["coefficient"], "rank": record["rank"],
+                         "ci_lo": low, "ci_hi": high})
+        success, reward = data["estimates"]["r_success"], data["estimates"]["reward"]
+        outcomes.append({"round": round_id, "bare_success": success["bare_mean"],
+                         "masked_success": success["masked_mean"], "bare_reward": reward["bare_mean"],
+                         "masked_reward": reward["masked_mean"], "columns": len(data["contributions"]),
+                         "selected": data["selected_count"]})
+    return pd.DataFrame(rows), pd.DataFrame(outcomes)
+
+
+def gate_outcomes(outcomes: "pd.DataFrame | Sequence[Mapping[str, Any]]", *, language: str = "en") -> "Figure":
+    """Paired bars per gate: val success of the bare run and of the randomized-mask run (same tasks).
+
+    Parameters
+    ----------
+    outcomes : DataFrame or records with ``round``, ``bare_success``, ``masked_success`` (fractions).
+    language : {"en", "zh"}
+    """
+    table = frame(outcomes, ("round", "bare_success", "masked_success"), "outcomes")
+    labels = Labeller.for_language(language)
+    positions = list(range(len(table)))
+    with labels.building():
+        figure = new_figure(1.4 * len(table) + 3.0, 3.4)
+        axes = figure.subplots()
+        for offset, column, key, color in ((-0.2, "bare_success", "gate_bare", COLORS["base_free"]),
+                                           (0.2, "masked_success", "gate_masked", COLORS["base_s0"])):
+            values = [100.0 * float(v) for v in table[column]]
+            bars = axes.bar([p + offset for p in positions], values, width=0.38, color=color, label=labels(key))
+            axes.bar_label(bars, fmt="%.1f", fontsize=7.5)
+        axes.set_xticks(positions, [str(r) for r in table["round"]])
+        axes.set_xlabel(labels("gate_round"))
+        axes.set_ylabel(labels("val_success_pct"))
+        axes.set_ylim(0, 110)
+        axes.legend(loc="lower right")
+        axes.set_title(labels("title_gate_outcomes"))
+    return labels.finish(figure)
+
+
+def gate_validation(per_chunk: "pd.DataFrame | Sequence[Mapping[str, Any]]", *, language: str = "en") -> "Figure":
+    """Gate β (with 95 % CI) against each chunk's true effect, one marker per (chunk, mask seed).
+
+    Parameters
+    ----------
+    per_chunk : DataFrame or records with ``chunk``, ``truth``, ``beta``, ``ci_lo``, ``ci_hi`` and
+        optionally ``mask_seed`` (one colour per seed).
+    language : {"en", "zh"}
+    """
+    table = frame(per_chunk, ("chunk", "truth", "beta", "ci_lo", "ci_hi"), "per_chunk")
+    labels = Labeller.for_language(language)
+    seeds = sorted(table["mask_seed"].unique()) if "mask_seed" in table.columns else [None]
+    with labels.building():
+        figure = new_figure(5.6, 4.6)
+        axes = figure.subplots()
+        for index, seed in enumerate(seeds):
+            part = table if seed is None else table[table["mask_seed"] == seed]
+            jitter = 0.002 * (index - (len(seeds) - 1) / 2)
+            axes.errorbar(part["truth"] + jitter, part["beta"],
+                          yerr=[part["beta"] - part["ci_lo"], part["ci_hi"] - part["beta"]], fmt="o", markersize=4,
+                          capsize=2, linewidth=0.8, color=f"C{index % 10}",
+                          label=None if seed is None else f"mask seed {seed}")
+        low = min(table["truth"].min(), table["ci_lo"].min())
+        high = max(table["truth"].max(), table["ci_hi"].max())
+        axes.plot([low, high], [low, high], color=COLORS["boundary"], linestyle="--", linewidth=0.8,
+                  label=labels("identity_line"))
+        first = table.drop_duplicates("chunk")
+        for record in first.to_dict("records"):
+            axes.annotate(str(record["chunk"]), (record["truth"], record["beta"]), xytext=(4, 3),
+                          textcoords="offset points", fontsize=7)
+        axes.set_xlabel(labels("true_effect"))
+        axes.set_ylabel(labels("gate_beta_success"))
+        axes.legend(loc="upper left", fontsize=7.5)
+        axes.set_title(labels("title_gate_validation"))
+    return labels.finish(figure)
+
+
+def validation_table(report: Mapping[str, Any]) -> "pd.DataFrame":
+    """One row per (mask seed, chunk) of a validation report: ``mask_seed, chunk, truth, beta, ci_lo,
+    ci_hi, covered`` (the input of :func:`gate_validation`)."""
+    import pandas as pd
+
+    return pd.DataFrame([{"mask_seed": seed["mask_seed"], "chunk": chunk, "truth": row["truth"], "beta": row["beta"],
+                          "ci_lo": row["ci95"][0], "ci_hi": row["ci95"][1], "covered": row["covered"]}
+                         for seed in report["per_seed"] for chunk, row in seed["per_chunk"].items()])

@@ -1,0 +1,287 @@
+"""Skill–model co-evolution: train round → Trace2Skill analysis → online gate → next curriculum.
+
+Reference: intraskill-method.md §0 (the loop) and §6.4 (chaining rounds: each round starts from the
+previous round's checkpoint; after training, the analysis compiles candidates — falling back to a
+pool of the current skills only — and the gate runs on the frozen checkpoint; the gate's selected
+bank defines the next curriculum with q 0.20, ρ 0.20–0.90).
+
+A co-evolution run directory (``<run_root>/<experiment>/co-evolve`` by default) holds ``plan.json``
+(parameters, co-evolution settings and the starting point, fingerprinted; a directory refuses a
+different plan), one ``round-<NNN>/`` per round (the round directory of
+:func:`~intraskill.train.round.run_round`, with ``analysis/`` and ``gate/`` inside) and
+``co_evolve_summary.json`` (one record per finished round). Every stage is resumable and skipped
+when its outputs are complete, so re-running with more rounds extends the run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from intraskill.gate.masks import DEFAULT_MASK_SEED
+from intraskill.hashing import sha256_json
+from intraskill.params import Params
+from intraskill.paths import runs_root
+from intraskill.skills.bank import Skill, SkillBank
+from intraskill.skills.curriculum import CurriculumState, load_curriculum
+from intraskill.train.prepare import RoundInputs
+from intraskill.trace2skill.pool import DEFAULT_MAX_CANDIDATES, check_max_candidates
+
+LOGGER = logging.getLogger(__name__)
+
+PLAN_SCHEMA_VERSION = "intraskill-co-evolve-plan-v1"
+PIPELINE_VERSION = "intraskill-co-evolve-v1"
+SUMMARY_FILE = "co_evolve_summary.json"
+GATE_SKIPPED = "skipped_empty_pool"
+
+
+class CoEvolvePlanMismatchError(RuntimeError):
+    """The co-evolution directory already holds a different plan."""
+
+
+@dataclass(frozen=True)
+class CoEvolveConfig:
+    """Settings of the analysis and gate stages (the training stage reads ``params``).
+
+    Parameters
+    ----------
+    samples_per_task : m masked gate rollouts per val task (1 in the release).
+    mask_seed : seed of the gate's mask draws (20260901).
+    gate_task_limit : val tasks of the gate; ``None`` = ``round.val_tasks`` (the round's bare
+        ``val-after`` run is then reused as the gate's bare run), or ``evaluation.task_limit`` when
+        ``round.val_tasks`` is 0.
+    max_candidates : ADD/REWRITE candidates per round (6).
+    """
+
+    samples_per_task: int = 1
+    mask_seed: int = DEFAULT_MASK_SEED
+    gate_task_limit: int | None = None
+    max_candidates: int = DEFAULT_MAX_CANDIDATES
+
+    def __post_init__(self) -> None:
+        if self.samples_per_task < 1:
+            raise ValueError(f"samples_per_task: must be >= 1, got {self.samples_per_task}")
+        if self.gate_task_limit is not None and self.gate_task_limit < 1:
+            raise ValueError(f"gate_task_limit: must be >= 1 or None, got {self.gate_task_limit}")
+        check_max_candidates(self.max_candidates)
+
+
+@dataclass(frozen=True)
+class CoEvolveRound:
+    """One finished round: its directory, trained checkpoint, pool, gate outcome and next curriculum."""
+
+    round_index: int
+    root: Path
+    checkpoint: Path
+    pool_path: Path
+    gate_status: str
+    curriculum_path: Path | None
+
+    @property
+    def gate_dir(self) -> Path:
+        return self.root / "gate"
+
+    def curriculum(self) -> CurriculumState | None:
+        """The next round's curriculum (``None``: the gate selected nothing or did not run)."""
+        return load_curriculum(self.curriculum_path) if self.curriculum_path is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        record = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
+        record["gate_dir"] = str(self.gate_dir)
+        return record
+
+
+@dataclass(frozen=True)
+class CoEvolveResult:
+    """A co-evolution run: its directory, plan fingerprint and finished rounds."""
+
+    run_dir: Path
+    fingerprint: str
+    rounds: list[CoEvolveRound]
+
+
+def default_run_dir(params: Params) -> Path:
+    """``<run_root>/<experiment.name>/co-evolve``."""
+    return runs_root(params.experiment.run_root) / params.experiment.name / "co-evolve"
+
+
+def round_id(index: int) -> str:
+    return f"round-{index:03d}"
+
+
+def curriculum_bank(curriculum: CurriculumState | None, round_name: str) -> SkillBank:
+    """The bank a round trained with: its curriculum's chunks (id, version, content) in order; empty
+    without a curriculum. The analysis checks each retry's injected skills against it."""
+    chunks = curriculum.chunks if curriculum is not None else ()
+    skills = tuple(Skill(c.skill_id, c.content, c.version, metadata=dict(c.metadata)) for c in chunks)
+    return SkillBank(f"{round_name}-curriculum", skills)
+
+
+def _write_plan(run_dir: Path, plan: dict[str, Any]) -> str:
+    fingerprint = sha256_json(plan)
+    path = run_dir / "plan.json"
+    if path.exists():
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if stored.get("fingerprint") != fingerprint:
+            differing = sorted(k for k in plan if stored.get(k) != plan[k])
+            raise CoEvolvePlanMismatchError(
+                f"{run_dir} holds a different co-evolution plan; differing fields: {', '.join(differing)}. "
+                "Use another --out directory to run a different plan.")
+        return fingerprint
+    run_dir.mkdir(parents=True, exist_ok=True)
+    record = {"schema_version": PLAN_SCHEMA_VERSION, **plan, "fingerprint": fingerprint}
+    path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return fingerprint
+
+
+def _trained(root: Path, params: Params) -> bool:
+    """Every rollout step committed and, when the round checks val, its comparison written."""
+    steps = all((root / "steps" / f"step-{s:04d}" / "step-done").exists()
+                for s in range(1, params.round.rollout_steps + 1))
+    val = params.round.val_tasks == 0 or (root / "val-compare" / "comparison.json").is_file()
+    return steps and val and (root / "checkpoint" / "model" / "config.json").is_file()
+
+
+def _analysed(root: Path, bank: SkillBank) -> bool:
+    summary = root / "analysis" / "analysis_summary.json"
+    if not summary.is_file() or not (root / "analysis" / "candidate_pool.json").is_file():
+        return False
+    return json.loads(summary.read_text(encoding="utf-8")).get("current_skillbank_sha256") == bank.sha256
+
+
+def _analyse(params: Params, root: Path, index: int, bank: SkillBank, history_path: Path | None,
+             config: CoEvolveConfig, store_root: str | Path | None) -> None:
+    from intraskill.trace2skill.analysis import AnalysisConfig, run_analysis
+    from intraskill.trace2skill.ledger import read_ledger
+    from intraskill.trace2skill.rule_analyst import RuleAnalyst
+    from intraskill.train.round import open_train_store
+
+    name = round_id(index)
+    history = read_ledger(history_path) if history_path is not None else []
+    store = open_train_store(params, store_root)
+    try:
+        run_analysis(root, store.engine, bank, RuleAnalyst(store.engine),
+                     AnalysisConfig(name, f"{params.experiment.name}-{name}", config.max_candidates), history)
+    finally:
+        store.close()
+
+
+def _gate_limit(params: Params, config: CoEvolveConfig) -> tuple[int | None, bool]:
+    """The gate's task limit and whether the round's ``val-after`` run is its bare run."""
+    val_tasks = params.round.val_tasks
+    if config.gate_task_limit is not None:
+        limit = config.gate_task_limit
+    else:
+        limit = val_tasks if val_tasks != 0 else None
+    reuse = (val_tasks != 0 and config.samples_per_task == params.evaluation.repeats
+             and (limit if limit is not None else params.evaluation.task_limit)
+             == (val_tasks if val_tasks is not None else params.evaluation.task_limit))
+    return limit, reuse
+
+
+def _gate(params: Params, root: Path, index: int, config: CoEvolveConfig, store_root: str | Path | None,
+          progress: bool) -> tuple[str, Path | None]:
+    from intraskill.gate.run import GateConfig, run_online_gate
+    from intraskill.trace2skill.pool import load_pool
+
+    pool = load_pool(root / "analysis" / "candidate_pool.json")
+    if not pool.current_skills and not pool.candidates:
+        LOGGER.info("%s: empty candidate pool; the gate does not run and the next round has no skills", root)
+        return GATE_SKIPPED, None
+    limit, reuse = _gate_limit(params, config)
+    gate_config = GateConfig(checkpoint_id=f"{round_id(index)}-checkpoint", mask_seed=config.mask_seed,
+                             samples_per_task=config.samples_per_task, task_limit=limit,
+                             next_round_id=round_id(index + 1))
+    result = run_online_gate(params, pool, root / "gate", gate_config, checkpoint=root / "checkpoint" / "model",
+                             bare_run_dir=root / "val-after" if reuse else None,
+                             ledger=root / "analysis" / "proposal_ledger.jsonl", store_root=store_root,
+                             progress=progress)
+    return result.manifest["status"], (result.gate_dir / "curriculum.json") if result.curriculum else None
+
+
+def _ledger_after(previous: CoEvolveRound | None) -> Path | None:
+    """The cumulative ledger a round's analysis starts from: the previous gate's (or analysis') ledger."""
+    if previous is None:
+        return None
+    gate = previous.gate_dir / "proposal_ledger.jsonl"
+    return gate if gate.is_file() else previous.root / "analysis" / "proposal_ledger.jsonl"
+
+
+def _round_summary(finished: CoEvolveRound) -> dict[str, Any]:
+    record = finished.to_dict()
+    compare = finished.root / "val-compare" / "comparison.json"
+    if compare.is_file():
+        success = json.loads(compare.read_text(encoding="utf-8"))["paired"]["metrics"]["r_success"]
+        record["val_success"] = {"before": success["a_mean"], "after": success["b_mean"]}
+    manifest = finished.gate_dir / "online_gate_manifest.json"
+    if finished.gate_status != GATE_SKIPPED and manifest.is_file():
+        record["gate_outcomes"] = json.loads(manifest.read_text(encoding="utf-8"))["outcomes"]
+    return record
+
+
+def co_evolve(
+    params: Params,
+    rounds: int,
+    *,
+    start: RoundInputs | None = None,
+    config: CoEvolveConfig = CoEvolveConfig(),
+    out_dir: str | Path | None = None,
+    store_root: str | Path | None = None,
+    progress: bool = True,
+) -> CoEvolveResult:
+    """Run (or resume, or extend) ``rounds`` co-evolution rounds.
+
+    Parameters
+    ----------
+    params : the parameter set (``round`` and ``grpo`` for training; store, model, sampling,
+        evaluation for the evaluator).
+    rounds : number of rounds (≥ 1); round r starts from round r − 1's checkpoint and gate curriculum.
+    start : round 0's starting checkpoint and curriculum (default :func:`~intraskill.train.prepare.prepare_round`:
+        the organism's warm start and S₀ with its ground-truth α).
+    config : analysis and gate settings (:class:`CoEvolveConfig`).
+    out_dir : the run directory (default :func:`default_run_dir`).
+    store_root : the store directory (default the cached store of ``params.store``).
+    """
+    from intraskill.train.prepare import prepare_round
+    from intraskill.train.round import run_round
+
+    if rounds < 1:
+        raise ValueError(f"rounds: must be >= 1, got {rounds}")
+    run_dir = Path(out_dir) if out_dir is not None else default_run_dir(params)
+    if start is None:
+        start = prepare_round(params, 0, run_dir / round_id(0), progress=progress)
+    plan = {"pipeline_version": PIPELINE_VERSION, "params": params.model_dump(mode="json"),
+            "config": asdict(config), "start": {
+                "checkpoint": start.checkpoint,
+                "curriculum_state_id": start.curriculum.state_id if start.curriculum else None}}
+    fingerprint = _write_plan(run_dir, plan)
+    train_params = params.model_copy(update={"round": params.round.model_copy(update={"skillbank": None})})
+    finished: list[CoEvolveRound] = []
+    checkpoint, curriculum = start.checkpoint, start.curriculum
+    for index in range(rounds):
+        root = run_dir / round_id(index)
+        if not _trained(root, params):
+            run_round(train_params, index, curriculum=curriculum, initial_checkpoint=checkpoint, out_dir=root,
+                      store_root=store_root, progress=progress)
+        bank = curriculum_bank(curriculum, round_id(index))
+        if not _analysed(root, bank):
+            _analyse(params, root, index, bank, _ledger_after(finished[-1] if finished else None), config, store_root)
+        status, curriculum_path = _gate(params, root, index, config, store_root, progress)
+        done = CoEvolveRound(index, root, root / "checkpoint" / "model", root / "analysis" / "candidate_pool.json",
+                             status, curriculum_path)
+        finished.append(done)
+        _write_summary(run_dir, fingerprint, finished)
+        checkpoint, curriculum = str(done.checkpoint), done.curriculum()
+    return CoEvolveResult(run_dir, fingerprint, finished)
+
+
+def _write_summary(run_dir: Path, fingerprint: str, finished: Sequence[CoEvolveRound]) -> None:
+    record = {"fingerprint": fingerprint, "rounds": [_round_summary(r) for r in finished]}
+    path = run_dir / SUMMARY_FILE
+    staging = path.with_name(path.name + ".tmp")
+    staging.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    staging.replace(path)

@@ -1,0 +1,95 @@
+"""Co-evolution: two rounds of train → analysis → gate → curriculum with a random-init ci organism."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from intraskill.params import Params, load_params, params_from_dict
+from intraskill.paths import project_root
+from intraskill.skills.bank import Skill, SkillBank
+from intraskill.skills.curriculum import build_curriculum
+from intraskill.train.coevolve import (
+    GATE_SKIPPED,
+    CoEvolveConfig,
+    CoEvolvePlanMismatchError,
+    co_evolve,
+    curriculum_bank,
+)
+from intraskill.train.prepare import RoundInputs
+
+ROUND = {"n_samples_per_prompt": 2, "rollout_batch_size": 1, "over_sampling_batch_size": 2, "rollout_steps": 1,
+         "val_tasks": 8}
+
+
+def ci_params(run_root: Path) -> Params:
+    """``params/ci.yaml`` shrunk to one rollout step per round and 8 val tasks."""
+    data = load_params(project_root() / "params" / "ci.yaml").model_dump(mode="json")
+    data["experiment"]["run_root"] = str(run_root)
+    data["round"].update(ROUND)
+    data["sampling"].update({"max_turns": 4, "max_tokens_per_turn": 32})
+    return params_from_dict(data)
+
+
+def start(params: Params) -> RoundInputs:
+    skills = (Skill("tidy", "### Be tidy\n- Click only listed values.", metadata={"estimated_effect": 0.05}),
+              Skill("budget", "### Budget\n- Compare prices.", metadata={"estimated_effect": 0.01}))
+    r = params.round
+    curriculum = build_curriculum(SkillBank("ci-1", skills), round_id="round-000", skill_free_probability=r.q,
+                                  rho_min=r.rho_min, rho_max=r.rho_max, seed=r.curriculum_seed)
+    return RoundInputs(checkpoint=None, skillbank=None, curriculum=curriculum, warmstart_dir=None)
+
+
+def line_count(path: Path) -> int:
+    return path.read_text(encoding="utf-8").count("\n")
+
+
+def test_two_rounds_write_every_artifact_resume_and_refuse_another_plan(tmp_path: Path,
+                                                                        small_store_root: Path) -> None:
+    params = ci_params(tmp_path / "runs")
+    config = CoEvolveConfig(max_candidates=2)
+    run_dir = tmp_path / "co-evolve"
+    result = co_evolve(params, 2, start=start(params), config=config, out_dir=run_dir, store_root=small_store_root,
+                       progress=False)
+    assert [r.round_index for r in result.rounds] == [0, 1]
+    first, second = result.rounds
+    for finished in result.rounds:
+        assert (finished.checkpoint / "config.json").is_file()
+        assert finished.pool_path.is_file()
+        assert json.loads((finished.root / "analysis" / "analysis_summary.json").read_text())["round_id"] == \
+            f"round-{finished.round_index:03d}"
+    # round 0: S0-like curriculum → retries → analysis → a complete gate on the frozen round checkpoint
+    assert first.gate_status == "complete"
+    gate = first.gate_dir
+    for name in ("mask_assignments.json", "contributions.json", "selected_skillbank.json", "selected_skill.md",
+                 "proposal_ledger.jsonl", "summary.json", "online_gate_manifest.json"):
+        assert (gate / name).is_file(), name
+    contributions = json.loads((gate / "contributions.json").read_text())
+    manifest = json.loads((gate / "online_gate_manifest.json").read_text())
+    assert manifest["config"]["checkpoint_id"] == "round-000-checkpoint"
+    assert manifest["inputs"]["bare_run_dir"] == str(first.root / "val-after")  # the round's bare val is reused
+    assert contributions["bare_baseline"]["observations"] == ROUND["val_tasks"]
+    assert {r["intervention_id"] for r in contributions["contributions"]} >= {"tidy", "budget"}
+    # the next curriculum exists exactly when the gate selected a chunk, and round 1 trains with it
+    assert (first.curriculum_path is not None) == (contributions["selected_count"] > 0)
+    round_plan = json.loads((second.root / "plan.json").read_text())
+    expected = first.curriculum().state_id if first.curriculum_path else None
+    assert round_plan["curriculum_state_id"] == expected
+    assert json.loads((second.root / "val-before" / "plan.json").read_text())["model"] == \
+        json.loads((first.root / "val-after" / "plan.json").read_text())["model"]  # round 1 starts from round 0
+    if first.curriculum_path is None:
+        assert second.gate_status == GATE_SKIPPED and curriculum_bank(None, "round-001").skills == ()
+    summary = json.loads((run_dir / "co_evolve_summary.json").read_text())
+    assert [r["gate_status"] for r in summary["rounds"]] == [first.gate_status, second.gate_status]
+    assert summary["rounds"][0]["gate_outcomes"]["columns"] == len(contributions["contributions"])
+    # resume: a finished run is skipped stage by stage (no new episode anywhere)
+    traces = {p: line_count(p) for p in run_dir.rglob("traces.jsonl")}
+    again = co_evolve(params, 2, start=start(params), config=config, out_dir=run_dir, store_root=small_store_root,
+                      progress=False)
+    assert [r.to_dict() for r in again.rounds] == [r.to_dict() for r in result.rounds]
+    assert {p: line_count(p) for p in run_dir.rglob("traces.jsonl")} == traces
+    with pytest.raises(CoEvolvePlanMismatchError, match="config"):
+        co_evolve(params, 2, start=start(params), config=CoEvolveConfig(max_candidates=3), out_dir=run_dir,
+                  store_root=small_store_root, progress=False)

@@ -1,0 +1,220 @@
+"""The gate as a run: planted-effect recovery, rank check before rollouts, resume, skip, artifacts.
+
+The policy is the scripted expert behind a :class:`SkillConditionedGate`: chunk ``persona`` switches
+the persona competence (used with probability 0.9 with the chunk, 0.2 without); every other version
+(``neutral``, the REWRITE of ``persona`` under its own ID, the ADD) has no effect. One effective chunk
+keeps the planted estimand unambiguous: the expert's competences interact (without the persona no
+purchase succeeds, so the budget check only matters with it), and with interactions the main-effect β
+depends on the mask design. The true effects are measured independently by paired "chunk alone vs
+bare" evaluations of the same tasks and episode seeds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from intraskill.agent.traces import read_traces
+from intraskill.evaluate.runner import run_eval
+from intraskill.gate.contributions import PairingError
+from intraskill.gate.masks import load_mask_assignment
+from intraskill.gate.ols import RankDeficientDesignError
+from intraskill.gate.run import (
+    GateConfig,
+    GateInputError,
+    as_draft,
+    check_bare_plan,
+    run_gate_a,
+    run_online_gate,
+)
+from intraskill.params import Params, params_from_dict
+from intraskill.policy.base import ChatRequest, Generation
+from intraskill.policy.expert import ExpertPolicy, SkillConditionedGate
+from intraskill.skills.bank import Skill, SkillBank
+from intraskill.trace2skill.ledger import add_proposals, read_ledger
+from intraskill.trace2skill.pool import Candidate, build_candidate_pool, online_candidate_id
+
+PERSONA = Skill("persona", "### Read the profile\n- Search with the profile brand.", version="s0-1")
+BUDGET = Skill("budget", "### Check the budget\n- Compare the price with the budget.", version="s0-1")
+NEUTRAL = Skill("neutral", "### Be polite\n- Write short messages.", version="s0-1")
+REWRITE_TEXT = "### Read the profile (rewritten)\n- Search with every profile preference."
+ADD_TEXT = "### Scroll\n- Look at the next page when nothing fits."
+
+
+def make_params(tmp_path: Path) -> Params:
+    return params_from_dict({
+        "experiment": {"name": "gate-test", "seed": 7, "run_root": str(tmp_path / "runs")},
+        "store": {"scale": "small", "seed": 11},
+        "model": {"spec": "expert", "device": "cpu"},
+        "sampling": {"temperature": 1.0, "max_tokens_per_turn": 48, "max_turns": 30},
+        "evaluation": {"repeats": 1, "task_limit": None, "bootstrap_samples": 1000},
+    })
+
+
+def planted_policy() -> ExpertPolicy:
+    gate = SkillConditionedGate(skill_for={"read_persona": "persona"}, p_with={"read_persona": 0.9},
+                                p_without={"read_persona": 0.2})
+    return ExpertPolicy(seed=7, gate=gate)
+
+
+def planted_pool():
+    bank = SkillBank("planted-1", (PERSONA, NEUTRAL))
+    rewrite = Candidate(online_candidate_id("REWRITE", "persona", REWRITE_TEXT), "REWRITE", "persona", REWRITE_TEXT,
+                        {"title": "profile rewrite", "proposal_checkpoint": "round-000-checkpoint"})
+    add = Candidate(online_candidate_id("ADD", None, ADD_TEXT), "ADD", None, ADD_TEXT,
+                    {"title": "scroll", "proposal_checkpoint": "round-000-checkpoint"})
+    return build_candidate_pool(bank, (rewrite, add), round_id="round-000", proposal_checkpoint="round-000-checkpoint")
+
+
+def alone_effects(params: Params, skills: list[Skill], root: Path, store: Path, samples: int) -> dict[str, float]:
+    """Paired (same tasks and episode seeds) mean reward of each chunk alone minus bare."""
+    repeated = params.model_copy(update={"evaluation": params.evaluation.model_copy(update={"repeats": samples})})
+    bare = run_eval(repeated, "val", None, None, root / "truth-bare", policy=planted_policy(), progress=False,
+                    store_root=store).summary["primary"]["reward_mean"]
+    return {s.skill_id: run_eval(repeated, "val", None, SkillBank("alone", (s,)), root / f"truth-{s.skill_id}",
+                                 policy=planted_policy(), progress=False,
+                                 store_root=store).summary["primary"]["reward_mean"] - bare
+            for s in skills}
+
+
+class KilledAfter:
+    """Delegates to a policy and raises KeyboardInterrupt on the ``calls``-th generate (a simulated kill)."""
+
+    def __init__(self, policy: ExpertPolicy, calls: int) -> None:
+        self.policy, self.calls_left = policy, calls
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return self.policy.identity
+
+    def generate(self, requests: list[ChatRequest]) -> list[Generation]:
+        self.calls_left -= 1
+        if self.calls_left <= 0:
+            raise KeyboardInterrupt
+        return self.policy.generate(requests)
+
+    def end_session(self, session_id: str) -> None:
+        return self.policy.end_session(session_id)
+
+
+class MustNotRun(KilledAfter):
+    def __init__(self, policy: ExpertPolicy) -> None:
+        super().__init__(policy, 0)
+
+    def generate(self, requests: list[ChatRequest]) -> list[Generation]:
+        raise AssertionError("a complete gate must be skipped without any rollout")
+
+
+def completed_counts(path: Path) -> Counter[str]:
+    return Counter(t.episode_id for t in read_traces(path) if t.status == "completed")
+
+
+def test_online_gate_recovers_planted_effects(tmp_path: Path, small_store_root: Path) -> None:
+    params, pool = make_params(tmp_path), planted_pool()
+    ledger = add_proposals([], pool)
+    config = GateConfig(checkpoint_id="round-000-checkpoint", samples_per_task=2)
+    result = run_online_gate(params, pool, tmp_path / "gate", config, ledger=ledger, policy=planted_policy(),
+                             store_root=small_store_root, progress=False)
+    truth = alone_effects(params, [PERSONA, NEUTRAL], tmp_path, small_store_root, samples=2)
+    contributions = result.contributions
+    estimate = contributions["estimates"]["reward"]
+    beta, ci = estimate["coefficients"], estimate["conf_int_95"]
+    rewrite_id, add_id = (c.candidate_id for c in pool.candidates)
+    assert estimate["cov_type"] == "cluster" and contributions["observations"] == 80
+    assert truth["persona"] > 0.4 and truth["neutral"] == 0.0
+    assert ci["persona"][0] > 0.0
+    for chunk in ("persona", "neutral"):
+        assert abs(beta[chunk] - truth[chunk]) < 0.08, (chunk, beta[chunk], truth[chunk])
+    for inert in ("neutral", rewrite_id, add_id):
+        low, high = ci[inert]
+        assert low <= 0.0 <= high and abs(beta[inert]) < 0.1, (inert, beta[inert], ci[inert])
+    status = {r["intervention_id"]: r["status"] for r in contributions["contributions"]}
+    assert status["persona"] == "selected" and status[rewrite_id] == "rewrite_loser"
+    assert contributions["replacement_winners"]["persona"] == "persona"
+    # artifacts and their schemas
+    gate = tmp_path / "gate"
+    manifest = json.loads((gate / "online_gate_manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["config"]["checkpoint_id"] == "round-000-checkpoint"
+    assert set(manifest["outputs"]) >= {"mask_assignments.json", "traces.jsonl", "summary.json", "contributions.json",
+                                        "selected_skillbank.json", "selected_skill.md", "proposal_ledger.jsonl",
+                                        "curriculum.json"}
+    assert manifest["inputs"]["pool_sha256"] == pool.pool_sha256
+    assert contributions["bare_baseline"]["checkpoint_id"] == "round-000-checkpoint"
+    assert len(contributions["observations_table"]) == 80
+    assert json.loads((gate / "summary.json").read_text())["counts"]["requested"] == 80
+    assert [s.skill_id for s in result.selected_bank.skills] == [
+        r["logical_chunk_id"] for r in contributions["contributions"] if r["status"] == "selected"]
+    assert result.selected_bank.bank_version == "online-round-000-selected-v1"
+    assert result.curriculum is not None and result.curriculum.round_id == "round-001"
+    assert [c.skill_id for c in result.curriculum.chunks] == [s.skill_id for s in result.selected_bank.skills]
+    assert all(0.2 <= c.inclusion_probability <= 0.9 for c in result.curriculum.chunks)
+    entries = {e.candidate_id: e for e in read_ledger(gate / "proposal_ledger.jsonl")}
+    assert entries[rewrite_id].validation_result == "rewrite_loser"
+    assert entries[add_id].validation_history[-1]["assignment_sha256"] == contributions["assignment_sha256"]
+    assignment = load_mask_assignment(gate / "mask_assignments.json")
+    injected = {t.episode_id: [s["skill_id"] for s in t.provenance["selected_skills"]]
+                for t in read_traces(gate / "traces.jsonl")}
+    assert all(injected[job.episode_id] == list(job.included_chunk_ids) for job in assignment.jobs)
+
+
+def test_rank_deficient_design_is_rejected_before_any_rollout(tmp_path: Path, small_store_root: Path) -> None:
+    params, pool = make_params(tmp_path), planted_pool()
+    config = GateConfig(checkpoint_id="round-000-checkpoint", task_limit=4)  # 4 rows for 4 columns
+    with pytest.raises(RankDeficientDesignError, match="use a different mask seed"):
+        run_online_gate(params, pool, tmp_path / "gate", config, policy=MustNotRun(planted_policy()),
+                        store_root=small_store_root, progress=False)
+    assert not (tmp_path / "gate").exists()
+    assert not list(tmp_path.rglob("traces.jsonl"))
+
+
+def test_gate_inputs_are_checked() -> None:
+    with pytest.raises(GateInputError, match="checkpoint_id"):
+        GateConfig(checkpoint_id=" ")
+    with pytest.raises(GateInputError, match="samples_per_task"):
+        GateConfig(checkpoint_id="c", samples_per_task=0)
+    plan = {"skills": {"provider": "none"}, "model": {"model_id": "m", "transport": {"timeout": 1}},
+            "prompt": {}, "runtime": {}, "environment": {}, "split": "val", "seed": 7, "pipeline_version": "v",
+            "jobs": [[1, 0], [2, 0]]}
+    masked = {**plan, "skills": {"provider": "mask_assignment"}, "model": {"model_id": "m"}}
+    check_bare_plan(plan, masked)  # transport is left out of the comparison
+    with pytest.raises(PairingError, match="skills"):
+        check_bare_plan({**plan, "skills": {"provider": "skillbank"}}, masked)
+    with pytest.raises(PairingError, match="job set"):
+        check_bare_plan({**plan, "jobs": [[1, 0]]}, masked)
+    with pytest.raises(PairingError, match="runtime"):
+        check_bare_plan({**plan, "runtime": {"max_turns": 3}}, masked)
+
+
+def test_killed_gate_a_resumes_without_duplicates_then_is_skipped(tmp_path: Path, small_store_root: Path) -> None:
+    params = make_params(tmp_path)
+    draft = as_draft(SkillBank("draft-1", (PERSONA, BUDGET, NEUTRAL)))
+    config = GateConfig(checkpoint_id="warmstart", task_limit=24, batch_size=8)
+    bare_dir = tmp_path / "bare"
+    run_eval(params, "val", None, None, bare_dir, policy=planted_policy(), progress=False, limit=24,
+             store_root=small_store_root)
+    gate = tmp_path / "gate-a"
+    with pytest.raises(KeyboardInterrupt):
+        run_gate_a(params, draft, gate, config, bare_run_dir=bare_dir, policy=KilledAfter(planted_policy(), 25),
+                   store_root=small_store_root, progress=False)
+    partial = completed_counts(gate / "traces.jsonl")
+    assert 0 < len(partial) < 24
+    assert json.loads((gate / "gate_a_manifest.json").read_text())["status"] == "running"
+    result = run_gate_a(params, draft, gate, config, bare_run_dir=bare_dir, policy=planted_policy(),
+                        store_root=small_store_root, progress=False)
+    counts = completed_counts(gate / "traces.jsonl")
+    assert len(counts) == 24 and set(counts.values()) == {1}
+    assert set(completed_counts(bare_dir / "traces.jsonl").values()) == {1}
+    assert result.manifest["status"] == "complete" and result.contributions["observations"] == 24
+    assert result.contributions["estimates"]["reward"]["cov_type"] == "HC3"
+    assert (gate / "contributions.csv").read_text().splitlines()[0].startswith("intervention_id,order,coefficient")
+    assert result.selected_bank.bank_version == "cold-start-gate-a-selected-v2"
+    assert all("draft_only" not in s.metadata for s in result.selected_bank.skills)
+    lines = (gate / "traces.jsonl").read_text().count("\n")
+    again = run_gate_a(params, draft, gate, config, bare_run_dir=bare_dir, policy=MustNotRun(planted_policy()),
+                       store_root=small_store_root, progress=False)
+    assert again.contributions == result.contributions
+    assert (gate / "traces.jsonl").read_text().count("\n") == lines
