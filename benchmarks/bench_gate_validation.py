@@ -7,8 +7,8 @@ Usage::
         [--seeds 20260901,1,2] [--samples 1,2] [--task-limit N] [--truth-tasks N] [--out DIR] [--device cpu]
 
 ``organism``: Gate A with Bernoulli(0.5) masks over S₀ on val with the warm-start checkpoint, against the
-warm start's ``ground_truth.json`` (default directory: the one :func:`~intraskill.train.prepare.ensure_warmstart`
-finds). ``teacher``: the same with the S₀-gated scripted expert (the organism's teacher) and a ground truth
+warm start's ``ground_truth.json`` (default directory: the one
+:func:`~intraskill.train.prepare.ensure_warmstart` finds). ``teacher``: the same with the S₀-gated scripted expert (the organism's teacher) and a ground truth
 measured the same way (fast; no checkpoint). For each m in ``--samples`` the line holds Spearman's ρ and the
 95 % CI coverage per mask seed and their means, against the target (ρ ≥ 0.8, coverage ≥ 90 %).
 """
@@ -21,7 +21,7 @@ import time
 
 
 def main() -> None:
-    from intraskill.gate.validation import validate_on_teacher, validate_on_warmstart
+    from intraskill.gate.validation import TARGET, validate_on_teacher, validate_on_warmstart
     from intraskill.params import load_params
     from intraskill.paths import runs_root
 
@@ -40,26 +40,27 @@ def main() -> None:
     if args.device:
         params = params.model_copy(update={"model": params.model.model_copy(update={"device": args.device})})
     seeds = [int(s) for s in args.seeds.split(",")]
-    out = args.out or str(runs_root(params.experiment.run_root) / params.experiment.name / f"gate-validation-{args.policy}")
+    default_out = runs_root(params.experiment.run_root) / params.experiment.name / f"gate-validation-{args.policy}"
+    out = args.out or str(default_out)
     results = []
     for m in (int(s) for s in args.samples.split(",")):
         started = time.monotonic()
         if args.policy == "teacher":
-            report = validate_on_teacher(params, out, seeds=seeds, samples_per_task=m, task_limit=args.task_limit,
-                                         truth_tasks=args.truth_tasks, progress=False)
+            report = validate_on_teacher(params, out, seeds=seeds, samples_per_task=m,
+                                         task_limit=args.task_limit, truth_tasks=args.truth_tasks, progress=False)
         else:
             from intraskill.train.prepare import ensure_warmstart
 
             warmstart = args.warmstart or ensure_warmstart(params, progress=False)
             report = validate_on_warmstart(params, warmstart, out, seeds=seeds, samples_per_task=m,
                                            task_limit=args.task_limit, progress=False)
-        results.append({key: report[key] for key in ("samples_per_task", "spearman_mean", "coverage_mean",
-                                                      "meets_target", "truth_episodes_per_arm")}
-                       | {"per_seed": [{k: s[k] for k in ("mask_seed", "observations", "spearman", "coverage")}
-                                       for s in report["per_seed"]],
-                          "wall_s": round(time.monotonic() - started, 1)})
+        keys = ("samples_per_task", "spearman_mean", "coverage_mean", "meets_target", "truth_episodes_per_arm")
+        per_seed = [{k: s[k] for k in ("mask_seed", "observations", "spearman", "coverage")}
+                    for s in report["per_seed"]]
+        results.append({**{key: report[key] for key in keys}, "per_seed": per_seed,
+                        "wall_s": round(time.monotonic() - started, 1)})
     print(json.dumps({"policy": args.policy, "params": args.params, "task_limit": args.task_limit,
-                      "target": {"spearman": 0.8, "coverage": 0.9}, "out": out, "results": results}))
+                      "target": TARGET, "out": out, "results": results}))
 
 
 if __name__ == "__main__":

@@ -218,3 +218,37 @@ def test_killed_gate_a_resumes_without_duplicates_then_is_skipped(tmp_path: Path
                        store_root=small_store_root, progress=False)
     assert again.contributions == result.contributions
     assert (gate / "traces.jsonl").read_text().count("\n") == lines
+
+
+def test_compare_to_truth_reports_spearman_and_coverage() -> None:
+    from intraskill.gate.validation import compare_to_truth
+
+    contributions = {"estimates": {"r_success": {
+        "coefficients": {"a": 0.30, "b": 0.10, "c": -0.05, "d": 0.0},
+        "conf_int_95": {"a": [0.20, 0.40], "b": [0.05, 0.15], "c": [-0.10, 0.00], "d": [-0.05, 0.05]}}}}
+    truth = {"a": {"effect": 0.25, "ci95": [0.2, 0.3]}, "b": {"effect": 0.20}, "c": {"effect": -0.02},
+             "d": {"effect": 0.01}}
+    report = compare_to_truth(contributions, truth)
+    assert report["chunks"] == 4
+    assert report["coverage"] == 0.75  # only b's truth (0.20) lies outside its CI [0.05, 0.15]
+    assert report["per_chunk"]["b"]["covered"] is False and report["per_chunk"]["c"]["covered"] is True
+    assert report["spearman"] == pytest.approx(1.0)  # ranks a > b > d > c on both sides
+    with pytest.raises(ValueError, match="no chunk"):
+        compare_to_truth(contributions, {"z": {"effect": 0.1}})
+
+
+def test_gate_figures_from_gate_directories(tmp_path: Path, small_store_root: Path) -> None:
+    from intraskill.plots import chunk_contributions, skill_evolution
+    from intraskill.plots.gates import gate_outcomes, gate_tables, gate_validation
+
+    params, pool = make_params(tmp_path), planted_pool()
+    config = GateConfig(checkpoint_id="round-000-checkpoint", task_limit=20)
+    run_online_gate(params, pool, tmp_path / "gate", config, policy=planted_policy(), store_root=small_store_root,
+                    progress=False)
+    contributions, outcomes = gate_tables({0: tmp_path / "gate"})
+    assert list(outcomes.columns[:3]) == ["round", "bare_success", "masked_success"]
+    assert len(contributions) == 4 and contributions["ci_lo"].notna().all()
+    for figure in (chunk_contributions(contributions), skill_evolution(contributions), gate_outcomes(outcomes)):
+        assert figure.axes
+    points = [{"chunk": "a", "truth": 0.1, "beta": 0.12, "ci_lo": 0.05, "ci_hi": 0.2, "mask_seed": 1}]
+    assert gate_validation(points).axes

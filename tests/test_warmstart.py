@@ -203,17 +203,37 @@ def test_finished_bc_resumes_only_the_same_run(tmp_path: Path, tokenizer) -> Non
     assert finished_bc(tmp_path, changed) is None
 
 
-def test_shipped_checkpoint_matches_its_manifest() -> None:
+@pytest.fixture(scope="module")
+def shipped_ci(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished tiny (ci) warm start, shipped the way `make warmstart` ships the organism's."""
+    from intraskill.train.warmstart import run_warmstart, ship_warmstart
+
+    work = tmp_path_factory.mktemp("warmstart")
+    run_warmstart(CI, out_dir=work / "run", progress=False)
+    return ship_warmstart(work / "run", work / "shipped")
+
+
+def test_shipped_checkpoint_matches_its_manifest(shipped_ci: Path) -> None:
+    assert verify_shipped(shipped_ci) == []
+    manifest = json.loads((shipped_ci / "manifest.json").read_text())
+    assert manifest["bank_sha256"] == load_skillbank(S0_PATH).sha256
+    assert manifest["params"]["warmstart"] == CI.warmstart.model_dump()
+    weights = shipped_ci / "checkpoint" / "model.safetensors"
+    assert weights.stat().st_size <= 10 * 2**20
+    weights.write_bytes(weights.read_bytes()[:-8] + b"\0" * 8)
+    assert any("model.safetensors" in problem for problem in verify_shipped(shipped_ci))
+
+
+@pytest.mark.skipif(not (SHIPPED / "manifest.json").is_file(), reason="no organism warm start is shipped yet")
+def test_the_shipped_organism_matches_its_manifest() -> None:
     assert (SHIPPED / "checkpoint" / "model.safetensors").stat().st_size <= 10 * 2**20
     assert verify_shipped(SHIPPED) == []
     manifest = json.loads((SHIPPED / "manifest.json").read_text())
-    assert manifest["bank_sha256"] == load_skillbank(S0_PATH).sha256
-    shipped_params = load_params(ROOT / "params" / "organism.yaml")
-    assert manifest["params"]["warmstart"] == shipped_params.warmstart.model_dump()
+    assert manifest["params"]["warmstart"] == load_params(ROOT / "params" / "organism.yaml").warmstart.model_dump()
 
 
-def test_ground_truth_schema() -> None:
-    truth = json.loads((SHIPPED / "ground_truth.json").read_text())
+def test_ground_truth_schema(shipped_ci: Path) -> None:
+    truth = json.loads((shipped_ci / "ground_truth.json").read_text())
     assert truth["schema_version"] == GROUND_TRUTH_SCHEMA_VERSION and truth["metric"] == "r_success"
     bank = load_skillbank(S0_PATH)
     assert set(truth["chunks"]) == {s.skill_id for s in bank.enabled_skills()}

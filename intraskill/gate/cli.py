@@ -66,14 +66,14 @@ def run_command(
     params: Path = typer.Option(..., "--params", help="Parameter file (store, model, sampling, evaluation)."),
     round_dir: Path = typer.Option(..., "--round-dir", exists=True, file_okay=False,
                                    help="Round directory: analysis/candidate_pool.json, checkpoint/model."),
-    checkpoint_id: str = typer.Option(None, "--checkpoint-id", help="Frozen checkpoint name; default <round>-checkpoint."),
-    checkpoint: Path = typer.Option(None, "--checkpoint", help="Policy directory; default <round-dir>/checkpoint/model."),
-    pool: Path = typer.Option(None, "--pool", help="Candidate pool; default <round-dir>/analysis/candidate_pool.json."),
+    checkpoint_id: str = typer.Option(None, "--checkpoint-id", help="Checkpoint name (<round>-checkpoint)."),
+    checkpoint: Path = typer.Option(None, "--checkpoint", help="Policy dir (<round-dir>/checkpoint/model)."),
+    pool: Path = typer.Option(None, "--pool", help="Pool (<round-dir>/analysis/candidate_pool.json)."),
     out: Path = typer.Option(None, "--out", help="Gate directory; default <round-dir>/gate."),
-    bare_run_dir: Path = typer.Option(None, "--bare-run-dir", help="Bare val run to reuse (run there if missing)."),
+    bare_run_dir: Path = typer.Option(None, "--bare-run-dir", help="Bare val run to reuse (run if missing)."),
     samples_per_task: int = typer.Option(1, "--samples-per-task", help="Masked rollouts per task (m)."),
     mask_seed: int = typer.Option(20260901, "--mask-seed", help="Seed of the mask draws."),
-    task_limit: int = typer.Option(None, "--task-limit", help="First val tasks used (default evaluation.task_limit)."),
+    task_limit: int = typer.Option(None, "--task-limit", help="First val tasks (evaluation.task_limit)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
 ) -> None:
     """Run (or resume) the online gate of a round on its frozen checkpoint; prints one JSON object."""
@@ -85,8 +85,8 @@ def run_command(
     if checkpoint is None and loaded.model.spec != "expert" and not loaded.model.spec.startswith("expert:"):
         checkpoint = default_checkpoint
     try:
-        config = GateConfig(checkpoint_id=checkpoint_id or f"{round_dir.name}-checkpoint", mask_seed=mask_seed,
-                            samples_per_task=samples_per_task, task_limit=task_limit)
+        config = GateConfig(checkpoint_id=checkpoint_id or f"{round_dir.name}-checkpoint",
+                            mask_seed=mask_seed, samples_per_task=samples_per_task, task_limit=task_limit)
         result = run_online_gate(loaded, pool or round_dir / "analysis" / "candidate_pool.json",
                                  out or round_dir / "gate", config, checkpoint=checkpoint,
                                  bare_run_dir=bare_run_dir, ledger=ledger if ledger.is_file() else None,
@@ -100,15 +100,15 @@ def run_command(
 @app.command("gate-a")
 def gate_a_command(
     params: Path = typer.Option(..., "--params", help="Parameter file (store, model, sampling, evaluation)."),
-    draft: Path = typer.Option(..., "--draft", exists=True, dir_okay=False, help="Draft SkillBank (draft_only)."),
+    draft: Path = typer.Option(..., "--draft", exists=True, dir_okay=False, help="Draft bank (draft_only)."),
     out: Path = typer.Option(..., "--out", help="Gate A directory."),
     checkpoint_id: str = typer.Option(..., "--checkpoint-id", help="Name of the frozen checkpoint."),
-    checkpoint: Path = typer.Option(None, "--checkpoint", help="Policy directory (default model.checkpoint)."),
-    ledger: Path = typer.Option(None, "--ledger", exists=True, dir_okay=False, help="Pre-validation ADD ledger."),
-    bare_run_dir: Path = typer.Option(None, "--bare-run-dir", help="Bare val run to reuse (run there if missing)."),
+    checkpoint: Path = typer.Option(None, "--checkpoint", help="Policy dir (model.checkpoint)."),
+    ledger: Path = typer.Option(None, "--ledger", exists=True, dir_okay=False, help="ADD ledger to update."),
+    bare_run_dir: Path = typer.Option(None, "--bare-run-dir", help="Bare val run to reuse (run if missing)."),
     samples_per_task: int = typer.Option(1, "--samples-per-task", help="Masked rollouts per task (m)."),
     mask_seed: int = typer.Option(20260901, "--mask-seed", help="Seed of the mask draws."),
-    task_limit: int = typer.Option(None, "--task-limit", help="First val tasks used (default evaluation.task_limit)."),
+    task_limit: int = typer.Option(None, "--task-limit", help="First val tasks (evaluation.task_limit)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
 ) -> None:
     """Run (or resume) Gate A: Bernoulli(0.5) masks over a draft bank's chunks; prints one JSON object."""
@@ -116,8 +116,8 @@ def gate_a_command(
 
     loaded = _load(params)
     try:
-        config = GateConfig(checkpoint_id=checkpoint_id, mask_seed=mask_seed, samples_per_task=samples_per_task,
-                            task_limit=task_limit)
+        config = GateConfig(checkpoint_id=checkpoint_id, mask_seed=mask_seed,
+                            samples_per_task=samples_per_task, task_limit=task_limit)
         result = run_gate_a(loaded, draft, out, config, checkpoint=checkpoint or loaded.model.checkpoint,
                             bare_run_dir=bare_run_dir, ledger=ledger, progress=progress)
     except (ValueError, FileNotFoundError) as error:

@@ -30,7 +30,7 @@ import csv
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -156,11 +156,14 @@ class AssignmentSkills:
 
     assignment: MaskAssignment
     versions: Mapping[str, Skill]
+    _included: dict[tuple[int, int], tuple[str, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         missing = [c for c in self.assignment.columns if c not in self.versions]
         if missing:
             raise GateInputError(f"versions: no skill for design column(s) {missing}")
+        jobs = {(job.task_id, job.sample_id): job.included_chunk_ids for job in self.assignment.jobs}
+        object.__setattr__(self, "_included", jobs)
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -172,10 +175,10 @@ class AssignmentSkills:
                 "versions_sha256": sha256_json([self.versions[c].to_dict() for c in columns])}
 
     def __call__(self, task_id: int, sample_id: int) -> list[Skill]:
-        for job in self.assignment.jobs:
-            if (job.task_id, job.sample_id) == (task_id, sample_id):
-                return [self.versions[i] for i in job.included_chunk_ids]
-        raise KeyError(f"(task {task_id}, sample {sample_id}) is not a job of the mask assignment")
+        included = self._included.get((task_id, sample_id))
+        if included is None:
+            raise KeyError(f"(task {task_id}, sample {sample_id}) is not a job of the mask assignment")
+        return [self.versions[i] for i in included]
 
 
 @dataclass(frozen=True)
@@ -203,8 +206,8 @@ def pool_versions(pool: CandidatePool) -> dict[str, Skill]:
     versions = {s.skill_id: s for s in pool.current_skills}
     for c in pool.candidates:
         origin = {"operation": c.operation, "target_chunk_id": c.target_chunk_id}
-        versions[c.candidate_id] = Skill(skill_id=c.candidate_id, content=c.content, version=CANDIDATE_VERSION,
-                                         metadata={**c.metadata, **origin})
+        versions[c.candidate_id] = Skill(skill_id=c.candidate_id, content=c.content,
+                                         version=CANDIDATE_VERSION, metadata={**c.metadata, **origin})
     return versions
 
 
@@ -212,8 +215,8 @@ def gate_a_selected_bank(contributions: Mapping[str, Any], draft: SkillBank) -> 
     """Gate A's selected bank (``cold-start-gate-a-selected-v2``): selected chunks in draft order,
     each with ``validation_result``, ``estimated_effect`` (β) and ``contribution_rank``."""
     if contributions.get("pool_sha256") != draft.sha256:
-        raise GateInputError(f"pool_sha256: contributions were fitted on {contributions.get('pool_sha256')!r}, "
-                             f"not on draft {draft.sha256!r}")
+        raise GateInputError(f"pool_sha256: contributions were fitted on "
+                             f"{contributions.get('pool_sha256')!r}, not on draft {draft.sha256!r}")
     records = {r["intervention_id"]: r for r in contributions["contributions"]}
     skills = []
     for skill in draft.enabled_skills():
@@ -244,7 +247,8 @@ def write_contributions_csv(contributions: Mapping[str, Any], path: str | Path) 
     path = Path(path)
     with open(path, "w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["intervention_id", "order", "coefficient", "rank", "status", "std_err", "ci_lo", "ci_hi"])
+        writer.writerow(["intervention_id", "order", "coefficient", "rank", "status", "std_err", "ci_lo",
+                         "ci_hi"])
         for record in contributions["contributions"]:
             ident = record["intervention_id"]
             low, high = estimate["conf_int_95"][ident]
@@ -323,8 +327,8 @@ def _inputs(params: Params, spec: _GateSpec, checkpoint: str | Path | None, bare
 
 
 def _write_manifest(gate_dir: Path, design: str, record: Mapping[str, Any]) -> dict[str, Any]:
-    manifest = {"schema_version": MANIFEST_SCHEMA_VERSION, "updated_at": datetime.now(timezone.utc).isoformat(),
-                **record}
+    manifest = {"schema_version": MANIFEST_SCHEMA_VERSION,
+                "updated_at": datetime.now(timezone.utc).isoformat(), **record}
     path = gate_dir / MANIFESTS[design]
     staging = path.with_name(path.name + ".tmp")
     staging.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -334,13 +338,17 @@ def _write_manifest(gate_dir: Path, design: str, record: Mapping[str, Any]) -> d
 
 def _load_result(gate_dir: Path, manifest: dict[str, Any]) -> GateResult:
     contributions = json.loads((gate_dir / "contributions.json").read_text(encoding="utf-8"))
-    curriculum = load_curriculum(gate_dir / "curriculum.json") if "curriculum.json" in manifest["outputs"] else None
-    return GateResult(gate_dir, contributions, load_skillbank(gate_dir / "selected_skillbank.json"), curriculum,
-                      manifest)
+    curriculum = None
+    if "curriculum.json" in manifest["outputs"]:
+        curriculum = load_curriculum(gate_dir / "curriculum.json")
+    bank = load_skillbank(gate_dir / "selected_skillbank.json")
+    return GateResult(gate_dir, contributions, bank, curriculum, manifest)
 
 
-def _complete(gate_dir: Path, design: str, inputs: Mapping[str, Any], config: GateConfig) -> GateResult | None:
-    """The stored result when the manifest is complete for these inputs and every output hashes as recorded."""
+def _complete(gate_dir: Path, design: str, inputs: Mapping[str, Any],
+              config: GateConfig) -> GateResult | None:
+    """The stored result when the manifest is complete for these inputs and every output still hashes
+    as recorded; otherwise ``None``."""
     path = gate_dir / MANIFESTS[design]
     if not path.is_file():
         return None
@@ -441,7 +449,8 @@ def _run(params: Params, spec: _GateSpec, checkpoint: str | Path | None, gate_di
     return _load_result(gate_dir, _write_manifest(gate_dir, spec.design, record))
 
 
-def _write_outputs(gate_dir: Path, spec: _GateSpec, config: GateConfig, contributions: dict[str, Any]) -> list[str]:
+def _write_outputs(gate_dir: Path, spec: _GateSpec, config: GateConfig,
+                   contributions: dict[str, Any]) -> list[str]:
     """Write the fitted gate's files; returns their names (the manifest hashes them)."""
     save_contributions(contributions, gate_dir / "contributions.json")
     names = ["mask_assignments.json", "plan.json", "traces.jsonl", "summary.json", "contributions.json"]

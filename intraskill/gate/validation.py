@@ -27,7 +27,7 @@ from typing import Any
 
 from intraskill.gate.run import GateConfig, as_draft, run_gate_a
 from intraskill.params import Params
-from intraskill.skills.bank import SkillBank, load_skillbank
+from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 
 METRIC = "r_success"
 TARGET = {"spearman": 0.8, "coverage": 0.9}
@@ -116,10 +116,12 @@ def validate_gate(
         config = GateConfig(checkpoint_id=checkpoint_id, mask_seed=seed, samples_per_task=samples_per_task,
                             task_limit=task_limit)
         result = run_gate_a(params, as_draft(draft), root / f"seed-{seed}", config, checkpoint=checkpoint,
-                            bare_run_dir=root / "bare-val", policy=policy, store_root=store_root, progress=progress)
+                            bare_run_dir=root / "bare-val", policy=policy, store_root=store_root,
+                            progress=progress)
         comparison = compare_to_truth(result.contributions, truth)
-        per_seed.append({"mask_seed": seed, "observations": result.contributions["observations"],
-                         "bare_success": result.contributions["estimates"][METRIC]["bare_mean"], **comparison})
+        fitted = result.contributions
+        per_seed.append({"mask_seed": seed, "observations": fitted["observations"],
+                         "bare_success": fitted["estimates"][METRIC]["bare_mean"], **comparison})
     spearman_mean = _mean([s["spearman"] for s in per_seed])
     coverage_mean = _mean([s["coverage"] for s in per_seed])
     return {
@@ -152,8 +154,9 @@ def validate_on_warmstart(params: Params, warmstart_dir: str | Path, out_dir: st
 
     truth = load_truth(warmstart_dir)
     draft = load_skillbank(resolve_project_path(params.warmstart.skills))
-    report = validate_gate(params, draft, truth["chunks"], out_dir, seeds=seeds, samples_per_task=samples_per_task,
-                           task_limit=task_limit, checkpoint=Path(warmstart_dir) / "checkpoint",
+    report = validate_gate(params, draft, truth["chunks"], out_dir, seeds=seeds,
+                           samples_per_task=samples_per_task, task_limit=task_limit,
+                           checkpoint=Path(warmstart_dir) / "checkpoint",
                            store_root=store_root, progress=progress)
     return {"policy": "organism", "warmstart_dir": str(warmstart_dir),
             "truth_episodes_per_arm": truth.get("episodes_per_arm"), **report}
@@ -165,12 +168,12 @@ def teacher_policy(params: Params, draft: SkillBank) -> Any:
     from intraskill.train.demos import s0_gate
 
     ws = params.warmstart
-    return ExpertPolicy(seed=ws.seed, gate=s0_gate(draft, ws.p_with, ws.p_without), language=params.store.language,
-                        max_actions=params.store.max_actions)
+    return ExpertPolicy(seed=ws.seed, gate=s0_gate(draft, ws.p_with, ws.p_without),
+                        language=params.store.language, max_actions=params.store.max_actions)
 
 
-def teacher_truth(params: Params, draft: SkillBank, *, tasks: int | None, store_root: str | Path | None = None,
-                  batch_size: int = 64) -> dict[str, Any]:
+def teacher_truth(params: Params, draft: SkillBank, *, tasks: int | None,
+                  store_root: str | Path | None = None, batch_size: int = 64) -> dict[str, Any]:
     """Ground truth of the teacher, measured as the warm start measures the organism's: each chunk alone
     vs bare on the first ``tasks`` val tasks (sample 0, episode seeds from ``warmstart.seed``)."""
     from intraskill.agent.env import InProcessEnvironment
@@ -183,9 +186,11 @@ def teacher_truth(params: Params, draft: SkillBank, *, tasks: int | None, store_
         task_ids = list(store.task_ids[:tasks] if tasks is not None else store.task_ids)
         factory = lambda: InProcessEnvironment(store.engine)  # noqa: E731
         config, seed = runtime_config(params), params.warmstart.seed
-        bare = run_arm(teacher_policy(params, draft), factory, task_ids, (), seed, config, batch_size)
-        alone = {s.skill_id: run_arm(teacher_policy(params, draft), factory, task_ids, (s,), seed, config, batch_size)
-                 for s in draft.enabled_skills()}
+        def arm(skills: tuple[Skill, ...]) -> list[Any]:
+            return run_arm(teacher_policy(params, draft), factory, task_ids, skills, seed, config, batch_size)
+
+        bare = arm(())
+        alone = {s.skill_id: arm((s,)) for s in draft.enabled_skills()}
     finally:
         store.close()
     truth = ground_truth(draft, bare, alone, samples=params.evaluation.bootstrap_samples,
@@ -193,16 +198,18 @@ def teacher_truth(params: Params, draft: SkillBank, *, tasks: int | None, store_
     return {"episodes_per_arm": len(task_ids), **truth}
 
 
-def validate_on_teacher(params: Params, out_dir: str | Path, *, seeds: Sequence[int], samples_per_task: int = 1,
-                        task_limit: int | None = None, truth_tasks: int | None = None,
-                        store_root: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
+def validate_on_teacher(params: Params, out_dir: str | Path, *, seeds: Sequence[int],
+                        samples_per_task: int = 1, task_limit: int | None = None,
+                        truth_tasks: int | None = None, store_root: str | Path | None = None,
+                        progress: bool = True) -> dict[str, Any]:
     """:func:`validate_gate` on the organism's teacher (fast, no checkpoint needed): S₀ with the gated
     expert as the policy and :func:`teacher_truth` as the ground truth."""
     from intraskill.train.round import resolve_project_path
 
     draft = load_skillbank(resolve_project_path(params.warmstart.skills))
     truth = teacher_truth(params, draft, tasks=truth_tasks, store_root=store_root)
-    report = validate_gate(params, draft, truth["chunks"], out_dir, seeds=seeds, samples_per_task=samples_per_task,
-                           task_limit=task_limit, checkpoint_id="s0-teacher", policy=teacher_policy(params, draft),
+    report = validate_gate(params, draft, truth["chunks"], out_dir, seeds=seeds,
+                           samples_per_task=samples_per_task, task_limit=task_limit,
+                           checkpoint_id="s0-teacher", policy=teacher_policy(params, draft),
                            store_root=store_root, progress=progress)
     return {"policy": "teacher", "truth_episodes_per_arm": truth["episodes_per_arm"], **report}

@@ -31,8 +31,9 @@ def gate_tables(gate_dirs: Mapping[Any, str | Path]) -> tuple["pd.DataFrame", "p
         intervals = data["estimates"]["reward"].get("conf_int_95", {})
         for record in data["contributions"]:
             low, high = intervals.get(record["intervention_id"], (None, None))
-            rows.append({"round": round_id, "intervention_id": record["intervention_id"], "kind": record["kind"],
-                         "status": record["status"], "coefficient": record["coefficient"], "rank": record["rank"],
+            rows.append({"round": round_id, "intervention_id": record["intervention_id"],
+                         "kind": record["kind"], "status": record["status"],
+                         "coefficient": record["coefficient"], "rank": record["rank"],
                          "ci_lo": low, "ci_hi": high})
         success, reward = data["estimates"]["r_success"], data["estimates"]["reward"]
         outcomes.append({"round": round_id, "bare_success": success["bare_mean"],
@@ -42,7 +43,9 @@ def gate_tables(gate_dirs: Mapping[Any, str | Path]) -> tuple["pd.DataFrame", "p
     return pd.DataFrame(rows), pd.DataFrame(outcomes)
 
 
-def gate_outcomes(outcomes: "pd.DataFrame | Sequence[Mapping[str, Any]]", *, language: str = "en") -> "Figure":
+def gate_outcomes(
+    outcomes: "pd.DataFrame | Sequence[Mapping[str, Any]]", *, language: str = "en"
+) -> "Figure":
     """Paired bars per gate: val success of the bare run and of the randomized-mask run (same tasks).
 
     Parameters
@@ -59,7 +62,8 @@ def gate_outcomes(outcomes: "pd.DataFrame | Sequence[Mapping[str, Any]]", *, lan
         for offset, column, key, color in ((-0.2, "bare_success", "gate_bare", COLORS["base_free"]),
                                            (0.2, "masked_success", "gate_masked", COLORS["base_s0"])):
             values = [100.0 * float(v) for v in table[column]]
-            bars = axes.bar([p + offset for p in positions], values, width=0.38, color=color, label=labels(key))
+            bars = axes.bar([p + offset for p in positions], values, width=0.38, color=color,
+                            label=labels(key))
             axes.bar_label(bars, fmt="%.1f", fontsize=7.5)
         axes.set_xticks(positions, [str(r) for r in table["round"]])
         axes.set_xlabel(labels("gate_round"))
@@ -70,7 +74,9 @@ def gate_outcomes(outcomes: "pd.DataFrame | Sequence[Mapping[str, Any]]", *, lan
     return labels.finish(figure)
 
 
-def gate_validation(per_chunk: "pd.DataFrame | Sequence[Mapping[str, Any]]", *, language: str = "en") -> "Figure":
+def gate_validation(
+    per_chunk: "pd.DataFrame | Sequence[Mapping[str, Any]]", *, language: str = "en"
+) -> "Figure":
     """Gate β (with 95 % CI) against each chunk's true effect, one marker per (chunk, mask seed).
 
     Parameters
@@ -89,8 +95,8 @@ def gate_validation(per_chunk: "pd.DataFrame | Sequence[Mapping[str, Any]]", *, 
             part = table if seed is None else table[table["mask_seed"] == seed]
             jitter = 0.002 * (index - (len(seeds) - 1) / 2)
             axes.errorbar(part["truth"] + jitter, part["beta"],
-                          yerr=[part["beta"] - part["ci_lo"], part["ci_hi"] - part["beta"]], fmt="o", markersize=4,
-                          capsize=2, linewidth=0.8, color=f"C{index % 10}",
+                          yerr=[part["beta"] - part["ci_lo"], part["ci_hi"] - part["beta"]], fmt="o",
+                          markersize=4, capsize=2, linewidth=0.8, color=f"C{index % 10}",
                           label=None if seed is None else f"mask seed {seed}")
         low = min(table["truth"].min(), table["ci_lo"].min())
         high = max(table["truth"].max(), table["ci_hi"].max())
@@ -112,6 +118,7 @@ def validation_table(report: Mapping[str, Any]) -> "pd.DataFrame":
     ci_hi, covered`` (the input of :func:`gate_validation`)."""
     import pandas as pd
 
-    return pd.DataFrame([{"mask_seed": seed["mask_seed"], "chunk": chunk, "truth": row["truth"], "beta": row["beta"],
-                          "ci_lo": row["ci95"][0], "ci_hi": row["ci95"][1], "covered": row["covered"]}
+    return pd.DataFrame([{"mask_seed": seed["mask_seed"], "chunk": chunk, "truth": row["truth"],
+                          "beta": row["beta"], "ci_lo": row["ci95"][0], "ci_hi": row["ci95"][1],
+                          "covered": row["covered"]}
                          for seed in report["per_seed"] for chunk, row in seed["per_chunk"].items()])

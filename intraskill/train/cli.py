@@ -74,10 +74,10 @@ def co_evolve_command(
         Path("params/organism.yaml"), "--params", help="Parameter file with grpo: and round: sections."
     ),
     rounds: int = typer.Option(..., "--rounds", min=1, help="Number of co-evolution rounds."),
-    out: Path = typer.Option(None, "--out", help="Run directory (default <run_root>/<experiment>/co-evolve)."),
-    samples_per_task: int = typer.Option(1, "--samples-per-task", min=1, help="Masked gate rollouts per val task."),
-    gate_task_limit: int = typer.Option(None, "--gate-task-limit", help="Gate val tasks (default round.val_tasks)."),
-    max_candidates: int = typer.Option(6, "--max-candidates", help="ADD/REWRITE candidates per round (1-16)."),
+    out: Path = typer.Option(None, "--out", help="Run dir (<run_root>/<experiment>/co-evolve)."),
+    samples_per_task: int = typer.Option(1, "--samples-per-task", min=1, help="Gate rollouts per val task."),
+    gate_task_limit: int = typer.Option(None, "--gate-task-limit", help="Gate val tasks (round.val_tasks)."),
+    max_candidates: int = typer.Option(6, "--max-candidates", help="Candidates per round (1-16)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
 ) -> None:
     """Run (or resume, or extend) skill-model co-evolution: per round train (GRPO with the curriculum),

@@ -196,7 +196,8 @@ def _gate(params: Params, root: Path, index: int, config: CoEvolveConfig, store_
     gate_config = GateConfig(checkpoint_id=f"{round_id(index)}-checkpoint", mask_seed=config.mask_seed,
                              samples_per_task=config.samples_per_task, task_limit=limit,
                              next_round_id=round_id(index + 1))
-    result = run_online_gate(params, pool, root / "gate", gate_config, checkpoint=root / "checkpoint" / "model",
+    result = run_online_gate(params, pool, root / "gate", gate_config,
+                             checkpoint=root / "checkpoint" / "model",
                              bare_run_dir=root / "val-after" if reuse else None,
                              ledger=root / "analysis" / "proposal_ledger.jsonl", store_root=store_root,
                              progress=progress)
@@ -240,8 +241,9 @@ def co_evolve(
     params : the parameter set (``round`` and ``grpo`` for training; store, model, sampling,
         evaluation for the evaluator).
     rounds : number of rounds (≥ 1); round r starts from round r − 1's checkpoint and gate curriculum.
-    start : round 0's starting checkpoint and curriculum (default :func:`~intraskill.train.prepare.prepare_round`:
-        the organism's warm start and S₀ with its ground-truth α).
+    start : round 0's starting checkpoint and curriculum (default
+        :func:`~intraskill.train.prepare.prepare_round`: the organism's warm start and S₀ with its
+        ground-truth α).
     config : analysis and gate settings (:class:`CoEvolveConfig`).
     out_dir : the run directory (default :func:`default_run_dir`).
     store_root : the store directory (default the cached store of ``params.store``).
@@ -269,10 +271,11 @@ def co_evolve(
                       store_root=store_root, progress=progress)
         bank = curriculum_bank(curriculum, round_id(index))
         if not _analysed(root, bank):
-            _analyse(params, root, index, bank, _ledger_after(finished[-1] if finished else None), config, store_root)
+            history = _ledger_after(finished[-1] if finished else None)
+            _analyse(params, root, index, bank, history, config, store_root)
         status, curriculum_path = _gate(params, root, index, config, store_root, progress)
-        done = CoEvolveRound(index, root, root / "checkpoint" / "model", root / "analysis" / "candidate_pool.json",
-                             status, curriculum_path)
+        done = CoEvolveRound(index, root, root / "checkpoint" / "model",
+                             root / "analysis" / "candidate_pool.json", status, curriculum_path)
         finished.append(done)
         _write_summary(run_dir, fingerprint, finished)
         checkpoint, curriculum = str(done.checkpoint), done.curriculum()
