@@ -19,8 +19,10 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 venv: $(STAMP)
 
+# One BLAS/OpenMP thread per process: the suite runs servers and models side by side on 2 cores,
+# where oversubscribed OpenMP threads spin and slow everything down.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q
 
 round: $(STAMP)
 	mkdir -p runs/notebooks

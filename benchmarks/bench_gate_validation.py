@@ -43,11 +43,19 @@ def main() -> None:
     default_out = runs_root(params.experiment.run_root) / params.experiment.name / f"gate-validation-{args.policy}"
     out = args.out or str(default_out)
     results = []
+    truth = None
+    if args.policy == "teacher":
+        from intraskill.gate.validation import teacher_truth
+        from intraskill.skills.bank import load_skillbank
+        from intraskill.train.round import resolve_project_path
+
+        draft = load_skillbank(resolve_project_path(params.warmstart.skills))
+        truth = teacher_truth(params, draft, tasks=args.truth_tasks)
     for m in (int(s) for s in args.samples.split(",")):
         started = time.monotonic()
-        if args.policy == "teacher":
+        if truth is not None:
             report = validate_on_teacher(params, out, seeds=seeds, samples_per_task=m,
-                                         task_limit=args.task_limit, truth_tasks=args.truth_tasks, progress=False)
+                                         task_limit=args.task_limit, truth=truth, progress=False)
         else:
             from intraskill.train.prepare import ensure_warmstart
 

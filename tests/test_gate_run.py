@@ -252,3 +252,32 @@ def test_gate_figures_from_gate_directories(tmp_path: Path, small_store_root: Pa
         assert figure.axes
     points = [{"chunk": "a", "truth": 0.1, "beta": 0.12, "ci_lo": 0.05, "ci_hi": 0.2, "mask_seed": 1}]
     assert gate_validation(points).axes
+
+
+def test_cli_gate_run_on_a_round_directory(tmp_path: Path, small_store_root: Path) -> None:
+    import shutil
+
+    import yaml
+    from typer.testing import CliRunner
+
+    from intraskill.cli import app
+    from intraskill.paths import store_dir
+    from intraskill.trace2skill.pool import save_pool
+
+    params = make_params(tmp_path)
+    shutil.copytree(small_store_root, store_dir("small", 11, params.experiment.run_root))
+    params_file = tmp_path / "gate.yaml"
+    params_file.write_text(yaml.safe_dump(params.model_dump(mode="json")), encoding="utf-8")
+    round_dir = tmp_path / "round-000"
+    save_pool(planted_pool(), round_dir / "analysis" / "candidate_pool.json")
+    result = CliRunner().invoke(app, ["gate", "run", "--params", str(params_file), "--round-dir", str(round_dir),
+                                      "--task-limit", "12", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output.strip().splitlines()[-1])
+    assert report["status"] == "complete" and report["gate_dir"] == str(round_dir / "gate")
+    assert report["outcomes"]["columns"] == 4
+    manifest = json.loads((round_dir / "gate" / "online_gate_manifest.json").read_text())
+    assert manifest["config"]["checkpoint_id"] == "round-000-checkpoint"
+    bad = CliRunner().invoke(app, ["gate", "run", "--params", str(params_file), "--round-dir", str(round_dir),
+                                   "--task-limit", "3", "--out", str(tmp_path / "other"), "--no-progress"])
+    assert bad.exit_code == 1 and "rank deficient" in bad.output

@@ -200,14 +200,16 @@ def teacher_truth(params: Params, draft: SkillBank, *, tasks: int | None,
 
 def validate_on_teacher(params: Params, out_dir: str | Path, *, seeds: Sequence[int],
                         samples_per_task: int = 1, task_limit: int | None = None,
-                        truth_tasks: int | None = None, store_root: str | Path | None = None,
-                        progress: bool = True) -> dict[str, Any]:
+                        truth_tasks: int | None = None, truth: Mapping[str, Any] | None = None,
+                        store_root: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
     """:func:`validate_gate` on the organism's teacher (fast, no checkpoint needed): S₀ with the gated
-    expert as the policy and :func:`teacher_truth` as the ground truth."""
+    expert as the policy and :func:`teacher_truth` as the ground truth (pass ``truth`` to reuse one
+    measured earlier; ``truth_tasks`` is then ignored)."""
     from intraskill.train.round import resolve_project_path
 
     draft = load_skillbank(resolve_project_path(params.warmstart.skills))
-    truth = teacher_truth(params, draft, tasks=truth_tasks, store_root=store_root)
+    if truth is None:
+        truth = teacher_truth(params, draft, tasks=truth_tasks, store_root=store_root)
     report = validate_gate(params, draft, truth["chunks"], out_dir, seeds=seeds,
                            samples_per_task=samples_per_task, task_limit=task_limit,
                            checkpoint_id="s0-teacher", policy=teacher_policy(params, draft),
