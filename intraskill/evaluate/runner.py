@@ -32,6 +32,7 @@ from intraskill.jsonl import JsonlWriter, write_json
 from intraskill.params import Params
 from intraskill.paths import runs_root, store_dir
 from intraskill.policy.base import Policy
+from intraskill.shop.build import open_engine
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 
 LOGGER = logging.getLogger(__name__)
@@ -255,37 +256,6 @@ def build_policy(params: Params, checkpoint: str | None) -> tuple[Policy, dict[s
     return policy, identity
 
 
-@dataclass
-class _Store:
-    engine: Any
-    task_ids: tuple[int, ...]
-    identity: dict[str, Any]
-
-
-def _open_engine(params: Params, store_root: Path, split: str) -> _Store:
-    from intraskill.shop.build import build_store
-    from intraskill.shop.engine import ShopEngine, StoreConfig
-    from intraskill.shop.search import SearchIndex
-
-    artifacts = build_store(store_root, params.store.scale, params.store.seed)
-    catalog, splits = artifacts.catalog, artifacts.splits
-    index = SearchIndex.open(artifacts.paths.index, catalog.sha256)
-    config = StoreConfig(page_size=params.store.page_size, top_k=params.store.top_k,
-                         max_actions=params.store.max_actions, language=params.store.language, persona=True)
-    engine = ShopEngine(catalog.products, catalog.goals, index, config)
-    identity = {
-        "adapter": "in_process",
-        "scale": params.store.scale,
-        "store_seed": params.store.seed,
-        "catalog_sha256": catalog.sha256,
-        "split_sha256": splits.sha256(split),
-        "index_manifest": dict(index.manifest),
-        "versions": engine.versions(),
-        "store_config": asdict(config),
-    }
-    return _Store(engine, tuple(catalog.task_ids(split)), identity)
-
-
 def _attempts(traces_path: Path) -> tuple[set[str], Counter[str]]:
     """Episode IDs with a completed record, and failed-attempt counts per episode."""
     completed: set[str] = set()
@@ -350,7 +320,7 @@ def run_eval(
         raise ValueError("skills: give either a bank or episode_skills, not both")
     root = Path(store_root) if store_root else store_dir(params.store.scale, params.store.seed,
                                                            params.experiment.run_root)
-    store = _open_engine(params, root, split)
+    store = open_engine(params.store, split, root)
     try:
         if policy is None:
             policy, model_identity = build_policy(params, checkpoint)
@@ -373,7 +343,7 @@ def run_eval(
             batch_size=batch_size, progress=progress, label=f"eval {split}",
         )
     finally:
-        store.engine.index.close()
+        store.close()
     return EvalRun(run_dir, plan, write_summary(run_dir, len(jobs)))
 
 

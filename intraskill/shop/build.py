@@ -137,3 +137,49 @@ def open_store(root: str | Path) -> tuple[Catalog, SearchIndex, Splits]:
     catalog = Catalog.from_records(read_raw_products(paths.products), splits=splits)
     index = SearchIndex.open(paths.index, catalog.sha256)
     return catalog, index, splits
+
+
+@dataclass(frozen=True)
+class StoreHandle:
+    """An in-process engine over a built store, one split's task IDs and the identity plans record."""
+
+    engine: Any
+    catalog: Catalog
+    split: str
+    task_ids: tuple[int, ...]
+    identity: dict[str, Any]
+
+    def close(self) -> None:
+        self.engine.index.close()
+
+
+def open_engine(store: Any, split: str, root: str | Path | None = None, run_root: str | Path = "runs") -> StoreHandle:
+    """Build (or reuse) the store of a parameter set's ``store`` section and open an engine over it.
+
+    ``store`` carries ``scale, seed, page_size, top_k, max_actions, language`` (``Params.store``);
+    ``root`` defaults to ``<run_root>/store/<scale>-<seed>``.
+    """
+    from dataclasses import asdict
+
+    from intraskill.paths import store_dir
+    from intraskill.shop.engine import ShopEngine, StoreConfig
+
+    artifacts = build_store(root if root is not None else store_dir(store.scale, store.seed, run_root),
+                            store.scale, store.seed)
+    catalog = artifacts.catalog
+    index = SearchIndex.open(artifacts.paths.index, catalog.sha256)
+    config = StoreConfig(page_size=store.page_size, top_k=store.top_k, max_actions=store.max_actions,
+                         language=store.language, persona=True)
+    engine = ShopEngine(catalog.products, catalog.goals, index, config)
+    identity = {
+        "adapter": "in_process",
+        "scale": store.scale,
+        "store_seed": store.seed,
+        "catalog_sha256": catalog.sha256,
+        "split": split,
+        "split_sha256": artifacts.splits.sha256(split),
+        "index_manifest": dict(index.manifest),
+        "versions": engine.versions(),
+        "store_config": asdict(config),
+    }
+    return StoreHandle(engine, catalog, split, tuple(catalog.task_ids(split)), identity)

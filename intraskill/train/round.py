@@ -26,7 +26,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,8 @@ from intraskill.agent.prompts import prompt_identity
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl
 from intraskill.params import Params
-from intraskill.paths import project_root, runs_root, store_dir
+from intraskill.paths import project_root, runs_root
+from intraskill.shop.build import StoreHandle, open_engine
 from intraskill.skills.curriculum import CurriculumState, build_curriculum, save_curriculum
 from intraskill.train.metrics import rollout_step_metrics, train_step_metrics
 from intraskill.train.rollout import RolloutConfig, RoundFiles, run_rollout_step
@@ -113,36 +114,9 @@ def round_curriculum(params: Params, round_index: int, skillbank: str | Path | N
     )
 
 
-@dataclass
-class TrainStore:
-    """The in-process store of a round: engine, train task IDs and the store identity."""
-
-    engine: Any
-    task_ids: tuple[int, ...]
-    identity: dict[str, Any]
-
-    def close(self) -> None:
-        self.engine.index.close()
-
-
-def open_train_store(params: Params, store_root: str | Path | None = None, split: str = "train") -> TrainStore:
+def open_train_store(params: Params, store_root: str | Path | None = None, split: str = "train") -> StoreHandle:
     """Build (or reuse) the store of ``params.store`` and open an engine over ``split``'s tasks."""
-    from intraskill.shop.build import build_store
-    from intraskill.shop.engine import ShopEngine, StoreConfig
-    from intraskill.shop.search import SearchIndex
-
-    s = params.store
-    root = Path(store_root) if store_root is not None else store_dir(s.scale, s.seed, params.experiment.run_root)
-    artifacts = build_store(root, s.scale, s.seed)
-    catalog = artifacts.catalog
-    index = SearchIndex.open(artifacts.paths.index, catalog.sha256)
-    config = StoreConfig(page_size=s.page_size, top_k=s.top_k, max_actions=s.max_actions, language=s.language,
-                         persona=True)
-    engine = ShopEngine(catalog.products, catalog.goals, index, config)
-    identity = {"scale": s.scale, "store_seed": s.seed, "catalog_sha256": catalog.sha256,
-                "split": split, "split_sha256": artifacts.splits.sha256(split), "versions": engine.versions(),
-                "store_config": asdict(config)}
-    return TrainStore(engine, tuple(catalog.task_ids(split)), identity)
+    return open_engine(params.store, split, store_root, params.experiment.run_root)
 
 
 def round_plan(
@@ -342,7 +316,7 @@ class _RoundRun:
         self.emit: RoundEvent = on_event or (lambda name, info: None)
         self.files = RoundFiles(root)
         self.checkpoint_dir = root / "checkpoint"
-        self.store: TrainStore | None = None
+        self.store: StoreHandle | None = None
         self.logger: _WandbLogger | None = None
         self.trained = 0
         self.history: dict[str, Any] = {}

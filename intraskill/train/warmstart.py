@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from intraskill.hashing import seed32, sha256_file
 from intraskill.params import Params
+from intraskill.shop.build import open_engine
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 from intraskill.train.demos import (
     Demonstration,
@@ -239,31 +240,6 @@ def ground_truth(bank: SkillBank, bare: Sequence[EpisodeResult], alone: dict[str
 
 
 # --- the whole pipeline ------------------------------------------------------------------------------
-@dataclass
-class _Store:
-    engine: Any
-    train_ids: list[int]
-    val_ids: list[int]
-    catalog_sha256: str
-
-
-def _open_store(params: Params) -> _Store:
-    """Build (or reuse) the store of ``params`` and an engine with its store settings (page size …)."""
-    from intraskill.paths import store_dir
-    from intraskill.shop.build import build_store
-    from intraskill.shop.engine import ShopEngine, StoreConfig
-    from intraskill.shop.search import SearchIndex
-
-    artifacts = build_store(store_dir(params.store.scale, params.store.seed, params.experiment.run_root),
-                            params.store.scale, params.store.seed)
-    catalog = artifacts.catalog
-    index = SearchIndex.open(artifacts.paths.index, catalog.sha256)
-    config = StoreConfig(page_size=params.store.page_size, top_k=params.store.top_k,
-                         max_actions=params.store.max_actions, language=params.store.language, persona=True)
-    engine = ShopEngine(catalog.products, catalog.goals, index, config)
-    return _Store(engine, list(catalog.task_ids("train")), list(catalog.task_ids("val")), catalog.sha256)
-
-
 def train_organism(params: Params, demos: Sequence[Demonstration], out: Path,
                    progress: bool = True) -> tuple[Path, BCResult, dict[str, Any]]:
     """Tokenizer + random-init organism + behaviour cloning; saves ``out/checkpoint`` (bf16)."""
@@ -370,11 +346,12 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
     gate = s0_gate(bank, ws.p_with, ws.p_without)
     timings: dict[str, float] = {}
     started = time.monotonic()
-    store = _open_store(params)
+    store = open_engine(params.store, "train", run_root=params.experiment.run_root)
+    val_ids = list(store.catalog.task_ids("val"))
     engine = store.engine
     bc_record = finished_bc(out, params)
     if bc_record is None:
-        jobs = demo_jobs(store.train_ids, ws.demos, bank.enabled_skills(), ws.mask_probability, ws.seed)
+        jobs = demo_jobs(list(store.task_ids), ws.demos, bank.enabled_skills(), ws.mask_probability, ws.seed)
         demos = collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, gate, seed=ws.seed,
                                        max_turns=params.sampling.max_turns,
                                        max_actions=params.store.max_actions, language=params.store.language,
@@ -390,13 +367,13 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
     checkpoint = out / CHECKPOINT_DIR
     timings.update({"demos_s": bc_record["demos_s"], "bc_s": bc_record["wall_s"]})
     started = time.monotonic()
-    metrics, truth = evaluate_warmstart(params, checkpoint, bank, engine, store.val_ids, progress=progress)
+    metrics, truth = evaluate_warmstart(params, checkpoint, bank, engine, val_ids, progress=progress)
     timings["eval_s"] = round(time.monotonic() - started, 1)
     engine.index.close()
     identity = {"checkpoint_sha256": weights_digest(checkpoint), "bank_sha256": bank.sha256,
-                "catalog_sha256": store.catalog_sha256}
+                "catalog_sha256": store.catalog.sha256}
     truth = {"schema_version": GROUND_TRUTH_SCHEMA_VERSION, **identity, "split": "val",
-             "episodes_per_arm": min(ws.ground_truth_episodes, len(store.val_ids)), "seed": ws.seed, **truth}
+             "episodes_per_arm": min(ws.ground_truth_episodes, len(val_ids)), "seed": ws.seed, **truth}
     (out / "ground_truth.json").write_text(json.dumps(truth, indent=1) + "\n", encoding="utf-8")
     manifest = {
         "schema_version": MANIFEST_SCHEMA_VERSION,
