@@ -16,6 +16,7 @@ from intraskill.params import Params, params_from_dict
 from intraskill.policy.base import ChatRequest, Generation, SessionTokens
 from intraskill.policy.expert import ExpertPolicy
 from intraskill.shop.expert import Competences
+from policy_doubles import KilledAfter
 
 SUMMARY_KEYS = {
     "counts": ["requested", "trace_files", "completed", "failed", "scored", "coverage"],
@@ -42,26 +43,6 @@ def make_params(tmp_path: Path, **sections: dict[str, Any]) -> Params:
     for name, values in sections.items():
         data[name] = {**data[name], **values}
     return params_from_dict(data)
-
-
-class KilledAfter:
-    """Wraps a policy and raises KeyboardInterrupt on the ``calls``-th generate (a simulated kill)."""
-
-    def __init__(self, policy: ExpertPolicy, calls: int) -> None:
-        self.policy, self.calls_left = policy, calls
-
-    @property
-    def identity(self) -> dict[str, Any]:
-        return self.policy.identity
-
-    def generate(self, requests: list[ChatRequest]) -> list[Generation]:
-        self.calls_left -= 1
-        if self.calls_left <= 0:
-            raise KeyboardInterrupt
-        return self.policy.generate(requests)
-
-    def end_session(self, session_id: str) -> SessionTokens | None:
-        return self.policy.end_session(session_id)
 
 
 class FailingFor:

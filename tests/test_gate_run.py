@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -37,6 +36,7 @@ from intraskill.policy.expert import ExpertPolicy, SkillConditionedGate
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.trace2skill.ledger import add_proposals, read_ledger
 from intraskill.trace2skill.pool import Candidate, build_candidate_pool, online_candidate_id
+from policy_doubles import KilledAfter
 
 PERSONA = Skill("persona", "### Read the profile\n- Search with the profile brand.", version="s0-1")
 BUDGET = Skill("budget", "### Check the budget\n- Compare the price with the budget.", version="s0-1")
@@ -79,26 +79,6 @@ def alone_effects(params: Params, skills: list[Skill], root: Path, store: Path, 
                                  policy=planted_policy(), progress=False,
                                  store_root=store).summary["primary"]["reward_mean"] - bare
             for s in skills}
-
-
-class KilledAfter:
-    """Delegates to a policy and raises KeyboardInterrupt on the ``calls``-th generate (a simulated kill)."""
-
-    def __init__(self, policy: ExpertPolicy, calls: int) -> None:
-        self.policy, self.calls_left = policy, calls
-
-    @property
-    def identity(self) -> dict[str, Any]:
-        return self.policy.identity
-
-    def generate(self, requests: list[ChatRequest]) -> list[Generation]:
-        self.calls_left -= 1
-        if self.calls_left <= 0:
-            raise KeyboardInterrupt
-        return self.policy.generate(requests)
-
-    def end_session(self, session_id: str) -> None:
-        return self.policy.end_session(session_id)
 
 
 class MustNotRun(KilledAfter):
