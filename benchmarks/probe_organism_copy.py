@@ -43,7 +43,7 @@ from intraskill.train.demos import Demonstration, read_demonstrations, tokenize_
 from intraskill.train.warmstart import BCExample, bc_loss, collate
 
 KINDS = ("query", "first_asin", "option", "buy")
-FIRST_ASIN = re.compile(r"^1\. .*\n\s+ASIN: (\S+)", re.MULTILINE)
+FIRST_ASIN = re.compile(r"^1\. (?:.*\n\s+ASIN: (\S+)|(\d+) \| )", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def decision_kind(observation: str, completion: str) -> str:
         return "option"
     if value.isdigit():
         first = FIRST_ASIN.search(observation)
-        return "first_asin" if first and first.group(1) == value else "other_asin"
+        return "first_asin" if first and value in first.groups() else "other_asin"
     return "navigate"
 
 

@@ -42,25 +42,26 @@ def _direct(engine: ShopEngine, catalog, task_ids, competences: Competences) -> 
     return outcomes
 
 
-def _via_runtime(engine, task_ids, policy, language="en", skills=()) -> list:
+def _via_runtime(engine, task_ids, policy, language="en", skills=(), view="standard") -> list:
     jobs = [EpisodeJob.create(task_id, 0, 7, skills) for task_id in task_ids]
     return run_episodes(policy, lambda: InProcessEnvironment(engine), jobs,
-                        RuntimeConfig(max_turns=30, language=language), progress=False)
+                        RuntimeConfig(max_turns=30, language=language, view=view), progress=False)
 
 
 def test_expert_policy_is_a_policy() -> None:
     assert isinstance(ExpertPolicy(), Policy)
 
 
+@pytest.mark.parametrize("view", ["standard", "compact"])
 @pytest.mark.parametrize("language", ["en", "zh"])
 @pytest.mark.parametrize("competences", [Competences(), ABLATED], ids=["all", "ablated"])
 def test_runtime_episodes_match_the_scripted_expert(small_store, language: str,
-                                                    competences: Competences) -> None:
-    """Through the chat messages alone the policy takes exactly the expert's actions and rewards."""
+                                                    competences: Competences, view: str) -> None:
+    """Through the chat messages alone (either view) the policy takes exactly the expert's actions."""
     catalog = small_store[0]
     engine = _engine(small_store, language)
     task_ids = list(catalog.task_ids("val"))[:20]
-    results = _via_runtime(engine, task_ids, ExpertPolicy(competences, language=language), language)
+    results = _via_runtime(engine, task_ids, ExpertPolicy(competences, language=language), language, view=view)
     assert [r.status for r in results] == ["completed"] * len(task_ids)
     assert [(r.reward["reward"], r.steps) for r in results] == _direct(engine, catalog, task_ids, competences)
     assert all(r.protocol_errors == 0 and r.invalid_actions == 0 for r in results)

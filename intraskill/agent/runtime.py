@@ -26,6 +26,7 @@ from intraskill.agent.prompts import (
 from intraskill.agent.protocol import interpret_generation, observation_message, turn_messages
 from intraskill.agent.tools import build_tools, tool_names
 from intraskill.agent.traces import EpisodeStatus, EpisodeTrace, TurnRecord, record_step, reward_from_terminal
+from intraskill.agent.views import check_view, page_text, view_persona, view_skills
 from intraskill.hashing import seed32
 from intraskill.policy.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.skills.bank import Skill
@@ -58,6 +59,8 @@ class RuntimeConfig:
     temperature : sampling temperature (0.6 in the reference; 0 is greedy).
     top_p : nucleus mass; must be 1.0 when the token stream is trained on.
     language : prompt language, ``"en"`` (default) or ``"zh"``.
+    view : what the agent is shown, ``"standard"`` (default) or the organism's ``"compact"``
+        (:mod:`intraskill.agent.views`).
     """
 
     max_turns: int = 30
@@ -65,6 +68,7 @@ class RuntimeConfig:
     temperature: float = 0.6
     top_p: float = 1.0
     language: str = "en"
+    view: str = "standard"
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -77,6 +81,7 @@ class RuntimeConfig:
             raise ValueError(f"top_p: must be in (0, 1], got {self.top_p}")
         if self.language not in LANGUAGES:
             raise ValueError(f"language: expected one of {LANGUAGES}, got {self.language!r}")
+        check_view(self.view)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -85,6 +90,7 @@ class RuntimeConfig:
             "temperature": self.temperature,
             "top_p": self.top_p,
             "language": self.language,
+            "view": self.view,
         }
 
 
@@ -213,8 +219,10 @@ def _start(
         episode.trace.provenance["task_mode"] = reset.get("task_mode")
         episode.trace.task_instruction = reset["task_instruction"]
         episode.messages = [
-            build_system_message(reset.get("user_persona") or {}, job.skills, config.language),
-            build_first_user_message(reset["task_instruction"], reset["observation"], config.language),
+            build_system_message(view_persona(reset.get("user_persona") or {}, config.view),
+                                 view_skills(job.skills, config.view), config.language),
+            build_first_user_message(reset["task_instruction"], page_text(reset, config.view, config.language),
+                                     config.language),
         ]
         episode.tools = build_tools(reset["observation_state"], config.language)
     except Exception as error:  # noqa: BLE001 - one episode's failure must not stop the batch
@@ -284,7 +292,7 @@ def _apply(episode: _Episode, generation: Generation, config: RuntimeConfig) -> 
             episode.terminal = payload
             return
         episode.messages.extend(messages)
-        episode.messages.append(observation_message(messages[0], payload["observation"]))
+        episode.messages.append(observation_message(messages[0], page_text(payload, config.view, config.language)))
         episode.tools = build_tools(state, config.language)
     if len(episode.trace.turns) >= config.max_turns:
         episode.terminal = episode.env.terminate(ACTION_LIMIT)

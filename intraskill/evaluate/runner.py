@@ -205,7 +205,7 @@ def find_checkpoint(root: str | Path, pattern: str) -> Path | None:
 
 
 def runtime_config(params: Params) -> RuntimeConfig:
-    """The runtime settings of ``params`` (sampling section and the store language)."""
+    """The runtime settings of ``params`` (sampling section, the store language, the model's view)."""
     sampling = params.sampling
     return RuntimeConfig(
         max_turns=sampling.max_turns,
@@ -213,6 +213,7 @@ def runtime_config(params: Params) -> RuntimeConfig:
         temperature=sampling.temperature,
         top_p=sampling.top_p,
         language=params.store.language,
+        view=params.model.view,
     )
 
 

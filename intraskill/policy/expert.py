@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from intraskill.agent.prompts import PERSONA_LABELS, TASK_LABELS
 from intraskill.agent.tools import CLICK, SEARCH, TOOL_ARGUMENT
+from intraskill.agent.views import FIELD_SEP
 from intraskill.hashing import seed32
 from intraskill.policy.base import ChatRequest, Generation, SessionTokens
 from intraskill.policy.chat_format import message_text, parse_tool_calls, render_tool_call
@@ -266,7 +267,8 @@ def page_state(text: str, tools: list[dict[str, Any]], language: str = "en") -> 
     Keys: ``page_type``, ``actions`` (the ``click`` enum), ``search_available``, and per page
     ``products`` (results) or ``product``, ``available_options``, ``selected_options``,
     ``missing_option_axes``, ``selected_price`` (product detail). Inverse of
-    :func:`intraskill.shop.observation.render_observation` on these fields.
+    :func:`intraskill.shop.observation.render_observation` and of the compact view's
+    :func:`intraskill.agent.views.render_compact` on these fields.
     """
     labels = PAGE_LABELS[language]
     lines = text.split("\n")
@@ -278,11 +280,41 @@ def page_state(text: str, tools: list[dict[str, Any]], language: str = "en") -> 
     state: dict[str, Any] = {"page_type": page_types[page_name], "actions": actions,
                              "search_available": search_available}
     body = _body_lines(lines[1:], labels)
-    if state["page_type"] == "search_results":
+    standard_heads = {"search_results": labels["query"] + labels["sep"], "product_detail": labels["product"]}
+    head = standard_heads.get(state["page_type"])
+    if head is not None and not (body and body[0].startswith(head)):
+        state.update(_compact_page(state["page_type"], body, labels))
+    elif state["page_type"] == "search_results":
         state["products"] = _result_products(body, labels)
     elif state["page_type"] == "product_detail":
         state.update(_product_page(body, labels))
     return state
+
+
+def _compact_product(row: str) -> dict[str, Any]:
+    asin, title, price = (row.split(FIELD_SEP, 2) + ["", ""])[:3]
+    return {"asin": asin, "title": title, "price": price, "key_attributes": []}
+
+
+def _compact_page(page_type: str, body: list[str], labels: dict[str, str]) -> dict[str, Any]:
+    """The page fields of a :func:`intraskill.agent.views.render_compact` page body."""
+    if page_type == "search_results":
+        rows = [match.group(2) for match in map(_RANKED_RE.match, body) if match]
+        return {"products": [p for p in map(_compact_product, rows) if p["asin"]]}
+    product = _compact_product(body[0]) if body else {}
+    sep = labels["sep"]
+    selected_head, selected_tail = labels["selected"].split("{value}")
+    available: dict[str, list[str]] = {}
+    selected: dict[str, str] = {}
+    for line in body[1:]:
+        if FIELD_SEP not in line or sep not in line:
+            continue
+        axis, rest = line.split(sep, 1)
+        status, values = rest.split(FIELD_SEP, 1)
+        available[axis] = values.split(" / ")
+        if status != labels["unselected"] and status.startswith(selected_head):
+            selected[axis] = status[len(selected_head):len(status) - len(selected_tail) or None]
+    return _product_fields(product, available, selected)
 
 
 def _body_lines(lines: list[str], labels: dict[str, str]) -> list[str]:
@@ -345,6 +377,11 @@ def _product_page(body: list[str], labels: dict[str, str]) -> dict[str, Any]:
             axis, status = line[2:].split(sep, 1)
             if status.startswith(selected_head) and status != labels["unselected"]:
                 selected[axis] = status[len(selected_head):len(status) - len(selected_tail) or None]
+    return _product_fields(product, available, selected)
+
+
+def _product_fields(product: dict[str, Any], available: dict[str, list[str]],
+                    selected: dict[str, str]) -> dict[str, Any]:
     missing = [axis for axis in available if axis not in selected]
     price: float | None = None
     if not missing:

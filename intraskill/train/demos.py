@@ -261,6 +261,7 @@ def collect_demonstrations(
     max_turns: int,
     max_actions: int,
     language: str = "en",
+    view: str = "standard",
     batch_size: int = 256,
     progress: bool = True,
 ) -> list[Demonstration]:
@@ -273,7 +274,8 @@ def collect_demonstrations(
     from intraskill.agent.runtime import RuntimeConfig, run_episodes
     from intraskill.policy.expert import ExpertPolicy
 
-    config = RuntimeConfig(max_turns=max_turns, max_tokens_per_turn=4096, temperature=0.0, language=language)
+    config = RuntimeConfig(max_turns=max_turns, max_tokens_per_turn=4096, temperature=0.0, language=language,
+                           view=view)
     policy = RecordingPolicy(ExpertPolicy(Competences(), seed=seed, language=language, gate=gate,
                                           max_actions=max_actions))
     demos: list[Demonstration] = []

@@ -47,7 +47,8 @@ def _project_path(path: str | Path) -> Path:
 
 
 def warmstart_matches(directory: Path, params: Params) -> bool:
-    """A finished warm start in ``directory`` whose manifest records this store, model shape and warm start."""
+    """A finished warm start in ``directory`` whose manifest records this store, model shape, view and
+    warm start."""
     manifest_path = directory / "manifest.json"
     if not manifest_path.is_file() or not (directory / "ground_truth.json").is_file():
         return False
@@ -55,10 +56,11 @@ def warmstart_matches(directory: Path, params: Params) -> bool:
         return False
     recorded = json.loads(manifest_path.read_text(encoding="utf-8")).get("params", {})
     expected = {"store": params.store.model_dump(mode="json"),
-                "organism": params.model.organism.model_dump(mode="json"),
+                "organism": params.model.organism.model_dump(mode="json"), "view": params.model.view,
                 "warmstart": params.warmstart.model_dump(mode="json")}
-    found = {"store": recorded.get("store"), "organism": (recorded.get("model") or {}).get("organism"),
-             "warmstart": recorded.get("warmstart")}
+    model = recorded.get("model") or {}
+    found = {"store": recorded.get("store"), "organism": model.get("organism"),
+             "view": model.get("view", "standard"), "warmstart": recorded.get("warmstart")}
     return json.loads(json.dumps(found)) == expected
 
 

@@ -319,7 +319,8 @@ BC_FILE = "bc.json"
 def bc_identity(out: Path, params: Params) -> dict[str, Any]:
     """What a finished BC stage in ``out`` was trained from: demonstrations and the parameters."""
     return {"demos_sha256": sha256_file(out / DEMOS_FILE), "store": params.store.model_dump(),
-            "organism": params.model.organism.model_dump(), "warmstart": params.warmstart.model_dump()}
+            "organism": params.model.organism.model_dump(), "view": params.model.view,
+            "warmstart": params.warmstart.model_dump()}
 
 
 def finished_bc(out: Path, params: Params) -> dict[str, Any] | None:
@@ -355,7 +356,7 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
         demos = collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, gate, seed=ws.seed,
                                        max_turns=params.sampling.max_turns,
                                        max_actions=params.store.max_actions, language=params.store.language,
-                                       progress=progress)
+                                       view=params.model.view, progress=progress)
         write_demonstrations(demos, out / DEMOS_FILE)
         demos_s = round(time.monotonic() - started, 1)
         _, bc, data = train_organism(params, demos, out, progress=progress)

@@ -1,0 +1,93 @@
+"""How the agent sees the store: the ``standard`` view or the organism's ``compact`` one.
+
+``standard`` is the reference conversation: the store's ``shopping-observation-v7`` page text, the
+whole persona document, and every skill chunk in full (shopsimulator.md §4.2, method §1.6).
+
+``compact`` is a testbed view for the CPU organism (``organism-feasibility.md``: a 3 M-parameter
+model learns copies in minutes only from short contexts). It is rendered by the agent from the same
+public ``observation_state``, so the store, its rewards and its action space are unchanged:
+
+- a page is a few lines: one ``rank. ASIN | title | price`` row per result; the product's row, then
+  one ``axis: status | value / value / …`` line per option axis, then what is still to select;
+  the last action only when it was invalid (the clickable values are the turn's ``click`` enum);
+- the persona keeps only its ``preferences`` (the same JSON line, so the profile parses alike);
+- each skill chunk is reduced to its ``### title`` line inside the usual ``<skill …>`` wrapper.
+
+A run's view is part of its runtime settings, hence of every trace's provenance and plan fingerprint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from intraskill.shop.observation import PAGE_LABELS, validate_state
+from intraskill.skills.bank import Skill
+
+VIEWS = ("standard", "compact")
+COMPACT_VIEW_VERSION = "intraskill-compact-view-v1"
+FIELD_SEP = " | "
+
+
+def check_view(view: str) -> None:
+    """Raise ``ValueError`` naming the field unless ``view`` is a known view."""
+    if view not in VIEWS:
+        raise ValueError(f"view: expected one of {VIEWS}, got {view!r}")
+
+
+def _row(product: Mapping[str, Any], price: Any = None) -> str:
+    price = product.get("price") if price is None else price
+    return FIELD_SEP.join(str(part) for part in (product.get("asin", ""), product.get("title", ""), price))
+
+
+def render_compact(state: Mapping[str, Any], language: str = "en") -> str:
+    """The compact text of a public page state (validated like the standard rendering)."""
+    validate_state(state)
+    labels = PAGE_LABELS[language]
+    sep, page_type = labels["sep"], state["page_type"]
+    if page_type == "terminal":
+        return labels["terminal"]
+    lines = [f"{labels['page']}{sep}{labels[page_type]}"]
+    if page_type == "search_results":
+        if not state["products"]:
+            lines.append(f"{labels['products']}{sep}{labels['no_results']}")
+        lines += [f"{product['rank']}. {_row(product)}" for product in state["products"]]
+    elif page_type == "product_detail":
+        lines.append(_row(state["product"], state.get("selected_price")))
+        selected = state["selected_options"]
+        for axis, values in state["available_options"].items():
+            status = labels["selected"].format(value=selected[axis]) if axis in selected else labels["unselected"]
+            lines.append(f"{axis}{sep}{status}{FIELD_SEP}{' / '.join(map(str, values))}")
+        missing = state["missing_option_axes"]
+        lines.append(f"{labels['missing']}{sep}{labels['axis_sep'].join(missing)}" if missing
+                     else labels["complete"])
+    last = state["last_action"]
+    if not last.get("valid", True):
+        lines.append(f"{labels['last_action']}{sep}{labels['invalid']}")
+        lines.append(f"{labels['reason']}{sep}{last.get('reason', 'invalid')}")
+    return "\n".join(lines)
+
+
+def page_text(payload: Mapping[str, Any], view: str, language: str = "en") -> str:
+    """The page text of a reset/step payload in ``view`` (the store's own text for ``standard``)."""
+    check_view(view)
+    if view == "standard":
+        return payload["observation"]
+    return render_compact(payload["observation_state"], language)
+
+
+def view_persona(persona: Mapping[str, Any], view: str) -> Mapping[str, Any]:
+    """The persona the agent is shown: all of it, or only ``preferences`` in the compact view."""
+    check_view(view)
+    if view == "standard" or "preferences" not in persona:
+        return persona
+    return {"preferences": persona["preferences"]}
+
+
+def view_skills(skills: Sequence[Skill], view: str) -> list[Skill]:
+    """The chunks as shown: unchanged, or cut to their first (``### title``) line when compact."""
+    check_view(view)
+    if view == "standard":
+        return list(skills)
+    return [Skill(skill.skill_id, skill.content.strip().split("\n", 1)[0], version=skill.version)
+            for skill in skills]

@@ -1,0 +1,99 @@
+"""The compact view: pages rendered from the public state, the persona and chunks cut, runs that use it."""
+
+from __future__ import annotations
+
+import pytest
+
+from intraskill.agent import EpisodeJob, InProcessEnvironment, RuntimeConfig, run_episodes, scan_prompts_for_gold
+from intraskill.agent.views import page_text, render_compact, view_persona, view_skills
+from intraskill.policy.expert import ExpertPolicy, page_state
+from intraskill.shop.engine import ShopEngine, StoreConfig
+from intraskill.shop.observation import ObservationError
+from intraskill.skills.bank import Skill
+
+CHUNK = "### Check the budget\n\n- Applies when: options are selected\n- Procedure:\n  1. Compare\n- Verify: ok\n- Avoid: no"
+
+
+def _engine(small_store, language: str = "en") -> ShopEngine:
+    catalog, index, _ = small_store
+    return ShopEngine(catalog.products, catalog.goals, index, StoreConfig(language=language))
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_pages_are_short_and_carry_what_the_expert_reads(small_store, language: str) -> None:
+    catalog = small_store[0]
+    session = _engine(small_store, language).new_session()
+    task_id = catalog.task_ids("val")[0]
+    home = session.reset(task_id)
+    assert page_text(home, "standard", language) == home["observation"]
+    assert render_compact(home["observation_state"], language).count("\n") == 0
+    results = session.step(f"search[{catalog.task(task_id).instruction_simple}]")
+    text = render_compact(results["observation_state"], language)
+    products = results["observation_state"]["products"]
+    assert len(text) < len(results["observation"]) / 2
+    assert text.split("\n")[1] == f"1. {products[0]['asin']} | {products[0]['title']} | {products[0]['price']}"
+    parsed = page_state(text, [], language)
+    assert [p["asin"] for p in parsed["products"]] == [p["asin"] for p in products]
+    detail = session.step(f"click[{products[0]['asin']}]")
+    parsed = page_state(render_compact(detail["observation_state"], language), [], language)
+    state = detail["observation_state"]
+    assert parsed["available_options"] == state["available_options"]
+    assert parsed["missing_option_axes"] == state["missing_option_axes"]
+    assert parsed["product"]["asin"] == state["product"]["asin"]
+
+
+def test_an_invalid_action_is_reported_and_private_fields_are_refused(small_store) -> None:
+    catalog = small_store[0]
+    session = _engine(small_store).new_session()
+    home = session.reset(catalog.task_ids("val")[0])
+    invalid = session.step("click[nothing-here]")
+    text = render_compact(invalid["observation_state"])
+    assert "Last action: invalid" in text and "Reason code: " in text
+    assert "Last action" not in render_compact(home["observation_state"])
+    with pytest.raises(ObservationError, match="goal"):
+        render_compact({**home["observation_state"], "goal": {"asin": "x"}})
+
+
+def test_persona_and_chunks_are_cut_and_views_are_checked() -> None:
+    persona = {"preferences": {"brand": "Kestrel"}, "behaviour": {"device": "tablet"}}
+    assert view_persona(persona, "compact") == {"preferences": {"brand": "Kestrel"}}
+    assert view_persona(persona, "standard") is persona
+    [short] = view_skills([Skill("budget-check", CHUNK, version="3")], "compact")
+    assert (short.skill_id, short.version, short.content) == ("budget-check", "3", "### Check the budget")
+    with pytest.raises(ValueError, match="view: expected one of"):
+        view_skills([], "tiny")
+    with pytest.raises(ValueError, match="view: expected one of"):
+        RuntimeConfig(view="tiny")
+
+
+class _Recording(ExpertPolicy):
+    """The expert, keeping the last request of every session."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: dict[str, list] = {}
+
+    def generate(self, requests):
+        self.last.update({request.session_id: request.messages for request in requests})
+        return super().generate(requests)
+
+
+def test_compact_runs_prompt_short_pages_without_gold(small_store) -> None:
+    catalog = small_store[0]
+    engine = _engine(small_store)
+    skills = (Skill("budget-check", CHUNK, version="1"),)
+    jobs = [EpisodeJob.create(task_id, 0, 5, skills) for task_id in catalog.task_ids("val")[:6]]
+    policies = {"standard": _Recording(), "compact": _Recording()}
+    results = {view: run_episodes(policy, lambda: InProcessEnvironment(engine), jobs, RuntimeConfig(view=view),
+                                  progress=False) for view, policy in policies.items()}
+    assert [r.reward for r in results["compact"]] == [r.reward for r in results["standard"]]
+    for result in results["compact"]:
+        assert result.trace.provenance["runtime"]["view"] == "compact"
+        messages = policies["compact"].last[result.episode_id]
+        assert scan_prompts_for_gold(messages, result.trace.private_goal) == []
+        standard = policies["standard"].last[result.episode_id]
+        assert len(str(messages)) < len(str(standard)) / 2
+    system = messages[0]["content"]
+    assert "### Check the budget\n</skill>" in system and "Applies when" not in system
+    assert '"behaviour"' not in system and '"preferences"' in system
+    assert "Clickable elements" not in "".join(str(m.get("content")) for m in messages)
