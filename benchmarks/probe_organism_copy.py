@@ -141,7 +141,7 @@ def evaluate(model: Any, tokenizer: Any, heldout: list[Decision], arm: str, eval
     samples: dict[str, str] = {}
     for start in range(0, len(heldout), eval_batch):
         chunk = heldout[start:start + eval_batch]
-        examples = [encode(d.local_prompt if arm == "local" else d.full_prompt, d.completion, tokenizer)
+        examples = [encode(d.local_prompt if arm.startswith("local") else d.full_prompt, d.completion, tokenizer)
                     for d in chunk]
         ids, labels = collate(examples, pad)
         with torch.no_grad():
@@ -239,8 +239,9 @@ def main() -> None:
     parser.add_argument("--eval-per-kind", type=int, default=12)
     parser.add_argument("--eval-batch", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
 
     tokenizer = AutoTokenizer.from_pretrained(args.checkpoint)
     hf = AutoConfig.from_pretrained(args.checkpoint)
@@ -263,15 +264,19 @@ def main() -> None:
     budget_s = args.minutes * 60.0 / len(arms)
     results = []
     for arm in arms:
-        if arm == "local":
-            results.append(train_arm(arm, local_train, heldout, tokenizer, config, args, budget_s, args.batch))
-        elif arm == "full":
+        if arm in ("local", "local-lm"):
+            train = local_train if arm == "local" else [BCExample(e.input_ids, [1] * len(e.input_ids))
+                                                        for e in local_train]
+            results.append(train_arm(arm, train, heldout, tokenizer, config, args, budget_s, args.batch))
+        elif arm in ("full", "lm"):
             local_len = sum(len(e.input_ids) for e in local_train) / len(local_train)
             full_len = sum(len(e.input_ids) for e in full_train) / len(full_train)
             rows = max(1, round(args.batch * local_len / full_len))
-            results.append(train_arm(arm, full_train, heldout, tokenizer, config, args, budget_s, rows))
+            train = full_train if arm == "full" else [BCExample(e.input_ids, [1] * len(e.input_ids))
+                                                      for e in full_train]
+            results.append(train_arm(arm, train, heldout, tokenizer, config, args, budget_s, rows))
         else:
-            raise SystemExit(f"--arms: unknown arm {arm!r} (expected local or full)")
+            raise SystemExit(f"--arms: unknown arm {arm!r} (expected local, local-lm, full or lm)")
     print(json.dumps({"benchmark": "probe_organism_copy", "demos": len(demos), "train_episodes": len(train_demos),
                       "decision_kinds": dict(sorted(kind_counts.items())),
                       "heldout_per_kind": {k: sum(x.kind == k for x in heldout) for k in KINDS},

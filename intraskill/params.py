@@ -179,8 +179,10 @@ class WarmstartParams(_Section):
     """Competence (or habit) → probability of using it when its chunk is absent."""
     vocab_corpus_demos: int = Field(300, ge=1)
     """Demonstrations whose rendered text (with the protocol corpus) trains the tokenizer."""
+    lm_steps: int = Field(0, ge=0)
+    """Steps of next-token prediction on whole transcripts (pages and prompts too) before cloning."""
     steps: int = Field(600, ge=1)
-    """Optimizer steps of behaviour cloning."""
+    """Optimizer steps of behaviour cloning (assistant tokens only), after the ``lm_steps``."""
     lr: float = Field(3e-3, gt=0.0)
     """Peak AdamW learning rate (linear warm-up, then cosine decay to ``lr_min_ratio``·lr)."""
     lr_min_ratio: float = Field(0.1, ge=0.0, le=1.0)

@@ -177,6 +177,53 @@ def test_bc_reduces_the_assistant_loss(tokenizer) -> None:
     assert after < 0.5 * before, (before, after)
 
 
+def test_bc_resumes_after_a_kill_to_the_same_weights(tokenizer, tmp_path) -> None:
+    """A run killed after its first saved state continues from it and ends where an unbroken run ends."""
+    import torch
+
+    from intraskill.policy.organism import OrganismConfig, build_organism
+
+    tok, demos = tokenizer
+    windows = [tokenize_demonstration(d.segments[:1], tok) for d in demos[:6]]
+    examples = [BCExample(ids[-96:], mask[-96:]) for ids, mask in windows]
+    config = OrganismConfig(vocab_size=600, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1,
+                            head_dim=16, intermediate_size=64, max_position=512, seed=2)
+    settings = dict(steps=6, lm_steps=4, lr=5e-3, warmup_steps=2, lr_min_ratio=0.1, weight_decay=0.0,
+                    grad_clip=1.0, batch_tokens=200, pad_id=int(tok.pad_token_id), seed=3, progress=False)
+    unbroken = build_organism(config, tok)
+    full = behaviour_clone(unbroken, examples, **settings)
+    state = tmp_path / "bc_state.pt"
+
+    class Killed(Exception):
+        pass
+
+    broken = build_organism(config, tok)
+    original = torch.optim.AdamW.step
+    calls = {"n": 0}
+
+    def step_then_die(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 6:
+            raise Killed
+        return original(self, *args, **kwargs)
+
+    torch.optim.AdamW.step = step_then_die
+    try:
+        with pytest.raises(Killed):
+            behaviour_clone(broken, examples, state_path=state, state_key="plan", save_every=5, **settings)
+    finally:
+        torch.optim.AdamW.step = original
+    resumed_model = build_organism(config, tok)
+    resumed = behaviour_clone(resumed_model, examples, state_path=state, state_key="plan", save_every=5, **settings)
+    assert resumed.resumed_at == 5 and resumed.steps == full.steps == 10
+    assert [loss for _, loss in resumed.losses] == pytest.approx([loss for _, loss in full.losses], rel=1e-4)
+    for a, b in zip(unbroken.parameters(), resumed_model.parameters()):
+        assert torch.allclose(a, b, atol=1e-5)
+    fresh = behaviour_clone(build_organism(config, tok), examples, state_path=state, state_key="other plan",
+                            **settings)
+    assert fresh.resumed_at == 0
+
+
 def test_token_budget_batches_and_schedule() -> None:
     lengths = [random.Random(i).randint(50, 900) for i in range(40)] + [5000]
     batches = pack_batches(lengths, 2048, random.Random(0))

@@ -45,6 +45,12 @@ SYSTEM_PROMPTS: dict[str, str] = {
     ),
 }
 
+COMPACT_SYSTEM_PROMPTS: dict[str, str] = {
+    "en": "You are a shopping agent. Buy the one product that fits the shopping task and the user profile.",
+    "zh": "你是购物助手。请买下符合购物任务和用户个人文档的那一件商品。",
+}
+"""The compact view's base prompt (:mod:`intraskill.agent.views`): the tool rules travel with the tools."""
+
 PERSONA_LABELS = {"en": "User profile document:", "zh": "用户个人文档："}
 TASK_LABELS = {"en": "Shopping task: ", "zh": "购物任务："}
 PRIVATE_PERSONA_KEYS = ("__reasoning__",)
@@ -55,10 +61,10 @@ def _check_language(language: str) -> None:
         raise ValueError(f"language: expected one of {LANGUAGES}, got {language!r}")
 
 
-def system_prompt(language: str = "en") -> str:
-    """The base system prompt text in ``language`` (``"en"`` or ``"zh"``)."""
+def system_prompt(language: str = "en", view: str = "standard") -> str:
+    """The base system prompt text in ``language`` (``"en"`` or ``"zh"``) for ``view``."""
     _check_language(language)
-    return SYSTEM_PROMPTS[language]
+    return COMPACT_SYSTEM_PROMPTS[language] if view == "compact" else SYSTEM_PROMPTS[language]
 
 
 def persona_block(persona: Mapping[str, Any], language: str = "en") -> str:
@@ -74,11 +80,11 @@ def persona_block(persona: Mapping[str, Any], language: str = "en") -> str:
 
 
 def build_system_message(
-    persona: Mapping[str, Any], skills: Sequence[Skill] = (), language: str = "en"
+    persona: Mapping[str, Any], skills: Sequence[Skill] = (), language: str = "en", view: str = "standard"
 ) -> dict[str, str]:
     """The system message: base prompt, persona block and skill block (if any), joined by blank lines."""
     sections = [
-        system_prompt(language),
+        system_prompt(language, view),
         persona_block(persona, language),
         render_skill_block(skills, language),
     ]
@@ -111,7 +117,7 @@ class PromptIdentity:
         }
 
 
-def prompt_identity(language: str = "en") -> PromptIdentity:
-    """The prompt identity of ``language``'s base prompt (the SHA-256 covers the base prompt text)."""
-    digest = sha256_text(system_prompt(language))
+def prompt_identity(language: str = "en", view: str = "standard") -> PromptIdentity:
+    """The prompt identity of ``language``'s base prompt in ``view`` (the SHA-256 covers its text)."""
+    digest = sha256_text(system_prompt(language, view))
     return PromptIdentity(PROMPT_VERSION, language, digest, SKILL_RENDERER_VERSION)

@@ -186,7 +186,7 @@ def _provenance(policy: Policy, job: EpisodeJob, config: RuntimeConfig) -> dict[
         "model_id": identity.get("model_id"),
         "checkpoint_id": identity.get("checkpoint_id"),
         "backend": identity.get("backend"),
-        "prompt": prompt_identity(config.language).to_dict(),
+        "prompt": prompt_identity(config.language, config.view).to_dict(),
         "skills": {
             "curriculum_state_id": job.assignment.state_id if job.assignment else None,
             "assignment": job.assignment.to_dict() if job.assignment else None,
@@ -220,7 +220,7 @@ def _start(
         episode.trace.task_instruction = reset["task_instruction"]
         episode.messages = [
             build_system_message(view_persona(reset.get("user_persona") or {}, config.view),
-                                 view_skills(job.skills, config.view), config.language),
+                                 view_skills(job.skills, config.view), config.language, config.view),
             build_first_user_message(reset["task_instruction"], page_text(reset, config.view, config.language),
                                      config.language),
         ]

@@ -10,6 +10,7 @@ public ``observation_state``, so the store, its rewards and its action space are
 - a page is a few lines: one ``rank. ASIN | title | price`` row per result; the product's row, then
   one ``axis: status | value / value / …`` line per option axis, then what is still to select;
   the last action only when it was invalid (the clickable values are the turn's ``click`` enum);
+- the base prompt is one sentence (the tool rules come with the tools);
 - the persona keeps only its ``preferences`` (the same JSON line, so the profile parses alike);
 - each skill chunk is reduced to its ``### title`` line inside the usual ``<skill …>`` wrapper.
 

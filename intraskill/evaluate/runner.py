@@ -331,7 +331,7 @@ def run_eval(
         pairs = eval_jobs(store.task_ids, params.evaluation.repeats,
                           limit if limit is not None else params.evaluation.task_limit)
         plan = EvalPlan(model=model_identity, split=split, jobs=tuple(pairs), environment=store.identity,
-                        runtime=config.to_dict(), prompt=prompt_identity(config.language).to_dict(),
+                        runtime=config.to_dict(), prompt=prompt_identity(config.language, config.view).to_dict(),
                         skills=episode_skills.identity if episode_skills else skills_identity(bank),
                         seed=params.experiment.seed)
         write_plan(run_dir, plan)

@@ -6,8 +6,10 @@ Pipeline (:func:`run_warmstart`, ``intraskill warmstart --params P``):
    random chunk masks (:mod:`intraskill.train.demos`);
 2. train a byte-level BPE tokenizer (single-digit tokens) on demonstration text plus the protocol
    corpus, and a random-init organism of ``model.organism``'s shape;
-3. behaviour cloning: cross-entropy on assistant tokens only (:func:`bc_loss`), AdamW with linear
-   warm-up and cosine decay, whole episodes packed into token-budget micro-batches, seeded;
+3. ``warmstart.lm_steps`` steps of next-token prediction on the whole transcripts (the organism
+   learns to copy ids and words from its pages and profile), then behaviour cloning: cross-entropy
+   on assistant tokens only (:func:`bc_loss`); AdamW with linear warm-up and cosine decay, whole
+   episodes packed into token-budget micro-batches, seeded, resumable after a kill (``bc_state.pt``);
 4. save ``checkpoint/`` (``save_pretrained`` in bfloat16 + tokenizer), then evaluate the *saved*
    checkpoint with the lockstep :class:`~intraskill.policy.hf.HFPolicy` on val: bare, with S₀, and
    each chunk alone (paired with bare by task and episode seed) → ``ground_truth.json``;
@@ -125,12 +127,31 @@ def bc_loss(model: PreTrainedModel, ids: torch.Tensor, labels: torch.Tensor) -> 
 
 @dataclass
 class BCResult:
-    """What :func:`behaviour_clone` reports."""
+    """What :func:`behaviour_clone` reports (``resumed_at``: the step a killed run continued from)."""
 
     steps: int
     losses: list[tuple[int, float]]
     tokens: int
     wall_s: float
+    resumed_at: int = 0
+
+
+def _save_state(path: Path, key: str, model: PreTrainedModel, optimizer: Any, step: int,
+                queue: list[list[int]], rng: random.Random, losses: list[tuple[int, float]],
+                running: list[float], tokens: int, wall_s: float) -> None:
+    """Write the resumable training state atomically (temp file, fsync, rename)."""
+    import os
+
+    import torch
+
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as handle:
+        torch.save({"key": key, "model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                    "queue": queue, "rng": rng.getstate(), "losses": losses, "running": running, "tokens": tokens,
+                    "wall_s": wall_s}, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
 
 
 def behaviour_clone(
@@ -146,46 +167,71 @@ def behaviour_clone(
     batch_tokens: int,
     pad_id: int,
     seed: int,
+    lm_steps: int = 0,
+    state_path: Path | None = None,
+    state_key: str = "",
+    save_every: int = 50,
     progress: bool = True,
 ) -> BCResult:
-    """Train ``model`` in place for ``steps`` AdamW steps on the assistant tokens of ``examples``.
+    """Train ``model`` in place for ``lm_steps + steps`` AdamW steps.
 
-    Batches come from :func:`pack_batches` (reshuffled each epoch with ``seed``); dropout-free, so
-    the run is deterministic on a given machine and thread count.
+    The first ``lm_steps`` steps predict every token of the transcripts (prompts and pages too: the
+    model learns to read and copy from its context); the remaining ``steps`` are behaviour cloning,
+    loss on the assistant tokens only. One warm-up + cosine schedule spans both phases. Batches come
+    from :func:`pack_batches` (reshuffled each epoch with ``seed``); dropout-free, so the run is
+    deterministic on a given machine and thread count. With ``state_path`` the model, optimizer,
+    batch queue and RNG are saved every ``save_every`` steps, and a killed run resumes from there
+    (only a state saved under the same ``state_key``: a changed plan starts afresh).
     """
     import torch
     from tqdm.auto import tqdm
 
     if not examples:
         raise ValueError("behaviour_clone: no examples")
+    total = lm_steps + steps
     rng = random.Random(seed32(f"{seed}:bc-batches"))
     lengths = [len(e.input_ids) for e in examples]
+    every_token = [BCExample(e.input_ids, [1] * len(e.input_ids)) for e in examples] if lm_steps else []
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95))
-    model.train()
     losses: list[tuple[int, float]] = []
     queue: list[list[int]] = []
-    tokens, running, started = 0, [], time.monotonic()
-    bar = tqdm(range(steps), desc="behaviour cloning", disable=not progress)
+    first, tokens, wall_before = 0, 0, 0.0
+    running: list[float] = []
+    state = torch.load(state_path, weights_only=False) if state_path is not None and state_path.is_file() else {}
+    if state.get("key") == state_key:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        first, queue, losses, tokens = state["step"], state["queue"], state["losses"], state["tokens"]
+        running = state["running"]
+        rng.setstate(state["rng"])
+        wall_before = state["wall_s"]
+    model.train()
+    started = time.monotonic()
+    bar = tqdm(range(first, total), desc="behaviour cloning", disable=not progress, initial=first, total=total)
     for step in bar:
         if not queue:
             queue = pack_batches(lengths, batch_tokens, rng)
-        batch = [examples[k] for k in queue.pop()]
-        ids, labels = collate(batch, pad_id)
+        source = every_token if step < lm_steps else examples
+        ids, labels = collate([source[k] for k in queue.pop()], pad_id)
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step, steps, lr, warmup_steps, lr_min_ratio)
-        loss = bc_loss(model, ids, labels)
+            group["lr"] = learning_rate(step, total, lr, warmup_steps, lr_min_ratio)
+        device = next(model.parameters()).device
+        loss = bc_loss(model, ids.to(device), labels.to(device))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
         optimizer.step()
         tokens += int(ids.numel())
         running.append(loss.item())
-        if (step + 1) % LOSS_LOG_EVERY == 0 or step + 1 == steps:
+        if (step + 1) % LOSS_LOG_EVERY == 0 or step + 1 == total:
             losses.append((step + 1, sum(running) / len(running)))
-            bar.set_postfix(loss=f"{losses[-1][1]:.3f}")
+            bar.set_postfix(loss=f"{losses[-1][1]:.3f}", phase="lm" if step < lm_steps else "bc")
             running = []
+        if state_path is not None and ((step + 1) % save_every == 0 or step + 1 == total):
+            _save_state(state_path, state_key, model, optimizer, step + 1, queue, rng, losses, running, tokens,
+                        wall_before + time.monotonic() - started)
     model.eval()
-    return BCResult(steps, losses, tokens, time.monotonic() - started)
+    return BCResult(total, losses, tokens, wall_before + time.monotonic() - started, resumed_at=first)
 
 
 # --- evaluation -------------------------------------------------------------------------------------
@@ -242,31 +288,35 @@ def ground_truth(bank: SkillBank, bare: Sequence[EpisodeResult], alone: dict[str
 # --- the whole pipeline ------------------------------------------------------------------------------
 def train_organism(params: Params, demos: Sequence[Demonstration], out: Path,
                    progress: bool = True) -> tuple[Path, BCResult, dict[str, Any]]:
-    """Tokenizer + random-init organism + behaviour cloning; saves ``out/checkpoint`` (bf16)."""
+    """Tokenizer + random-init organism + behaviour cloning on ``model.device`` (``auto``: CUDA when
+    present); saves ``out/checkpoint`` (bf16)."""
     import torch
 
+    from intraskill.evaluate.runner import resolve_device
     from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
 
     ws = params.warmstart
     corpus = [d.text for d in demos[:ws.vocab_corpus_demos]] + protocol_corpus()
     tokenizer = train_tokenizer(corpus, params.model.organism.vocab_size)
     config = OrganismConfig(**params.model.organism.model_dump(), seed=seed32(f"{ws.seed}:organism-init"))
-    model = build_organism(config, tokenizer)
+    model = build_organism(config, tokenizer).to(resolve_device(params.model.device))
     examples = []
     for demo in demos:
         ids, mask = tokenize_demonstration(demo.segments, tokenizer)
         if len(ids) <= config.max_position:
             examples.append(BCExample(ids, mask))
     torch.manual_seed(seed32(f"{ws.seed}:bc"))
-    result = behaviour_clone(model, examples, steps=ws.steps, lr=ws.lr, warmup_steps=ws.warmup_steps,
-                             lr_min_ratio=ws.lr_min_ratio, weight_decay=ws.weight_decay,
-                             grad_clip=ws.grad_clip,
-                             batch_tokens=ws.batch_tokens, pad_id=int(tokenizer.pad_token_id), seed=ws.seed,
-                             progress=progress)
+    state_path = out / BC_STATE_FILE
+    result = behaviour_clone(model, examples, steps=ws.steps, lm_steps=ws.lm_steps, lr=ws.lr,
+                             warmup_steps=ws.warmup_steps, lr_min_ratio=ws.lr_min_ratio,
+                             weight_decay=ws.weight_decay, grad_clip=ws.grad_clip, batch_tokens=ws.batch_tokens,
+                             pad_id=int(tokenizer.pad_token_id), seed=ws.seed, state_path=state_path,
+                             state_key=json.dumps(bc_identity(out, params), sort_keys=True), progress=progress)
     checkpoint = out / CHECKPOINT_DIR
     checkpoint.mkdir(parents=True, exist_ok=True)
-    model.to(getattr(torch, CHECKPOINT_DTYPE)).save_pretrained(str(checkpoint))
+    model.to("cpu", getattr(torch, CHECKPOINT_DTYPE)).save_pretrained(str(checkpoint))
     tokenizer.save_pretrained(str(checkpoint))
+    state_path.unlink(missing_ok=True)
     data = {"examples": len(examples), "dropped_too_long": len(demos) - len(examples),
             "vocab_size": len(tokenizer), "organism": config.to_dict(),
             "parameters": sum(p.numel() for p in model.parameters()),
@@ -281,12 +331,12 @@ def evaluate_warmstart(params: Params, checkpoint: Path, bank: SkillBank, engine
     from tqdm.auto import tqdm
 
     from intraskill.agent.env import InProcessEnvironment
-    from intraskill.evaluate.runner import runtime_config
+    from intraskill.evaluate.runner import resolve_device, runtime_config
     from intraskill.policy.factory import load_policy
 
     ws = params.warmstart
-    policy = load_policy("organism", checkpoint=str(checkpoint), device="cpu", dtype=params.model.dtype,
-                         max_batch=ws.eval_batch_size)
+    policy = load_policy("organism", checkpoint=str(checkpoint), device=resolve_device(params.model.device),
+                         dtype=params.model.dtype, max_batch=ws.eval_batch_size)
     config = runtime_config(params)
     factory = lambda: InProcessEnvironment(engine)  # noqa: E731
     skills = bank.enabled_skills()
@@ -314,6 +364,7 @@ def evaluate_warmstart(params: Params, checkpoint: Path, bank: SkillBank, engine
 
 DEMOS_FILE = "demos.jsonl"
 BC_FILE = "bc.json"
+BC_STATE_FILE = "bc_state.pt"
 
 
 def bc_identity(out: Path, params: Params) -> dict[str, Any]:
@@ -362,7 +413,8 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
         _, bc, data = train_organism(params, demos, out, progress=progress)
         bc_record = {"identity": bc_identity(out, params), "demos_s": demos_s, "episodes": len(demos),
                      "expert_success": sum(d.reward["r_success"] for d in demos) / max(1, len(demos)),
-                     "steps": bc.steps, "tokens": bc.tokens, "losses": bc.losses,
+                     "steps": bc.steps, "lm_steps": params.warmstart.lm_steps, "resumed_at": bc.resumed_at,
+                     "tokens": bc.tokens, "losses": bc.losses,
                      "wall_s": round(bc.wall_s, 1), "data": data}
         (out / BC_FILE).write_text(json.dumps(bc_record, indent=1) + "\n", encoding="utf-8")
     checkpoint = out / CHECKPOINT_DIR
@@ -387,7 +439,8 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
         "demos": {"episodes": bc_record["episodes"], "requested": ws.demos,
                   "sha256": bc_record["identity"]["demos_sha256"],
                   "expert_success": bc_record["expert_success"], **bc_record["data"]},
-        "bc": {**{key: bc_record[key] for key in ("steps", "tokens", "losses", "note") if key in bc_record},
+        "bc": {**{key: bc_record[key] for key in ("steps", "lm_steps", "resumed_at", "tokens", "losses", "note")
+                  if key in bc_record},
                "checkpoint_dtype": CHECKPOINT_DTYPE},
         "files": {p.name: sha256_file(p) for p in sorted(checkpoint.iterdir()) if p.is_file()},
         "timings": timings,
