@@ -4,7 +4,7 @@ Usage::
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/probe_organism_copy.py \\
         [--demos runs/warmstart/demos.jsonl] [--checkpoint runs/warmstart/checkpoint] \\
-        [--minutes 15] [--arms local,full] [--batch 32] [--eval-every 15]
+        [--minutes 15] [--arms local,full,lm,local-lm] [--batch 32] [--eval-every 15] [--threads 1]
 
 Every assistant turn of the recorded demonstrations becomes one decision. Two arms train a fresh
 organism (the checkpoint's tokenizer and shape, new random weights) for the same training wall time
@@ -15,7 +15,9 @@ organism (the checkpoint's tokenizer and shape, new random weights) for the same
   (``render_messages([system, observation], tools)`` is that text), target the assistant tool call;
   batches of ``--batch`` examples;
 - ``full``: whole episodes (:func:`~intraskill.train.demos.tokenize_demonstration`, every assistant
-  turn supervised), as the warm start trains; batches of about the same number of tokens.
+  turn supervised), as the warm start trains; batches of about the same number of tokens;
+- ``lm`` / ``local-lm``: the same examples with the loss on every token (pages and prompts too), as
+  the warm start's ``lm_steps`` phase trains.
 
 Held-out decisions (episodes with ``unit_draw("probe-heldout:<episode_id>") < 0.1``) are decoded
 greedily every ``--eval-every`` steps, in the arm's own context format (the local context, or the

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from intraskill.agent import EpisodeJob, InProcessEnvironment, RuntimeConfig, run_episodes, scan_prompts_for_gold
-from intraskill.agent.views import page_text, render_compact, view_persona, view_skills
+from intraskill.agent.views import page_text, render_compact, store_action, view_actions, view_persona, view_skills
 from intraskill.policy.expert import ExpertPolicy, page_state
 from intraskill.shop.engine import ShopEngine, StoreConfig
 from intraskill.shop.observation import ObservationError
@@ -40,6 +40,23 @@ def test_pages_are_short_and_carry_what_the_expert_reads(small_store, language: 
     assert parsed["available_options"] == state["available_options"]
     assert parsed["missing_option_axes"] == state["missing_option_axes"]
     assert parsed["product"]["asin"] == state["product"]["asin"]
+
+
+def test_results_are_clicked_by_rank_and_resolved_to_store_actions(small_store) -> None:
+    catalog = small_store[0]
+    session = _engine(small_store).new_session()
+    task_id = catalog.task_ids("val")[0]
+    home = session.reset(task_id)
+    assert view_actions(home["observation_state"], "compact") == (home["observation_state"], {})
+    state = session.step(f"search[{catalog.task(task_id).instruction_simple}]")["observation_state"]
+    assert view_actions(state, "standard") == (state, {})
+    offered, aliases = view_actions(state, "compact")
+    asins = [p["asin"] for p in state["products"]]
+    assert [a for a in offered["actions"] if a.isdigit()] == [str(r) for r in range(1, len(asins) + 1)]
+    assert [a for a in offered["actions"] if not a.isdigit()] == [a for a in state["actions"] if a not in asins]
+    assert store_action("click[2]", aliases) == f"click[{asins[1]}]"
+    assert store_action("click[next >]", aliases) == "click[next >]"
+    assert store_action("search[2]", aliases) == "search[2]"
 
 
 def test_an_invalid_action_is_reported_and_private_fields_are_refused(small_store) -> None:
@@ -89,6 +106,8 @@ def test_compact_runs_prompt_short_pages_without_gold(small_store) -> None:
     assert [r.reward for r in results["compact"]] == [r.reward for r in results["standard"]]
     for result in results["compact"]:
         assert result.trace.provenance["runtime"]["view"] == "compact"
+        assert [t.action for t in result.trace.turns] == [t.action for t in next(
+            r for r in results["standard"] if r.episode_id == result.episode_id).trace.turns]
         messages = policies["compact"].last[result.episode_id]
         assert scan_prompts_for_gold(messages, result.trace.private_goal) == []
         standard = policies["standard"].last[result.episode_id]

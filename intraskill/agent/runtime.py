@@ -26,7 +26,7 @@ from intraskill.agent.prompts import (
 from intraskill.agent.protocol import interpret_generation, observation_message, turn_messages
 from intraskill.agent.tools import build_tools, tool_names
 from intraskill.agent.traces import EpisodeStatus, EpisodeTrace, TurnRecord, record_step, reward_from_terminal
-from intraskill.agent.views import check_view, page_text, view_persona, view_skills
+from intraskill.agent.views import check_view, page_text, store_action, view_actions, view_persona, view_skills
 from intraskill.hashing import seed32
 from intraskill.policy.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.skills.bank import Skill
@@ -170,6 +170,7 @@ class _Episode:
     started: float
     messages: list[dict[str, Any]] = field(default_factory=list)
     tools: list[dict[str, Any]] = field(default_factory=list)
+    aliases: dict[str, str] = field(default_factory=dict)
     trace: EpisodeTrace | None = None
     terminal: dict[str, Any] | None = None
     error: str | None = None
@@ -224,7 +225,8 @@ def _start(
             build_first_user_message(reset["task_instruction"], page_text(reset, config.view, config.language),
                                      config.language),
         ]
-        episode.tools = build_tools(reset["observation_state"], config.language)
+        offered, episode.aliases = view_actions(reset["observation_state"], config.view)
+        episode.tools = build_tools(offered, config.language)
     except Exception as error:  # noqa: BLE001 - one episode's failure must not stop the batch
         _fail(episode, error)
     return episode
@@ -286,14 +288,16 @@ def _apply(episode: _Episode, generation: Generation, config: RuntimeConfig) -> 
             return
         episode.messages.extend(messages)
     else:
-        payload = episode.env.step(decision.action)
+        record.action = store_action(decision.action, episode.aliases)
+        payload = episode.env.step(record.action)
         state = record_step(record, payload)
         if payload.get("done"):
             episode.terminal = payload
             return
         episode.messages.extend(messages)
         episode.messages.append(observation_message(messages[0], page_text(payload, config.view, config.language)))
-        episode.tools = build_tools(state, config.language)
+        offered, episode.aliases = view_actions(state, config.view)
+        episode.tools = build_tools(offered, config.language)
     if len(episode.trace.turns) >= config.max_turns:
         episode.terminal = episode.env.terminate(ACTION_LIMIT)
 

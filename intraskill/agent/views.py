@@ -7,7 +7,9 @@ whole persona document, and every skill chunk in full (shopsimulator.md §4.2, m
 model learns copies in minutes only from short contexts). It is rendered by the agent from the same
 public ``observation_state``, so the store, its rewards and its action space are unchanged:
 
-- a page is a few lines: one ``rank. ASIN | title | price`` row per result; the product's row, then
+- a page is a few lines: one ``rank. ASIN | title | price`` row per result, and a result is clicked
+  by its rank (``click`` value ``"3"``; the runtime steps the store with that result's ASIN, so
+  traces keep store actions); the product's row, then
   one ``axis: status | value / value / …`` line per option axis, then what is still to select;
   the last action only when it was invalid (the clickable values are the turn's ``click`` enum);
 - the base prompt is one sentence (the tool rules come with the tools);
@@ -75,6 +77,27 @@ def page_text(payload: Mapping[str, Any], view: str, language: str = "en") -> st
     if view == "standard":
         return payload["observation"]
     return render_compact(payload["observation_state"], language)
+
+
+def view_actions(state: Mapping[str, Any], view: str) -> tuple[Mapping[str, Any], dict[str, str]]:
+    """``(state as offered to the agent, click value → store value)``.
+
+    In the compact view a results page offers each product by its rank instead of its ASIN; every
+    other page, and the standard view, are unchanged (no aliases).
+    """
+    check_view(view)
+    if view == "standard" or state.get("page_type") != "search_results":
+        return state, {}
+    aliases = {str(product["rank"]): product["asin"] for product in state["products"]}
+    ranks = {asin: rank for rank, asin in aliases.items()}
+    return {**state, "actions": [ranks.get(action, action) for action in state["actions"]]}, aliases
+
+
+def store_action(action: str, aliases: Mapping[str, str]) -> str:
+    """The store's action for the agent's canonical ``action`` (a ``click`` on an alias is resolved)."""
+    if action.startswith("click[") and action.endswith("]") and action[6:-1] in aliases:
+        return f"click[{aliases[action[6:-1]]}]"
+    return action
 
 
 def view_persona(persona: Mapping[str, Any], view: str) -> Mapping[str, Any]:

@@ -206,6 +206,10 @@ class ExpertPolicy:
         session = self._session(request)
         state = page_state(latest_page_text(request.messages, self.language), request.tools, self.language)
         name, arguments = ScriptedExpert.tool_call(session.expert.act(session.task, state))
+        if name == CLICK and arguments[TOOL_ARGUMENT[CLICK]] not in state["actions"]:
+            ranks = {p["asin"]: str(p["rank"]) for p in state.get("products", []) if "rank" in p}
+            arguments = {TOOL_ARGUMENT[CLICK]: ranks.get(arguments[TOOL_ARGUMENT[CLICK]],
+                                                         arguments[TOOL_ARGUMENT[CLICK]])}
         text = render_tool_call(name, arguments)
         content, calls, error = parse_tool_calls(text)
         return Generation(text=text, content=content, tool_calls=calls, finish_reason="stop",
@@ -299,8 +303,9 @@ def _compact_product(row: str) -> dict[str, Any]:
 def _compact_page(page_type: str, body: list[str], labels: dict[str, str]) -> dict[str, Any]:
     """The page fields of a :func:`intraskill.agent.views.render_compact` page body."""
     if page_type == "search_results":
-        rows = [match.group(2) for match in map(_RANKED_RE.match, body) if match]
-        return {"products": [p for p in map(_compact_product, rows) if p["asin"]]}
+        rows = [match.groups() for match in map(_RANKED_RE.match, body) if match]
+        products = [{**_compact_product(row), "rank": int(rank)} for rank, row in rows]
+        return {"products": [p for p in products if p["asin"]]}
     product = _compact_product(body[0]) if body else {}
     sep = labels["sep"]
     selected_head, selected_tail = labels["selected"].split("{value}")
