@@ -3,7 +3,8 @@
 Sizing follows ``organism-feasibility.md``: the LM head dominates a tiny model's cost, so the
 vocabulary is small (a few thousand tokens trained on the catalogue and protocol text), and digits
 are split into single-digit tokens (``Digits(individual_digits=True)``), which is what makes
-copying product ids learnable in minutes.
+copying product ids learnable in minutes; spaces and punctuation are split off words, so a word is
+one token wherever it stands.
 """
 
 from __future__ import annotations
@@ -106,6 +107,10 @@ def protocol_corpus() -> list[str]:
 def train_tokenizer(texts: Iterable[str], vocab_size: int, path: str | Path | None = None) -> PreTrainedTokenizerFast:
     """Train a deterministic byte-level BPE tokenizer with single-digit tokens.
 
+    Whitespace and punctuation are tokens of their own, so a word is the same token wherever it
+    stands (``"Kestrel"`` in the profile JSON, ``Kestrel`` in a query, ``color=navy`` in a click):
+    copying a word from the context is then copying one token, which a tiny model learns.
+
     Parameters
     ----------
     texts
@@ -120,13 +125,16 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, path: str | Path | No
     PreTrainedTokenizerFast
         With ``<|endoftext|>`` as eos/pad and the ChatML/tool-call markers as special tokens.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
-    )
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.Split(Regex(r"\s"), "isolated"),
+        pre_tokenizers.Punctuation("isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
