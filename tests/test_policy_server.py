@@ -78,7 +78,7 @@ def training_streams(turns: int = 2) -> list[str]:
     return streams
 
 
-def teach(steps: int = 60) -> tuple:
+def teach(steps: int = 150) -> tuple:
     """A tiny organism trained for a few seconds to answer every assistant turn with one click call."""
     tokenizer = train_tokenizer(protocol_corpus() + [TARGET], TINY.vocab_size)
     model = build_organism(TINY, tokenizer).train()

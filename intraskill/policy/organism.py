@@ -109,7 +109,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, path: str | Path | No
 
     Whitespace and punctuation are tokens of their own, so a word is the same token wherever it
     stands (``"Kestrel"`` in the profile JSON, ``Kestrel`` in a query, ``color=navy`` in a click):
-    copying a word from the context is then copying one token, which a tiny model learns.
+    copying a word from the context is then copying one token rather than mapping one token to another.
 
     Parameters
     ----------
