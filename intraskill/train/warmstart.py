@@ -206,6 +206,7 @@ def behaviour_clone(
         rng.setstate(state["rng"])
         wall_before = state["wall_s"]
     model.train()
+    device = next(model.parameters()).device
     started = time.monotonic()
     bar = tqdm(range(first, total), desc="behaviour cloning", disable=not progress, initial=first, total=total)
     for step in bar:
@@ -215,7 +216,6 @@ def behaviour_clone(
         ids, labels = collate([source[k] for k in queue.pop()], pad_id)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, total, lr, warmup_steps, lr_min_ratio)
-        device = next(model.parameters()).device
         loss = bc_loss(model, ids.to(device), labels.to(device))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
