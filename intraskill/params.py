@@ -177,8 +177,14 @@ class WarmstartParams(_Section):
     """Competence (or habit) → probability of using it when its chunk is in context."""
     p_without: dict[str, float] = {}
     """Competence (or habit) → probability of using it when its chunk is absent."""
+    slip_rate: float = Field(0.0, ge=0.0, lt=1.0)
+    """Per-turn probability that the expert clicks ``buy now`` while it is not offered (at most once
+    per episode) and then recovers; the slip is shown to the clone but never trained on."""
     vocab_corpus_demos: int = Field(300, ge=1)
     """Demonstrations whose rendered text (with the protocol corpus) trains the tokenizer."""
+    drill_steps: int = Field(0, ge=0)
+    """Steps of copy drills (a shuffled span, filler, the span again) before everything else: the
+    organism learns to copy from its context (:mod:`intraskill.train.drills`)."""
     lm_steps: int = Field(0, ge=0)
     """Steps of next-token prediction on whole transcripts (pages and prompts too) before cloning."""
     steps: int = Field(600, ge=1)

@@ -22,6 +22,7 @@ from intraskill.train.demos import (
     s0_gate,
     tokenize_demonstration,
 )
+from intraskill.train.drills import copy_drills
 from intraskill.train.warmstart import (
     GROUND_TRUTH_SCHEMA_VERSION,
     BCExample,
@@ -57,12 +58,13 @@ def engine():
     index.close()
 
 
-def _demos(engine, p_with: dict[str, float], p_without: dict[str, float], count: int, mask: float = 0.5):
+def _demos(engine, p_with: dict[str, float], p_without: dict[str, float], count: int, mask: float = 0.5,
+           slip_rate: float = 0.0, view: str = "standard"):
     bank = load_skillbank(S0_PATH)
     jobs = demo_jobs(engine.train_ids, count, bank.enabled_skills(), mask, seed=3)
     gate = s0_gate(bank, p_with, p_without)
     return collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, gate, seed=3, max_turns=30,
-                                  max_actions=30, progress=False)
+                                  max_actions=30, slip_rate=slip_rate, view=view, progress=False)
 
 
 def _uniform(value: float) -> dict[str, float]:
@@ -133,6 +135,26 @@ def test_expert_demos_follow_the_chunk_mask(engine) -> None:
     assert seen[True] and seen[False]
 
 
+def test_slips_are_read_but_never_cloned(engine) -> None:
+    """A slip (``buy now`` not offered) sits inside the next prompt, followed by the page saying so and
+    the expert's recovery; the competence draws, hence the rewards, are those of a slip-free run."""
+    probabilities = (_uniform(0.9), _uniform(0.5))
+    clean = _demos(engine, *probabilities, 16, view="compact")
+    slipped = _demos(engine, *probabilities, 16, slip_rate=0.3, view="compact")
+    assert [d.reward for d in slipped] == [d.reward for d in clean]
+    buy = '"value":"buy now"'
+    recovered = 0
+    for demo in slipped:
+        for index, (prompt, completion) in enumerate(demo.segments):
+            if buy in prompt.split("<|im_start|>system", 1)[-1]:
+                assert index > 0 and prompt.count(buy) == 1
+                assert "Last action: invalid" in prompt[prompt.index(buy):]
+                recovered += 1
+            assert buy not in completion or '"buy now"' in prompt.rsplit("Tools:", 1)[1]
+    assert recovered >= 3
+    assert sum("invalid" in d.text for d in clean) == 0
+
+
 def test_demo_masks_cover_exactly_the_assistant_tokens(tokenizer) -> None:
     tok, demos = tokenizer
     im_end = tok.convert_tokens_to_ids(IM_END)
@@ -178,7 +200,8 @@ def test_bc_reduces_the_assistant_loss(tokenizer) -> None:
 
 
 def test_bc_resumes_after_a_kill_to_the_same_weights(tokenizer, tmp_path) -> None:
-    """A run killed after its first saved state continues from it and ends where an unbroken run ends."""
+    """A run killed after a saved state (here the drill → next-token phase boundary) continues from it
+    and ends where an unbroken run ends."""
     import torch
 
     from intraskill.policy.organism import OrganismConfig, build_organism
@@ -188,7 +211,8 @@ def test_bc_resumes_after_a_kill_to_the_same_weights(tokenizer, tmp_path) -> Non
     examples = [BCExample(ids[-96:], mask[-96:]) for ids, mask in windows]
     config = OrganismConfig(vocab_size=600, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1,
                             head_dim=16, intermediate_size=64, max_position=512, seed=2)
-    settings = dict(steps=6, lm_steps=4, lr=5e-3, warmup_steps=2, lr_min_ratio=0.1, weight_decay=0.0,
+    drills = copy_drills([e.input_ids for e in examples], 12, seed=1)
+    settings = dict(steps=6, lm_steps=4, drills=drills, drill_steps=3, lr=5e-3, warmup_steps=2, lr_min_ratio=0.1, weight_decay=0.0,
                     grad_clip=1.0, batch_tokens=200, pad_id=int(tok.pad_token_id), seed=3, progress=False)
     unbroken = build_organism(config, tok)
     full = behaviour_clone(unbroken, examples, **settings)
@@ -203,19 +227,19 @@ def test_bc_resumes_after_a_kill_to_the_same_weights(tokenizer, tmp_path) -> Non
 
     def step_then_die(self, *args, **kwargs):
         calls["n"] += 1
-        if calls["n"] == 6:
+        if calls["n"] == 5:
             raise Killed
         return original(self, *args, **kwargs)
 
     torch.optim.AdamW.step = step_then_die
     try:
         with pytest.raises(Killed):
-            behaviour_clone(broken, examples, state_path=state, state_key="plan", save_every=5, **settings)
+            behaviour_clone(broken, examples, state_path=state, state_key="plan", save_every=3, **settings)
     finally:
         torch.optim.AdamW.step = original
     resumed_model = build_organism(config, tok)
-    resumed = behaviour_clone(resumed_model, examples, state_path=state, state_key="plan", save_every=5, **settings)
-    assert resumed.resumed_at == 5 and resumed.steps == full.steps == 10
+    resumed = behaviour_clone(resumed_model, examples, state_path=state, state_key="plan", save_every=3, **settings)
+    assert resumed.resumed_at == 3 and resumed.steps == full.steps == 13
     assert [loss for _, loss in resumed.losses] == pytest.approx([loss for _, loss in full.losses], rel=1e-4)
     for a, b in zip(unbroken.parameters(), resumed_model.parameters()):
         assert torch.allclose(a, b, atol=1e-5)
@@ -290,3 +314,16 @@ def test_ground_truth_schema(shipped_ci: Path) -> None:
         assert entry["pairs"] == truth["episodes_per_arm"]
         assert entry["effect"] == pytest.approx(entry["alone_success"] - entry["bare_success"])
         assert entry["role"] in ("helpful", "neutral", "harmful")
+
+
+def test_copy_drills_repeat_a_shuffled_span_of_distinct_tokens() -> None:
+    streams = [[i % 7 for i in range(300)], list(range(1000, 1400))]
+    drills = copy_drills(streams, 40, seed=5)
+    assert drills == copy_drills(streams, 40, seed=5) and drills != copy_drills(streams, 40, seed=6)
+    for drill in drills:
+        copied = sum(drill.loss_mask) + 1
+        span = drill.input_ids[:copied]
+        assert drill.input_ids[-copied:] == span and len(set(span)) == len(span)
+        assert drill.loss_mask[-copied] == 0 and all(drill.loss_mask[-copied + 1:])
+    with pytest.raises(ValueError, match="no token streams"):
+        copy_drills([], 1, seed=0)

@@ -13,6 +13,11 @@ messages carry none (``intraskill.agent.traces.scan_prompts_for_gold``).
 Competences are switched off with :class:`~intraskill.shop.expert.Competences`; a
 :class:`CompetenceGate` (e.g. :class:`SkillConditionedGate`) can further decide each competence per
 episode from the skill IDs injected into the system message.
+
+With ``slip_rate`` the expert makes the clone's typical mistake on purpose — ``buy now`` while it is
+not offered, at most once per episode — and then carries on from the page that reports the invalid
+action, so behaviour cloning sees recoveries (:mod:`intraskill.train.demos` never trains on the slip
+itself). Slips draw from their own seeded source: the competence draws are the same with or without.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from intraskill.agent.views import FIELD_SEP
 from intraskill.hashing import seed32
 from intraskill.policy.base import ChatRequest, Generation, SessionTokens
 from intraskill.policy.chat_format import message_text, parse_tool_calls, render_tool_call
-from intraskill.shop.expert import Competences, ScriptedExpert
+from intraskill.shop.expert import BUY_NOW, Competences, ScriptedExpert
 from intraskill.shop.observation import PAGE_LABELS  # the renderer's labels: one source of truth
 from intraskill.shop.types import Task
 
@@ -117,10 +122,12 @@ class _GatedExpert(ScriptedExpert):
 
 @dataclass
 class _Session:
-    """One episode: its expert and the public task read from the first two messages."""
+    """One episode: its expert, the public task read from the first two messages and its slip source."""
 
     expert: _GatedExpert
     task: Task
+    slips: random.Random
+    slipped: bool = False
 
 
 def competences_tag(competences: Competences) -> str:
@@ -151,6 +158,7 @@ class ExpertPolicy:
     language : the prompt / observation language of the runtime (``"en"`` or ``"zh"``).
     gate : optional per-episode competence gate conditioned on the injected skill IDs.
     max_actions : the store's action limit (30).
+    slip_rate : per-turn probability of a deliberate invalid ``buy now`` (at most one per episode).
 
     Examples
     --------
@@ -159,14 +167,17 @@ class ExpertPolicy:
     """
 
     def __init__(self, competences: Competences | None = None, seed: int = 0, language: str = "en",
-                 gate: CompetenceGate | None = None, max_actions: int = 30) -> None:
+                 gate: CompetenceGate | None = None, max_actions: int = 30, slip_rate: float = 0.0) -> None:
         if language not in PAGE_LABELS:
             raise ValueError(f"language: expected one of {sorted(PAGE_LABELS)}, got {language!r}")
+        if not 0.0 <= slip_rate < 1.0:
+            raise ValueError(f"slip_rate: expected a probability in [0, 1), got {slip_rate!r}")
         self.competences = competences or Competences()
         self.seed = seed
         self.language = language
         self.gate = gate
         self.max_actions = max_actions
+        self.slip_rate = slip_rate
         self._sessions: dict[str, _Session] = {}
 
     @property
@@ -179,6 +190,8 @@ class ExpertPolicy:
         }
         if self.gate is not None:
             identity["gate"] = self.gate.identity
+        if self.slip_rate:
+            identity["slip_rate"] = self.slip_rate
         return identity
 
     def generate(self, requests: list[ChatRequest]) -> list[Generation]:
@@ -199,13 +212,24 @@ class ExpertPolicy:
             # The messages carry no task id and the expert reads none: the session id stands in as uid.
             task = Task(task_id=-1, task_uid=request.session_id, instruction_simple=instruction,
                         user_persona=persona_in(system, self.language))
-            session = self._sessions[request.session_id] = _Session(expert, task)
+            slips = random.Random(seed32(f"{self.seed}:{request.session_id}:slip"))
+            session = self._sessions[request.session_id] = _Session(expert, task, slips)
         return session
+
+    def _slip(self, session: _Session, state: dict[str, Any]) -> bool:
+        """Slip on this turn? Only where ``buy now`` is not offered, once per episode."""
+        if session.slipped or not self.slip_rate or BUY_NOW in state["actions"] or not state["actions"]:
+            return False
+        session.slipped = session.slips.random() < self.slip_rate
+        return session.slipped
 
     def _reply(self, request: ChatRequest) -> Generation:
         session = self._session(request)
         state = page_state(latest_page_text(request.messages, self.language), request.tools, self.language)
-        name, arguments = ScriptedExpert.tool_call(session.expert.act(session.task, state))
+        if self._slip(session, state):
+            name, arguments = CLICK, {TOOL_ARGUMENT[CLICK]: BUY_NOW}
+        else:
+            name, arguments = ScriptedExpert.tool_call(session.expert.act(session.task, state))
         if name == CLICK and arguments[TOOL_ARGUMENT[CLICK]] not in state["actions"]:
             ranks = {p["asin"]: str(p["rank"]) for p in state.get("products", []) if "rank" in p}
             arguments = {TOOL_ARGUMENT[CLICK]: ranks.get(arguments[TOOL_ARGUMENT[CLICK]],

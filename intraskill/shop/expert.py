@@ -8,8 +8,9 @@ Competences (each one a boolean of :class:`Competences`, drawn once per episode 
 :meth:`ScriptedExpert.decide`, the single override point for a probabilistic, skill-conditioned
 variant):
 
-* ``read_persona`` — the query is ``instruction_simple + persona brand + persona material``; the
-  persona's brand, material, colour and size become known constraints.
+* ``read_persona`` — the query is the instruction without its budget phrase
+  (:func:`instruction_core`) + persona brand + persona material; the persona's brand, material,
+  colour and size become known constraints.
 * ``refine_query`` — when a results page has no plausible candidate left, go back to search once
   with more words (the persona colour and size, or the instruction's content words alone).
 * ``inspect_candidates`` — skip results whose title lacks a known constraint word; on a product page
@@ -76,14 +77,22 @@ def _words(text: str) -> list[str]:
     return [w.casefold() for w in _WORD_RE.findall(str(text))]
 
 
+def instruction_core(instruction: str) -> str:
+    """The instruction with its budget phrase cut off (the search ignores prices).
+
+    >>> instruction_core("a foldable cutting board under 30 dollars")
+    'a foldable cutting board'
+    """
+    return _BUDGET_CUE_RE.sub("", instruction).strip()
+
+
 def instruction_words(instruction: str) -> list[str]:
     """Content words of a short instruction: the budget phrase and stop words removed.
 
     >>> instruction_words("a foldable cutting board under 30 dollars")
     ['foldable', 'cutting', 'board']
     """
-    core = _BUDGET_CUE_RE.sub("", instruction)
-    return [w for w in _words(core) if w not in _STOPWORDS]
+    return [w for w in _words(instruction_core(instruction)) if w not in _STOPWORDS]
 
 
 def persona_preferences(persona: dict[str, Any]) -> dict[str, str]:
@@ -174,15 +183,17 @@ class ScriptedExpert:
         return action
 
     def query(self, episode: _Episode) -> str:
-        """The search text: ``instruction_simple`` (+ persona brand and material); a refinement adds
-        the persona colour and size, or without a persona keeps only the instruction's content words."""
+        """The search text: the instruction without its budget phrase (+ persona brand and material);
+        a refinement adds the persona colour and size, or without a persona keeps only the
+        instruction's content words."""
         task, prefs = episode.task, persona_preferences(episode.task.user_persona)
         use_persona = episode.active["read_persona"]
         extra = [prefs[k] for k in ("brand", "material") if use_persona and prefs.get(k)]
+        core = instruction_core(task.instruction_simple)
         if episode.searches == 0:
-            return " ".join([task.instruction_simple.strip(), *extra])
+            return " ".join([core, *extra])
         if use_persona:
-            return " ".join([task.instruction_simple.strip(), *extra, *episode.options.values()])
+            return " ".join([core, *extra, *episode.options.values()])
         return " ".join(instruction_words(task.instruction_simple))
 
     # --- pages ---------------------------------------------------------------------------------
@@ -326,8 +337,8 @@ def query_recall(store: tuple[Any, Any, Any], split: str = "val", limit: int | N
                  ks: tuple[int, ...] = (1, 20)) -> dict[str, Any]:
     """Gold-ASIN recall@k of the expert's first query with and without the persona words.
 
-    ``simple`` = ``instruction_simple``; ``simple_persona`` = ``instruction_simple`` + persona brand +
-    persona material (the ``read_persona`` query).
+    ``simple`` = ``instruction_simple``; ``simple_persona`` = the instruction without its budget
+    phrase + persona brand + persona material (the ``read_persona`` query).
     """
     from intraskill.shop.recall import gold_recall
 

@@ -11,11 +11,14 @@ A demonstration is stored as its token-stream *segments*: ``(prompt_text, comple
 turn, rendered exactly as :class:`~intraskill.policy.hf.HFPolicy` renders a growing conversation
 (the first turn's full prompt; later turns ``"\\n"`` after the previous ``<|im_end|>`` plus the new
 messages). :func:`tokenize_demonstration` turns them into ``input_ids`` and a loss mask that is 1
-exactly on the assistant-generated tokens, the closing ``<|im_end|>`` included.
+exactly on the assistant-generated tokens, the closing ``<|im_end|>`` included. A turn whose click is
+not offered (the expert's deliberate slips, ``warmstart.slip_rate``) is folded into the next prompt:
+the clone reads the mistake and learns the recovery, never the mistake.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 from intraskill.hashing import unit_draw
 from intraskill.jsonl import JsonlWriter, read_jsonl
 from intraskill.policy.base import ChatRequest, Generation, Policy, SessionTokens
-from intraskill.policy.chat_format import IM_END, render_messages
+from intraskill.agent.tools import CLICK, TOOL_ARGUMENT
+from intraskill.policy.chat_format import IM_END, parse_tool_calls, render_messages
 from intraskill.policy.expert import SkillConditionedGate
 from intraskill.shop.expert import Competences
 from intraskill.skills.bank import Skill, SkillBank
@@ -205,19 +209,38 @@ class RecordingPolicy:
         return self.inner.end_session(session_id)
 
 
+def offered(tools: list[dict[str, Any]], text: str) -> bool:
+    """Whether a reply's ``click`` value is among the turn's offered values (any other reply: True)."""
+    _, calls, error = parse_tool_calls(text)
+    if error or len(calls) != 1 or calls[0].name != CLICK:
+        return True
+    enum = next((t["function"]["parameters"]["properties"][TOOL_ARGUMENT[CLICK]].get("enum")
+                 for t in tools if t["function"]["name"] == CLICK), None)
+    value = json.loads(calls[0].arguments).get(TOOL_ARGUMENT[CLICK])
+    return enum is None or value in enum
+
+
 def conversation_segments(
     turns: Sequence[tuple[list[dict[str, Any]], list[dict[str, Any]], str]],
 ) -> list[tuple[str, str]]:
-    """``(prompt_text, completion_text)`` per turn from ``(messages, tools, reply_text)`` triples."""
+    """``(prompt_text, completion_text)`` per turn from ``(messages, tools, reply_text)`` triples.
+
+    A reply that clicks a value the turn did not offer becomes part of the next segment's prompt
+    (a trailing one is dropped), so it is read but never cloned.
+    """
     segments: list[tuple[str, str]] = []
-    previous = 0
+    previous, carried = 0, ""
     for index, (messages, tools, text) in enumerate(turns):
         if index == 0:
             prompt = render_messages(messages, tools)
         else:
             prompt = "\n" + render_messages(messages, tools, start=previous + 1)
-        segments.append((prompt, text))
         previous = len(messages)
+        if offered(tools, text):
+            segments.append((carried + prompt, text))
+            carried = ""
+        else:
+            carried += prompt + text + IM_END
     return segments
 
 
@@ -262,11 +285,13 @@ def collect_demonstrations(
     max_actions: int,
     language: str = "en",
     view: str = "standard",
+    slip_rate: float = 0.0,
     batch_size: int = 256,
     progress: bool = True,
 ) -> list[Demonstration]:
     """Play ``jobs`` with the gated scripted expert through the lockstep runtime; one demonstration each.
 
+    ``slip_rate``: the expert's deliberate invalid ``buy now`` per turn (recovery data; never cloned).
     Failed (unscored) episodes are dropped; the returned list keeps job order.
     """
     from tqdm.auto import tqdm
@@ -277,7 +302,7 @@ def collect_demonstrations(
     config = RuntimeConfig(max_turns=max_turns, max_tokens_per_turn=4096, temperature=0.0, language=language,
                            view=view)
     policy = RecordingPolicy(ExpertPolicy(Competences(), seed=seed, language=language, gate=gate,
-                                          max_actions=max_actions))
+                                          max_actions=max_actions, slip_rate=slip_rate))
     demos: list[Demonstration] = []
     bar = tqdm(total=len(jobs), desc="expert demos", disable=not progress)
     for start in range(0, len(jobs), batch_size):

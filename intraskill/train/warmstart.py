@@ -6,7 +6,8 @@ Pipeline (:func:`run_warmstart`, ``intraskill warmstart --params P``):
    random chunk masks (:mod:`intraskill.train.demos`);
 2. train a byte-level BPE tokenizer (single-digit tokens) on demonstration text plus the protocol
    corpus, and a random-init organism of ``model.organism``'s shape;
-3. ``warmstart.lm_steps`` steps of next-token prediction on the whole transcripts (the organism
+3. ``warmstart.drill_steps`` steps of copy drills (:mod:`intraskill.train.drills`), then
+   ``warmstart.lm_steps`` steps of next-token prediction on the whole transcripts (the organism
    learns to copy ids and words from its pages and profile), then behaviour cloning: cross-entropy
    on assistant tokens only (:func:`bc_loss`); AdamW with linear warm-up and cosine decay, whole
    episodes packed into token-budget micro-batches, seeded, resumable after a kill (``bc_state.pt``);
@@ -168,17 +169,21 @@ def behaviour_clone(
     pad_id: int,
     seed: int,
     lm_steps: int = 0,
+    drills: Sequence[BCExample] = (),
+    drill_steps: int = 0,
     state_path: Path | None = None,
     state_key: str = "",
     save_every: int = 50,
     progress: bool = True,
 ) -> BCResult:
-    """Train ``model`` in place for ``lm_steps + steps`` AdamW steps.
+    """Train ``model`` in place for ``drill_steps + lm_steps + steps`` AdamW steps, in three phases.
 
-    The first ``lm_steps`` steps predict every token of the transcripts (prompts and pages too: the
-    model learns to read and copy from its context); the remaining ``steps`` are behaviour cloning,
-    loss on the assistant tokens only. One warm-up + cosine schedule spans both phases. Batches come
-    from :func:`pack_batches` (reshuffled each epoch with ``seed``); dropout-free, so the run is
+    The first ``drill_steps`` steps train on ``drills`` (copy drills, :mod:`intraskill.train.drills`,
+    loss on their masks); the next ``lm_steps`` predict every token of the transcripts (prompts and
+    pages too: the model learns to read and copy from its context); the remaining ``steps`` are
+    behaviour cloning, loss on the assistant tokens only. One warm-up + cosine schedule spans all
+    phases. Batches come from :func:`pack_batches` (reshuffled each epoch and at each phase change
+    with ``seed``); dropout-free, so the run is
     deterministic on a given machine and thread count. With ``state_path`` the model, optimizer,
     batch queue and RNG are saved every ``save_every`` steps, and a killed run resumes from there
     (only a state saved under the same ``state_key``: a changed plan starts afresh).
@@ -188,10 +193,16 @@ def behaviour_clone(
 
     if not examples:
         raise ValueError("behaviour_clone: no examples")
-    total = lm_steps + steps
+    if drill_steps and not drills:
+        raise ValueError("behaviour_clone: drill_steps > 0 needs drills")
+    total = drill_steps + lm_steps + steps
     rng = random.Random(seed32(f"{seed}:bc-batches"))
-    lengths = [len(e.input_ids) for e in examples]
     every_token = [BCExample(e.input_ids, [1] * len(e.input_ids)) for e in examples] if lm_steps else []
+    phases = {"drill": list(drills), "lm": every_token, "bc": list(examples)}
+    lengths = {name: [len(e.input_ids) for e in source] for name, source in phases.items()}
+
+    def phase_of(step: int) -> str:
+        return "drill" if step < drill_steps else "lm" if step < drill_steps + lm_steps else "bc"
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95))
     losses: list[tuple[int, float]] = []
     queue: list[list[int]] = []
@@ -210,10 +221,10 @@ def behaviour_clone(
     started = time.monotonic()
     bar = tqdm(range(first, total), desc="behaviour cloning", disable=not progress, initial=first, total=total)
     for step in bar:
-        if not queue:
-            queue = pack_batches(lengths, batch_tokens, rng)
-        source = every_token if step < lm_steps else examples
-        ids, labels = collate([source[k] for k in queue.pop()], pad_id)
+        phase = phase_of(step)
+        if not queue or (step > 0 and phase != phase_of(step - 1)):
+            queue = pack_batches(lengths[phase], batch_tokens, rng)
+        ids, labels = collate([phases[phase][k] for k in queue.pop()], pad_id)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, total, lr, warmup_steps, lr_min_ratio)
         loss = bc_loss(model, ids.to(device), labels.to(device))
@@ -225,7 +236,7 @@ def behaviour_clone(
         running.append(loss.item())
         if (step + 1) % LOSS_LOG_EVERY == 0 or step + 1 == total:
             losses.append((step + 1, sum(running) / len(running)))
-            bar.set_postfix(loss=f"{losses[-1][1]:.3f}", phase="lm" if step < lm_steps else "bc")
+            bar.set_postfix(loss=f"{losses[-1][1]:.3f}", phase=phase)
             running = []
         if state_path is not None and ((step + 1) % save_every == 0 or step + 1 == total):
             _save_state(state_path, state_key, model, optimizer, step + 1, queue, rng, losses, running, tokens,
@@ -294,6 +305,7 @@ def train_organism(params: Params, demos: Sequence[Demonstration], out: Path,
 
     from intraskill.evaluate.runner import resolve_device
     from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
+    from intraskill.train.drills import copy_drills, drill_count
 
     ws = params.warmstart
     corpus = [d.text for d in demos[:ws.vocab_corpus_demos]] + protocol_corpus()
@@ -305,9 +317,11 @@ def train_organism(params: Params, demos: Sequence[Demonstration], out: Path,
         ids, mask = tokenize_demonstration(demo.segments, tokenizer)
         if len(ids) <= config.max_position:
             examples.append(BCExample(ids, mask))
+    drills = copy_drills([e.input_ids for e in examples], drill_count(ws.drill_steps, ws.batch_tokens), ws.seed)
     torch.manual_seed(seed32(f"{ws.seed}:bc"))
     state_path = out / BC_STATE_FILE
-    result = behaviour_clone(model, examples, steps=ws.steps, lm_steps=ws.lm_steps, lr=ws.lr,
+    result = behaviour_clone(model, examples, steps=ws.steps, lm_steps=ws.lm_steps, drills=drills,
+                             drill_steps=ws.drill_steps, lr=ws.lr,
                              warmup_steps=ws.warmup_steps, lr_min_ratio=ws.lr_min_ratio,
                              weight_decay=ws.weight_decay, grad_clip=ws.grad_clip, batch_tokens=ws.batch_tokens,
                              pad_id=int(tokenizer.pad_token_id), seed=ws.seed, state_path=state_path,
@@ -407,13 +421,14 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
         demos = collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, gate, seed=ws.seed,
                                        max_turns=params.sampling.max_turns,
                                        max_actions=params.store.max_actions, language=params.store.language,
-                                       view=params.model.view, progress=progress)
+                                       view=params.model.view, slip_rate=ws.slip_rate, progress=progress)
         write_demonstrations(demos, out / DEMOS_FILE)
         demos_s = round(time.monotonic() - started, 1)
         _, bc, data = train_organism(params, demos, out, progress=progress)
         bc_record = {"identity": bc_identity(out, params), "demos_s": demos_s, "episodes": len(demos),
                      "expert_success": sum(d.reward["r_success"] for d in demos) / max(1, len(demos)),
-                     "steps": bc.steps, "lm_steps": params.warmstart.lm_steps, "resumed_at": bc.resumed_at,
+                     "steps": bc.steps, "drill_steps": params.warmstart.drill_steps,
+                     "lm_steps": params.warmstart.lm_steps, "resumed_at": bc.resumed_at,
                      "tokens": bc.tokens, "losses": bc.losses,
                      "wall_s": round(bc.wall_s, 1), "data": data}
         (out / BC_FILE).write_text(json.dumps(bc_record, indent=1) + "\n", encoding="utf-8")
@@ -439,7 +454,7 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
         "demos": {"episodes": bc_record["episodes"], "requested": ws.demos,
                   "sha256": bc_record["identity"]["demos_sha256"],
                   "expert_success": bc_record["expert_success"], **bc_record["data"]},
-        "bc": {**{key: bc_record[key] for key in ("steps", "lm_steps", "resumed_at", "tokens", "losses", "note")
+        "bc": {**{key: bc_record[key] for key in ("steps", "drill_steps", "lm_steps", "resumed_at", "tokens", "losses", "note")
                   if key in bc_record},
                "checkpoint_dtype": CHECKPOINT_DTYPE},
         "files": {p.name: sha256_file(p) for p in sorted(checkpoint.iterdir()) if p.is_file()},
