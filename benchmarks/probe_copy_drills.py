@@ -7,7 +7,7 @@ drills, with the elapsed seconds. An induction head shows as a jump of the accur
 model that only learns token frequencies stays near the unigram rate.
 
     OMP_NUM_THREADS=1 python benchmarks/probe_copy_drills.py --batch-tokens 1024 --steps 1500 \\
-        [--no-spaces] [--lr 3e-3] [--demos runs/warmstart/demos.jsonl]
+        [--no-spaces] [--lr 3e-3] [--demos runs/warmstart/demos.jsonl] [--device auto]
 
 ``--no-spaces`` drops the isolated whitespace tokens from the drills' spans and fillers (then a
 copy needs only the current token, not the one before it).
@@ -20,6 +20,7 @@ import json
 import random
 import time
 
+from intraskill.evaluate.runner import resolve_device
 from intraskill.hashing import seed32
 from intraskill.params import load_params
 from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
@@ -28,7 +29,7 @@ from intraskill.train.drills import copy_drills
 from intraskill.train.warmstart import bc_loss, collate, learning_rate, pack_batches
 
 
-def drill_accuracy(model, drills, pad_id: int) -> tuple[float, float]:
+def drill_accuracy(model, drills, pad_id: int, device: str) -> tuple[float, float]:
     """Teacher-forced (argmax accuracy, loss) on the drills' masked tokens."""
     import torch
 
@@ -36,7 +37,7 @@ def drill_accuracy(model, drills, pad_id: int) -> tuple[float, float]:
     losses = []
     with torch.no_grad():
         for start in range(0, len(drills), 50):
-            ids, labels = collate(drills[start:start + 50], pad_id)
+            ids, labels = (t.to(device) for t in collate(drills[start:start + 50], pad_id))
             logits = model(input_ids=ids).logits[:, :-1]
             targets = labels[:, 1:]
             keep = targets != -100
@@ -59,6 +60,7 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=100)
     parser.add_argument("--no-spaces", action="store_true")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or auto (CUDA when present)")
     args = parser.parse_args()
 
     params = load_params(args.params)
@@ -72,7 +74,8 @@ def main() -> None:
     drills = copy_drills(streams[:-100], args.steps * args.batch_tokens // 64, args.seed)
     heldout = copy_drills(streams[-100:], 300, args.seed + 1)
     config = OrganismConfig(**params.model.organism.model_dump(), seed=seed32(f"{args.seed}:probe-init"))
-    model = build_organism(config, tokenizer)
+    device = resolve_device(args.device)
+    model = build_organism(config, tokenizer).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
     rng = random.Random(args.seed)
     queue: list[list[int]] = []
@@ -82,7 +85,7 @@ def main() -> None:
     for step in range(args.steps):
         if not queue:
             queue = pack_batches(lengths, args.batch_tokens, rng)
-        ids, labels = collate([drills[k] for k in queue.pop()], pad)
+        ids, labels = (t.to(device) for t in collate([drills[k] for k in queue.pop()], pad))
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, args.steps, args.lr, args.warmup, 1.0)
         model.train()
@@ -93,9 +96,9 @@ def main() -> None:
         optimizer.step()
         if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
             model.eval()
-            accuracy, heldout_loss = drill_accuracy(model, heldout, pad)
+            accuracy, heldout_loss = drill_accuracy(model, heldout, pad, device)
             print(json.dumps({"step": step + 1, "seconds": round(time.monotonic() - started, 1),
-                              "batch_tokens": args.batch_tokens, "lr": args.lr, "no_spaces": args.no_spaces,
+                              "batch_tokens": args.batch_tokens, "lr": args.lr, "device": str(device), "no_spaces": args.no_spaces,
                               "copy_accuracy": round(accuracy, 4), "copy_loss": round(heldout_loss, 4)}),
                   flush=True)
 
