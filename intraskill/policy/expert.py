@@ -282,7 +282,8 @@ def latest_page_text(messages: list[dict[str, Any]], language: str = "en") -> st
     raise ValueError("messages: no rendered page observation found")
 
 
-def _click_values(tools: list[dict[str, Any]]) -> tuple[list[str], bool]:
+def click_values(tools: list[dict[str, Any]]) -> tuple[list[str], bool]:
+    """``(the click tool's enum, whether ``search`` is offered)`` of a turn's tools."""
     names = {tool["function"]["name"]: tool["function"] for tool in tools}
     click = names.get(CLICK)
     enum = click["parameters"]["properties"][TOOL_ARGUMENT[CLICK]].get("enum", []) if click else []
@@ -304,7 +305,7 @@ def page_state(text: str, tools: list[dict[str, Any]], language: str = "en") -> 
     page_types = {labels[key]: key for key in ("search_home", "search_results", "product_detail")}
     if page_name not in page_types:
         raise ValueError(f"observation: unknown page {page_name!r}")
-    actions, search_available = _click_values(tools)
+    actions, search_available = click_values(tools)
     state: dict[str, Any] = {"page_type": page_types[page_name], "actions": actions,
                              "search_available": search_available}
     body = _body_lines(lines[1:], labels)

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from intraskill.hashing import unit_draw
 from intraskill.jsonl import JsonlWriter, read_jsonl
-from intraskill.policy.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.agent.tools import CLICK, TOOL_ARGUMENT
+from intraskill.policy.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.policy.chat_format import IM_END, parse_tool_calls, render_messages
-from intraskill.policy.expert import SkillConditionedGate
+from intraskill.policy.expert import SkillConditionedGate, click_values
 from intraskill.shop.expert import Competences
 from intraskill.skills.bank import Skill, SkillBank
 
@@ -214,10 +214,8 @@ def offered(tools: list[dict[str, Any]], text: str) -> bool:
     _, calls, error = parse_tool_calls(text)
     if error or len(calls) != 1 or calls[0].name != CLICK:
         return True
-    enum = next((t["function"]["parameters"]["properties"][TOOL_ARGUMENT[CLICK]].get("enum")
-                 for t in tools if t["function"]["name"] == CLICK), None)
-    value = json.loads(calls[0].arguments).get(TOOL_ARGUMENT[CLICK])
-    return enum is None or value in enum
+    values, _ = click_values(tools)
+    return not values or json.loads(calls[0].arguments).get(TOOL_ARGUMENT[CLICK]) in values
 
 
 def conversation_segments(

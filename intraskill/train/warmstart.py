@@ -198,11 +198,12 @@ def behaviour_clone(
     total = drill_steps + lm_steps + steps
     rng = random.Random(seed32(f"{seed}:bc-batches"))
     every_token = [BCExample(e.input_ids, [1] * len(e.input_ids)) for e in examples] if lm_steps else []
-    phases = {"drill": list(drills), "lm": every_token, "bc": list(examples)}
+    phases = {"drill": drills, "lm": every_token, "bc": examples}
     lengths = {name: [len(e.input_ids) for e in source] for name, source in phases.items()}
 
     def phase_of(step: int) -> str:
         return "drill" if step < drill_steps else "lm" if step < drill_steps + lm_steps else "bc"
+
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95))
     losses: list[tuple[int, float]] = []
     queue: list[list[int]] = []
@@ -379,6 +380,8 @@ def evaluate_warmstart(params: Params, checkpoint: Path, bank: SkillBank, engine
 DEMOS_FILE = "demos.jsonl"
 BC_FILE = "bc.json"
 BC_STATE_FILE = "bc_state.pt"
+BC_RECORD_KEYS = ("steps", "drill_steps", "lm_steps", "resumed_at", "tokens", "losses", "note")
+"""What the manifest's ``bc`` section copies from ``bc.json``."""
 
 
 def bc_identity(out: Path, params: Params) -> dict[str, Any]:
@@ -454,8 +457,7 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
         "demos": {"episodes": bc_record["episodes"], "requested": ws.demos,
                   "sha256": bc_record["identity"]["demos_sha256"],
                   "expert_success": bc_record["expert_success"], **bc_record["data"]},
-        "bc": {**{key: bc_record[key] for key in ("steps", "drill_steps", "lm_steps", "resumed_at", "tokens", "losses", "note")
-                  if key in bc_record},
+        "bc": {**{key: bc_record[key] for key in BC_RECORD_KEYS if key in bc_record},
                "checkpoint_dtype": CHECKPOINT_DTYPE},
         "files": {p.name: sha256_file(p) for p in sorted(checkpoint.iterdir()) if p.is_file()},
         "timings": timings,
