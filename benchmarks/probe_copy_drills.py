@@ -1,16 +1,16 @@
 """Does copying emerge from copy drills, and after how many steps? (JSON lines)
 
 Trains a fresh organism (``params/organism.yaml``'s shape, a tokenizer trained on the recorded
-demonstrations) on :func:`intraskill.train.drills.copy_drills` only and reports, every
+demonstrations) on :func:`intraskill.train.drills.copy_drills` (random tokens of its vocabulary)
+only and reports, every
 ``--eval-every`` steps, the teacher-forced accuracy and loss on the repeated span of 300 held-out
 drills, with the elapsed seconds. An induction head shows as a jump of the accuracy towards 1; a
 model that only learns token frequencies stays near the unigram rate.
 
     OMP_NUM_THREADS=1 python benchmarks/probe_copy_drills.py --batch-tokens 1024 --steps 1500 \\
-        [--no-spaces] [--lr 3e-3] [--demos runs/warmstart/demos.jsonl] [--device auto]
+        [--layers 2] [--lr 3e-3] [--demos runs/warmstart/demos.jsonl] [--device auto]
 
-``--no-spaces`` drops the isolated whitespace tokens from the drills' spans and fillers (then a
-copy needs only the current token, not the one before it).
+``--layers`` overrides the organism's depth (2 layers form the head sooner than 4).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from intraskill.evaluate.runner import resolve_device
 from intraskill.hashing import seed32
 from intraskill.params import load_params
 from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
-from intraskill.train.demos import read_demonstrations, tokenize_demonstration
-from intraskill.train.drills import copy_drills
+from intraskill.train.demos import read_demonstrations
+from intraskill.train.drills import copy_drills, drill_count, ordinary_tokens
 from intraskill.train.warmstart import bc_loss, collate, learning_rate, pack_batches
 
 
@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--eval-every", type=int, default=100)
-    parser.add_argument("--no-spaces", action="store_true")
+    parser.add_argument("--layers", type=int, default=None)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto (CUDA when present)")
     args = parser.parse_args()
@@ -67,13 +67,12 @@ def main() -> None:
     demos = read_demonstrations(args.demos)[:1500]
     tokenizer = train_tokenizer([d.text for d in demos[:params.warmstart.vocab_corpus_demos]] + protocol_corpus(),
                                 params.model.organism.vocab_size)
-    streams = [tokenize_demonstration(d.segments, tokenizer)[0] for d in demos]
-    if args.no_spaces:
-        spaces = {i for t, i in tokenizer.get_vocab().items() if t.strip("ĠĊ") == ""}
-        streams = [[i for i in s if i not in spaces] for s in streams]
-    drills = copy_drills(streams[:-100], args.steps * args.batch_tokens // 64, args.seed)
-    heldout = copy_drills(streams[-100:], 300, args.seed + 1)
-    config = OrganismConfig(**params.model.organism.model_dump(), seed=seed32(f"{args.seed}:probe-init"))
+    vocabulary = ordinary_tokens(tokenizer)
+    drills = copy_drills(vocabulary, drill_count(args.steps, args.batch_tokens), args.seed)
+    heldout = copy_drills(vocabulary, 300, args.seed + 1)
+    shape = params.model.organism.model_dump()
+    shape["num_layers"] = args.layers or shape["num_layers"]
+    config = OrganismConfig(**shape, seed=seed32(f"{args.seed}:probe-init"))
     device = resolve_device(args.device)
     model = build_organism(config, tokenizer).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
@@ -98,7 +97,8 @@ def main() -> None:
             model.eval()
             accuracy, heldout_loss = drill_accuracy(model, heldout, pad, device)
             print(json.dumps({"step": step + 1, "seconds": round(time.monotonic() - started, 1),
-                              "batch_tokens": args.batch_tokens, "lr": args.lr, "device": str(device), "no_spaces": args.no_spaces,
+                              "batch_tokens": args.batch_tokens, "lr": args.lr, "device": str(device),
+                              "layers": config.num_layers,
                               "copy_accuracy": round(accuracy, 4), "copy_loss": round(heldout_loss, 4)}),
                   flush=True)
 

@@ -183,8 +183,8 @@ class WarmstartParams(_Section):
     vocab_corpus_demos: int = Field(300, ge=1)
     """Demonstrations whose rendered text (with the protocol corpus) trains the tokenizer."""
     drill_steps: int = Field(0, ge=0)
-    """Steps of copy drills (a shuffled span, filler, the span again) before everything else: the
-    organism learns to copy from its context (:mod:`intraskill.train.drills`)."""
+    """Steps of copy drills (random tokens, random filler, the same tokens again) before everything
+    else: the organism forms the induction head it copies with (:mod:`intraskill.train.drills`)."""
     lm_steps: int = Field(0, ge=0)
     """Steps of next-token prediction on whole transcripts (pages and prompts too) before cloning."""
     steps: int = Field(600, ge=1)

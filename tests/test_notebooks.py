@@ -24,6 +24,7 @@ def test_stored_without_outputs_with_one_parameters_cell(path: Path) -> None:
 
 EXECUTIONS = {
     "00_env_setup": {"scale": "small", "seed": 11, "expert_tasks": 10, "recall_tasks": 20},
+    "01_cold_start": {"params_name": "ci"},
     "04_evaluate": {"limit": 6, "max_turns": 12},
     "05_behaviour": {"limit": 8, "samples": 500},
     "06_release_reanalysis": {"samples": 500},
@@ -40,6 +41,8 @@ def test_notebook_executes(name: str, tmp_path: Path, monkeypatch: pytest.Monkey
     parameters = dict(EXECUTIONS[name])
     if "run_root" in papermill.inspect_notebook(str(NOTEBOOKS / f"{name}.ipynb")):
         parameters["run_root"] = str(tmp_path / "runs")
+    if name == "01_cold_start":
+        parameters["out_dir"] = str(tmp_path / "warmstart")
     papermill.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(out), parameters=parameters,
                                cwd=str(NOTEBOOKS), progress_bar=False, kernel_name="python3")
     executed = nbformat.read(out, as_version=4)

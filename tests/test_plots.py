@@ -55,6 +55,9 @@ def _synthetic_figures(language: str) -> dict[str, matplotlib.figure.Figure]:
     updates = pd.DataFrame({"update": range(1, 9), "round": [0] * 4 + [1] * 4,
                             "train/entropy_loss": [0.2 - u / 100 for u in range(8)],
                             "train/pg_clipfrac": [0.001] * 8, "train/grad_norm": [1.0, 0.0, 1.2, 1.1, 0.9, 0.8, 0.0, 0.7]})
+    truth = {"chunks": {"persona-query": {"effect": 0.2, "ci95": [0.1, 0.3], "role": "helpful"},
+                        "tone": {"effect": 0.0, "ci95": [-0.05, 0.05], "role": "neutral"},
+                        "buy-first-result": {"effect": -0.1, "ci95": [-0.2, -0.02], "role": "harmful"}}}
     return {
         "results": plots.four_condition_results(conditions, comparisons, language=language),
         "training": plots.training_dynamics(steps, language=language),
@@ -63,6 +66,9 @@ def _synthetic_figures(language: str) -> dict[str, matplotlib.figure.Figure]:
         "behaviour": plots.behaviour_deltas(paired, language=language),
         "phases": plots.behaviour_phases(phases, language=language),
         "optimization": plots.optimization_curves(updates, language=language),
+        "cloning": plots.cloning_losses([(10 * k, 7.0 / k) for k in range(1, 30)], drill_steps=60,
+                                        lm_steps=100, language=language),
+        "effects": plots.chunk_effects(truth, language=language),
     }
 
 
@@ -81,6 +87,9 @@ def test_synthetic_figures_write_svg_and_png(tmp_path: Path) -> None:
     round0, round1 = figures["contributions"].axes[:2]
     assert [sum(isinstance(c, ErrorbarContainer) for c in a.containers) for a in (round0, round1)] == [2, 0]
     assert "whiskers" in figures["contributions"].axes[0].get_xlabel()
+    # three chunks, one whisker each; two phase boundaries
+    assert sum(isinstance(c, ErrorbarContainer) for c in figures["effects"].axes[0].containers) == 3
+    assert len(figures["cloning"].axes[0].lines) == 3
     # the two zero-gradient updates are marked in every panel
     for axes in figures["optimization"].axes:
         assert len(axes.collections[0].get_offsets()) == 2
@@ -146,6 +155,10 @@ def test_bad_inputs_name_the_field() -> None:
         plots.behaviour_phases([{"round": 0, "phase": "x", "mean": 1.0, "p90": 2.0}], language="fr")
     with pytest.raises(KeyError, match="no figure label"):
         label("not-a-key", "en")
+    with pytest.raises(ValueError, match=r"truth.*missing column\(s\) \['role'\]"):
+        plots.chunk_effects([{"chunk": "a", "effect": 0.1, "ci_lo": 0.0, "ci_hi": 0.2}])
+    with pytest.raises(ValueError, match="losses"):
+        plots.cloning_losses([])
 
 
 def test_round_starts() -> None:

@@ -22,7 +22,7 @@ from intraskill.train.demos import (
     s0_gate,
     tokenize_demonstration,
 )
-from intraskill.train.drills import copy_drills
+from intraskill.train.drills import FILLER, SPAN, copy_drills, ordinary_tokens
 from intraskill.train.warmstart import (
     GROUND_TRUTH_SCHEMA_VERSION,
     BCExample,
@@ -211,7 +211,7 @@ def test_bc_resumes_after_a_kill_to_the_same_weights(tokenizer, tmp_path) -> Non
     examples = [BCExample(ids[-96:], mask[-96:]) for ids, mask in windows]
     config = OrganismConfig(vocab_size=600, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1,
                             head_dim=16, intermediate_size=64, max_position=512, seed=2)
-    drills = copy_drills([e.input_ids for e in examples], 12, seed=1)
+    drills = copy_drills(ordinary_tokens(tok), 12, seed=1)
     settings = dict(steps=6, lm_steps=4, drills=drills, drill_steps=3, lr=5e-3, warmup_steps=2, lr_min_ratio=0.1, weight_decay=0.0,
                     grad_clip=1.0, batch_tokens=200, pad_id=int(tok.pad_token_id), seed=3, progress=False)
     unbroken = build_organism(config, tok)
@@ -272,6 +272,9 @@ def test_finished_bc_resumes_only_the_same_run(tmp_path: Path, tokenizer) -> Non
     assert finished_bc(tmp_path, CI)["steps"] == 1
     changed = params_from_dict({**CI.model_dump(), "warmstart": {**CI.warmstart.model_dump(), "steps": 99}})
     assert finished_bc(tmp_path, changed) is None
+    bigger_eval = params_from_dict({**CI.model_dump(), "warmstart": {**CI.warmstart.model_dump(), "eval_episodes": 99,
+                                                                     "ground_truth_episodes": 99}})
+    assert finished_bc(tmp_path, bigger_eval)["steps"] == 1
 
 
 @pytest.fixture(scope="module")
@@ -295,6 +298,21 @@ def test_shipped_checkpoint_matches_its_manifest(shipped_ci: Path) -> None:
     assert any("model.safetensors" in problem for problem in verify_shipped(shipped_ci))
 
 
+def test_a_warm_start_is_reused_only_with_the_same_tokenizer_split(shipped_ci: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from intraskill.train.prepare import warmstart_matches
+
+    assert warmstart_matches(shipped_ci, CI)
+    copy = shutil.copytree(shipped_ci, tmp_path / "copy")
+    saved = json.loads((copy / "checkpoint" / "tokenizer.json").read_text())
+    saved["pre_tokenizer"]["pretokenizers"][-1]["use_regex"] = False  # the earlier split: isolated spaces
+    (copy / "checkpoint" / "tokenizer.json").write_text(json.dumps(saved))
+    assert not warmstart_matches(copy, CI)
+    changed = params_from_dict({**CI.model_dump(), "warmstart": {**CI.warmstart.model_dump(), "steps": 99}})
+    assert not warmstart_matches(shipped_ci, changed)
+
+
 @pytest.mark.skipif(not (SHIPPED / "manifest.json").is_file(), reason="no organism warm start is shipped yet")
 def test_the_shipped_organism_matches_its_manifest() -> None:
     assert (SHIPPED / "checkpoint" / "model.safetensors").stat().st_size <= 10 * 2**20
@@ -316,14 +334,40 @@ def test_ground_truth_schema(shipped_ci: Path) -> None:
         assert entry["role"] in ("helpful", "neutral", "harmful")
 
 
-def test_copy_drills_repeat_a_shuffled_span_of_distinct_tokens() -> None:
-    streams = [[i % 7 for i in range(300)], list(range(1000, 1400))]
-    drills = copy_drills(streams, 40, seed=5)
-    assert drills == copy_drills(streams, 40, seed=5) and drills != copy_drills(streams, 40, seed=6)
+def test_copy_drills_repeat_a_span_of_distinct_random_tokens_after_a_variable_gap(tokenizer) -> None:
+    tok, _ = tokenizer
+    vocabulary = ordinary_tokens(tok)
+    assert set(vocabulary).isdisjoint(tok.all_special_ids) and len(vocabulary) == len(tok) - len(tok.all_special_ids)
+    drills = copy_drills(vocabulary, 200, seed=5)
+    assert drills == copy_drills(vocabulary, 200, seed=5) and drills != copy_drills(vocabulary, 200, seed=6)
+    gaps = set()
     for drill in drills:
         copied = sum(drill.loss_mask) + 1
         span = drill.input_ids[:copied]
+        assert SPAN[0] <= copied <= SPAN[1] and set(drill.input_ids) <= set(vocabulary)
         assert drill.input_ids[-copied:] == span and len(set(span)) == len(span)
         assert drill.loss_mask[-copied] == 0 and all(drill.loss_mask[-copied + 1:])
-    with pytest.raises(ValueError, match="no token streams"):
-        copy_drills([], 1, seed=0)
+        assert not any(drill.loss_mask[:-copied])
+        gaps.add(len(drill.input_ids) - 2 * copied)
+    assert min(gaps) >= FILLER[0] and max(gaps) <= FILLER[1] and len(gaps) > 20
+    with pytest.raises(ValueError, match="token_ids"):
+        copy_drills(range(5), 1, seed=0)
+
+
+def test_warmstart_checks_read_the_targets() -> None:
+    from intraskill.train.warmstart import warmstart_checks
+
+    arm = {"success": 0.4, "protocol_error_rate": 0.01}
+    metrics = {"bare": arm, "s0": {**arm, "protocol_error_rate": 0.04}, "alone": {"a": arm, "b": arm, "n": arm}}
+    truth = {"chunks": {"a": {"effect": 0.1, "ci95": [0.02, 0.2], "role": "helpful"},
+                        "b": {"effect": 0.03, "ci95": [0.01, 0.05], "role": "harmful"},
+                        "n": {"effect": 0.03, "ci95": [0.01, 0.05], "role": "neutral"}}}
+    checks = warmstart_checks(metrics, truth)
+    assert all(check["met"] for check in checks.values())
+    assert checks["protocol_errors"]["value"] == 0.04 and checks["chunk_use"]["value"] == ["a", "b", "n"]
+    assert checks["content_use"]["value"] == ["a"]
+    metrics["alone"]["b"] = {**arm, "protocol_error_rate": 0.2}
+    truth["chunks"]["a"] = {"effect": 0.04, "ci95": [-0.01, 0.2], "role": "helpful"}
+    truth["chunks"]["b"]["ci95"] = truth["chunks"]["n"]["ci95"] = [-0.01, 0.05]
+    checks = warmstart_checks({**metrics, "bare": {**arm, "success": 0.0}}, truth)
+    assert not any(check["met"] for check in checks.values())

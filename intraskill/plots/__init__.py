@@ -12,12 +12,15 @@ from intraskill.plots.results import four_condition_results
 from intraskill.plots.skills import skill_evolution
 from intraskill.plots.style import Labeller, find_cjk_font, save_figure
 from intraskill.plots.training import training_dynamics
+from intraskill.plots.warmstart import chunk_effects, cloning_losses
 
 __all__ = [
     "Labeller",
     "behaviour_deltas",
     "behaviour_phases",
     "chunk_contributions",
+    "chunk_effects",
+    "cloning_losses",
     "find_cjk_font",
     "optimization_curves",
     "save_figure",

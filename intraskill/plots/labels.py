@@ -98,6 +98,17 @@ LABELS: dict[str, tuple[str, str]] = {
     "true_effect": ("true effect on success (chunk alone − bare)", "对成功率的真实效应（单块 − 无技能）"),
     "gate_beta_success": ("gate β on success (95% CI)", "门控 β（成功率，95% CI）"),
     "identity_line": ("β = true effect", "β = 真实效应"),
+    # the organism's warm start
+    "title_cloning": ("Warm-start training loss", "热启动训练损失"),
+    "training_step": ("training step", "训练步"),
+    "training_loss": ("loss (masked tokens)", "损失（计损失的 token）"),
+    "phase_drill": ("copy drills", "复制练习"),
+    "phase_lm": ("next-token", "下一 token 预测"),
+    "phase_bc": ("behaviour cloning", "行为克隆"),
+    "title_chunk_effects": ("Each chunk alone vs bare (val, paired)", "单个技能块 vs 无技能（验证集，配对）"),
+    "role_helpful": ("planted helpful", "预设有益"),
+    "role_neutral": ("planted neutral", "预设中性"),
+    "role_harmful": ("planted harmful", "预设有害"),
 }
 """key → (English, Simplified Chinese). Values may hold ``str.format`` fields."""
 

@@ -3,12 +3,13 @@
 Sizing follows ``organism-feasibility.md``: the LM head dominates a tiny model's cost, so the
 vocabulary is small (a few thousand tokens trained on the catalogue and protocol text), and digits
 are split into single-digit tokens (``Digits(individual_digits=True)``), which is what makes
-copying product ids learnable in minutes; spaces and punctuation are split off words, so a word is
-one token wherever it stands.
+copying product ids learnable in minutes; a word carries its leading space (GPT-2's split), so the
+task's words reappear as the same tokens in the query.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -104,12 +105,43 @@ def protocol_corpus() -> list[str]:
     return texts
 
 
+def _pre_tokenizer() -> Any:
+    from tokenizers import pre_tokenizers
+
+    return pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    ])
+
+
+def organism_split() -> dict[str, Any]:
+    """How :func:`train_tokenizer` splits text before BPE, as ``tokenizer.json`` records it.
+
+    Part of a warm start's identity: a checkpoint whose tokenizer splits otherwise is never reused.
+    """
+    from tokenizers import Tokenizer, models
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = _pre_tokenizer()
+    return json.loads(tokenizer.to_str())["pre_tokenizer"]
+
+
+def splits_like_organism(tokenizer_json: str | Path) -> bool:
+    """Whether the saved ``tokenizer.json`` splits text as :func:`train_tokenizer` does now."""
+    path = Path(tokenizer_json)
+    if not path.is_file():
+        return False
+    return json.loads(path.read_text(encoding="utf-8")).get("pre_tokenizer") == organism_split()
+
+
 def train_tokenizer(texts: Iterable[str], vocab_size: int, path: str | Path | None = None) -> PreTrainedTokenizerFast:
     """Train a deterministic byte-level BPE tokenizer with single-digit tokens.
 
-    Whitespace and punctuation are tokens of their own, so a word is the same token wherever it
-    stands (``"Kestrel"`` in the profile JSON, ``Kestrel`` in a query, ``color=navy`` in a click):
-    copying a word from the context is then copying one token rather than mapping one token to another.
+    Words keep their leading space (GPT-2's pre-tokenizer rule), so the instruction's ``Ġfamily Ġchess
+    Ġset`` reappear as the same tokens in the query: copying a phrase is then a one-step induction
+    (find the current token earlier, emit the token that followed it). Isolated spaces would make it
+    a two-step one (``family Ġ chess``), which the organism did not learn in CPU budgets
+    (:mod:`intraskill.train.drills`).
 
     Parameters
     ----------
@@ -125,16 +157,11 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, path: str | Path | No
     PreTrainedTokenizerFast
         With ``<|endoftext|>`` as eos/pad and the ChatML/tool-call markers as special tokens.
     """
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.Split(Regex(r"\s"), "isolated"),
-        pre_tokenizers.Punctuation("isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    tokenizer.pre_tokenizer = _pre_tokenizer()
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

@@ -48,11 +48,14 @@ def _project_path(path: str | Path) -> Path:
 
 def warmstart_matches(directory: Path, params: Params) -> bool:
     """A finished warm start in ``directory`` whose manifest records this store, model shape, view and
-    warm start."""
+    warm start, and whose tokenizer splits text as the organism's does now."""
+    from intraskill.policy.organism import splits_like_organism
+
     manifest_path = directory / "manifest.json"
     if not manifest_path.is_file() or not (directory / "ground_truth.json").is_file():
         return False
-    if not (directory / "checkpoint" / "config.json").is_file():
+    checkpoint = directory / "checkpoint"
+    if not (checkpoint / "config.json").is_file() or not splits_like_organism(checkpoint / "tokenizer.json"):
         return False
     recorded = json.loads(manifest_path.read_text(encoding="utf-8")).get("params", {})
     expected = {"store": params.store.model_dump(mode="json"),

@@ -23,7 +23,7 @@ import json
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -297,6 +297,39 @@ def ground_truth(bank: SkillBank, bare: Sequence[EpisodeResult], alone: dict[str
             "seed_base": seed_base, "chunks": chunks}
 
 
+PROTOCOL_ERROR_MAX = 0.05
+"""Issue #4 (a): at most this share of model turns may be protocol errors."""
+BARE_SUCCESS_RANGE = (0.30, 0.60)
+"""Issue #4 (b): a moderate bare val success, room left to learn."""
+
+
+def warmstart_checks(metrics: Mapping[str, Any], truth: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The warm start's acceptance checks, each ``{"value", "target", "met"}``.
+
+    ``protocol_errors``: the worst protocol-error rate over the evaluated arms (bare, S₀, each chunk
+    alone); ``bare_success``: bare val success; ``chunk_use``: the chunks whose paired 95 % CI of
+    (alone − bare) excludes 0; ``content_use``: the chunks whose effect lies outside the neutral
+    chunk's CI — they act through what they say, not only through a skill block being there.
+    """
+    arms = [metrics["bare"], metrics["s0"], *metrics["alone"].values()]
+    worst = max(arm["protocol_error_rate"] for arm in arms)
+    bare = metrics["bare"]["success"]
+    chunks = truth["chunks"]
+    used = sorted(chunk for chunk, entry in chunks.items() if entry["ci95"][0] > 0 or entry["ci95"][1] < 0)
+    neutral = [entry["ci95"] for entry in chunks.values() if entry.get("role") == "neutral"]
+    content = sorted(chunk for chunk, entry in chunks.items() if entry.get("role") != "neutral" and neutral
+                     and not any(low <= entry["effect"] <= high for low, high in neutral))
+    low, high = BARE_SUCCESS_RANGE
+    return {
+        "protocol_errors": {"value": worst, "target": f"<= {PROTOCOL_ERROR_MAX}",
+                            "met": worst <= PROTOCOL_ERROR_MAX},
+        "bare_success": {"value": bare, "target": f"{low}-{high}", "met": low <= bare <= high},
+        "chunk_use": {"value": used, "target": "a chunk's paired CI excludes 0", "met": bool(used)},
+        "content_use": {"value": content, "target": "a chunk's effect outside the neutral chunk's CI",
+                        "met": bool(content)},
+    }
+
+
 # --- the whole pipeline ------------------------------------------------------------------------------
 def train_organism(params: Params, demos: Sequence[Demonstration], out: Path,
                    progress: bool = True) -> tuple[Path, BCResult, dict[str, Any]]:
@@ -306,7 +339,7 @@ def train_organism(params: Params, demos: Sequence[Demonstration], out: Path,
 
     from intraskill.evaluate.runner import resolve_device
     from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
-    from intraskill.train.drills import copy_drills, drill_count
+    from intraskill.train.drills import copy_drills, drill_count, ordinary_tokens
 
     ws = params.warmstart
     corpus = [d.text for d in demos[:ws.vocab_corpus_demos]] + protocol_corpus()
@@ -318,7 +351,7 @@ def train_organism(params: Params, demos: Sequence[Demonstration], out: Path,
         ids, mask = tokenize_demonstration(demo.segments, tokenizer)
         if len(ids) <= config.max_position:
             examples.append(BCExample(ids, mask))
-    drills = copy_drills([e.input_ids for e in examples], drill_count(ws.drill_steps, ws.batch_tokens), ws.seed)
+    drills = copy_drills(ordinary_tokens(tokenizer), drill_count(ws.drill_steps, ws.batch_tokens), ws.seed)
     torch.manual_seed(seed32(f"{ws.seed}:bc"))
     state_path = out / BC_STATE_FILE
     result = behaviour_clone(model, examples, steps=ws.steps, lm_steps=ws.lm_steps, drills=drills,
@@ -380,15 +413,21 @@ def evaluate_warmstart(params: Params, checkpoint: Path, bank: SkillBank, engine
 DEMOS_FILE = "demos.jsonl"
 BC_FILE = "bc.json"
 BC_STATE_FILE = "bc_state.pt"
+EVAL_ONLY = ("eval_episodes", "ground_truth_episodes", "eval_batch_size")
+"""Warm-start settings of the evaluation alone: changing them re-evaluates, it never retrains."""
 BC_RECORD_KEYS = ("steps", "drill_steps", "lm_steps", "resumed_at", "tokens", "losses", "note")
 """What the manifest's ``bc`` section copies from ``bc.json``."""
 
 
 def bc_identity(out: Path, params: Params) -> dict[str, Any]:
-    """What a finished BC stage in ``out`` was trained from: demonstrations and the parameters."""
-    return {"demos_sha256": sha256_file(out / DEMOS_FILE), "store": params.store.model_dump(),
+    """What a finished BC stage in ``out`` was trained from: demonstrations, tokenizer and parameters
+    (the evaluation's own settings, :data:`EVAL_ONLY`, excepted)."""
+    from intraskill.policy.organism import organism_split
+
+    return {"demos_sha256": sha256_file(out / DEMOS_FILE), "tokenizer_split": organism_split(),
+            "store": params.store.model_dump(),
             "organism": params.model.organism.model_dump(), "view": params.model.view,
-            "warmstart": params.warmstart.model_dump()}
+            "warmstart": params.warmstart.model_dump(exclude=set(EVAL_ONLY))}
 
 
 def finished_bc(out: Path, params: Params) -> dict[str, Any] | None:
