@@ -10,7 +10,7 @@ The arms alternate turn by turn and both wall and process-CPU time are reported,
 machine may be shared. Prints one JSON object: tokens/s of each arm, the speed-ups, and how many
 turns produced identical tokens in both arms.
 
-    OMP_NUM_THREADS=2 python benchmarks/bench_lockstep.py --episodes 16 --turns 6
+    OMP_NUM_THREADS=2 python benchmarks/bench_lockstep.py --episodes 16 --turns 6 [--params params/organism.yaml]
 """
 
 from __future__ import annotations
@@ -167,12 +167,17 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=1, help="repetitions, each a fresh set of episodes")
+    parser.add_argument("--params", default=None, help="take the organism's shape from this parameter file")
     args = parser.parse_args()
 
     import torch
 
     torch.set_num_threads(args.threads)
     config = OrganismConfig()
+    if args.params:
+        from intraskill.params import load_params
+
+        config = OrganismConfig(**load_params(args.params).model.organism.model_dump())
     plan = episodes(args.episodes, args.turns, args.products, args.seed)
     corpus = protocol_corpus() + [m["content"] for steps in plan for m, _ in steps] + [SYSTEM]
     tokenizer = train_tokenizer(corpus, config.vocab_size)
