@@ -317,7 +317,7 @@ def warmstart_checks(metrics: Mapping[str, Any], truth: Mapping[str, Any]) -> di
     chunks = truth["chunks"]
     used = sorted(chunk for chunk, entry in chunks.items() if entry["ci95"][0] > 0 or entry["ci95"][1] < 0)
     neutral = [entry["ci95"] for entry in chunks.values() if entry.get("role") == "neutral"]
-    content = sorted(chunk for chunk, entry in chunks.items() if entry.get("role") != "neutral" and neutral
+    content = sorted(chunk for chunk, entry in chunks.items() if neutral and entry.get("role") != "neutral"
                      and not any(low <= entry["effect"] <= high for low, high in neutral))
     low, high = BARE_SUCCESS_RANGE
     return {
