@@ -1,16 +1,23 @@
 """Rollout throughput: lockstep ``HFPolicy`` vs one-episode-at-a-time ``model.generate``.
 
-Both arms play the same multi-turn synthetic episodes (a fixed system prompt, a task message, then
-one results-page observation per turn as a ``tool`` message with the per-turn tool line) on the
-same organism, with the same prompts, the same ``max_tokens`` and the same decoding (greedy by
-default, so both arms produce the same tokens). The baseline keeps each episode's exact token
-stream too, but re-prefills the whole conversation on every turn, as plain ``generate`` does.
+Two workloads, each played by both arms on the same organism with the same decoding (greedy by
+default, so both arms play the same episodes token for token):
 
-The arms alternate turn by turn and both wall and process-CPU time are reported, because the
-machine may be shared. Prints one JSON object: tokens/s of each arm, the speed-ups, and how many
-turns produced identical tokens in both arms.
+- ``store`` (default): the rollouts of the method. The warm-start organism of ``--params`` plays the
+  first ``--tasks`` val tasks of the real store through the agent runtime (``run_episodes``,
+  the in-process store, the params' view, turn limit and per-turn token budget), in batches of
+  ``--episodes`` as evaluation runs them. The lockstep arm is the ``hf`` backend; the baseline arm answers each request alone with
+  plain ``generate`` over the episode's whole token stream (re-prefilled every turn, as plain
+  ``generate`` does). Tokens are the completion tokens of the episodes.
+- ``synthetic``: fixed multi-turn conversations (a system prompt, a task, then one results page per
+  turn as a ``tool`` message) on a randomly initialised organism, ``--max-tokens`` per turn; a
+  decode-heavy stress test.
 
-    OMP_NUM_THREADS=2 python benchmarks/bench_lockstep.py --episodes 16 --turns 6 [--params params/organism.yaml]
+The arms alternate batch by batch (store) or turn by turn (synthetic), and both wall and
+process-CPU time are reported, because the machine may be shared. Prints one JSON object: tokens/s
+of each arm, the speed-ups, and how many episodes (store) or turns (synthetic) were identical.
+
+    python benchmarks/bench_lockstep.py [--workload store|synthetic] [--threads 2] [--tasks 64] [--episodes 32]
 """
 
 from __future__ import annotations
@@ -19,14 +26,13 @@ import argparse
 import json
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from intraskill.hashing import seed32
-from intraskill.policy.base import ChatRequest, Generation
+from intraskill.policy.base import ChatRequest, Generation, SessionTokens
 from intraskill.policy.chat_format import IM_END, assistant_message, parse_tool_calls, render_messages
 from intraskill.policy.hf import HFPolicy
-from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
 
 SYSTEM = (
     "You are a shopping agent in an online store. Read the task and the user profile, search with the "
@@ -36,7 +42,127 @@ WORDS = "red blue green black white cotton wool steel ceramic large small mug sh
 BRANDS = "Acme Borealis Cobalt Dune Ember Fjord Gale Harbor".split()
 
 
-def product_line(rng: random.Random, rank: int) -> str:
+class GeneratePolicy:
+    """The baseline: each request alone, one ``model.generate`` over its session's whole token stream.
+
+    Keeps each session's exact token stream as :class:`HFPolicy` does (prompt deltas tokenized once,
+    sampled tokens appended verbatim), but reuses no KV cache: every turn re-prefills the stream.
+    """
+
+    def __init__(self, hf: HFPolicy) -> None:
+        self.hf = hf
+        self._streams: dict[str, tuple[list[int], int]] = {}
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {**self.hf.identity, "backend": "hf-generate"}
+
+    def generate(self, requests: list[ChatRequest]) -> list[Generation]:
+        return [self._one(request) for request in requests]
+
+    def end_session(self, session_id: str) -> SessionTokens | None:
+        self._streams.pop(session_id, None)
+        return None
+
+    def _one(self, request: ChatRequest) -> Generation:
+        import torch
+
+        hf = self.hf
+        stream, seen = self._streams.get(request.session_id, ([], 0))
+        closing = "" if not stream else ("\n" if stream[-1] == hf.im_end_id else f"{IM_END}\n")
+        delta = closing + render_messages(request.messages, request.tools, start=seen)
+        stream = stream + hf.tokenizer(delta, add_special_tokens=False)["input_ids"]
+        if request.temperature > 0:
+            sampling = {"do_sample": True, "temperature": request.temperature, "top_p": request.top_p}
+        else:
+            sampling = {"do_sample": False, "top_p": None}
+        with torch.inference_mode():
+            out = hf.model.generate(torch.tensor([stream], device=hf.device), max_new_tokens=request.max_tokens,
+                                    eos_token_id=sorted(hf.stop_ids), pad_token_id=hf.pad_id, top_k=None,
+                                    **sampling)
+        new = out[0, len(stream):].tolist()
+        self._streams[request.session_id] = (stream + new, len(request.messages) + 1)
+        stopped = bool(new) and new[-1] in hf.stop_ids
+        text = hf.tokenizer.decode(new[:-1] if stopped else new)
+        content, calls, error = parse_tool_calls(text)
+        return Generation(text, content, calls, "stop" if stopped else "length", len(stream), len(new),
+                          token_ids=new, parse_error=error)
+
+
+@dataclass
+class Clock:
+    """Wall and process-CPU seconds spent in one arm (CPU time is robust to a shared, busy machine)."""
+
+    wall: float = 0.0
+    cpu: float = 0.0
+    tokens: int = 0
+    started: tuple[float, float] = field(default=(0.0, 0.0), repr=False)
+
+    def __enter__(self) -> "Clock":
+        self.started = (time.perf_counter(), time.process_time())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall += time.perf_counter() - self.started[0]
+        self.cpu += time.process_time() - self.started[1]
+
+    def summary(self) -> dict[str, float]:
+        return {"wall_s": round(self.wall, 3), "cpu_s": round(self.cpu, 3), "tokens": self.tokens,
+                "tokens_per_wall_s": round(self.tokens / self.wall, 1),
+                "tokens_per_cpu_s": round(self.tokens / self.cpu, 1)}
+
+
+def speedups(lock: Clock, single: Clock) -> dict[str, Any]:
+    a, b = lock.summary(), single.summary()
+    return {"lockstep": a, "single": b,
+            "speedup_wall": round(a["tokens_per_wall_s"] / b["tokens_per_wall_s"], 2),
+            "speedup_cpu": round(a["tokens_per_cpu_s"] / b["tokens_per_cpu_s"], 2)}
+
+
+# --- the store workload ---------------------------------------------------------------------------
+def store_workload(args: argparse.Namespace) -> dict[str, Any]:
+    """The warm-start organism on the first ``args.tasks`` val tasks, both arms, batch by batch."""
+    from intraskill.agent.env import InProcessEnvironment
+    from intraskill.agent.runtime import EpisodeJob, run_episodes
+    from intraskill.evaluate.runner import build_policy, runtime_config
+    from intraskill.params import load_params
+    from intraskill.train.prepare import ensure_warmstart
+    from intraskill.train.round import open_train_store
+
+    params = load_params(args.params)
+    params = params.model_copy(update={"model": params.model.model_copy(update={"device": "cpu"}),
+                                       "sampling": params.sampling.model_copy(update={"temperature": args.temperature})})
+    checkpoint = ensure_warmstart(params) / "checkpoint"
+    lockstep, _ = build_policy(params, str(checkpoint))
+    single = GeneratePolicy(lockstep)
+    config = runtime_config(params)
+    store = open_train_store(params, split="val")
+    clocks = {"lockstep": Clock(), "single": Clock()}
+    identical = turns = 0
+    try:
+        jobs = [EpisodeJob.create(task, 0, params.experiment.seed) for task in store.task_ids[:args.tasks]]
+        factory = lambda: InProcessEnvironment(store.engine)  # noqa: E731
+        run_episodes(lockstep, factory, jobs[:2], config, progress=False)  # warm-up
+        for start in range(0, len(jobs), args.episodes):
+            batch, played = jobs[start:start + args.episodes], {}
+            for name, policy in (("lockstep", lockstep), ("single", single)):
+                with clocks[name] as clock:
+                    results = run_episodes(policy, factory, batch, config, progress=False)
+                clock.tokens += sum(r.tokens.get("completion", 0) for r in results)
+                played[name] = [[t.raw_output for t in r.trace.turns] for r in results]
+            identical += sum(a == b for a, b in zip(played["lockstep"], played["single"]))
+            turns += sum(map(len, played["lockstep"]))
+    finally:
+        store.close()
+    return {"workload": "store", "params": args.params, "checkpoint": str(checkpoint), "split": "val",
+            "tasks": len(jobs), "episodes_per_batch": args.episodes, "turns": turns,
+            "max_tokens_per_turn": config.max_tokens_per_turn, "max_turns": config.max_turns,
+            "view": config.view, **speedups(clocks["lockstep"], clocks["single"]),
+            "identical_episodes": identical, "total_episodes": len(jobs)}
+
+
+# --- the synthetic workload -----------------------------------------------------------------------
+def product_line(rng: random.Random, rank: int) -> tuple[str, str]:
     title = " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 8)))
     asin = "B0" + "".join(str(rng.randint(0, 9)) for _ in range(8))
     return (
@@ -71,29 +197,10 @@ def episodes(count: int, turns: int, products: int, seed: int) -> list[list[tupl
     return plan
 
 
-@dataclass
-class Clock:
-    """Wall and process-CPU seconds spent in one arm (CPU time is robust to a shared, busy machine)."""
+class Conversations:
+    """Fixed conversations played by one policy: one ``generate`` call per turn for all episodes."""
 
-    wall: float = 0.0
-    cpu: float = 0.0
-    tokens: int = 0
-
-    def add(self, wall: float, cpu: float, tokens: int) -> None:
-        self.wall += wall
-        self.cpu += cpu
-        self.tokens += tokens
-
-    def summary(self) -> dict[str, float]:
-        return {"wall_s": round(self.wall, 3), "cpu_s": round(self.cpu, 3), "tokens": self.tokens,
-                "tokens_per_wall_s": round(self.tokens / self.wall, 1),
-                "tokens_per_cpu_s": round(self.tokens / self.cpu, 1)}
-
-
-class LockstepArm:
-    """All episodes advance together: one ``HFPolicy.generate`` per turn."""
-
-    def __init__(self, policy: HFPolicy, plan, max_tokens: int, temperature: float, tag: str) -> None:
+    def __init__(self, policy: Any, plan, max_tokens: int, temperature: float, tag: str) -> None:
         self.policy, self.plan, self.max_tokens, self.temperature, self.tag = policy, plan, max_tokens, temperature, tag
         self.conversations = [[{"role": "system", "content": SYSTEM}] for _ in plan]
 
@@ -114,100 +221,68 @@ class LockstepArm:
             self.policy.end_session(f"{self.tag}-{index}")
 
 
-class SingleArm:
-    """Each episode alone; each turn one ``model.generate`` over the episode's full token stream."""
+def synthetic_workload(args: argparse.Namespace) -> dict[str, Any]:
+    """Fixed conversations on a random organism (the shape of ``--params``), both arms turn by turn."""
+    from intraskill.params import load_params
+    from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
 
-    def __init__(self, policy: HFPolicy, plan, max_tokens: int, temperature: float) -> None:
-        self.policy, self.plan, self.max_tokens, self.temperature = policy, plan, max_tokens, temperature
-        self.messages = [[{"role": "system", "content": SYSTEM}] for _ in plan]
-        self.streams: list[list[int]] = [[] for _ in plan]
-
-    def play_turn(self, turn: int) -> list[list[int]]:
-        return [self._play(index, turn) for index in range(len(self.plan))]
-
-    def _play(self, index: int, turn: int) -> list[int]:
-        import torch
-
-        policy, messages, stream = self.policy, self.messages[index], self.streams[index]
-        message, tools = self.plan[index][turn]
-        messages.append(message)
-        closing = "" if not stream else ("\n" if stream[-1] == policy.im_end_id else f"{IM_END}\n")
-        delta = closing + render_messages(messages, tools, start=len(messages) - 1 if stream else 0)
-        stream += policy.tokenizer(delta, add_special_tokens=False)["input_ids"]
-        if self.temperature == 0:
-            sampling = {"do_sample": False}
-        else:
-            sampling = {"do_sample": True, "temperature": self.temperature}
-        with torch.inference_mode():
-            out = policy.model.generate(torch.tensor([stream]), max_new_tokens=self.max_tokens,
-                                        eos_token_id=sorted(policy.stop_ids), pad_token_id=policy.pad_id,
-                                        top_k=None, top_p=None, **sampling)
-        new = out[0, len(stream):].tolist()
-        stream += new
-        text = policy.tokenizer.decode(new[:-1] if new and new[-1] in policy.stop_ids else new)
-        content, calls, error = parse_tool_calls(text)
-        messages.append(assistant_message(Generation(text, content, calls, "stop", 0, 0, parse_error=error)))
-        return new
-
-
-def measure(arm: LockstepArm | SingleArm, turn: int, clock: Clock) -> list[list[int]]:
-    wall, cpu = time.perf_counter(), time.process_time()
-    outputs = arm.play_turn(turn)
-    clock.add(time.perf_counter() - wall, time.process_time() - cpu, sum(map(len, outputs)))
-    return outputs
+    config = OrganismConfig(**load_params(args.params).model.organism.model_dump())
+    plan = episodes(args.episodes, args.turns, args.products, args.seed)
+    corpus = protocol_corpus() + [m["content"] for steps in plan for m, _ in steps] + [SYSTEM]
+    tokenizer = train_tokenizer(corpus, config.vocab_size)
+    lockstep = HFPolicy(build_organism(config, tokenizer), tokenizer, max_batch=args.episodes)
+    warm = Conversations(lockstep, episodes(2, 2, args.products, args.seed + 1), 4, args.temperature, "warm")
+    for turn in range(2):
+        warm.play_turn(turn)
+    warm.close()
+    clocks = {"lockstep": Clock(), "single": Clock()}
+    identical = total = 0
+    for repeat in range(args.repeats):
+        arms = {"lockstep": Conversations(lockstep, plan, args.max_tokens, args.temperature, f"r{repeat}"),
+                "single": Conversations(GeneratePolicy(lockstep), plan, args.max_tokens, args.temperature, f"s{repeat}")}
+        for turn in range(args.turns):  # interleaved turn by turn: the machine may be shared and noisy
+            outputs = {}
+            for name, arm in arms.items():
+                with clocks[name] as clock:
+                    outputs[name] = arm.play_turn(turn)
+                clock.tokens += sum(map(len, outputs[name]))
+            identical += sum(a == b for a, b in zip(outputs["lockstep"], outputs["single"]))
+            total += args.episodes
+        for arm in arms.values():
+            arm.close()
+    return {"workload": "synthetic", "organism": config.to_dict() | {"vocab": len(tokenizer)},
+            "episodes": args.episodes, "turns": args.turns, "products_per_page": args.products,
+            "max_tokens": args.max_tokens, "repeats": args.repeats,
+            **speedups(clocks["lockstep"], clocks["single"]), "identical_turns": identical, "total_turns": total}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=16)
-    parser.add_argument("--turns", type=int, default=6)
-    parser.add_argument("--products", type=int, default=5, help="products per results page")
-    parser.add_argument("--max-tokens", type=int, default=32)
-    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--workload", choices=("store", "synthetic"), default="store")
+    parser.add_argument("--params", default="params/organism.yaml", help="the organism (and, for store, its store)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeats", type=int, default=1, help="repetitions, each a fresh set of episodes")
-    parser.add_argument("--params", default=None, help="take the organism's shape from this parameter file")
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--episodes", type=int, default=None,
+                        help="episodes played together (store: per batch, default 64; synthetic: 16)")
+    parser.add_argument("--tasks", type=int, default=64, help="store: val tasks played")
+    parser.add_argument("--turns", type=int, default=6, help="synthetic: turns per conversation")
+    parser.add_argument("--products", type=int, default=5, help="synthetic: products per results page")
+    parser.add_argument("--max-tokens", type=int, default=32, help="synthetic: tokens per turn")
+    parser.add_argument("--seed", type=int, default=0, help="synthetic: conversation seed")
+    parser.add_argument("--repeats", type=int, default=1, help="synthetic: repetitions")
     args = parser.parse_args()
 
     import torch
 
     torch.set_num_threads(args.threads)
-    config = OrganismConfig()
-    if args.params:
-        from intraskill.params import load_params
-
-        config = OrganismConfig(**load_params(args.params).model.organism.model_dump())
-    plan = episodes(args.episodes, args.turns, args.products, args.seed)
-    corpus = protocol_corpus() + [m["content"] for steps in plan for m, _ in steps] + [SYSTEM]
-    tokenizer = train_tokenizer(corpus, config.vocab_size)
-    policy = HFPolicy(build_organism(config, tokenizer), tokenizer, max_batch=args.episodes)
-    warm = LockstepArm(policy, episodes(2, 2, args.products, args.seed + 1), 4, args.temperature, "warm")
-    for turn in range(2):
-        warm.play_turn(turn)
-    warm.close()
-    lock_clock, single_clock = Clock(), Clock()
-    identical = total = 0
-    for repeat in range(args.repeats):
-        lockstep = LockstepArm(policy, plan, args.max_tokens, args.temperature, f"r{repeat}")
-        single = SingleArm(policy, plan, args.max_tokens, args.temperature)
-        for turn in range(args.turns):  # interleaved turn by turn: the machine is shared and noisy
-            lock_out = measure(lockstep, turn, lock_clock)
-            single_out = measure(single, turn, single_clock)
-            identical += sum(a == b for a, b in zip(lock_out, single_out))
-            total += len(lock_out)
-        lockstep.close()
-    lock, single = lock_clock.summary(), single_clock.summary()
-    print(json.dumps({
-        "benchmark": "lockstep_vs_single_generate",
-        "organism": config.to_dict() | {"vocab": len(tokenizer)},
-        "episodes": args.episodes, "turns": args.turns, "products_per_page": args.products,
-        "max_tokens": args.max_tokens, "temperature": args.temperature, "threads": args.threads,
-        "repeats": args.repeats, "lockstep": lock, "single": single,
-        "speedup_wall": round(lock["tokens_per_wall_s"] / single["tokens_per_wall_s"], 2),
-        "speedup_cpu": round(lock["tokens_per_cpu_s"] / single["tokens_per_cpu_s"], 2),
-        "identical_turns": identical, "total_turns": total,
-    }))
+    if args.workload == "store":
+        args.episodes = args.episodes or 64
+        result = store_workload(args)
+    else:
+        args.episodes = args.episodes or 16
+        result = synthetic_workload(args)
+    print(json.dumps({"benchmark": "lockstep_vs_single_generate", "threads": args.threads,
+                      "temperature": args.temperature, **result}))
 
 
 if __name__ == "__main__":

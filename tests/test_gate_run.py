@@ -213,8 +213,29 @@ def test_compare_to_truth_reports_spearman_and_coverage() -> None:
     assert report["coverage"] == 0.75  # only b's truth (0.20) lies outside its CI [0.05, 0.15]
     assert report["per_chunk"]["b"]["covered"] is False and report["per_chunk"]["c"]["covered"] is True
     assert report["spearman"] == pytest.approx(1.0)  # ranks a > b > d > c on both sides
+    # an unbiased gate with these CIs (se 0.025-0.05) ranks well-separated truths well, but not perfectly
+    assert 0.5 < report["attainable_spearman"] < 1.0
+    assert report["simulation"] == {"draws": 4000, "seed": 20260901}
     with pytest.raises(ValueError, match="no chunk"):
         compare_to_truth(contributions, {"z": {"effect": 0.1}})
+
+
+def test_attainable_spearman_falls_with_ties_within_noise() -> None:
+    from intraskill.gate.validation import attainable_spearman
+
+    spread = [0.4, 0.3, 0.2, 0.1, 0.0]
+    assert attainable_spearman(spread, [0.001] * 5, [0.001] * 5) == pytest.approx(1.0)
+    # seven of eight effects tied within their noise (the organism's situation): ranks are mostly noise
+    tied = [0.10] + [0.03] * 7
+    expected = attainable_spearman(tied, [0.01] * 8, [0.03] * 8)
+    assert 0.1 < expected < 0.5
+    # exact ties measured without noise (a deterministic teacher ignoring a chunk) cost less
+    assert attainable_spearman([0.15, 0.17, 0.03, 0.02, 0.0, 0.0, 0.0, 0.0], [0.02, 0.02, 0.01, 0.01, 0, 0, 0, 0],
+                               [0.03] * 8) > 0.6
+    assert attainable_spearman(tied, [0.01] * 8, [0.03] * 8, seed=1) != expected  # the seed is the only source
+    assert attainable_spearman(tied, [0.01] * 8, [0.03] * 8) == expected
+    with pytest.raises(ValueError, match="differ in length"):
+        attainable_spearman([0.1, 0.2], [0.01], [0.01, 0.01])
 
 
 def test_gate_figures_from_gate_directories(tmp_path: Path, small_store_root: Path) -> None:

@@ -275,6 +275,8 @@ def test_finished_bc_resumes_only_the_same_run(tmp_path: Path, tokenizer) -> Non
     bigger_eval = params_from_dict({**CI.model_dump(), "warmstart": {**CI.warmstart.model_dump(), "eval_episodes": 99,
                                                                      "ground_truth_episodes": 99}})
     assert finished_bc(tmp_path, bigger_eval)["steps"] == 1
+    elsewhere = params_from_dict({**CI.model_dump(), "warmstart": {**CI.warmstart.model_dump(), "out_dir": "x/y"}})
+    assert finished_bc(tmp_path, elsewhere)["steps"] == 1
 
 
 @pytest.fixture(scope="module")
@@ -311,6 +313,10 @@ def test_a_warm_start_is_reused_only_with_the_same_tokenizer_split(shipped_ci: P
     assert not warmstart_matches(copy, CI)
     changed = params_from_dict({**CI.model_dump(), "warmstart": {**CI.warmstart.model_dump(), "steps": 99}})
     assert not warmstart_matches(shipped_ci, changed)
+    # evaluation settings and the output location do not change the model: the warm start is reused
+    moved = params_from_dict({**CI.model_dump(), "warmstart": {**CI.warmstart.model_dump(), "out_dir": "x/y",
+                                                                "eval_episodes": 7}})
+    assert warmstart_matches(shipped_ci, moved)
 
 
 @pytest.mark.skipif(not (SHIPPED / "manifest.json").is_file(), reason="no organism warm start is shipped yet")

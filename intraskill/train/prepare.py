@@ -48,8 +48,10 @@ def _project_path(path: str | Path) -> Path:
 
 def warmstart_matches(directory: Path, params: Params) -> bool:
     """A finished warm start in ``directory`` whose manifest records this store, model shape, view and
-    warm start, and whose tokenizer splits text as the organism's does now."""
+    warm-start training settings (:func:`~intraskill.train.warmstart.training_settings`: evaluation
+    settings and location aside), and whose tokenizer splits text as the organism's does now."""
     from intraskill.policy.organism import splits_like_organism
+    from intraskill.train.warmstart import NOT_TRAINING, training_settings
 
     manifest_path = directory / "manifest.json"
     if not manifest_path.is_file() or not (directory / "ground_truth.json").is_file():
@@ -60,10 +62,11 @@ def warmstart_matches(directory: Path, params: Params) -> bool:
     recorded = json.loads(manifest_path.read_text(encoding="utf-8")).get("params", {})
     expected = {"store": params.store.model_dump(mode="json"),
                 "organism": params.model.organism.model_dump(mode="json"), "view": params.model.view,
-                "warmstart": params.warmstart.model_dump(mode="json")}
+                "warmstart": training_settings(params)}
     model = recorded.get("model") or {}
+    trained = {k: v for k, v in (recorded.get("warmstart") or {}).items() if k not in NOT_TRAINING}
     found = {"store": recorded.get("store"), "organism": model.get("organism"),
-             "view": model.get("view", "standard"), "warmstart": recorded.get("warmstart")}
+             "view": model.get("view", "standard"), "warmstart": trained}
     return json.loads(json.dumps(found)) == expected
 
 

@@ -415,19 +415,26 @@ BC_FILE = "bc.json"
 BC_STATE_FILE = "bc_state.pt"
 EVAL_ONLY = ("eval_episodes", "ground_truth_episodes", "eval_batch_size")
 """Warm-start settings of the evaluation alone: changing them re-evaluates, it never retrains."""
+NOT_TRAINING = (*EVAL_ONLY, "out_dir")
+"""Warm-start settings that do not change the trained model (the evaluation's and the location)."""
 BC_RECORD_KEYS = ("steps", "drill_steps", "lm_steps", "resumed_at", "tokens", "losses", "note")
 """What the manifest's ``bc`` section copies from ``bc.json``."""
 
 
 def bc_identity(out: Path, params: Params) -> dict[str, Any]:
     """What a finished BC stage in ``out`` was trained from: demonstrations, tokenizer and parameters
-    (the evaluation's own settings, :data:`EVAL_ONLY`, excepted)."""
+    (the evaluation's own settings and the output location, :data:`NOT_TRAINING`, excepted)."""
     from intraskill.policy.organism import organism_split
 
     return {"demos_sha256": sha256_file(out / DEMOS_FILE), "tokenizer_split": organism_split(),
             "store": params.store.model_dump(),
             "organism": params.model.organism.model_dump(), "view": params.model.view,
-            "warmstart": params.warmstart.model_dump(exclude=set(EVAL_ONLY))}
+            "warmstart": training_settings(params)}
+
+
+def training_settings(params: Params) -> dict[str, Any]:
+    """The warm-start settings that decide the trained model (:data:`NOT_TRAINING` left out), as JSON."""
+    return params.warmstart.model_dump(mode="json", exclude=set(NOT_TRAINING))
 
 
 def finished_bc(out: Path, params: Params) -> dict[str, Any] | None:
