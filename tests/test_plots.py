@@ -172,3 +172,15 @@ def test_every_label_has_both_languages() -> None:
     for key, (english, chinese) in LABELS.items():
         assert english and chinese, key
         assert not CJK.search(english), key
+
+
+def test_dodged_labels_keep_apart_only_where_points_crowd() -> None:
+    from intraskill.plots.gates import dodged
+
+    # three chunks tied on the truth with close β (the organism's case), one far away
+    anchors = [(0.03, 0.010), (0.031, 0.012), (0.032, 0.011), (0.10, 0.011)]
+    heights = dodged(anchors, width=0.02, height=0.005)
+    crowded = sorted(heights[:3])
+    assert all(b - a >= 0.005 - 1e-12 for a, b in zip(crowded, crowded[1:]))
+    assert heights[3] == 0.011  # alone: its label stays at its point
+    assert min(heights[:3]) == 0.010  # the lowest of the crowd stays too

@@ -103,14 +103,38 @@ def gate_validation(
         axes.plot([low, high], [low, high], color=COLORS["boundary"], linestyle="--", linewidth=0.8,
                   label=labels("identity_line"))
         first = table.drop_duplicates("chunk")
-        for record in first.to_dict("records"):
-            axes.annotate(str(record["chunk"]), (record["truth"], record["beta"]), xytext=(4, 3),
-                          textcoords="offset points", fontsize=7)
+        anchors = list(zip(first["truth"], first["beta"]))
+        span_x, span_y = (high - low) or 1.0, (table["ci_hi"].max() - table["ci_lo"].min()) or 1.0
+        for name, (x, y), label_y in zip(first["chunk"], anchors, dodged(anchors, 0.25 * span_x, 0.045 * span_y)):
+            axes.annotate(str(name), (x, y), xytext=(x + 0.01 * span_x, label_y), fontsize=7,
+                          arrowprops=None if label_y == y else {"arrowstyle": "-", "linewidth": 0.4,
+                                                                 "color": COLORS["boundary"]})
         axes.set_xlabel(labels("true_effect"))
         axes.set_ylabel(labels("gate_beta_success"))
         axes.legend(loc="upper left", fontsize=7.5)
         axes.set_title(labels("title_gate_validation"))
     return labels.finish(figure)
+
+
+def dodged(anchors: Sequence[tuple[float, float]], width: float, height: float) -> list[float]:
+    """Label heights for points ``anchors`` (x, y): each label starts at its point and moves up until no
+    label placed before it lies within ``width`` horizontally and ``height`` vertically.
+
+    >>> dodged([(0.0, 0.0), (0.001, 0.001), (1.0, 0.0)], width=0.1, height=0.05)
+    [0.0, 0.05, 0.0]
+    """
+    placed: list[tuple[float, float]] = []
+    heights = [0.0] * len(anchors)
+    for index in sorted(range(len(anchors)), key=lambda i: (anchors[i][1], anchors[i][0])):
+        x, y = anchors[index]
+        def clashes(y: float, x: float = x) -> list[float]:
+            return [py for px, py in placed if abs(x - px) < width and abs(y - py) < height * (1 - 1e-9)]
+
+        while clashes(y):
+            y = max(clashes(y)) + height
+        placed.append((x, y))
+        heights[index] = y
+    return heights
 
 
 def validation_table(report: Mapping[str, Any]) -> "pd.DataFrame":
