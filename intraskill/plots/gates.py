@@ -127,11 +127,8 @@ def dodged(anchors: Sequence[tuple[float, float]], width: float, height: float) 
     heights = [0.0] * len(anchors)
     for index in sorted(range(len(anchors)), key=lambda i: (anchors[i][1], anchors[i][0])):
         x, y = anchors[index]
-        def clashes(y: float, x: float = x) -> list[float]:
-            return [py for px, py in placed if abs(x - px) < width and abs(y - py) < height * (1 - 1e-9)]
-
-        while clashes(y):
-            y = max(clashes(y)) + height
+        while hits := [py for px, py in placed if abs(x - px) < width and abs(y - py) < height * (1 - 1e-9)]:
+            y = max(hits) + height
         placed.append((x, y))
         heights[index] = y
     return heights
