@@ -8,7 +8,11 @@ default, so both arms play the same episodes token for token):
   the in-process store, the params' view, turn limit and per-turn token budget), in batches of
   ``--episodes`` as evaluation runs them. The lockstep arm is the ``hf`` backend; the baseline arm answers each request alone with
   plain ``generate`` over the episode's whole token stream (re-prefilled every turn, as plain
-  ``generate`` does). Tokens are the completion tokens of the episodes.
+  ``generate`` does). Tokens are the completion tokens of the episodes. The speed-ups are of whole
+  episodes (store, runtime and backend); ``backend_only`` repeats them over the time spent inside
+  the policies' ``generate`` calls (the store's share is the same work in both arms).
+  The baseline runs its own copy of the model with transformers' stock ``sdpa`` attention
+  (``--baseline-attention sdpa_gqa`` gives it the lockstep's grouped-head kernel instead).
 - ``synthetic``: fixed multi-turn conversations (a system prompt, a task, then one results page per
   turn as a ``tool`` message) on a randomly initialised organism, ``--max-tokens`` per turn; a
   decode-heavy stress test.
@@ -33,6 +37,7 @@ from intraskill.hashing import seed32
 from intraskill.policy.base import ChatRequest, Generation, SessionTokens
 from intraskill.policy.chat_format import IM_END, assistant_message, parse_tool_calls, render_messages
 from intraskill.policy.hf import HFPolicy
+from intraskill.policy.lockstep import GQA_SDPA
 
 SYSTEM = (
     "You are a shopping agent in an online store. Read the task and the user profile, search with the "
@@ -47,10 +52,11 @@ class GeneratePolicy:
 
     Keeps each session's exact token stream as :class:`HFPolicy` does (prompt deltas tokenized once,
     sampled tokens appended verbatim), but reuses no KV cache: every turn re-prefills the stream.
+    ``model`` is the baseline's own copy of ``hf``'s model (see :func:`baseline_model`).
     """
 
-    def __init__(self, hf: HFPolicy) -> None:
-        self.hf = hf
+    def __init__(self, hf: HFPolicy, model: Any) -> None:
+        self.hf, self.model = hf, model
         self._streams: dict[str, tuple[list[int], int]] = {}
 
     @property
@@ -77,7 +83,7 @@ class GeneratePolicy:
         else:
             sampling = {"do_sample": False, "top_p": None}
         with torch.inference_mode():
-            out = hf.model.generate(torch.tensor([stream], device=hf.device), max_new_tokens=request.max_tokens,
+            out = self.model.generate(torch.tensor([stream], device=hf.device), max_new_tokens=request.max_tokens,
                                     eos_token_id=sorted(hf.stop_ids), pad_token_id=hf.pad_id, top_k=None,
                                     **sampling)
         new = out[0, len(stream):].tolist()
@@ -87,6 +93,19 @@ class GeneratePolicy:
         content, calls, error = parse_tool_calls(text)
         return Generation(text, content, calls, "stop" if stopped else "length", len(stream), len(new),
                           token_ids=new, parse_error=error)
+
+
+def baseline_model(hf: HFPolicy, attention: str) -> Any:
+    """A copy of ``hf``'s model for the baseline, with the attention implementation ``attention``.
+
+    ``sdpa`` is transformers' stock path (what plain ``generate`` runs); ``HFPolicy`` switches its
+    own model to the grouped-head kernel on the CPU, which ``sdpa_gqa`` gives the baseline too.
+    """
+    import copy
+
+    model = copy.deepcopy(hf.model)
+    model.set_attn_implementation(attention)
+    return model
 
 
 @dataclass
@@ -112,6 +131,24 @@ class Clock:
                 "tokens_per_cpu_s": round(self.tokens / self.cpu, 1)}
 
 
+class Timed:
+    """A policy whose ``generate`` calls are timed on ``clock``: the backend's share of an episode."""
+
+    def __init__(self, policy: Any, clock: Clock) -> None:
+        self.policy, self.clock = policy, clock
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return self.policy.identity
+
+    def generate(self, requests: list[ChatRequest]) -> list[Generation]:
+        with self.clock:
+            return self.policy.generate(requests)
+
+    def end_session(self, session_id: str) -> SessionTokens | None:
+        return self.policy.end_session(session_id)
+
+
 def speedups(lock: Clock, single: Clock) -> dict[str, Any]:
     a, b = lock.summary(), single.summary()
     return {"lockstep": a, "single": b,
@@ -134,10 +171,11 @@ def store_workload(args: argparse.Namespace) -> dict[str, Any]:
                                        "sampling": params.sampling.model_copy(update={"temperature": args.temperature})})
     checkpoint = ensure_warmstart(params) / "checkpoint"
     lockstep, _ = build_policy(params, str(checkpoint))
-    single = GeneratePolicy(lockstep)
+    single = GeneratePolicy(lockstep, baseline_model(lockstep, args.baseline_attention))
     config = runtime_config(params)
     store = open_train_store(params, split="val")
     clocks = {"lockstep": Clock(), "single": Clock()}
+    backend = {"lockstep": Clock(), "single": Clock()}
     identical = turns = 0
     try:
         jobs = [EpisodeJob.create(task, 0, params.experiment.seed) for task in store.task_ids[:args.tasks]]
@@ -147,8 +185,9 @@ def store_workload(args: argparse.Namespace) -> dict[str, Any]:
             batch, played = jobs[start:start + args.episodes], {}
             for name, policy in (("lockstep", lockstep), ("single", single)):
                 with clocks[name] as clock:
-                    results = run_episodes(policy, factory, batch, config, progress=False)
+                    results = run_episodes(Timed(policy, backend[name]), factory, batch, config, progress=False)
                 clock.tokens += sum(r.tokens.get("completion", 0) for r in results)
+                backend[name].tokens = clock.tokens
                 played[name] = [[t.raw_output for t in r.trace.turns] for r in results]
             identical += sum(a == b for a, b in zip(played["lockstep"], played["single"]))
             turns += sum(map(len, played["lockstep"]))
@@ -158,6 +197,7 @@ def store_workload(args: argparse.Namespace) -> dict[str, Any]:
             "tasks": len(jobs), "episodes_per_batch": args.episodes, "turns": turns,
             "max_tokens_per_turn": config.max_tokens_per_turn, "max_turns": config.max_turns,
             "view": config.view, **speedups(clocks["lockstep"], clocks["single"]),
+            "backend_only": speedups(backend["lockstep"], backend["single"]),
             "identical_episodes": identical, "total_episodes": len(jobs)}
 
 
@@ -231,6 +271,7 @@ def synthetic_workload(args: argparse.Namespace) -> dict[str, Any]:
     corpus = protocol_corpus() + [m["content"] for steps in plan for m, _ in steps] + [SYSTEM]
     tokenizer = train_tokenizer(corpus, config.vocab_size)
     lockstep = HFPolicy(build_organism(config, tokenizer), tokenizer, max_batch=args.episodes)
+    single = GeneratePolicy(lockstep, baseline_model(lockstep, args.baseline_attention))
     warm = Conversations(lockstep, episodes(2, 2, args.products, args.seed + 1), 4, args.temperature, "warm")
     for turn in range(2):
         warm.play_turn(turn)
@@ -239,7 +280,7 @@ def synthetic_workload(args: argparse.Namespace) -> dict[str, Any]:
     identical = total = 0
     for repeat in range(args.repeats):
         arms = {"lockstep": Conversations(lockstep, plan, args.max_tokens, args.temperature, f"r{repeat}"),
-                "single": Conversations(GeneratePolicy(lockstep), plan, args.max_tokens, args.temperature, f"s{repeat}")}
+                "single": Conversations(single, plan, args.max_tokens, args.temperature, f"s{repeat}")}
         for turn in range(args.turns):  # interleaved turn by turn: the machine may be shared and noisy
             outputs = {}
             for name, arm in arms.items():
@@ -262,6 +303,8 @@ def main() -> None:
     parser.add_argument("--params", default="params/organism.yaml", help="the organism (and, for store, its store)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--baseline-attention", choices=("sdpa", GQA_SDPA), default="sdpa",
+                        help="the baseline's attention: transformers' stock sdpa, or the lockstep's grouped kernel")
     parser.add_argument("--episodes", type=int, default=None,
                         help="episodes played together (store: per batch, default 64; synthetic: 16)")
     parser.add_argument("--tasks", type=int, default=64, help="store: val tasks played")
@@ -282,7 +325,7 @@ def main() -> None:
         args.episodes = args.episodes or 16
         result = synthetic_workload(args)
     print(json.dumps({"benchmark": "lockstep_vs_single_generate", "threads": args.threads,
-                      "temperature": args.temperature, **result}))
+                      "temperature": args.temperature, "baseline_attention": args.baseline_attention, **result}))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import torch
 from intraskill.policy.base import ChatRequest, Policy
 from intraskill.policy.chat_format import IM_END, assistant_message, render_messages
 from intraskill.policy.hf import HFPolicy
+from intraskill.policy.lockstep import GQA_SDPA, additive_mask, use_gqa_sdpa
 from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
 
 TINY = OrganismConfig(
@@ -69,13 +70,16 @@ def play(policy: HFPolicy, convs: dict[str, list[dict]], turns: int, temperature
             messages.append({"role": "tool", "content": f"Page: search results {turn}" + " x" * (turn + len(sid))})
 
 
-def test_lockstep_greedy_equals_uncached_single_sessions(organism) -> None:
+@pytest.mark.parametrize("prefill_chunk_tokens", [8192, 7], ids=["one-prefill", "sliced-prefill"])
+def test_lockstep_greedy_equals_uncached_single_sessions(organism, prefill_chunk_tokens: int) -> None:
     model, tokenizer = organism
     reference = HFPolicy(model, tokenizer)
     prompt = tokenizer(render_messages(conversations(1)["ep-0"], [CLICK]), add_special_tokens=False)["input_ids"]
     # an extra stop token the model does emit, so sequences in one batch end at different steps
     early, _ = uncached_greedy(model, prompt, 6, frozenset())
-    policy = HFPolicy(model, tokenizer, stop_token_ids=[reference.im_end_id, early[3]], max_batch=3)
+    # 7 tokens over 3 sessions: the prefill runs in slices of 2 columns
+    policy = HFPolicy(model, tokenizer, stop_token_ids=[reference.im_end_id, early[3]], max_batch=3,
+                      prefill_chunk_tokens=prefill_chunk_tokens)
     assert isinstance(policy, Policy)
     finishes = set()
     for _, requests, generations in play(policy, conversations(4), turns=3, temperature=0.0, budgets=[6, 9, 12, 7]):
@@ -165,9 +169,31 @@ def test_bad_requests_name_the_field(organism) -> None:
     model, tokenizer = organism
     policy = HFPolicy(model, tokenizer)
     messages = conversations(1)["ep-0"]
+    with pytest.raises(ValueError, match="prefill_chunk_tokens"):
+        HFPolicy(model, tokenizer, prefill_chunk_tokens=0)
     with pytest.raises(ValueError, match="same session_id"):
         policy.generate([ChatRequest("a", messages, [], 2), ChatRequest("a", messages, [], 2)])
     with pytest.raises(ValueError, match="max_tokens"):
         ChatRequest("a", messages, [], 0)
     with pytest.raises(ValueError, match="top_p"):
         ChatRequest("a", messages, [], 2, top_p=0.0)
+
+
+def test_grouped_sdpa_equals_transformers_sdpa(organism) -> None:
+    _, tokenizer = organism
+    plain, grouped = build_organism(TINY, tokenizer), build_organism(TINY, tokenizer)
+    assert plain.config._attn_implementation == "sdpa" and use_gqa_sdpa(grouped)
+    assert grouped.config._attn_implementation == GQA_SDPA and not use_gqa_sdpa(grouped)
+    ids = torch.randint(5, TINY.vocab_size, (2, 12), generator=torch.Generator().manual_seed(3))
+    valid = torch.ones(2, 12, dtype=torch.bool)
+    valid[0, :4] = False  # a left-padded row
+    mask = additive_mask(valid, 12, torch.float32)
+    outputs = [model(input_ids=ids, attention_mask=mask).logits for model in (plain, grouped)]
+    torch.testing.assert_close(outputs[0], outputs[1])
+    for model in (plain, grouped):  # training: the causal path without a mask, with gradients
+        model(input_ids=ids).logits.logsumexp(-1).sum().backward()
+    for a, b in zip(plain.parameters(), grouped.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
+    with torch.no_grad():
+        generated = [model.generate(ids[1:], max_new_tokens=6, do_sample=False) for model in (plain, grouped)]
+    assert torch.equal(*generated)

@@ -91,6 +91,51 @@ def _grown(buffer: torch.Tensor, filled: int, capacity: int) -> torch.Tensor:
     return larger
 
 
+GQA_SDPA = "sdpa_gqa"
+"""The attention implementation :func:`use_gqa_sdpa` registers with transformers."""
+
+
+def gqa_sdpa_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """Scaled dot-product attention over grouped KV heads in place (``enable_gqa``), with any mask.
+
+    transformers' ``sdpa`` passes ``enable_gqa`` only without a mask and otherwise copies every key
+    and value head ``H / H_kv`` times; the lockstep decoder always passes a mask, and on the CPU the
+    copy of the whole cache costs more than the grouped kernel saves it.
+    """
+    import torch
+
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling,
+        is_causal=bool(causal and attention_mask is None and query.shape[2] > 1), enable_gqa=True,
+    )
+    return out.transpose(1, 2).contiguous(), None
+
+
+def use_gqa_sdpa(model: torch.nn.Module) -> bool:
+    """Switch ``model`` from ``sdpa`` to :func:`gqa_sdpa_attention` (same masks); whether it did."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    config = model.config
+    if config._attn_implementation != "sdpa" or config.num_key_value_heads == config.num_attention_heads:
+        return False
+    AttentionInterface.register(GQA_SDPA, gqa_sdpa_attention)
+    AttentionMaskInterface.register(GQA_SDPA, sdpa_mask)
+    model.set_attn_implementation(GQA_SDPA)
+    return True
+
+
 def left_pad(rows: Sequence[Sequence[int]], pad: int) -> tuple[list[list[int]], list[list[bool]]]:
     """Left-pad integer rows to a common length; returns ``(padded, is_real)``."""
     width = max(len(row) for row in rows)
