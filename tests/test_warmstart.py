@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from intraskill.train.demos import (
     s0_gate,
     tokenize_demonstration,
 )
+from intraskill.train.sensitivity import drop_chunk, reply_logprob, title_sensitivity
 from intraskill.train.drills import FILLER, SPAN, copy_drills, ordinary_tokens
 from intraskill.train.warmstart import (
     GROUND_TRUTH_SCHEMA_VERSION,
@@ -377,3 +379,63 @@ def test_warmstart_checks_read_the_targets() -> None:
     truth["chunks"]["b"]["ci95"] = truth["chunks"]["n"]["ci95"] = [-0.01, 0.05]
     checks = warmstart_checks({**metrics, "bare": {**arm, "success": 0.0}}, truth)
     assert not any(check["met"] for check in checks.values())
+
+
+def test_dropping_a_chunk_gives_the_prompt_the_runtime_renders_without_it(engine) -> None:
+    """``drop_chunk`` on a played prompt equals the first prompt of the same task played without it."""
+    from intraskill.agent.runtime import EpisodeJob
+    from intraskill.agent.views import view_skills
+
+    bank = load_skillbank(S0_PATH)
+    skills = bank.enabled_skills()
+    task = engine.train_ids[0]
+    sets = {"three": skills[:3], "two": [skills[0], skills[2]], "one": skills[1:2], "none": []}
+    jobs = [EpisodeJob.create(task, sample, 3, tuple(chosen)) for sample, chosen in enumerate(sets.values())]
+    demos = collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, s0_gate(bank, _uniform(1.0),
+                                   _uniform(0.0)), seed=3, max_turns=30, max_actions=30, view="compact",
+                                   progress=False)
+    first = {name: demo.segments[0][0] for name, demo in zip(sets, demos)}
+    three, one = view_skills(sets["three"], "compact"), view_skills(sets["one"], "compact")
+    assert drop_chunk(first["three"], three, skills[1].skill_id) == first["two"]
+    assert drop_chunk(first["one"], one, skills[1].skill_id) == first["none"]
+    with pytest.raises(ValueError, match="chunk_id"):
+        drop_chunk(first["two"], view_skills(sets["two"], "compact"), skills[1].skill_id)
+    with pytest.raises(ValueError, match="skill block"):
+        drop_chunk(first["none"], three, skills[1].skill_id)
+
+
+def test_title_sensitivity_is_the_mean_log_likelihood_drop(tokenizer) -> None:
+    import torch
+
+    from intraskill.agent.views import view_skills
+    from intraskill.policy.organism import OrganismConfig, build_organism
+
+    tok, _ = tokenizer
+    bank = load_skillbank(S0_PATH)
+    skills = bank.enabled_skills()
+    model = build_organism(OrganismConfig(vocab_size=600, hidden_size=32, num_layers=1, num_heads=2,
+                                          num_kv_heads=1, head_dim=16, intermediate_size=64,
+                                          max_position=16384, initializer_range=0.3, seed=2), tok)
+    engine_demos = tokenizer[1]
+    demos = [d for d in engine_demos if d.skill_ids][:3]
+    assert demos
+    result = {r.chunk_id: r for r in title_sensitivity(model, tok, demos, skills, "standard", progress=False)}
+    assert list(result) == [s.skill_id for s in skills]
+    for skill in skills:
+        showing = [d for d in demos if skill.skill_id in d.skill_ids]
+        assert result[skill.skill_id].demos == len(showing)
+        if not showing:
+            assert math.isnan(result[skill.skill_id].mean_nats)
+            continue
+        deltas = []
+        for demo in showing:
+            ids, mask = tokenize_demonstration(demo.segments, tok)
+            with torch.no_grad():  # reply_logprob is minus the BC loss's sum
+                total = -float(bc_loss(model, *collate([BCExample(ids, mask)], 0))) * (sum(mask) - mask[0])
+            assert reply_logprob(model, ids, mask) == pytest.approx(total, rel=1e-4)
+            shown = view_skills([s for s in skills if s.skill_id in demo.skill_ids], "standard")
+            first, reply = demo.segments[0]
+            dropped = [(drop_chunk(first, shown, skill.skill_id), reply), *demo.segments[1:]]
+            deltas.append(total - reply_logprob(model, *tokenize_demonstration(dropped, tok)))
+        assert result[skill.skill_id].mean_nats == pytest.approx(sum(deltas) / len(deltas), abs=1e-3)
+        assert any(abs(d) > 1e-3 for d in deltas)  # a random model still reads the block

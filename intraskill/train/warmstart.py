@@ -452,7 +452,6 @@ def finished_bc(out: Path, params: Params) -> dict[str, Any] | None:
 def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
     """The whole warm start (demos → BC → checkpoint → evaluation); returns the manifest."""
     from intraskill.agent.env import InProcessEnvironment
-    from intraskill.policy.factory import weights_digest
 
     ws = params.warmstart
     out = Path(out_dir or ws.out_dir)
@@ -462,7 +461,6 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
     timings: dict[str, float] = {}
     started = time.monotonic()
     store = open_engine(params.store, "train", run_root=params.experiment.run_root)
-    val_ids = list(store.catalog.task_ids("val"))
     engine = store.engine
     bc_record = finished_bc(out, params)
     if bc_record is None:
@@ -484,14 +482,11 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
     checkpoint = out / CHECKPOINT_DIR
     timings.update({"demos_s": bc_record["demos_s"], "bc_s": bc_record["wall_s"]})
     started = time.monotonic()
-    metrics, truth = evaluate_warmstart(params, checkpoint, bank, engine, val_ids, progress=progress)
+    try:
+        metrics, identity = measure_ground_truth(params, checkpoint, out, bank, store, progress=progress)
+    finally:
+        engine.index.close()
     timings["eval_s"] = round(time.monotonic() - started, 1)
-    engine.index.close()
-    identity = {"checkpoint_sha256": weights_digest(checkpoint), "bank_sha256": bank.sha256,
-                "catalog_sha256": store.catalog.sha256}
-    truth = {"schema_version": GROUND_TRUTH_SCHEMA_VERSION, **identity, "split": "val",
-             "episodes_per_arm": min(ws.ground_truth_episodes, len(val_ids)), "seed": ws.seed, **truth}
-    (out / "ground_truth.json").write_text(json.dumps(truth, indent=1) + "\n", encoding="utf-8")
     manifest = {
         "schema_version": MANIFEST_SCHEMA_VERSION,
         **identity,
@@ -512,6 +507,26 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return manifest
+
+
+def measure_ground_truth(params: Params, checkpoint: Path, out: Path, bank: SkillBank, store: Any,
+                         progress: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
+    """Evaluate ``checkpoint`` on val (:func:`evaluate_warmstart`) and write ``out/ground_truth.json``.
+
+    ``store`` is the opened train store (its engine and catalogue). Returns ``(metrics, identity)``:
+    the evaluation's metrics and the checkpoint, bank and catalogue digests the truth records.
+    """
+    from intraskill.policy.factory import weights_digest
+
+    ws = params.warmstart
+    val_ids = list(store.catalog.task_ids("val"))
+    metrics, truth = evaluate_warmstart(params, checkpoint, bank, store.engine, val_ids, progress=progress)
+    identity = {"checkpoint_sha256": weights_digest(checkpoint), "bank_sha256": bank.sha256,
+                "catalog_sha256": store.catalog.sha256}
+    truth = {"schema_version": GROUND_TRUTH_SCHEMA_VERSION, **identity, "split": "val",
+             "episodes_per_arm": min(ws.ground_truth_episodes, len(val_ids)), "seed": ws.seed, **truth}
+    (out / "ground_truth.json").write_text(json.dumps(truth, indent=1) + "\n", encoding="utf-8")
+    return metrics, identity
 
 
 SHIPPED_FILES = ("manifest.json", "ground_truth.json")
