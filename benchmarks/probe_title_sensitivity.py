@@ -40,6 +40,8 @@ def main() -> None:
     parser.add_argument("--out", default="runs/title-sensitivity")
     parser.add_argument("--ground-truth", action="store_true", help="measure the last segment's ground truth")
     args = parser.parse_args()
+    if args.ground_truth and not args.continue_steps:
+        parser.error("--ground-truth measures the last continued segment: it needs --continue-steps")
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

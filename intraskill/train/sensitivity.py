@@ -90,9 +90,8 @@ def title_sensitivity(
     from tqdm.auto import tqdm
 
     deltas: dict[str, list[float]] = {skill.skill_id: [] for skill in skills}
-    by_id = {skill.skill_id: skill for skill in skills}
     for demo in tqdm(demos, desc="title sensitivity", disable=not progress):
-        unknown = sorted(set(demo.skill_ids) - set(by_id))
+        unknown = sorted(set(demo.skill_ids) - set(deltas))
         if unknown:
             raise ValueError(f"demonstration {demo.episode_id}: skill_ids {unknown} are not in the bank")
         shown = view_skills([skill for skill in skills if skill.skill_id in demo.skill_ids], view)
