@@ -8,10 +8,12 @@ Usage::
 
 ``organism``: Gate A with Bernoulli(0.5) masks over S₀ on val with the warm-start checkpoint, against the
 warm start's ``ground_truth.json`` (default directory: the one
-:func:`~intraskill.train.prepare.ensure_warmstart` finds). ``teacher``: the same with the S₀-gated scripted expert (the organism's teacher) and a ground truth
-measured the same way (fast; no checkpoint). For each m in ``--samples`` the line holds Spearman's ρ, the
-95 % CI coverage and the attainable ρ (what an unbiased gate with these standard errors would reach
-against this truth) per mask seed and their means, against the target (ρ ≥ 0.8, coverage ≥ 90 %).
+:func:`~intraskill.train.prepare.ensure_warmstart` finds). ``teacher``: the same with the S₀-gated
+scripted expert (the organism's teacher) and a ground truth measured the same way (fast; no
+checkpoint). For each m in ``--samples`` the line holds Spearman's ρ, the 95 % CI coverage and the
+attainable ρ (what an unbiased gate with these standard errors would reach against this truth) per
+mask seed and their means, against the target (ρ ≥ 0.8, coverage ≥ 90 %), and the true effects
+compared (``truth``: ties among them cap ρ).
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ def main() -> None:
                 "truth_episodes_per_arm")
         per_seed = [{k: s[k] for k in ("mask_seed", "observations", "spearman", "coverage", "attainable_spearman")}
                     for s in report["per_seed"]]
-        results.append({**{key: report[key] for key in keys}, "per_seed": per_seed,
+        truth_effects = {c: p["truth"] for c, p in report["per_seed"][0]["per_chunk"].items()}
+        results.append({**{key: report[key] for key in keys}, "truth": truth_effects, "per_seed": per_seed,
                         "wall_s": round(time.monotonic() - started, 1)})
     print(json.dumps({"policy": args.policy, "params": args.params, "task_limit": args.task_limit,
                       "target": TARGET, "out": out, "results": results}))

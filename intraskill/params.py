@@ -41,11 +41,11 @@ class OrganismParams(_Section):
 
     vocab_size: int = Field(2048, ge=300)
     hidden_size: int = Field(256, ge=16)
-    num_layers: int = Field(4, ge=1)
+    num_layers: int = Field(2, ge=1)
     num_heads: int = Field(4, ge=1)
     num_kv_heads: int = Field(2, ge=1)
     intermediate_size: int = Field(768, ge=16)
-    max_position: int = Field(4096, ge=256)
+    max_position: int = Field(8192, ge=256)
 
     @model_validator(mode="after")
     def _heads_divide(self) -> "OrganismParams":

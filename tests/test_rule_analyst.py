@@ -13,7 +13,8 @@ from intraskill.trace2skill.cards import REASON_FIREWALL, CardStatus
 from intraskill.trace2skill.compact import compact_trace, redact, replay_trace
 from intraskill.trace2skill.mechanisms import MECHANISMS, rewrite_chunk
 from intraskill.trace2skill.queue import AnalysisItem, recheck_item
-from intraskill.trace2skill.rule_analyst import RuleAnalyst, required_words, plausible
+from intraskill.shop.expert import persona_preferences
+from intraskill.trace2skill.rule_analyst import RuleAnalyst, _repair_action, plausible, required_words
 from t2s_helpers import BANK, OPTION_CHUNK, failed_retries
 
 
@@ -93,6 +94,17 @@ def test_missing_persona_words_are_diagnosed_and_repaired(engine, train_ids) -> 
         assert card.privileged_audit.failure_surface in ("missing_attribute", "wrong_option", "query_never_matched",
                                                          "stopped_at_page_one")
         assert card.terminal_trials and card.eligible_for_consolidation == bool(card.successful_counterfactual_trials)
+
+
+def test_query_repair_searches_the_task_without_its_budget_plus_the_profile_words(small_store, train_ids) -> None:
+    tasks = [small_store[0].task(t) for t in train_ids]
+    task = next(t for t in tasks if "dollars" in t.instruction_simple)
+    prefs = persona_preferences(task.user_persona)
+    action = _repair_action("query_formulation", task, {"page_type": "search_home", "actions": []}, None)
+    assert action.startswith("search[") and "dollars" not in action
+    assert prefs["brand"] in action and prefs["material"] in action
+    again = _repair_action("query_formulation", task, {"page_type": "search_home", "actions": []}, action)
+    assert again != action and prefs["color"] in again
 
 
 def test_no_proposal_when_the_active_chunk_already_states_the_repair(engine, option_failures) -> None:

@@ -39,7 +39,8 @@ class OrganismConfig:
     vocab_size
         Target BPE vocabulary including the special tokens (feasibility note: 2–4k).
     hidden_size, num_layers, num_heads, num_kv_heads, head_dim, intermediate_size
-        Transformer shape; defaults h256, 4 layers (≈ 3 M parameters with a 3k vocabulary).
+        Transformer shape; the defaults are the shipped organism's (``params/organism.yaml``: h256,
+        2 layers, 2.1 M parameters with a 2k vocabulary).
     max_position
         Longest token stream an episode may reach.
     rope_theta
@@ -50,9 +51,9 @@ class OrganismConfig:
         Seed of the random initialisation (used inside a forked RNG, never globally).
     """
 
-    vocab_size: int = 3072
+    vocab_size: int = 2048
     hidden_size: int = 256
-    num_layers: int = 4
+    num_layers: int = 2
     num_heads: int = 4
     num_kv_heads: int = 2
     head_dim: int = 64

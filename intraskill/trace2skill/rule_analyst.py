@@ -32,6 +32,7 @@ from intraskill.shop.expert import (
     PREV_PAGE,
     Competences,
     ScriptedExpert,
+    instruction_core,
     instruction_words,
     persona_preferences,
 )
@@ -179,7 +180,7 @@ def _repair_action(mechanism: str, task: Task, state: dict[str, Any], replaced: 
     prefs = persona_preferences(task.user_persona)
     if mechanism == "query_formulation" and page == "search_home":
         extra = [prefs[k] for k in ("brand", "material") if prefs.get(k)]
-        query = " ".join([task.instruction_simple.strip(), *extra])
+        query = " ".join([instruction_core(task.instruction_simple), *extra])  # the search ignores prices
         if replaced == f"search[{query}]":
             query = " ".join([query, *(prefs[k] for k in PERSONA_OPTION_KEYS if prefs.get(k))])
         return f"search[{query}]" if extra and replaced != f"search[{query}]" else None
