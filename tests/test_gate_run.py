@@ -130,6 +130,7 @@ def test_online_gate_recovers_planted_effects(tmp_path: Path, small_store_root: 
         r["logical_chunk_id"] for r in contributions["contributions"] if r["status"] == "selected"]
     assert result.selected_bank.bank_version == "online-round-000-selected-v1"
     assert result.curriculum is not None and result.curriculum.round_id == "round-001"
+    assert result.curriculum.source["skillbank_path"] == "selected_skillbank.json"  # draws independent of gate_dir
     assert [c.skill_id for c in result.curriculum.chunks] == [s.skill_id for s in result.selected_bank.skills]
     assert all(0.2 <= c.inclusion_probability <= 0.9 for c in result.curriculum.chunks)
     entries = {e.candidate_id: e for e in read_ledger(gate / "proposal_ledger.jsonl")}

@@ -184,3 +184,15 @@ def test_wandb_requested_without_the_package_is_a_clear_error(run_root: Path, sm
     with pytest.raises(RuntimeError, match="wandb"):
         run_round(ci_params(run_root, wandb_offline=True, val_tasks=0), 0, out_dir=run_root / "wandb",
                   store_root=small_store_root, progress=False)
+
+
+def test_round_zero_draws_do_not_depend_on_the_run_directory(tmp_path: Path) -> None:
+    from intraskill.train.prepare import prepare_round
+
+    params = load_params(project_root() / "params" / "organism.yaml")
+    near = prepare_round(params, 0, tmp_path / "a", progress=False)
+    far = prepare_round(params, 0, tmp_path / "elsewhere" / "b", progress=False)
+    assert near.curriculum is not None and far.curriculum is not None
+    assert near.curriculum.source["skillbank_path"] == "skillbank.json"
+    assert near.curriculum.state_id == far.curriculum.state_id
+    assert (tmp_path / "elsewhere" / "b" / "skillbank.json").is_file()

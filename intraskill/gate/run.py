@@ -471,7 +471,7 @@ def _write_outputs(gate_dir: Path, spec: _GateSpec, config: GateConfig,
         curriculum = build_curriculum(bank, round_id=config.next_round_id or spec.next_round_id,
                                       skill_free_probability=config.q, rho_min=config.rho_min,
                                       rho_max=config.rho_max, seed=config.curriculum_seed,
-                                      skillbank_path=str(gate_dir / "selected_skillbank.json"))
+                                      skillbank_path="selected_skillbank.json")  # beside curriculum.json
         save_curriculum(curriculum, curriculum_path)
         names.append("curriculum.json")
     return names

@@ -198,7 +198,9 @@ def build_curriculum(
     rho_min, rho_max : the floor and ceiling of ρ (0.20, 0.90).
     seed : the draw seed (CLI default 20260901).
     contribution_scale : s; defaults to the largest active contribution.
-    skillbank_path : recorded in ``source`` for provenance.
+    skillbank_path : recorded in ``source`` for provenance. It enters ``state_id`` and so every draw:
+        record it relative to the curriculum file (the callers here record the bank's file name, as
+        the bank sits beside ``curriculum.json``), so a run's draws do not depend on where it lives.
     created_at : ISO timestamp (not part of ``state_id``); now (UTC) by default.
     """
     if not 0.0 <= rho_min <= rho_max <= 1.0:

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from intraskill.params import Params
-from intraskill.paths import project_root
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
 from intraskill.skills.curriculum import CurriculumState
 
@@ -139,11 +138,8 @@ def prepare_round(params: Params, round_index: int = 0, out_dir: str | Path | No
         return RoundInputs(checkpoint, None, None, warmstart_dir)
     root = Path(out_dir) if out_dir is not None else default_round_dir(params, round_index)
     path = save_skillbank(bank, root / "skillbank.json")
-    try:
-        recorded: Path = path.resolve().relative_to(project_root())
-    except ValueError:
-        recorded = path
-    return RoundInputs(checkpoint, path, round_curriculum(params, round_index, recorded), warmstart_dir)
+    curriculum = round_curriculum(params, round_index, path, recorded_path=path.name)  # beside curriculum.json
+    return RoundInputs(checkpoint, path, curriculum, warmstart_dir)
 
 
 def round_inputs_summary(inputs: RoundInputs) -> dict[str, Any]:

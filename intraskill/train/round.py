@@ -94,10 +94,12 @@ def resolve_project_path(path: str | Path) -> Path:
     return path if path.is_absolute() else project_root() / path
 
 
-def round_curriculum(params: Params, round_index: int, skillbank: str | Path | None = None) -> CurriculumState | None:
+def round_curriculum(params: Params, round_index: int, skillbank: str | Path | None = None,
+                     recorded_path: str | None = None) -> CurriculumState | None:
     """The round's curriculum built from ``skillbank`` (default ``round.skillbank``; ``None`` = no skills).
 
     α_j is each chunk's ``metadata.estimated_effect``; q, ρ_min, ρ_max and the seed come from ``params.round``.
+    ``recorded_path`` is the bank path the curriculum records (and hashes; default ``skillbank`` as given).
     """
     from intraskill.skills.bank import load_skillbank
 
@@ -110,7 +112,7 @@ def round_curriculum(params: Params, round_index: int, skillbank: str | Path | N
     r = params.round
     return build_curriculum(
         load_skillbank(path), round_id=f"round-{round_index:03d}", skill_free_probability=r.q,
-        rho_min=r.rho_min, rho_max=r.rho_max, seed=r.curriculum_seed, skillbank_path=str(source),
+        rho_min=r.rho_min, rho_max=r.rho_max, seed=r.curriculum_seed, skillbank_path=recorded_path or str(source),
     )
 
 
