@@ -80,6 +80,7 @@ def main() -> None:
     finally:
         store.engine.index.close()
     demos_s = time.monotonic() - started
+
     def score(model, tokenizer, label: str, **extra) -> dict:
         started = time.monotonic()
         result = title_sensitivity(model, tokenizer, demos, skills, params.model.view, params.store.language)

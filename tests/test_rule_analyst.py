@@ -7,13 +7,13 @@ from dataclasses import replace
 import pytest
 
 from intraskill.shop.engine import ShopEngine
+from intraskill.shop.expert import persona_preferences
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.render import render_chunk
 from intraskill.trace2skill.cards import REASON_FIREWALL, CardStatus
 from intraskill.trace2skill.compact import compact_trace, redact, replay_trace
 from intraskill.trace2skill.mechanisms import MECHANISMS, rewrite_chunk
 from intraskill.trace2skill.queue import AnalysisItem, recheck_item
-from intraskill.shop.expert import persona_preferences
 from intraskill.trace2skill.rule_analyst import RuleAnalyst, _repair_action, plausible, required_words
 from t2s_helpers import BANK, OPTION_CHUNK, failed_retries
 

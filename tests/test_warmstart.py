@@ -23,8 +23,8 @@ from intraskill.train.demos import (
     s0_gate,
     tokenize_demonstration,
 )
-from intraskill.train.sensitivity import drop_chunk, reply_logprob, title_sensitivity
 from intraskill.train.drills import FILLER, SPAN, copy_drills, ordinary_tokens
+from intraskill.train.sensitivity import drop_chunk, reply_logprob, title_sensitivity
 from intraskill.train.warmstart import (
     GROUND_TRUTH_SCHEMA_VERSION,
     BCExample,

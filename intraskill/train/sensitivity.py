@@ -16,13 +16,14 @@ behaviour cloning checkpoint by checkpoint.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from intraskill.agent.views import view_skills
-from intraskill.skills.render import render_skill_block
 from intraskill.skills.bank import Skill
+from intraskill.skills.render import render_skill_block
 from intraskill.train.demos import Demonstration, tokenize_demonstration
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def drop_chunk(prompt: str, shown: Sequence[Skill], chunk_id: str, language: str
         raise ValueError("prompt: its skill block is not the block of the shown chunks")
     if rest:
         return prompt.replace(block, render_skill_block(rest, language))
-    return prompt.replace("\n\n" + block, "")  # the block is the system message's last section
+    return prompt.replace("\n\n" + block, "")  # the block goes with the blank line before it
 
 
 def reply_logprob(model: PreTrainedModel, input_ids: Sequence[int], loss_mask: Sequence[int]) -> float:
@@ -105,8 +106,6 @@ def title_sensitivity(
 
 def _summary(chunk_id: str, values: Sequence[float]) -> ChunkSensitivity:
     n = len(values)
-    if n == 0:
-        return ChunkSensitivity(chunk_id, 0, math.nan, math.nan)
-    mean = sum(values) / n
-    variance = sum((v - mean) ** 2 for v in values) / (n - 1) if n > 1 else math.nan
-    return ChunkSensitivity(chunk_id, n, mean, math.sqrt(variance / n) if n > 1 else math.nan)
+    mean = statistics.fmean(values) if n else math.nan
+    sem = statistics.stdev(values) / math.sqrt(n) if n > 1 else math.nan
+    return ChunkSensitivity(chunk_id, n, mean, sem)
