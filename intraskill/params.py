@@ -63,7 +63,7 @@ class ModelParams(_Section):
     checkpoint: str | None = None
     device: Literal["cpu", "cuda", "auto"] = "auto"
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    view: Literal["standard", "compact"] = "standard"  # compact: the organism's short pages (agent.views)
+    view: Literal["standard", "compact", "compact_hints"] = "standard"  # compact*: the organism's short pages
     organism: OrganismParams = OrganismParams()
 
 

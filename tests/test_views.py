@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from intraskill.agent import EpisodeJob, InProcessEnvironment, RuntimeConfig, run_episodes, scan_prompts_for_gold
-from intraskill.agent.views import page_text, render_compact, store_action, view_actions, view_persona, view_skills
+from intraskill.agent.views import (
+    page_text,
+    render_compact,
+    store_action,
+    view_actions,
+    view_hints,
+    view_persona,
+    view_skills,
+)
 from intraskill.policy.expert import ExpertPolicy, page_state
 from intraskill.shop.engine import ShopEngine, StoreConfig
 from intraskill.shop.observation import ObservationError
@@ -77,6 +85,9 @@ def test_persona_and_chunks_are_cut_and_views_are_checked() -> None:
     assert view_persona(persona, "standard") is persona
     [short] = view_skills([Skill("budget-check", CHUNK, version="3")], "compact")
     assert (short.skill_id, short.version, short.content) == ("budget-check", "3", "### Check the budget")
+    assert view_hints([Skill("budget-check", CHUNK), Skill("x", "###  Two\twords ")], "compact_hints") == (
+        "Check the budget", "Two words")
+    assert view_hints([Skill("budget-check", CHUNK)], "compact") == view_hints([], "compact_hints") == ()
     with pytest.raises(ValueError, match="view: expected one of"):
         view_skills([], "tiny")
     with pytest.raises(ValueError, match="view: expected one of"):
@@ -100,19 +111,41 @@ def test_compact_runs_prompt_short_pages_without_gold(small_store) -> None:
     engine = _engine(small_store)
     skills = (Skill("budget-check", CHUNK, version="1"),)
     jobs = [EpisodeJob.create(task_id, 0, 5, skills) for task_id in catalog.task_ids("val")[:6]]
-    policies = {"standard": _Recording(), "compact": _Recording()}
+    policies = {"standard": _Recording(), "compact": _Recording(), "compact_hints": _Recording()}
     results = {view: run_episodes(policy, lambda: InProcessEnvironment(engine), jobs, RuntimeConfig(view=view),
                                   progress=False) for view, policy in policies.items()}
-    assert [r.reward for r in results["compact"]] == [r.reward for r in results["standard"]]
-    for result in results["compact"]:
-        assert result.trace.provenance["runtime"]["view"] == "compact"
-        assert [t.action for t in result.trace.turns] == [t.action for t in next(
-            r for r in results["standard"] if r.episode_id == result.episode_id).trace.turns]
-        messages = policies["compact"].last[result.episode_id]
-        assert scan_prompts_for_gold(messages, result.trace.private_goal) == []
-        standard = policies["standard"].last[result.episode_id]
-        assert len(str(messages)) < len(str(standard)) / 2
-    system = messages[0]["content"]
-    assert "### Check the budget\n</skill>" in system and "Applies when" not in system
-    assert '"behaviour"' not in system and '"preferences"' in system
-    assert "Clickable elements" not in "".join(str(m.get("content")) for m in messages)
+    for view in ("compact", "compact_hints"):
+        assert [r.reward for r in results[view]] == [r.reward for r in results["standard"]]
+        for result in results[view]:
+            assert result.trace.provenance["runtime"]["view"] == view
+            assert [t.action for t in result.trace.turns] == [t.action for t in next(
+                r for r in results["standard"] if r.episode_id == result.episode_id).trace.turns]
+            messages = policies[view].last[result.episode_id]
+            assert scan_prompts_for_gold(messages, result.trace.private_goal) == []
+            standard = policies["standard"].last[result.episode_id]
+            assert len(str(messages)) < len(str(standard)) / 2
+        system = messages[0]["content"]
+        assert "### Check the budget\n</skill>" in system and "Applies when" not in system
+        assert '"behaviour"' not in system and '"preferences"' in system
+        assert "Clickable elements" not in "".join(str(m.get("content")) for m in messages)
+        pages = [str(m["content"]) for m in messages if m["role"] in ("user", "tool")]
+        reminded = [page.endswith("\nHints: Check the budget") for page in pages]
+        assert len(pages) > 2 and reminded == [view == "compact_hints"] * len(pages)
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_the_hints_line_ends_every_page_and_leaves_the_page_state_alone(small_store, language: str) -> None:
+    catalog = small_store[0]
+    session = _engine(small_store, language).new_session()
+    task_id = catalog.task_ids("val")[0]
+    session.reset(task_id)
+    results = session.step(f"search[{catalog.task(task_id).instruction_simple}]")
+    asin = results["observation_state"]["products"][0]["asin"]
+    hints = ("Check the budget", "Pick profile options")
+    for payload in (results, session.step(f"click[{asin}]")):
+        bare = page_text(payload, "compact", language)
+        reminded = page_text(payload, "compact_hints", language, hints)
+        separator = "；" if language == "zh" else "; "
+        assert reminded == bare + "\n" + ("提示：" if language == "zh" else "Hints: ") + separator.join(hints)
+        assert page_state(reminded, [], language) == page_state(bare, [], language)
+        assert page_text(payload, "standard", language, hints) == payload["observation"]

@@ -24,6 +24,7 @@ from intraskill.train.demos import (
     tokenize_demonstration,
 )
 from intraskill.train.drills import FILLER, SPAN, copy_drills, ordinary_tokens
+from intraskill.train.prepare import warmstart_matches
 from intraskill.train.sensitivity import drop_chunk, reply_logprob, title_sensitivity
 from intraskill.train.warmstart import (
     GROUND_TRUTH_SCHEMA_VERSION,
@@ -305,8 +306,6 @@ def test_shipped_checkpoint_matches_its_manifest(shipped_ci: Path) -> None:
 def test_a_warm_start_is_reused_only_with_the_same_tokenizer_split(shipped_ci: Path, tmp_path: Path) -> None:
     import shutil
 
-    from intraskill.train.prepare import warmstart_matches
-
     assert warmstart_matches(shipped_ci, CI)
     copy = shutil.copytree(shipped_ci, tmp_path / "copy")
     saved = json.loads((copy / "checkpoint" / "tokenizer.json").read_text())
@@ -326,7 +325,9 @@ def test_the_shipped_organism_matches_its_manifest() -> None:
     assert (SHIPPED / "checkpoint" / "model.safetensors").stat().st_size <= 10 * 2**20
     assert verify_shipped(SHIPPED) == []
     manifest = json.loads((SHIPPED / "manifest.json").read_text())
-    assert manifest["params"]["warmstart"] == load_params(ROOT / "params" / "organism.yaml").warmstart.model_dump()
+    params = load_params(ROOT / "params" / "organism.yaml")
+    assert manifest["params"]["warmstart"] == params.warmstart.model_dump()
+    assert warmstart_matches(SHIPPED, params)  # `make round` reuses it instead of rebuilding
 
 
 def test_ground_truth_schema(shipped_ci: Path) -> None:
@@ -382,9 +383,10 @@ def test_warmstart_checks_read_the_targets() -> None:
 
 
 def test_dropping_a_chunk_gives_the_prompt_the_runtime_renders_without_it(engine) -> None:
-    """``drop_chunk`` on a played prompt equals the first prompt of the same task played without it."""
+    """``drop_chunk`` on a played prompt (skill block and hints line) equals the first prompt of the same
+    task played without it; later prompts lose the title from their hints lines, replies are kept."""
     from intraskill.agent.runtime import EpisodeJob
-    from intraskill.agent.views import view_skills
+    from intraskill.agent.views import view_hints, view_skills
 
     bank = load_skillbank(S0_PATH)
     skills = bank.enabled_skills()
@@ -392,16 +394,23 @@ def test_dropping_a_chunk_gives_the_prompt_the_runtime_renders_without_it(engine
     sets = {"three": skills[:3], "two": [skills[0], skills[2]], "one": skills[1:2], "none": []}
     jobs = [EpisodeJob.create(task, sample, 3, tuple(chosen)) for sample, chosen in enumerate(sets.values())]
     demos = collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, s0_gate(bank, _uniform(1.0),
-                                   _uniform(0.0)), seed=3, max_turns=30, max_actions=30, view="compact",
+                                   _uniform(0.0)), seed=3, max_turns=30, max_actions=30, view="compact_hints",
                                    progress=False)
-    first = {name: demo.segments[0][0] for name, demo in zip(sets, demos)}
-    three, one = view_skills(sets["three"], "compact"), view_skills(sets["one"], "compact")
-    assert drop_chunk(first["three"], three, skills[1].skill_id) == first["two"]
-    assert drop_chunk(first["one"], one, skills[1].skill_id) == first["none"]
+    played = dict(zip(sets, demos))
+    first = {name: demo.segments[0][0] for name, demo in played.items()}
+    three, one = view_skills(sets["three"], "compact_hints"), view_skills(sets["one"], "compact_hints")
+    title = view_hints(one, "compact_hints")[0]
+    dropped = drop_chunk(played["three"].segments, three, skills[1].skill_id, view="compact_hints")
+    assert dropped[0][0] == first["two"] and len(dropped) == len(played["three"].segments) > 1
+    assert [reply for _, reply in dropped] == [reply for _, reply in played["three"].segments]
+    assert all(title in prompt for prompt, _ in played["three"].segments)
+    assert not any(title in prompt for prompt, _ in dropped)
+    alone = drop_chunk(played["one"].segments, one, skills[1].skill_id, view="compact_hints")
+    assert alone[0][0] == first["none"] and not any("Hints: " in prompt for prompt, _ in alone)
     with pytest.raises(ValueError, match="chunk_id"):
-        drop_chunk(first["two"], view_skills(sets["two"], "compact"), skills[1].skill_id)
+        drop_chunk(played["two"].segments, view_skills(sets["two"], "compact_hints"), skills[1].skill_id)
     with pytest.raises(ValueError, match="skill block"):
-        drop_chunk(first["none"], three, skills[1].skill_id)
+        drop_chunk(played["none"].segments, three, skills[1].skill_id)
 
 
 def test_title_sensitivity_is_the_mean_log_likelihood_drop(tokenizer) -> None:
@@ -434,8 +443,7 @@ def test_title_sensitivity_is_the_mean_log_likelihood_drop(tokenizer) -> None:
                 total = -float(bc_loss(model, *collate([BCExample(ids, mask)], 0))) * (sum(mask) - mask[0])
             assert reply_logprob(model, ids, mask) == pytest.approx(total, rel=1e-4)
             shown = view_skills([s for s in skills if s.skill_id in demo.skill_ids], "standard")
-            first, reply = demo.segments[0]
-            dropped = [(drop_chunk(first, shown, skill.skill_id), reply), *demo.segments[1:]]
+            dropped = drop_chunk(demo.segments, shown, skill.skill_id)
             deltas.append(total - reply_logprob(model, *tokenize_demonstration(dropped, tok)))
         assert result[skill.skill_id].mean_nats == pytest.approx(sum(deltas) / len(deltas), abs=1e-3)
         assert any(abs(d) > 1e-3 for d in deltas)  # a random model still reads the block

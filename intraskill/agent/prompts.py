@@ -64,7 +64,7 @@ def _check_language(language: str) -> None:
 def system_prompt(language: str = "en", view: str = "standard") -> str:
     """The base system prompt text in ``language`` (``"en"`` or ``"zh"``) for ``view``."""
     _check_language(language)
-    return COMPACT_SYSTEM_PROMPTS[language] if view == "compact" else SYSTEM_PROMPTS[language]
+    return SYSTEM_PROMPTS[language] if view == "standard" else COMPACT_SYSTEM_PROMPTS[language]
 
 
 def persona_block(persona: Mapping[str, Any], language: str = "en") -> str:

@@ -26,7 +26,15 @@ from intraskill.agent.prompts import (
 from intraskill.agent.protocol import interpret_generation, observation_message, turn_messages
 from intraskill.agent.tools import build_tools, tool_names
 from intraskill.agent.traces import EpisodeStatus, EpisodeTrace, TurnRecord, record_step, reward_from_terminal
-from intraskill.agent.views import check_view, page_text, store_action, view_actions, view_persona, view_skills
+from intraskill.agent.views import (
+    check_view,
+    page_text,
+    store_action,
+    view_actions,
+    view_hints,
+    view_persona,
+    view_skills,
+)
 from intraskill.hashing import seed32
 from intraskill.policy.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.skills.bank import Skill
@@ -59,8 +67,8 @@ class RuntimeConfig:
     temperature : sampling temperature (0.6 in the reference; 0 is greedy).
     top_p : nucleus mass; must be 1.0 when the token stream is trained on.
     language : prompt language, ``"en"`` (default) or ``"zh"``.
-    view : what the agent is shown, ``"standard"`` (default) or the organism's ``"compact"``
-        (:mod:`intraskill.agent.views`).
+    view : what the agent is shown, ``"standard"`` (default), the organism's ``"compact"`` or
+        ``"compact_hints"`` (:mod:`intraskill.agent.views`).
     """
 
     max_turns: int = 30
@@ -222,14 +230,18 @@ def _start(
         episode.messages = [
             build_system_message(view_persona(reset.get("user_persona") or {}, config.view),
                                  view_skills(job.skills, config.view), config.language, config.view),
-            build_first_user_message(reset["task_instruction"], page_text(reset, config.view, config.language),
-                                     config.language),
+            build_first_user_message(reset["task_instruction"], _page(reset, episode, config), config.language),
         ]
         offered, episode.aliases = view_actions(reset["observation_state"], config.view)
         episode.tools = build_tools(offered, config.language)
     except Exception as error:  # noqa: BLE001 - one episode's failure must not stop the batch
         _fail(episode, error)
     return episode
+
+
+def _page(payload: dict[str, Any], episode: _Episode, config: RuntimeConfig) -> str:
+    """The page text of a payload as this episode's agent sees it (its chunks' hints included)."""
+    return page_text(payload, config.view, config.language, view_hints(episode.job.skills, config.view))
 
 
 def _fail(episode: _Episode, error: BaseException) -> None:
@@ -295,7 +307,7 @@ def _apply(episode: _Episode, generation: Generation, config: RuntimeConfig) -> 
             episode.terminal = payload
             return
         episode.messages.extend(messages)
-        episode.messages.append(observation_message(messages[0], page_text(payload, config.view, config.language)))
+        episode.messages.append(observation_message(messages[0], _page(payload, episode, config)))
         offered, episode.aliases = view_actions(state, config.view)
         episode.tools = build_tools(offered, config.language)
     if len(episode.trace.turns) >= config.max_turns:

@@ -16,6 +16,11 @@ public ``observation_state``, so the store, its rewards and its action space are
 - the persona keeps only its ``preferences`` (the same JSON line, so the profile parses alike);
 - each skill chunk is reduced to its ``### title`` line inside the usual ``<skill …>`` wrapper.
 
+``compact_hints`` is ``compact`` with one more line at the end of every page, ``Hints: title; title``,
+naming the chunks in context (none when bare). It is an experiment of the testbed: the 2-layer
+organism conditions on a title only in its first reply (``benchmarks/probe_title_sensitivity.py``),
+and the reminder puts every chunk next to each decision (README, Known limits).
+
 A run's view is part of its runtime settings, hence of every trace's provenance and plan fingerprint.
 """
 
@@ -27,9 +32,10 @@ from typing import Any
 from intraskill.shop.observation import PAGE_LABELS, validate_state
 from intraskill.skills.bank import Skill
 
-VIEWS = ("standard", "compact")
+VIEWS = ("standard", "compact", "compact_hints")
 COMPACT_VIEW_VERSION = "intraskill-compact-view-v1"
 FIELD_SEP = " | "
+HINT_LABELS = {"en": "Hints", "zh": "提示"}
 
 
 def check_view(view: str) -> None:
@@ -43,8 +49,9 @@ def _row(product: Mapping[str, Any], price: Any = None) -> str:
     return FIELD_SEP.join(str(part) for part in (product.get("asin", ""), product.get("title", ""), price))
 
 
-def render_compact(state: Mapping[str, Any], language: str = "en") -> str:
-    """The compact text of a public page state (validated like the standard rendering)."""
+def render_compact(state: Mapping[str, Any], language: str = "en", hints: Sequence[str] = ()) -> str:
+    """The compact text of a public page state (validated like the standard rendering), ending with
+    the ``hints`` line when there are chunk titles to remind."""
     validate_state(state)
     labels = PAGE_LABELS[language]
     sep, page_type = labels["sep"], state["page_type"]
@@ -68,15 +75,26 @@ def render_compact(state: Mapping[str, Any], language: str = "en") -> str:
     if not last.get("valid", True):
         lines.append(f"{labels['last_action']}{sep}{labels['invalid']}")
         lines.append(f"{labels['reason']}{sep}{last.get('reason', 'invalid')}")
+    if hints:
+        lines.append(hints_line(hints, language))
     return "\n".join(lines)
 
 
-def page_text(payload: Mapping[str, Any], view: str, language: str = "en") -> str:
-    """The page text of a reset/step payload in ``view`` (the store's own text for ``standard``)."""
+def hints_line(hints: Sequence[str], language: str = "en") -> str:
+    """The compact page's last line naming the chunk titles ``hints`` (``""`` without any)."""
+    if not hints:
+        return ""
+    labels = PAGE_LABELS[language]
+    return f"{HINT_LABELS[language]}{labels['sep']}{labels['list_sep'].join(hints)}"
+
+
+def page_text(payload: Mapping[str, Any], view: str, language: str = "en", hints: Sequence[str] = ()) -> str:
+    """The page text of a reset/step payload in ``view`` (the store's own text for ``standard``;
+    ``hints`` are :func:`view_hints`)."""
     check_view(view)
     if view == "standard":
         return payload["observation"]
-    return render_compact(payload["observation_state"], language)
+    return render_compact(payload["observation_state"], language, hints)
 
 
 def view_actions(state: Mapping[str, Any], view: str) -> tuple[Mapping[str, Any], dict[str, str]]:
@@ -108,10 +126,22 @@ def view_persona(persona: Mapping[str, Any], view: str) -> Mapping[str, Any]:
     return {"preferences": persona["preferences"]}
 
 
+def _title(skill: Skill) -> str:
+    return skill.content.strip().split("\n", 1)[0]
+
+
+def view_hints(skills: Sequence[Skill], view: str) -> tuple[str, ...]:
+    """The chunk titles a ``compact_hints`` page ends with (``### `` and line breaks dropped); none in
+    the other views."""
+    check_view(view)
+    if view != "compact_hints":
+        return ()
+    return tuple(" ".join(_title(skill).lstrip("#").split()) for skill in skills)
+
+
 def view_skills(skills: Sequence[Skill], view: str) -> list[Skill]:
     """The chunks as shown: unchanged, or cut to their first (``### title``) line when compact."""
     check_view(view)
     if view == "standard":
         return list(skills)
-    return [Skill(skill.skill_id, skill.content.strip().split("\n", 1)[0], version=skill.version)
-            for skill in skills]
+    return [Skill(skill.skill_id, _title(skill), version=skill.version) for skill in skills]

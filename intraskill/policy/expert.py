@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from intraskill.agent.prompts import PERSONA_LABELS, TASK_LABELS
 from intraskill.agent.tools import CLICK, SEARCH, TOOL_ARGUMENT
-from intraskill.agent.views import FIELD_SEP
+from intraskill.agent.views import FIELD_SEP, HINT_LABELS
 from intraskill.hashing import seed32
 from intraskill.policy.base import ChatRequest, Generation, SessionTokens
 from intraskill.policy.chat_format import message_text, parse_tool_calls, render_tool_call
@@ -308,7 +308,7 @@ def page_state(text: str, tools: list[dict[str, Any]], language: str = "en") -> 
     actions, search_available = click_values(tools)
     state: dict[str, Any] = {"page_type": page_types[page_name], "actions": actions,
                              "search_available": search_available}
-    body = _body_lines(lines[1:], labels)
+    body = _body_lines(lines[1:], labels, HINT_LABELS[language])
     standard_heads = {"search_results": labels["query"] + labels["sep"], "product_detail": labels["product"]}
     head = standard_heads.get(state["page_type"])
     if head is not None and not (body and body[0].startswith(head)):
@@ -347,11 +347,11 @@ def _compact_page(page_type: str, body: list[str], labels: dict[str, str]) -> di
     return _product_fields(product, available, selected)
 
 
-def _body_lines(lines: list[str], labels: dict[str, str]) -> list[str]:
-    """The page lines before the footer (``Last action…``)."""
-    footer = labels["last_action"] + labels["sep"]
+def _body_lines(lines: list[str], labels: dict[str, str], hint_label: str) -> list[str]:
+    """The page lines before the footer (``Last action…``) or the compact view's hints line."""
+    footers = (labels["last_action"] + labels["sep"], hint_label + labels["sep"])
     for index, line in enumerate(lines):
-        if line.startswith(footer):
+        if line.startswith(footers):
             return lines[:index]
     return lines
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from intraskill.agent.views import view_skills
+from intraskill.agent.views import hints_line, view_hints, view_skills
 from intraskill.skills.bank import Skill
 from intraskill.skills.render import render_skill_block
 from intraskill.train.demos import Demonstration, tokenize_demonstration
@@ -30,21 +30,33 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
-def drop_chunk(prompt: str, shown: Sequence[Skill], chunk_id: str, language: str = "en") -> str:
-    """``prompt`` with ``chunk_id`` taken out of its skill block (the whole block if it was the only chunk).
+def drop_chunk(segments: Sequence[tuple[str, str]], shown: Sequence[Skill], chunk_id: str,
+               language: str = "en", view: str = "standard") -> list[tuple[str, str]]:
+    """A demonstration's ``(prompt, reply)`` segments with ``chunk_id`` taken out of what its prompts show.
 
-    ``shown`` are the chunks as the prompt renders them (bank order, after the view). The result is
-    exactly the prompt the runtime renders for the remaining chunks.
+    The chunk leaves the first prompt's skill block (the whole block if it was the only chunk) and,
+    in the compact view, every page's hints line (the line if it was the only title). ``shown`` are
+    the chunks as the prompt renders them (bank order, after the view). The first prompt becomes
+    exactly the one the runtime renders for the remaining chunks; the replies are kept.
     """
     rest = [skill for skill in shown if skill.skill_id != chunk_id]
     if len(rest) == len(shown):
         raise ValueError(f"chunk_id: {chunk_id!r} is not among the shown chunks")
+    (first, reply), *later = segments
     block = render_skill_block(shown, language)
-    if prompt.count(block) != 1:
+    if first.count(block) != 1:
         raise ValueError("prompt: its skill block is not the block of the shown chunks")
     if rest:
-        return prompt.replace(block, render_skill_block(rest, language))
-    return prompt.replace("\n\n" + block, "")  # the block goes with the blank line before it
+        first = first.replace(block, render_skill_block(rest, language))
+    else:
+        first = first.replace("\n\n" + block, "")  # the block goes with the blank line before it
+    old = hints_line(view_hints(shown, view), language)
+    new = hints_line(view_hints(rest, view), language)
+
+    def unhinted(prompt: str) -> str:
+        return prompt.replace(f"\n{old}\n", f"\n{new}\n" if new else "\n") if old else prompt
+
+    return [(unhinted(first), reply), *((unhinted(prompt), text) for prompt, text in later)]
 
 
 def reply_logprob(model: PreTrainedModel, input_ids: Sequence[int], loss_mask: Sequence[int]) -> float:
@@ -86,7 +98,8 @@ def title_sensitivity(
     """``delta_j`` for every chunk of ``skills`` (the bank, in order) over ``demos``.
 
     Each demonstration's first prompt segment must hold its chunks' skill block as ``view`` renders
-    it; a chunk no demonstration showed gets ``demos == 0`` and NaN statistics.
+    it (:func:`drop_chunk` also takes the chunk out of the compact pages' hints lines); a chunk no
+    demonstration showed gets ``demos == 0`` and NaN statistics.
     """
     from tqdm.auto import tqdm
 
@@ -97,9 +110,8 @@ def title_sensitivity(
             raise ValueError(f"demonstration {demo.episode_id}: skill_ids {unknown} are not in the bank")
         shown = view_skills([skill for skill in skills if skill.skill_id in demo.skill_ids], view)
         with_all = reply_logprob(model, *tokenize_demonstration(demo.segments, tokenizer))
-        (first, reply), rest = demo.segments[0], list(demo.segments[1:])
         for skill in shown:
-            dropped = [(drop_chunk(first, shown, skill.skill_id, language), reply), *rest]
+            dropped = drop_chunk(demo.segments, shown, skill.skill_id, language, view)
             deltas[skill.skill_id].append(with_all - reply_logprob(model, *tokenize_demonstration(dropped, tokenizer)))
     return [_summary(chunk_id, values) for chunk_id, values in deltas.items()]
 
