@@ -230,7 +230,8 @@ def _start(
         episode.messages = [
             build_system_message(view_persona(reset.get("user_persona") or {}, config.view),
                                  view_skills(job.skills, config.view), config.language, config.view),
-            build_first_user_message(reset["task_instruction"], _page(reset, episode, config), config.language),
+            build_first_user_message(reset["task_instruction"], _page(reset, episode, config),
+                                     config.language),
         ]
         offered, episode.aliases = view_actions(reset["observation_state"], config.view)
         episode.tools = build_tools(offered, config.language)

@@ -35,7 +35,7 @@ def drop_chunk(segments: Sequence[tuple[str, str]], shown: Sequence[Skill], chun
     """A demonstration's ``(prompt, reply)`` segments with ``chunk_id`` taken out of what its prompts show.
 
     The chunk leaves the first prompt's skill block (the whole block if it was the only chunk) and,
-    in the compact view, every page's hints line (the line if it was the only title). ``shown`` are
+    in the ``compact_hints`` view, every page's hints line (the line if it was the only title). ``shown`` are
     the chunks as the prompt renders them (bank order, after the view). The first prompt becomes
     exactly the one the runtime renders for the remaining chunks; the replies are kept.
     """
@@ -98,7 +98,7 @@ def title_sensitivity(
     """``delta_j`` for every chunk of ``skills`` (the bank, in order) over ``demos``.
 
     Each demonstration's first prompt segment must hold its chunks' skill block as ``view`` renders
-    it (:func:`drop_chunk` also takes the chunk out of the compact pages' hints lines); a chunk no
+    it (:func:`drop_chunk` also takes the chunk out of the ``compact_hints`` pages' hints lines); a chunk no
     demonstration showed gets ``demos == 0`` and NaN statistics.
     """
     from tqdm.auto import tqdm
