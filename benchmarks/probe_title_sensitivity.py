@@ -76,7 +76,7 @@ def main() -> None:
                                        s0_gate(bank, ws.p_with, ws.p_without), seed=ws.seed + 1,
                                        max_turns=params.sampling.max_turns, max_actions=params.store.max_actions,
                                        language=params.store.language, view=params.model.view, slip_rate=0.0,
-                                       progress=False)
+                                       plan=ws.plan, progress=False)
     finally:
         store.engine.index.close()
     demos_s = time.monotonic() - started

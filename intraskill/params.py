@@ -173,6 +173,11 @@ class WarmstartParams(_Section):
     """Demonstration episodes (train tasks in split order, cycling when more than the split)."""
     mask_probability: float = Field(0.5, ge=0.0, le=1.0)
     """Each chunk is in a demonstration's context independently with this probability."""
+    bare_share: float = Field(0.0, ge=0.0, le=1.0)
+    """Share of demonstrations with no chunk in context (the ground truth's bare arm)."""
+    alone_share: float = Field(0.0, ge=0.0, le=1.0)
+    """Share of demonstrations with exactly one chunk, drawn uniformly (the chunk-alone arms); the rest
+    draw each chunk with ``mask_probability``."""
     p_with: dict[str, float] = {}
     """Competence (or habit) → probability of using it when its chunk is in context."""
     p_without: dict[str, float] = {}
@@ -180,6 +185,10 @@ class WarmstartParams(_Section):
     slip_rate: float = Field(0.0, ge=0.0, lt=1.0)
     """Per-turn probability that the expert clicks ``buy now`` while it is not offered (at most once
     per episode) and then recovers; the slip is shown to the clone but never trained on."""
+    plan: bool = False
+    """Every expert reply opens with a plan line naming the competences the episode uses
+    (:func:`~intraskill.policy.expert.plan_line`), so the clone can carry its first reply's
+    chunk-conditioned choices to later decisions."""
     vocab_corpus_demos: int = Field(300, ge=1)
     """Demonstrations whose rendered text (with the protocol corpus) trains the tokenizer."""
     drill_steps: int = Field(0, ge=0)
@@ -218,6 +227,9 @@ class WarmstartParams(_Section):
             for name, value in mapping.items():
                 if not 0.0 <= value <= 1.0:
                     raise ValueError(f"{label}.{name} must be a probability in [0, 1], got {value}")
+        if self.bare_share + self.alone_share > 1.0:
+            raise ValueError(f"bare_share + alone_share must be at most 1, got "
+                             f"{self.bare_share} + {self.alone_share}")
         if set(self.p_with) != set(self.p_without):
             raise ValueError(f"p_with and p_without must name the same competences, got "
                              f"{sorted(self.p_with)} and {sorted(self.p_without)}")

@@ -11,6 +11,7 @@ from intraskill.policy.chat_format import (
     TOOL_INSTRUCTIONS,
     assistant_matches,
     assistant_message,
+    drop_reasoning,
     parse_tool_calls,
     render_messages,
     render_tool_call,
@@ -100,6 +101,15 @@ def test_parse_tolerates_whitespace_and_keeps_outside_text() -> None:
     assert content == "I will search."
     assert calls == [ToolCall("search", '{"query": "tea"}')]
     assert error is None
+
+
+def test_a_leading_think_block_is_reasoning_not_visible_text() -> None:
+    call = '<tool_call>{"name": "search", "arguments": {"query": "tea"}}</tool_call>'
+    content, calls, error = parse_tool_calls(drop_reasoning(f"<think>Plan: profile\nbudget</think>\n{call}"))
+    assert (content, calls, error) == ("", [ToolCall("search", '{"query": "tea"}')], None)
+    assert parse_tool_calls(drop_reasoning(f"<think>x</think> I will search. {call}"))[0] == "I will search."
+    assert drop_reasoning(f"Visible. <think>x</think>{call}") == f"Visible. <think>x</think>{call}"
+    assert drop_reasoning(f"<think>unclosed {call}") == f"<think>unclosed {call}"
 
 
 def test_parse_errors_are_reported_distinctly() -> None:

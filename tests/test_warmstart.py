@@ -17,6 +17,7 @@ from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 from intraskill.train.demos import (
     HABIT_SUPPRESSES,
     S0Error,
+    chunk_mask,
     chunk_roles,
     collect_demonstrations,
     demo_jobs,
@@ -107,6 +108,25 @@ def test_warmstart_params_validate_and_name_fields() -> None:
                                                                       "p_without": {"read_persona": 0.1}}})
     with pytest.raises(ParamsError, match="warmstart.steps"):
         params_from_dict({"experiment": {"name": "x"}, "warmstart": {"steps": 0}})
+    with pytest.raises(ParamsError, match="bare_share . alone_share"):
+        params_from_dict({"experiment": {"name": "x"}, "warmstart": {"bare_share": 0.6, "alone_share": 0.5}})
+
+
+def test_demo_masks_mix_bare_alone_and_bernoulli_contexts() -> None:
+    """Without shares the masks are the Bernoulli ones (a shipped warm start's demonstrations stay the
+    same); with them, bare and single-chunk contexts come at their shares, every chunk alone in turn."""
+    skills = load_skillbank(S0_PATH).enabled_skills()
+    tasks = list(range(500))
+    plain = demo_jobs(tasks, 2000, skills, 0.5, seed=3)
+    keys = [f"3:demo-mask:{job.task_id}:{job.sample_id}" for job in plain]
+    assert [job.skills for job in plain] == [chunk_mask(skills, 0.5, key) for key in keys]
+    mixed = demo_jobs(tasks, 2000, skills, 0.5, seed=3, bare_share=0.2, alone_share=0.3)
+    sizes = [len(job.skills) for job in mixed]
+    assert abs(sizes.count(0) / 2000 - 0.2 - 0.5 * 0.5 ** len(skills)) < 0.03
+    assert abs(sizes.count(1) / 2000 - 0.3 - 0.5 * len(skills) * 0.5 ** len(skills)) < 0.03
+    alone = {job.skills[0].skill_id for job in mixed if len(job.skills) == 1}
+    assert alone == {skill.skill_id for skill in skills}
+    assert demo_jobs(tasks, 2000, skills, 0.5, seed=3, bare_share=0.2, alone_share=0.3) == mixed
 
 
 def test_gate_rates_respond_to_p_with_and_p_without() -> None:
@@ -326,7 +346,8 @@ def test_the_shipped_organism_matches_its_manifest() -> None:
     assert verify_shipped(SHIPPED) == []
     manifest = json.loads((SHIPPED / "manifest.json").read_text())
     params = load_params(ROOT / "params" / "organism.yaml")
-    assert manifest["params"]["warmstart"] == params.warmstart.model_dump()
+    recorded = manifest["params"]["warmstart"]  # settings added since it was shipped are at their defaults
+    assert recorded == params.warmstart.model_dump(include=set(recorded))
     assert warmstart_matches(SHIPPED, params)  # `make round` reuses it instead of rebuilding
 
 
@@ -411,6 +432,43 @@ def test_dropping_a_chunk_gives_the_prompt_the_runtime_renders_without_it(engine
         drop_chunk(played["two"].segments, view_skills(sets["two"], "compact_hints"), skills[1].skill_id)
     with pytest.raises(ValueError, match="skill block"):
         drop_chunk(played["none"].segments, three, skills[1].skill_id)
+
+
+def test_plan_demonstrations_think_their_competences_and_act_alike(engine) -> None:
+    """With ``plan`` every reply opens with the episode's plan as ``<think>`` reasoning, the same plan on
+    every turn; actions and rewards are those of the expert without it."""
+    from intraskill.agent.runtime import EpisodeJob
+    from intraskill.policy.expert import PLAN_WORDS, plan_line
+
+    bank = load_skillbank(S0_PATH)
+    gate = s0_gate(bank, _uniform(0.5), _uniform(0.5))
+    jobs = [EpisodeJob.create(task, 0, 7, tuple(bank.enabled_skills()[:2])) for task in engine.train_ids[:6]]
+    played = {plan: collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, gate, seed=7,
+                                           max_turns=30, max_actions=30, view="compact", plan=plan,
+                                           progress=False) for plan in (False, True)}
+    plans = set()
+    for bare, planned in zip(played[False], played[True]):
+        assert bare.reward == planned.reward and len(bare.segments) == len(planned.segments) > 1
+        lines = {reply.split("</think>\n", 1)[0] for _, reply in planned.segments}
+        assert len(lines) == 1 and next(iter(lines)).startswith("<think>Plan: ")
+        for (_, reply), (_, planned_reply) in zip(bare.segments, planned.segments):
+            assert planned_reply.split("</think>\n", 1)[1] == reply
+        plans |= lines
+    assert len(plans) > 1  # the draws differ between episodes, and the plan says so
+    assert plan_line(tuple(PLAN_WORDS)) == "Plan: profile, refine, compare, page, options, budget"
+    assert plan_line((), "zh") == "计划：无"
+
+
+def test_a_manifest_without_a_later_setting_matches_its_default(shipped_ci: Path, tmp_path: Path) -> None:
+    import shutil
+
+    copy = shutil.copytree(shipped_ci, tmp_path / "older")
+    manifest = json.loads((copy / "manifest.json").read_text())
+    del manifest["params"]["warmstart"]["plan"]
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    assert warmstart_matches(copy, CI)
+    planned = params_from_dict({**CI.model_dump(), "warmstart": {**CI.warmstart.model_dump(), "plan": True}})
+    assert not warmstart_matches(copy, planned)
 
 
 def test_title_sensitivity_is_the_mean_log_likelihood_drop(tokenizer) -> None:

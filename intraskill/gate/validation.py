@@ -227,7 +227,7 @@ def teacher_policy(params: Params, draft: SkillBank) -> Any:
 
     ws = params.warmstart
     return ExpertPolicy(seed=ws.seed, gate=s0_gate(draft, ws.p_with, ws.p_without),
-                        language=params.store.language, max_actions=params.store.max_actions)
+                        language=params.store.language, max_actions=params.store.max_actions, plan=ws.plan)
 
 
 def teacher_truth(params: Params, draft: SkillBank, *, tasks: int | None,

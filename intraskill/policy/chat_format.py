@@ -41,6 +41,17 @@ TOOL_INSTRUCTIONS = (
 INVALID_ARGUMENTS_JSON = "invalid_arguments_json"
 
 _CALL_PATTERN = re.compile(re.escape(TOOL_CALL_OPEN) + r"(.*?)" + re.escape(TOOL_CALL_CLOSE), re.DOTALL)
+_THINK_BLOCK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
+
+
+def drop_reasoning(text: str) -> str:
+    """``text`` without a leading ``<think>…</think>`` block: Qwen3's reasoning, which the protocol allows
+    before the tool call and does not count as visible text.
+
+    >>> drop_reasoning("<think>compare prices</think> <tool_call>{}</tool_call>")
+    '<tool_call>{}</tool_call>'
+    """
+    return _THINK_BLOCK.sub("", text, count=1)
 
 
 def message_text(message: dict[str, Any]) -> str:

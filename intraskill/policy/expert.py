@@ -14,6 +14,13 @@ Competences are switched off with :class:`~intraskill.shop.expert.Competences`; 
 :class:`CompetenceGate` (e.g. :class:`SkillConditionedGate`) can further decide each competence per
 episode from the skill IDs injected into the system message.
 
+With ``plan`` every reply opens with a reasoning block (``<think>…</think>``, which the protocol
+allows before the tool call) holding a plan line naming the competences the episode uses
+(:func:`plan_line`, e.g. ``Plan: profile, options, budget``) before its tool call. The per-episode
+competence draws are otherwise latent in the demonstrations; written out in the first reply — the
+one a small clone conditions on its skill chunks best — and repeated in every later one, they sit
+next to each later decision (an opt-in of the warm start, ``warmstart.plan``).
+
 With ``slip_rate`` the expert makes the clone's typical mistake on purpose — ``buy now`` while it is
 not offered, at most once per episode — and then carries on from the page that reports the invalid
 action, so behaviour cloning sees recoveries (:mod:`intraskill.train.demos` never trains on the slip
@@ -34,7 +41,7 @@ from intraskill.agent.tools import CLICK, SEARCH, TOOL_ARGUMENT
 from intraskill.agent.views import FIELD_SEP, HINT_LABELS
 from intraskill.hashing import seed32
 from intraskill.policy.base import ChatRequest, Generation, SessionTokens
-from intraskill.policy.chat_format import message_text, parse_tool_calls, render_tool_call
+from intraskill.policy.chat_format import drop_reasoning, message_text, parse_tool_calls, render_tool_call
 from intraskill.shop.expert import BUY_NOW, Competences, ScriptedExpert
 from intraskill.shop.observation import PAGE_LABELS  # the renderer's labels: one source of truth
 from intraskill.shop.types import Task
@@ -43,6 +50,40 @@ EXPERT_MODEL_ID = "scripted-expert"
 EXPERT_BACKEND = "expert"
 _SKILL_ID_RE = re.compile(r'<skill id=("(?:[^"\\]|\\.)*") version=')
 _RANKED_RE = re.compile(r"^(\d+)\. (.*)$")
+PLAN_LABELS = {"en": ("Plan: ", ", ", "none"), "zh": ("计划：", "、", "无")}
+"""Per language: the plan line's label, separator and the word for a plan without competences."""
+PLAN_WORDS = {"read_persona": "profile", "refine_query": "refine", "inspect_candidates": "compare",
+              "page_on": "page", "choose_options": "options", "check_budget": "budget"}
+"""The plan line's word for each competence of :class:`~intraskill.shop.expert.Competences`."""
+
+
+def plan_line(used: tuple[str, ...], language: str = "en") -> str:
+    """The plan line of an episode that uses the competences ``used``.
+
+    >>> plan_line(("read_persona", "check_budget"))
+    'Plan: profile, budget'
+    >>> plan_line(())
+    'Plan: none'
+    """
+    label, sep, empty = PLAN_LABELS[language]
+    return label + (sep.join(PLAN_WORDS[name] for name in used) or empty)
+
+
+def planned(text: str, language: str = "en") -> tuple[str, ...] | None:
+    """The competences of the plan line in a reply's ``<think>`` block (inverse of :func:`plan_line`);
+    ``None`` when the reply holds no plan line. Unknown words are dropped.
+
+    >>> planned("<think>Plan: profile, budget</think>\\n<tool_call>{}</tool_call>")
+    ('read_persona', 'check_budget')
+    """
+    label, sep, empty = PLAN_LABELS[language]
+    start = text.find("<think>" + label)
+    end = text.find("</think>", start)
+    if start < 0 or end < 0:
+        return None
+    words = text[start + len("<think>" + label):end].split(sep)
+    competences = {word: name for name, word in PLAN_WORDS.items()}
+    return tuple(competences[word] for word in words if word in competences)
 
 
 class CompetenceGate(Protocol):
@@ -159,6 +200,7 @@ class ExpertPolicy:
     gate : optional per-episode competence gate conditioned on the injected skill IDs.
     max_actions : the store's action limit (30).
     slip_rate : per-turn probability of a deliberate invalid ``buy now`` (at most one per episode).
+    plan : open every reply with the episode's :func:`plan_line` as its ``<think>`` reasoning.
 
     Examples
     --------
@@ -167,7 +209,8 @@ class ExpertPolicy:
     """
 
     def __init__(self, competences: Competences | None = None, seed: int = 0, language: str = "en",
-                 gate: CompetenceGate | None = None, max_actions: int = 30, slip_rate: float = 0.0) -> None:
+                 gate: CompetenceGate | None = None, max_actions: int = 30, slip_rate: float = 0.0,
+                 plan: bool = False) -> None:
         if language not in PAGE_LABELS:
             raise ValueError(f"language: expected one of {sorted(PAGE_LABELS)}, got {language!r}")
         if not 0.0 <= slip_rate < 1.0:
@@ -178,6 +221,7 @@ class ExpertPolicy:
         self.gate = gate
         self.max_actions = max_actions
         self.slip_rate = slip_rate
+        self.plan = plan
         self._sessions: dict[str, _Session] = {}
 
     @property
@@ -192,6 +236,8 @@ class ExpertPolicy:
             identity["gate"] = self.gate.identity
         if self.slip_rate:
             identity["slip_rate"] = self.slip_rate
+        if self.plan:
+            identity["plan"] = True
         return identity
 
     def generate(self, requests: list[ChatRequest]) -> list[Generation]:
@@ -235,7 +281,9 @@ class ExpertPolicy:
             arguments = {TOOL_ARGUMENT[CLICK]: ranks.get(arguments[TOOL_ARGUMENT[CLICK]],
                                                          arguments[TOOL_ARGUMENT[CLICK]])}
         text = render_tool_call(name, arguments)
-        content, calls, error = parse_tool_calls(text)
+        if self.plan:
+            text = f"<think>{plan_line(session.expert.used, self.language)}</think>\n{text}"
+        content, calls, error = parse_tool_calls(drop_reasoning(text))
         return Generation(text=text, content=content, tool_calls=calls, finish_reason="stop",
                           prompt_tokens=0, completion_tokens=0, parse_error=error)
 

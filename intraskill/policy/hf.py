@@ -25,6 +25,7 @@ from intraskill.policy.base import ChatRequest, Generation, SessionTokens
 from intraskill.policy.chat_format import (
     IM_END,
     assistant_matches,
+    drop_reasoning,
     parse_tool_calls,
     render_message,
     render_messages,
@@ -275,7 +276,7 @@ class HFPolicy:
         stopped = bool(row.token_ids) and row.token_ids[-1] in self.stop_ids
         visible = row.token_ids[:-1] if stopped else row.token_ids
         text = self.tokenizer.decode(visible, skip_special_tokens=False)
-        content, calls, error = parse_tool_calls(text)
+        content, calls, error = parse_tool_calls(drop_reasoning(text))
         generation = Generation(
             text=text, content=content, tool_calls=calls, finish_reason="stop" if stopped else "length",
             prompt_tokens=row.prompt_tokens, completion_tokens=len(row.token_ids),

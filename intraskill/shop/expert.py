@@ -156,6 +156,13 @@ class ScriptedExpert:
         self._episode = _Episode(task=task, active=active, required=list(dict.fromkeys(required)),
                                  options=options, budget=budget)
 
+    @property
+    def used(self) -> tuple[str, ...]:
+        """The competences the current episode uses (after :meth:`decide`), in declaration order."""
+        if self._episode is None:
+            return ()
+        return tuple(name for name, on in self._episode.active.items() if on)
+
     def first_query(self, task: Task) -> str:
         """Start an episode of ``task`` and return the query its first search would send."""
         self.start(task)

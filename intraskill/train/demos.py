@@ -257,10 +257,24 @@ def tokenize_demonstration(
     return input_ids, mask
 
 
+def demo_mask(skills: Sequence[Skill], key: str, mask_probability: float, bare_share: float = 0.0,
+              alone_share: float = 0.0) -> tuple[Skill, ...]:
+    """One demonstration's chunks: none with probability ``bare_share``, exactly one (uniformly) with
+    ``alone_share``, else :func:`chunk_mask`. The bare and chunk-alone contexts are the ground truth's arms;
+    under Bernoulli(0.5) masks alone they are rare (0.4 % and 3 % of demonstrations for eight chunks)."""
+    if bare_share or alone_share:
+        kind = unit_draw(f"{key}:kind")
+        if kind < bare_share:
+            return ()
+        if kind < bare_share + alone_share and skills:
+            return (skills[min(int(unit_draw(f"{key}:alone") * len(skills)), len(skills) - 1)],)
+    return chunk_mask(skills, mask_probability, key)
+
+
 def demo_jobs(task_ids: Sequence[int], count: int, skills: Sequence[Skill], mask_probability: float,
-              seed: int) -> list[EpisodeJob]:
+              seed: int, *, bare_share: float = 0.0, alone_share: float = 0.0) -> list[EpisodeJob]:
     """``count`` episode jobs over ``task_ids`` (cycled; the cycle index is the sample id), each with
-    its own random chunk mask."""
+    its own chunk mask (:func:`demo_mask`)."""
     from intraskill.agent.runtime import EpisodeJob
 
     if not task_ids:
@@ -268,8 +282,9 @@ def demo_jobs(task_ids: Sequence[int], count: int, skills: Sequence[Skill], mask
     jobs = []
     for index in range(count):
         task, sample = task_ids[index % len(task_ids)], index // len(task_ids)
-        chosen = chunk_mask(skills, mask_probability, f"{seed}:demo-mask:{task}:{sample}")
-        jobs.append(EpisodeJob.create(task, sample, seed, chosen))
+        key = f"{seed}:demo-mask:{task}:{sample}"
+        jobs.append(EpisodeJob.create(task, sample, seed,
+                                      demo_mask(skills, key, mask_probability, bare_share, alone_share)))
     return jobs
 
 
@@ -284,12 +299,14 @@ def collect_demonstrations(
     language: str = "en",
     view: str = "standard",
     slip_rate: float = 0.0,
+    plan: bool = False,
     batch_size: int = 256,
     progress: bool = True,
 ) -> list[Demonstration]:
     """Play ``jobs`` with the gated scripted expert through the lockstep runtime; one demonstration each.
 
     ``slip_rate``: the expert's deliberate invalid ``buy now`` per turn (recovery data; never cloned).
+    ``plan``: every reply opens with the episode's plan line (:func:`~intraskill.policy.expert.plan_line`).
     Failed (unscored) episodes are dropped; the returned list keeps job order.
     """
     from tqdm.auto import tqdm
@@ -300,7 +317,7 @@ def collect_demonstrations(
     config = RuntimeConfig(max_turns=max_turns, max_tokens_per_turn=4096, temperature=0.0, language=language,
                            view=view)
     policy = RecordingPolicy(ExpertPolicy(Competences(), seed=seed, language=language, gate=gate,
-                                          max_actions=max_actions, slip_rate=slip_rate))
+                                          max_actions=max_actions, slip_rate=slip_rate, plan=plan))
     demos: list[Demonstration] = []
     bar = tqdm(total=len(jobs), desc="expert demos", disable=not progress)
     for start in range(0, len(jobs), batch_size):

@@ -48,7 +48,9 @@ def _project_path(path: str | Path) -> Path:
 def warmstart_matches(directory: Path, params: Params) -> bool:
     """A finished warm start in ``directory`` whose manifest records this store, model shape, view and
     warm-start training settings (:func:`~intraskill.train.warmstart.training_settings`: evaluation
-    settings and location aside), and whose tokenizer splits text as the organism's does now."""
+    settings and location aside), and whose tokenizer splits text as the organism's does now. A setting
+    the manifest lacks (added after it was written) counts as its default, the behaviour of that time."""
+    from intraskill.params import WarmstartParams
     from intraskill.policy.organism import splits_like_organism
     from intraskill.train.warmstart import NOT_TRAINING, training_settings
 
@@ -63,7 +65,8 @@ def warmstart_matches(directory: Path, params: Params) -> bool:
                 "organism": params.model.organism.model_dump(mode="json"), "view": params.model.view,
                 "warmstart": training_settings(params)}
     model = recorded.get("model") or {}
-    trained = {k: v for k, v in (recorded.get("warmstart") or {}).items() if k not in NOT_TRAINING}
+    settings = {**WarmstartParams().model_dump(mode="json"), **(recorded.get("warmstart") or {})}
+    trained = {k: v for k, v in settings.items() if k not in NOT_TRAINING}
     found = {"store": recorded.get("store"), "organism": model.get("organism"),
              "view": model.get("view", "standard"), "warmstart": trained}
     return json.loads(json.dumps(found)) == expected

@@ -464,11 +464,13 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
     engine = store.engine
     bc_record = finished_bc(out, params)
     if bc_record is None:
-        jobs = demo_jobs(list(store.task_ids), ws.demos, bank.enabled_skills(), ws.mask_probability, ws.seed)
+        jobs = demo_jobs(list(store.task_ids), ws.demos, bank.enabled_skills(), ws.mask_probability, ws.seed,
+                         bare_share=ws.bare_share, alone_share=ws.alone_share)
         demos = collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, gate, seed=ws.seed,
                                        max_turns=params.sampling.max_turns,
                                        max_actions=params.store.max_actions, language=params.store.language,
-                                       view=params.model.view, slip_rate=ws.slip_rate, progress=progress)
+                                       view=params.model.view, slip_rate=ws.slip_rate, plan=ws.plan,
+                                       progress=progress)
         write_demonstrations(demos, out / DEMOS_FILE)
         demos_s = round(time.monotonic() - started, 1)
         _, bc, data = train_organism(params, demos, out, progress=progress)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,13 +32,16 @@ from intraskill.agent.runtime import ACTION_LIMIT, GENERATION_LENGTH
 from intraskill.agent.tools import build_tools, tool_names
 from intraskill.agent.traces import EpisodeStatus, EpisodeTrace, TurnRecord, record_step, reward_from_terminal
 from intraskill.policy.base import Generation
-from intraskill.policy.chat_format import END_OF_TEXT, IM_END, parse_tool_calls, render_messages
+from intraskill.policy.chat_format import (
+    END_OF_TEXT,
+    IM_END,
+    drop_reasoning,
+    parse_tool_calls,
+    render_messages,
+)
 from intraskill.shop.client import AsyncShopClient
 from intraskill.skills.bank import Skill
 from intraskill.skills.curriculum import MODE_DIAGNOSTIC_FULL_SKILL, GroupAssignment
-
-THINK_BLOCK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
-
 
 class EpisodeAborted(RuntimeError):
     """SGLang aborted the request (slime stops in-flight generations once a batch is full)."""
@@ -185,7 +187,7 @@ class TokenCodec:
         """The sampled completion parsed into content and tool calls (reasoning dropped per the parser)."""
         stopped = bool(turn.token_ids) and turn.token_ids[-1] in self.stop_ids
         text = self.decode(turn.token_ids[:-1] if stopped else turn.token_ids)
-        parsed = THINK_BLOCK.sub("", text, count=1) if self.reasoning_parser == "qwen3" else text
+        parsed = drop_reasoning(text) if self.reasoning_parser == "qwen3" else text
         content, calls, error = parse_tool_calls(parsed)
         return Generation(text=text, content=content, tool_calls=calls,
                           finish_reason="length" if turn.finish_reason == "length" else "stop",
