@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from intraskill.agent.traces import EpisodeTrace, read_traces
 from intraskill.evaluate.bootstrap import BEHAVIOR_SEED_BASE, numpy_paired_bootstrap
+from intraskill.policy.chat_format import THINK_CLOSE, THINK_OPEN
 from intraskill.shop.actions import parse_action
 from intraskill.shop.observation import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE
 from intraskill.shop.text import normalize_query
@@ -69,7 +70,6 @@ BEHAVIOUR_SAMPLES = 5000
 RELEASE_BEHAVIOUR_FILE = Path("analysis") / "behavior" / "behavior.excerpt.json"
 _RANK_RE = re.compile(r"^(\d+)\. ")
 _ASIN_RE = re.compile(r"^\s+ASIN(?:: |：)(\S+)\s*$")
-_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 
 
 class ActionKind(str, Enum):
@@ -117,11 +117,11 @@ def reasoning_chars(text: str) -> int:
     >>> reasoning_chars("<tool_call>{}</tool_call>")
     0
     """
-    if _THINK_CLOSE in text:
-        body = text[: text.rindex(_THINK_CLOSE)]
-        body = body.split(_THINK_OPEN, 1)[1] if _THINK_OPEN in body else body
-    elif _THINK_OPEN in text:
-        body = text.split(_THINK_OPEN, 1)[1]
+    if THINK_CLOSE in text:
+        body = text[: text.rindex(THINK_CLOSE)]
+        body = body.split(THINK_OPEN, 1)[1] if THINK_OPEN in body else body
+    elif THINK_OPEN in text:
+        body = text.split(THINK_OPEN, 1)[1]
     else:
         return 0
     return len(body.strip())

@@ -26,6 +26,7 @@ IM_END = "<|im_end|>"
 END_OF_TEXT = "<|endoftext|>"
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 SPECIAL_TOKENS = (END_OF_TEXT, IM_START, IM_END, TOOL_CALL_OPEN, TOOL_CALL_CLOSE)
 ASSISTANT_PROMPT = f"{IM_START}assistant\n"
 TOOLS_LABEL = "Tools: "
@@ -41,7 +42,7 @@ TOOL_INSTRUCTIONS = (
 INVALID_ARGUMENTS_JSON = "invalid_arguments_json"
 
 _CALL_PATTERN = re.compile(re.escape(TOOL_CALL_OPEN) + r"(.*?)" + re.escape(TOOL_CALL_CLOSE), re.DOTALL)
-_THINK_BLOCK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
+_THINK_BLOCK = re.compile(rf"^\s*{re.escape(THINK_OPEN)}.*?{re.escape(THINK_CLOSE)}\s*", re.DOTALL)
 
 
 def drop_reasoning(text: str) -> str:

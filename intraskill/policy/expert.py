@@ -41,7 +41,13 @@ from intraskill.agent.tools import CLICK, SEARCH, TOOL_ARGUMENT
 from intraskill.agent.views import FIELD_SEP, HINT_LABELS
 from intraskill.hashing import seed32
 from intraskill.policy.base import ChatRequest, Generation, SessionTokens
-from intraskill.policy.chat_format import drop_reasoning, message_text, parse_tool_calls, render_tool_call
+from intraskill.policy.chat_format import (
+    THINK_CLOSE,
+    THINK_OPEN,
+    message_text,
+    parse_tool_calls,
+    render_tool_call,
+)
 from intraskill.shop.expert import BUY_NOW, Competences, ScriptedExpert
 from intraskill.shop.observation import PAGE_LABELS  # the renderer's labels: one source of truth
 from intraskill.shop.types import Task
@@ -55,6 +61,7 @@ PLAN_LABELS = {"en": ("Plan: ", ", ", "none"), "zh": ("计划：", "、", "无")
 PLAN_WORDS = {"read_persona": "profile", "refine_query": "refine", "inspect_candidates": "compare",
               "page_on": "page", "choose_options": "options", "check_budget": "budget"}
 """The plan line's word for each competence of :class:`~intraskill.shop.expert.Competences`."""
+_PLANNED = {word: name for name, word in PLAN_WORDS.items()}
 
 
 def plan_line(used: tuple[str, ...], language: str = "en") -> str:
@@ -76,14 +83,13 @@ def planned(text: str, language: str = "en") -> tuple[str, ...] | None:
     >>> planned("<think>Plan: profile, budget</think>\\n<tool_call>{}</tool_call>")
     ('read_persona', 'check_budget')
     """
-    label, sep, empty = PLAN_LABELS[language]
-    start = text.find("<think>" + label)
-    end = text.find("</think>", start)
+    label, sep, _ = PLAN_LABELS[language]
+    head = THINK_OPEN + label
+    start = text.find(head)
+    end = text.find(THINK_CLOSE, start)
     if start < 0 or end < 0:
         return None
-    words = text[start + len("<think>" + label):end].split(sep)
-    competences = {word: name for name, word in PLAN_WORDS.items()}
-    return tuple(competences[word] for word in words if word in competences)
+    return tuple(_PLANNED[word] for word in text[start + len(head):end].split(sep) if word in _PLANNED)
 
 
 class CompetenceGate(Protocol):
@@ -281,9 +287,9 @@ class ExpertPolicy:
             arguments = {TOOL_ARGUMENT[CLICK]: ranks.get(arguments[TOOL_ARGUMENT[CLICK]],
                                                          arguments[TOOL_ARGUMENT[CLICK]])}
         text = render_tool_call(name, arguments)
+        content, calls, error = parse_tool_calls(text)
         if self.plan:
-            text = f"<think>{plan_line(session.expert.used, self.language)}</think>\n{text}"
-        content, calls, error = parse_tool_calls(drop_reasoning(text))
+            text = f"{THINK_OPEN}{plan_line(session.expert.used, self.language)}{THINK_CLOSE}\n{text}"
         return Generation(text=text, content=content, tool_calls=calls, finish_reason="stop",
                           prompt_tokens=0, completion_tokens=0, parse_error=error)
 
