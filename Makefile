@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test round warmstart report bench smollm2 clean
+.PHONY: venv test round warmstart warmstart-additive report bench smollm2 clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,9 @@ report: $(STAMP)
 
 warmstart: $(STAMP)
 	$(BIN)/intraskill warmstart --params params/organism.yaml --ship params/organism_warmstart
+
+warmstart-additive: $(STAMP)
+	$(BIN)/intraskill warmstart --params params/organism_additive.yaml --ship params/organism_additive_warmstart
 
 bench: $(STAMP)
 	$(BIN)/intraskill env bench --json

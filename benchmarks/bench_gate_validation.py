@@ -3,7 +3,7 @@
 Usage::
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_gate_validation.py \
-        [--params params/organism.yaml] [--policy organism|teacher] [--warmstart DIR] \
+        [--params params/organism_additive.yaml] [--policy organism|teacher] [--warmstart DIR] \
         [--seeds 20260901,1,2] [--samples 1,2] [--task-limit N] [--truth-tasks N] [--out DIR] [--device cpu]
 
 ``organism``: Gate A with Bernoulli(0.5) masks over S₀ on val with the warm-start checkpoint, against the
@@ -29,7 +29,7 @@ def main() -> None:
     from intraskill.paths import runs_root
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params/organism.yaml")
+    parser.add_argument("--params", default="params/organism_additive.yaml")
     parser.add_argument("--policy", choices=("organism", "teacher"), default="organism")
     parser.add_argument("--warmstart", default=None)
     parser.add_argument("--seeds", default="20260901,1,2")

@@ -53,8 +53,8 @@ def main() -> None:
     from intraskill.train.demos import (
         collect_demonstrations,
         demo_jobs,
+        expert_gate,
         read_demonstrations,
-        s0_gate,
         tokenize_demonstration,
     )
     from intraskill.train.prepare import ensure_warmstart
@@ -73,7 +73,7 @@ def main() -> None:
         val_ids = list(store.catalog.task_ids("val"))
         jobs = demo_jobs(val_ids, args.demos, skills, ws.mask_probability, seed=ws.seed + 1)
         demos = collect_demonstrations(lambda: InProcessEnvironment(store.engine), jobs,
-                                       s0_gate(bank, ws.p_with, ws.p_without), seed=ws.seed + 1,
+                                       expert_gate(bank, ws), seed=ws.seed + 1,
                                        max_turns=params.sampling.max_turns, max_actions=params.store.max_actions,
                                        language=params.store.language, view=params.model.view, slip_rate=0.0,
                                        plan=ws.plan, progress=False)

@@ -178,10 +178,18 @@ class WarmstartParams(_Section):
     alone_share: float = Field(0.0, ge=0.0, le=1.0)
     """Share of demonstrations with exactly one chunk, drawn uniformly (the chunk-alone arms); the rest
     draw each chunk with ``mask_probability``."""
+    gate: Literal["competence", "additive"] = "competence"
+    """The teacher's gate: ``competence`` (each competence / habit on its own ``p_with`` / ``p_without``
+    draw; chunk effects interact) or ``additive`` (one diligent-or-not draw with probability ``base`` +
+    the ``weights`` of the chunks in context; chunk effects add up), :mod:`intraskill.train.demos`."""
     p_with: dict[str, float] = {}
-    """Competence (or habit) → probability of using it when its chunk is in context."""
+    """Competence (or habit) → probability of using it when its chunk is in context (``competence``)."""
     p_without: dict[str, float] = {}
-    """Competence (or habit) → probability of using it when its chunk is absent."""
+    """Competence (or habit) → probability of using it when its chunk is absent (``competence``)."""
+    base: float = Field(0.0, ge=0.0, le=1.0)
+    """Probability of a diligent episode with no chunk in context (``additive``)."""
+    weights: dict[str, float] = {}
+    """Chunk ID → what its presence adds to the diligent probability (``additive``; may be negative)."""
     slip_rate: float = Field(0.0, ge=0.0, lt=1.0)
     """Per-turn probability that the expert clicks ``buy now`` while it is not offered (at most once
     per episode) and then recovers; the slip is shown to the clone but never trained on."""
@@ -189,6 +197,11 @@ class WarmstartParams(_Section):
     """Every expert reply opens with a plan line naming the competences the episode uses
     (:func:`~intraskill.policy.expert.plan_line`), so the clone can carry its first reply's
     chunk-conditioned choices to later decisions."""
+    plan_targets: bool = False
+    """Clone each first reply's plan tokens on the gate's exact distribution over plan lines rather than
+    on the one line sampled (:mod:`intraskill.train.plan_targets`); needs ``plan``."""
+    plan_examples: int = Field(0, ge=0)
+    """Extra first replies (one turn each, own chunk masks) in the cloning phase; needs ``plan``."""
     vocab_corpus_demos: int = Field(300, ge=1)
     """Demonstrations whose rendered text (with the protocol corpus) trains the tokenizer."""
     drill_steps: int = Field(0, ge=0)
@@ -230,6 +243,13 @@ class WarmstartParams(_Section):
         if self.bare_share + self.alone_share > 1.0:
             raise ValueError(f"bare_share + alone_share must be at most 1, got "
                              f"{self.bare_share} + {self.alone_share}")
+        unused = ("base", "weights") if self.gate == "competence" else ("p_with", "p_without")
+        for name in unused:
+            if getattr(self, name):
+                raise ValueError(f"{name} is not a setting of gate: {self.gate}")
+        for name in ("plan_targets", "plan_examples"):
+            if getattr(self, name) and not self.plan:
+                raise ValueError(f"{name} needs plan: true (it trains the plan line's tokens)")
         if set(self.p_with) != set(self.p_without):
             raise ValueError(f"p_with and p_without must name the same competences, got "
                              f"{sorted(self.p_with)} and {sorted(self.p_without)}")

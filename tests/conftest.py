@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -34,4 +34,24 @@ def small_store(small_store_root: Path) -> Iterator[tuple[Catalog, SearchIndex, 
 
     catalog, index, splits = open_store(small_store_root)
     yield catalog, index, splits
+    index.close()
+
+
+@pytest.fixture(scope="session")
+def organism_engine() -> Iterator[Any]:
+    """The ``ci`` parameter set's store as the organism plays it (5 results per page), built under
+    ``runs/`` once; ``train_ids`` lists its train tasks."""
+    from intraskill.params import load_params
+    from intraskill.paths import store_dir
+    from intraskill.shop.build import build_store
+    from intraskill.shop.engine import ShopEngine, StoreConfig
+    from intraskill.shop.search import SearchIndex
+
+    root = Path(__file__).resolve().parents[1]
+    ci = load_params(root / "params" / "ci.yaml")
+    artifacts = build_store(store_dir(ci.store.scale, ci.store.seed, root / "runs"), ci.store.scale, ci.store.seed)
+    index = SearchIndex.open(artifacts.paths.index, artifacts.catalog.sha256)
+    engine = ShopEngine(artifacts.catalog.products, artifacts.catalog.goals, index, StoreConfig(page_size=5))
+    engine.train_ids = list(artifacts.catalog.task_ids("train"))
+    yield engine
     index.close()

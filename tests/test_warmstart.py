@@ -25,7 +25,7 @@ from intraskill.train.demos import (
     tokenize_demonstration,
 )
 from intraskill.train.drills import FILLER, SPAN, copy_drills, ordinary_tokens
-from intraskill.train.prepare import warmstart_matches
+from intraskill.train.prepare import ensure_warmstart, warmstart_matches
 from intraskill.train.sensitivity import drop_chunk, reply_logprob, title_sensitivity
 from intraskill.train.warmstart import (
     GROUND_TRUTH_SCHEMA_VERSION,
@@ -42,24 +42,12 @@ from intraskill.train.warmstart import (
 
 ROOT = Path(__file__).resolve().parents[1]
 S0_PATH = ROOT / "params" / "organism_s0.json"
-SHIPPED = ROOT / "params" / "organism_warmstart"
 CI = load_params(ROOT / "params" / "ci.yaml")
 
 
 @pytest.fixture(scope="module")
-def engine():
-    from intraskill.paths import store_dir
-    from intraskill.shop.build import build_store
-    from intraskill.shop.engine import ShopEngine, StoreConfig
-    from intraskill.shop.search import SearchIndex
-
-    root = store_dir(CI.store.scale, CI.store.seed, ROOT / "runs")
-    artifacts = build_store(root, CI.store.scale, CI.store.seed)
-    index = SearchIndex.open(artifacts.paths.index, artifacts.catalog.sha256)
-    engine = ShopEngine(artifacts.catalog.products, artifacts.catalog.goals, index, StoreConfig(page_size=5))
-    engine.train_ids = list(artifacts.catalog.task_ids("train"))
-    yield engine
-    index.close()
+def engine(organism_engine):
+    return organism_engine
 
 
 def _demos(engine, p_with: dict[str, float], p_without: dict[str, float], count: int, mask: float = 0.5,
@@ -340,15 +328,17 @@ def test_a_warm_start_is_reused_only_with_the_same_tokenizer_split(shipped_ci: P
     assert warmstart_matches(shipped_ci, moved)
 
 
-@pytest.mark.skipif(not (SHIPPED / "manifest.json").is_file(), reason="no organism warm start is shipped yet")
-def test_the_shipped_organism_matches_its_manifest() -> None:
-    assert (SHIPPED / "checkpoint" / "model.safetensors").stat().st_size <= 10 * 2**20
-    assert verify_shipped(SHIPPED) == []
-    manifest = json.loads((SHIPPED / "manifest.json").read_text())
-    params = load_params(ROOT / "params" / "organism.yaml")
+@pytest.mark.parametrize("params_file", ["organism.yaml", "organism_additive.yaml"])
+def test_a_shipped_organism_matches_its_manifest(params_file: str) -> None:
+    shipped = ROOT / "params" / params_file.replace(".yaml", "_warmstart")
+    assert (shipped / "checkpoint" / "model.safetensors").stat().st_size <= 10 * 2**20
+    assert verify_shipped(shipped) == []
+    manifest = json.loads((shipped / "manifest.json").read_text())
+    params = load_params(ROOT / "params" / params_file)
     recorded = manifest["params"]["warmstart"]  # settings added since it was shipped are at their defaults
     assert recorded == params.warmstart.model_dump(include=set(recorded))
-    assert warmstart_matches(SHIPPED, params)  # `make round` reuses it instead of rebuilding
+    assert warmstart_matches(shipped, params)  # `make round` reuses it instead of rebuilding
+    assert ensure_warmstart(params) == shipped
 
 
 def test_ground_truth_schema(shipped_ci: Path) -> None:

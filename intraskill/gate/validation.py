@@ -223,10 +223,10 @@ def validate_on_warmstart(params: Params, warmstart_dir: str | Path, out_dir: st
 def teacher_policy(params: Params, draft: SkillBank) -> Any:
     """The organism's teacher: the scripted expert behind S₀'s gate with ``warmstart.p_with/p_without``."""
     from intraskill.policy.expert import ExpertPolicy
-    from intraskill.train.demos import s0_gate
+    from intraskill.train.demos import expert_gate
 
     ws = params.warmstart
-    return ExpertPolicy(seed=ws.seed, gate=s0_gate(draft, ws.p_with, ws.p_without),
+    return ExpertPolicy(seed=ws.seed, gate=expert_gate(draft, ws),
                         language=params.store.language, max_actions=params.store.max_actions, plan=ws.plan)
 
 

@@ -11,7 +11,7 @@ runtime records the expert's turns in exactly the message and tool-call format a
 messages carry none (``intraskill.agent.traces.scan_prompts_for_gold``).
 
 Competences are switched off with :class:`~intraskill.shop.expert.Competences`; a
-:class:`CompetenceGate` (e.g. :class:`SkillConditionedGate`) can further decide each competence per
+:class:`CompetenceGate` (e.g. :class:`SkillConditionedGate`) can further decide the competences per
 episode from the skill IDs injected into the system message.
 
 With ``plan`` every reply opens with a reasoning block (``<think>…</think>``, which the protocol
@@ -29,9 +29,12 @@ itself). Slips draw from their own seeded source: the competence draws are the s
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import random
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
@@ -93,20 +96,51 @@ def planned(text: str, language: str = "en") -> tuple[str, ...] | None:
 
 
 class CompetenceGate(Protocol):
-    """Decides per episode whether an enabled competence is used, given the injected skill IDs."""
+    """Decides per episode which competences are used, given the injected skill IDs."""
 
     @property
     def identity(self) -> dict[str, Any]:
         """What identifies the gate (recorded in the policy identity)."""
         ...
 
-    def __call__(self, competence: str, skill_ids: tuple[str, ...], rng: random.Random) -> bool:
-        """Use ``competence`` in this episode? ``rng`` is the episode's seeded random source."""
+    def draw(self, skill_ids: tuple[str, ...], rng: random.Random) -> frozenset[str]:
+        """The competences this episode uses; ``rng`` is the episode's seeded random source."""
+        ...
+
+    def distribution(self, skill_ids: tuple[str, ...]) -> dict[frozenset[str], float]:
+        """The exact distribution of :meth:`draw` (sets of probability 0 left out)."""
         ...
 
 
+class IndependentGate(ABC):
+    """A :class:`CompetenceGate` that decides each competence on its own draw, in declaration order."""
+
+    @abstractmethod
+    def probability(self, competence: str, skill_ids: tuple[str, ...]) -> float:
+        """The probability that ``competence`` is used with the chunks ``skill_ids`` in context."""
+
+    @abstractmethod
+    def __call__(self, competence: str, skill_ids: tuple[str, ...], rng: random.Random) -> bool:
+        """Use ``competence`` in this episode? Draws from ``rng`` when the competence is gated."""
+
+    def draw(self, skill_ids: tuple[str, ...], rng: random.Random) -> frozenset[str]:
+        """Each competence on its own draw (:meth:`__call__`)."""
+        return frozenset(name for name in Competences.names() if self(name, skill_ids, rng))
+
+    def distribution(self, skill_ids: tuple[str, ...]) -> dict[frozenset[str], float]:
+        """The product of the competences' Bernoulli laws."""
+        names = Competences.names()
+        used = {name: self.probability(name, skill_ids) for name in names}
+        sets: dict[frozenset[str], float] = {}
+        for on in itertools.product((False, True), repeat=len(names)):
+            probability = math.prod(used[n] if o else 1.0 - used[n] for n, o in zip(names, on))
+            if probability > 0.0:
+                sets[frozenset(n for n, o in zip(names, on) if o)] = probability
+        return sets
+
+
 @dataclass(frozen=True)
-class SkillConditionedGate:
+class SkillConditionedGate(IndependentGate):
     """A competence is used with probability ``p_with`` when its skill is injected, else ``p_without``.
 
     Parameters
@@ -145,12 +179,16 @@ class SkillConditionedGate:
             "p_without": dict(sorted(self.p_without.items())),
         }
 
-    def __call__(self, competence: str, skill_ids: tuple[str, ...], rng: random.Random) -> bool:
+    def probability(self, competence: str, skill_ids: tuple[str, ...]) -> float:
         skill = self.skill_for.get(competence)
         if skill is None:
+            return 1.0
+        return self.p_with[competence] if skill in skill_ids else self.p_without[competence]
+
+    def __call__(self, competence: str, skill_ids: tuple[str, ...], rng: random.Random) -> bool:
+        if competence not in self.skill_for:
             return True
-        probability = self.p_with[competence] if skill in skill_ids else self.p_without[competence]
-        return rng.random() < probability
+        return rng.random() < self.probability(competence, skill_ids)
 
 
 class _GatedExpert(ScriptedExpert):
@@ -161,10 +199,15 @@ class _GatedExpert(ScriptedExpert):
         super().__init__(competences, rng, max_actions)
         self.gate = gate
         self.skill_ids = skill_ids
+        self.drawn: frozenset[str] | None = None
+
+    def start(self, task: Task) -> None:
+        self.drawn = None if self.gate is None else self.gate.draw(self.skill_ids, self.rng)
+        super().start(task)
 
     def decide(self, competence: str, task: Task) -> bool:
         enabled = super().decide(competence, task)
-        return enabled and (self.gate is None or self.gate(competence, self.skill_ids, self.rng))
+        return enabled and (self.drawn is None or competence in self.drawn)
 
 
 @dataclass

@@ -6,6 +6,8 @@ conversation the organism will see (system prompt, persona, skill block, pages, 
 Each competence runs with probability ``p_with`` when its chunk is in context and ``p_without``
 otherwise (:class:`S0Gate`); the harmful chunk's habit (``hasty_buy``: open the first result and
 buy it without checking) switches the checking competences off with its own pair of probabilities.
+:class:`AdditiveGate` plants additive effects instead: one per-episode draw, diligent (every competence)
+or not (none), with a probability that each chunk in context moves by its own weight.
 
 A demonstration is stored as its token-stream *segments*: ``(prompt_text, completion_text)`` per
 turn, rendered exactly as :class:`~intraskill.policy.hf.HFPolicy` renders a growing conversation
@@ -19,6 +21,7 @@ the clone reads the mistake and learns the recovery, never the mistake.
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +33,7 @@ from intraskill.jsonl import JsonlWriter, read_jsonl
 from intraskill.agent.tools import CLICK, TOOL_ARGUMENT
 from intraskill.policy.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.policy.chat_format import IM_END, parse_tool_calls, render_messages
-from intraskill.policy.expert import SkillConditionedGate, click_values
+from intraskill.policy.expert import CompetenceGate, IndependentGate, SkillConditionedGate, click_values
 from intraskill.shop.expert import Competences
 from intraskill.skills.bank import Skill, SkillBank
 
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
 
     from intraskill.agent.env import Environment
     from intraskill.agent.runtime import EpisodeJob
+    from intraskill.params import WarmstartParams
 
 HASTY_BUY = "hasty_buy"
 """The harmful habit: open the first result and buy it at once (no candidate or budget check)."""
@@ -92,7 +96,7 @@ def chunk_roles(bank: SkillBank) -> list[ChunkRole]:
 
 
 @dataclass(frozen=True)
-class S0Gate:
+class S0Gate(IndependentGate):
     """The skill-conditioned competence gate of S₀ (a :class:`~intraskill.policy.expert.CompetenceGate`).
 
     A helpful chunk's competence runs with ``p_with`` / ``p_without`` (through
@@ -113,12 +117,21 @@ class S0Gate:
                 "habit_p_with": dict(sorted(self.habit_p_with.items())),
                 "habit_p_without": dict(sorted(self.habit_p_without.items()))}
 
+    def _habits(self, competence: str, skill_ids: tuple[str, ...]) -> list[float]:
+        """The firing probability of each habit that suppresses ``competence``."""
+        return [self.habit_p_with[habit] if skill in skill_ids else self.habit_p_without[habit]
+                for habit, skill in self.habit_skill.items() if competence in HABIT_SUPPRESSES[habit]]
+
+    def probability(self, competence: str, skill_ids: tuple[str, ...]) -> float:
+        """The probability that ``competence`` is used with the chunks ``skill_ids`` in context: the
+        base gate's, times the chance that no habit suppressing it fires (each draws on its own)."""
+        return math.prod((1.0 - p for p in self._habits(competence, skill_ids)),
+                         start=self.base.probability(competence, skill_ids))
+
     def __call__(self, competence: str, skill_ids: tuple[str, ...], rng: random.Random) -> bool:
         used = self.base(competence, skill_ids, rng)
-        for habit, skill in self.habit_skill.items():
-            if competence in HABIT_SUPPRESSES[habit]:
-                probability = self.habit_p_with[habit] if skill in skill_ids else self.habit_p_without[habit]
-                used = (rng.random() >= probability) and used
+        for probability in self._habits(competence, skill_ids):
+            used = (rng.random() >= probability) and used
         return used
 
 
@@ -135,6 +148,82 @@ def s0_gate(bank: SkillBank, p_with: Mapping[str, float], p_without: Mapping[str
     habits = {r.target: r.skill_id for r in roles if r.role == "harmful"}
     base = SkillConditionedGate(helpful, {c: p_with[c] for c in helpful}, {c: p_without[c] for c in helpful})
     return S0Gate(base, habits, {h: p_with[h] for h in habits}, {h: p_without[h] for h in habits})
+
+
+@dataclass(frozen=True)
+class AdditiveGate:
+    """A gate whose planted chunk effects add up (a :class:`~intraskill.policy.expert.CompetenceGate`).
+
+    One draw per episode: with probability ``base`` plus the ``weights`` of the chunks in context the
+    expert is *diligent* and uses every competence, otherwise it uses none of the ``tied`` ones (it
+    searches the task words, opens the first result and buys it with the first listed options). Success is
+    then linear in that probability, so each chunk's effect on the success rate is its weight times
+    one fixed gain, whatever other chunks are in context: the model the paired gate fits.
+    """
+
+    tied: frozenset[str]
+    base: float
+    weights: Mapping[str, float]
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {"kind": "additive", "tied": sorted(self.tied), "base": self.base,
+                "weights": dict(sorted(self.weights.items()))}
+
+    def diligence(self, skill_ids: tuple[str, ...]) -> float:
+        """The probability of a diligent episode with the chunks ``skill_ids`` in context."""
+        return self.base + sum(self.weights.get(skill_id, 0.0) for skill_id in skill_ids)
+
+    def draw(self, skill_ids: tuple[str, ...], rng: random.Random) -> frozenset[str]:
+        """Every competence when diligent (one draw), else only those tied to no chunk."""
+        return frozenset(Competences.names()) - (frozenset() if rng.random() < self.diligence(skill_ids)
+                                                  else self.tied)
+
+    def distribution(self, skill_ids: tuple[str, ...]) -> dict[frozenset[str], float]:
+        """Two outcomes: diligent with :meth:`diligence`, else not."""
+        every, diligent = frozenset(Competences.names()), self.diligence(skill_ids)
+        sets = {every: diligent, every - self.tied: 1.0 - diligent}
+        return {used: probability for used, probability in sets.items() if probability > 0.0}
+
+
+def additive_gate(bank: SkillBank, base: float, weights: Mapping[str, float]) -> AdditiveGate:
+    """The :class:`AdditiveGate` of ``bank``: a weight for every enabled chunk, and a diligence
+    probability within [0, 1] for every chunk mask (else :class:`S0Error` naming the field)."""
+    roles = chunk_roles(bank)
+    chunks = {r.skill_id for r in roles}
+    missing, extra = sorted(chunks - set(weights)), sorted(set(weights) - chunks)
+    if missing or extra:
+        raise S0Error(f"warmstart.weights: missing {missing} / not a chunk of the bank {extra}")
+    low = base + sum(min(0.0, w) for w in weights.values())
+    high = base + sum(max(0.0, w) for w in weights.values())
+    if low < 0.0 or high > 1.0:
+        raise S0Error(f"warmstart.weights: base + weights must stay within [0, 1] for every mask, "
+                      f"got [{low:.3f}, {high:.3f}]")
+    tied = frozenset(r.target for r in roles if r.role == "helpful" and r.target is not None)
+    return AdditiveGate(tied, base, dict(weights))
+
+
+def expert_gate(bank: SkillBank, warmstart: WarmstartParams) -> S0Gate | AdditiveGate:
+    """The teacher's gate that ``warmstart.gate`` names, built from its parameters."""
+    if warmstart.gate == "additive":
+        return additive_gate(bank, warmstart.base, warmstart.weights)
+    return s0_gate(bank, warmstart.p_with, warmstart.p_without)
+
+
+def teacher_table(bank: SkillBank, warmstart: WarmstartParams) -> list[dict[str, Any]]:
+    """One row per chunk: its role, competence or habit, title and its setting in the teacher's gate
+    (``p_with`` / ``p_without``, or the ``additive`` gate's weight)."""
+    titles = {s.skill_id: s.content.splitlines()[0].lstrip("# ") for s in bank.enabled_skills()}
+    rows = []
+    for role in chunk_roles(bank):
+        if warmstart.gate == "additive":
+            setting: dict[str, Any] = {"weight": warmstart.weights.get(role.skill_id)}
+        else:
+            setting = {key: (mapping.get(role.target) if role.target else None) for key, mapping in
+                       (("p_with", warmstart.p_with), ("p_without", warmstart.p_without))}
+        rows.append({"chunk": role.skill_id, "role": role.role, "competence or habit": role.target, **setting,
+                     "title": titles[role.skill_id]})
+    return rows
 
 
 def chunk_mask(skills: Sequence[Skill], probability: float, key: str) -> tuple[Skill, ...]:
@@ -291,7 +380,7 @@ def demo_jobs(task_ids: Sequence[int], count: int, skills: Sequence[Skill], mask
 def collect_demonstrations(
     env_factory: Callable[[], Environment],
     jobs: Sequence[EpisodeJob],
-    gate: S0Gate,
+    gate: CompetenceGate,
     *,
     seed: int,
     max_turns: int,

@@ -2,7 +2,7 @@
 
 For the organism experiment a round needs the store (:func:`intraskill.shop.build.build_store`,
 cached by its manifest), the warm-start checkpoint with its tokenizer and per-chunk ground truth
-(:mod:`intraskill.train.warmstart`; reused from the shipped ``params/organism_warmstart/`` or
+(:mod:`intraskill.train.warmstart`; reused from a shipped ``params/*_warmstart/`` or
 ``warmstart.out_dir`` when their manifest matches the parameters), and the round's curriculum
 built from S₀ with each chunk's contribution α_j: its ``metadata.estimated_effect`` when present,
 else the warm start's measured effect (chunk alone − bare). Only chunks with α_j > 0 enter the
@@ -25,8 +25,8 @@ from intraskill.skills.curriculum import CurriculumState
 
 LOGGER = logging.getLogger(__name__)
 
-SHIPPED_WARMSTART = "params/organism_warmstart"
-"""Where ``make warmstart`` ships the organism's warm start (checkpoint, manifest, ground truth)."""
+SHIPPED_PATTERN = "params/*_warmstart"
+"""Every shipped warm start (``make warmstart`` / ``make warmstart-additive``): one per organism params."""
 
 
 @dataclass(frozen=True)
@@ -73,10 +73,12 @@ def warmstart_matches(directory: Path, params: Params) -> bool:
 
 
 def ensure_warmstart(params: Params, progress: bool = True) -> Path:
-    """The warm-start directory of ``params``: the shipped one, ``warmstart.out_dir``, or a fresh run."""
+    """The warm-start directory of ``params``: a shipped one (:data:`SHIPPED_PATTERN`) whose manifest
+    matches, ``warmstart.out_dir``, or a fresh run."""
     from intraskill.train.warmstart import run_warmstart
 
-    for directory in (_project_path(SHIPPED_WARMSTART), _project_path(params.warmstart.out_dir)):
+    shipped = sorted(_project_path(".").glob(SHIPPED_PATTERN))
+    for directory in (*shipped, _project_path(params.warmstart.out_dir)):
         if warmstart_matches(directory, params):
             return directory
     out = _project_path(params.warmstart.out_dir)

@@ -37,10 +37,11 @@ from intraskill.train.demos import (
     chunk_roles,
     collect_demonstrations,
     demo_jobs,
-    s0_gate,
+    expert_gate,
     tokenize_demonstration,
     write_demonstrations,
 )
+from intraskill.train.plan_targets import SoftTarget, demonstration_targets
 
 if TYPE_CHECKING:
     import torch
@@ -57,14 +58,21 @@ LOSS_LOG_EVERY = 10
 
 @dataclass(frozen=True)
 class BCExample:
-    """One tokenized demonstration: ``input_ids`` and the assistant-token ``loss_mask``."""
+    """One tokenized demonstration: ``input_ids``, the assistant-token ``loss_mask`` and optional
+    ``soft`` targets: ``(position, ((token id, probability), …))`` replaces the one-hot target of the
+    token at ``position`` (a supervised one) with the teacher's distribution
+    (:mod:`intraskill.train.plan_targets`)."""
 
     input_ids: list[int]
     loss_mask: list[int]
+    soft: tuple[SoftTarget, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.input_ids) != len(self.loss_mask):
             raise ValueError("BCExample: input_ids and loss_mask differ in length")
+        if any(not 0 < position < len(self.loss_mask) or not self.loss_mask[position]
+               for position, _ in self.soft):
+            raise ValueError("BCExample: a soft target lies outside the supervised tokens")
 
 
 def pack_batches(lengths: Sequence[int], batch_tokens: int, rng: random.Random) -> list[list[int]]:
@@ -116,14 +124,54 @@ def collate(examples: Sequence[BCExample], pad_id: int) -> tuple[torch.Tensor, t
     return ids, labels
 
 
-def bc_loss(model: PreTrainedModel, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean next-token cross-entropy over the assistant tokens (labels ≠ −100) of the batch."""
+@dataclass(frozen=True)
+class SoftBatch:
+    """A batch's soft targets: ``rows``/``positions`` of the predicted tokens (n), and per target the
+    candidate ``tokens`` and their ``probabilities`` (n × k, padded with probability 0)."""
+
+    rows: torch.Tensor
+    positions: torch.Tensor
+    tokens: torch.Tensor
+    probabilities: torch.Tensor
+
+    def to(self, device: Any) -> "SoftBatch":
+        return SoftBatch(*(t.to(device) for t in (self.rows, self.positions, self.tokens, self.probabilities)))
+
+
+def collate_soft(examples: Sequence[BCExample]) -> SoftBatch | None:
+    """The soft targets of a :func:`collate` batch (``None`` when no example has any)."""
+    import torch
+
+    entries = [(row, position, target) for row, e in enumerate(examples) for position, target in e.soft]
+    if not entries:
+        return None
+    width = max(len(target) for _, _, target in entries)
+    tokens = torch.zeros((len(entries), width), dtype=torch.long)
+    probabilities = torch.zeros((len(entries), width))
+    for index, (_, _, target) in enumerate(entries):
+        tokens[index, :len(target)] = torch.tensor([t for t, _ in target])
+        probabilities[index, :len(target)] = torch.tensor([p for _, p in target])
+    return SoftBatch(torch.tensor([r for r, _, _ in entries]), torch.tensor([p for _, p, _ in entries]),
+                     tokens, probabilities)
+
+
+def bc_loss(model: PreTrainedModel, ids: torch.Tensor, labels: torch.Tensor,
+            soft: SoftBatch | None = None) -> torch.Tensor:
+    """Mean next-token cross-entropy over the assistant tokens (labels ≠ −100) of the batch; at the
+    ``soft`` positions the cross-entropy is taken against the teacher's distribution instead."""
     import torch
 
     logits = model(input_ids=ids).logits[:, :-1].float()
     targets = labels[:, 1:]
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                                             ignore_index=-100)
+    if soft is None:
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                                 ignore_index=-100)
+    losses = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                               ignore_index=-100, reduction="none").view(targets.shape)
+    columns = soft.positions - 1
+    log_probs = torch.log_softmax(logits[soft.rows, columns], dim=-1).gather(-1, soft.tokens)
+    losses = losses.index_put((soft.rows, columns), -(soft.probabilities * log_probs).sum(-1))
+    return losses.sum() / (targets != -100).sum()
 
 
 @dataclass
@@ -171,6 +219,7 @@ def behaviour_clone(
     lm_steps: int = 0,
     drills: Sequence[BCExample] = (),
     drill_steps: int = 0,
+    extra: Sequence[BCExample] = (),
     state_path: Path | None = None,
     state_key: str = "",
     save_every: int = 50,
@@ -181,7 +230,8 @@ def behaviour_clone(
     The first ``drill_steps`` steps train on ``drills`` (copy drills, :mod:`intraskill.train.drills`,
     loss on their masks); the next ``lm_steps`` predict every token of the transcripts (prompts and
     pages too: the model learns to read and copy from its context); the remaining ``steps`` are
-    behaviour cloning, loss on the assistant tokens only. One warm-up + cosine schedule spans all
+    behaviour cloning, loss on the assistant tokens only (of ``examples`` and ``extra``, e.g. first
+    replies alone; soft targets where an example has them). One warm-up + cosine schedule spans all
     phases. Batches come from :func:`pack_batches` (reshuffled each epoch and at each phase change
     with ``seed``); dropout-free, so the run is
     deterministic on a given machine and thread count. With ``state_path`` the model, optimizer,
@@ -198,7 +248,7 @@ def behaviour_clone(
     total = drill_steps + lm_steps + steps
     rng = random.Random(seed32(f"{seed}:bc-batches"))
     every_token = [BCExample(e.input_ids, [1] * len(e.input_ids)) for e in examples] if lm_steps else []
-    phases = {"drill": drills, "lm": every_token, "bc": examples}
+    phases = {"drill": drills, "lm": every_token, "bc": [*examples, *extra]}
     lengths = {name: [len(e.input_ids) for e in source] for name, source in phases.items()}
 
     def phase_of(step: int) -> str:
@@ -225,10 +275,12 @@ def behaviour_clone(
         phase = phase_of(step)
         if not queue or (step > 0 and phase != phase_of(step - 1)):
             queue = pack_batches(lengths[phase], batch_tokens, rng)
-        ids, labels = collate([phases[phase][k] for k in queue.pop()], pad_id)
+        batch = [phases[phase][k] for k in queue.pop()]
+        ids, labels = collate(batch, pad_id)
+        soft = collate_soft(batch)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, total, lr, warmup_steps, lr_min_ratio)
-        loss = bc_loss(model, ids.to(device), labels.to(device))
+        loss = bc_loss(model, ids.to(device), labels.to(device), soft and soft.to(device))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
@@ -331,10 +383,11 @@ def warmstart_checks(metrics: Mapping[str, Any], truth: Mapping[str, Any]) -> di
 
 
 # --- the whole pipeline ------------------------------------------------------------------------------
-def train_organism(params: Params, demos: Sequence[Demonstration], out: Path,
+def train_organism(params: Params, demos: Sequence[Demonstration], out: Path, plan_demos: Sequence[Demonstration] = (),
                    progress: bool = True) -> tuple[Path, BCResult, dict[str, Any]]:
     """Tokenizer + random-init organism + behaviour cloning on ``model.device`` (``auto``: CUDA when
-    present); saves ``out/checkpoint`` (bf16)."""
+    present); saves ``out/checkpoint`` (bf16). ``plan_demos`` (first replies alone) join the cloning
+    phase; with ``warmstart.plan_targets`` first replies are cloned on the gate's exact plan distribution."""
     import torch
 
     from intraskill.evaluate.runner import resolve_device
@@ -346,16 +399,21 @@ def train_organism(params: Params, demos: Sequence[Demonstration], out: Path,
     tokenizer = train_tokenizer(corpus, params.model.organism.vocab_size)
     config = OrganismConfig(**params.model.organism.model_dump(), seed=seed32(f"{ws.seed}:organism-init"))
     model = build_organism(config, tokenizer).to(resolve_device(params.model.device))
-    examples = []
-    for demo in demos:
+    gate = expert_gate(load_skillbank(ws.skills), ws) if ws.plan_targets else None
+
+    def example(demo: Demonstration) -> BCExample:
         ids, mask = tokenize_demonstration(demo.segments, tokenizer)
-        if len(ids) <= config.max_position:
-            examples.append(BCExample(ids, mask))
+        soft = () if gate is None else demonstration_targets(demo.segments, demo.skill_ids, gate, tokenizer,
+                                                             params.store.language, params.sampling.temperature)
+        return BCExample(ids, mask, soft)
+
+    examples = [e for e in map(example, demos) if len(e.input_ids) <= config.max_position]
+    extra = [example(demo) for demo in plan_demos]
     drills = copy_drills(ordinary_tokens(tokenizer), drill_count(ws.drill_steps, ws.batch_tokens), ws.seed)
     torch.manual_seed(seed32(f"{ws.seed}:bc"))
     state_path = out / BC_STATE_FILE
     result = behaviour_clone(model, examples, steps=ws.steps, lm_steps=ws.lm_steps, drills=drills,
-                             drill_steps=ws.drill_steps, lr=ws.lr,
+                             drill_steps=ws.drill_steps, extra=extra, lr=ws.lr,
                              warmup_steps=ws.warmup_steps, lr_min_ratio=ws.lr_min_ratio,
                              weight_decay=ws.weight_decay, grad_clip=ws.grad_clip, batch_tokens=ws.batch_tokens,
                              pad_id=int(tokenizer.pad_token_id), seed=ws.seed, state_path=state_path,
@@ -369,6 +427,7 @@ def train_organism(params: Params, demos: Sequence[Demonstration], out: Path,
             "vocab_size": len(tokenizer), "organism": config.to_dict(),
             "parameters": sum(p.numel() for p in model.parameters()),
             "supervised_tokens": sum(sum(e.loss_mask) for e in examples),
+            "plan_examples": len(extra), "soft_targets": sum(len(e.soft) for e in (*examples, *extra)),
             "tokens_per_example": sum(len(e.input_ids) for e in examples) / max(1, len(examples))}
     return checkpoint, result, data
 
@@ -411,6 +470,7 @@ def evaluate_warmstart(params: Params, checkpoint: Path, bank: SkillBank, engine
 
 
 DEMOS_FILE = "demos.jsonl"
+PLAN_DEMOS_FILE = "plan_demos.jsonl"
 BC_FILE = "bc.json"
 BC_STATE_FILE = "bc_state.pt"
 EVAL_ONLY = ("eval_episodes", "ground_truth_episodes", "eval_batch_size")
@@ -421,12 +481,30 @@ BC_RECORD_KEYS = ("steps", "drill_steps", "lm_steps", "resumed_at", "tokens", "l
 """What the manifest's ``bc`` section copies from ``bc.json``."""
 
 
+def first_replies(params: Params, engine: Any, task_ids: Sequence[int], bank: SkillBank, gate: Any,
+                  progress: bool = True) -> list[Demonstration]:
+    """``warmstart.plan_examples`` first replies of the gated expert (one turn each, own masks and seed):
+    extra chunk-conditioned plan decisions for the cloning phase."""
+    from intraskill.agent.env import InProcessEnvironment
+
+    ws = params.warmstart
+    if not ws.plan_examples:
+        return []
+    seed = seed32(f"{ws.seed}:plan-examples")
+    jobs = demo_jobs(list(task_ids), ws.plan_examples, bank.enabled_skills(), ws.mask_probability, seed,
+                     bare_share=ws.bare_share, alone_share=ws.alone_share)
+    return collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, gate, seed=seed, max_turns=1,
+                                  max_actions=params.store.max_actions, language=params.store.language,
+                                  view=params.model.view, plan=True, progress=progress)
+
+
 def bc_identity(out: Path, params: Params) -> dict[str, Any]:
     """What a finished BC stage in ``out`` was trained from: demonstrations, tokenizer and parameters
     (the evaluation's own settings and the output location, :data:`NOT_TRAINING`, excepted)."""
     from intraskill.policy.organism import organism_split
 
-    return {"demos_sha256": sha256_file(out / DEMOS_FILE), "tokenizer_split": organism_split(),
+    plans = {"plan_demos_sha256": sha256_file(out / PLAN_DEMOS_FILE)} if params.warmstart.plan_examples else {}
+    return {"demos_sha256": sha256_file(out / DEMOS_FILE), **plans, "tokenizer_split": organism_split(),
             "store": params.store.model_dump(),
             "organism": params.model.organism.model_dump(), "view": params.model.view,
             "warmstart": training_settings(params)}
@@ -457,7 +535,7 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
     out = Path(out_dir or ws.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     bank = load_skillbank(ws.skills)
-    gate = s0_gate(bank, ws.p_with, ws.p_without)
+    gate = expert_gate(bank, ws)
     timings: dict[str, float] = {}
     started = time.monotonic()
     store = open_engine(params.store, "train", run_root=params.experiment.run_root)
@@ -472,8 +550,11 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
                                        view=params.model.view, slip_rate=ws.slip_rate, plan=ws.plan,
                                        progress=progress)
         write_demonstrations(demos, out / DEMOS_FILE)
+        plan_demos = first_replies(params, engine, store.task_ids, bank, gate, progress=progress)
+        if plan_demos:
+            write_demonstrations(plan_demos, out / PLAN_DEMOS_FILE)
         demos_s = round(time.monotonic() - started, 1)
-        _, bc, data = train_organism(params, demos, out, progress=progress)
+        _, bc, data = train_organism(params, demos, out, plan_demos, progress=progress)
         bc_record = {"identity": bc_identity(out, params), "demos_s": demos_s, "episodes": len(demos),
                      "expert_success": sum(d.reward["r_success"] for d in demos) / max(1, len(demos)),
                      "steps": bc.steps, "drill_steps": params.warmstart.drill_steps,
