@@ -162,7 +162,8 @@ class WarmstartParams(_Section):
 
     A skill-conditioned scripted expert plays ``demos`` train tasks under random chunk masks of the
     S₀ bank ``skills``; each competence runs with ``p_with[c]`` when its chunk is in context and
-    ``p_without[c]`` otherwise (the harmful chunk's habit likewise). The organism is cloned from
+    ``p_without[c]`` otherwise (the harmful chunk's habit likewise), or with ``gate: additive`` all of
+    them with probability ``base`` plus the ``weights`` of the chunks in context. The organism is cloned from
     those demonstrations (loss on assistant tokens only), then evaluated bare and with S₀, and each
     chunk's true marginal effect is measured by a paired evaluation (chunk alone vs bare).
     """

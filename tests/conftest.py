@@ -49,7 +49,8 @@ def organism_engine() -> Iterator[Any]:
 
     root = Path(__file__).resolve().parents[1]
     ci = load_params(root / "params" / "ci.yaml")
-    artifacts = build_store(store_dir(ci.store.scale, ci.store.seed, root / "runs"), ci.store.scale, ci.store.seed)
+    directory = store_dir(ci.store.scale, ci.store.seed, root / "runs")
+    artifacts = build_store(directory, ci.store.scale, ci.store.seed)
     index = SearchIndex.open(artifacts.paths.index, artifacts.catalog.sha256)
     engine = ShopEngine(artifacts.catalog.products, artifacts.catalog.goals, index, StoreConfig(page_size=5))
     engine.train_ids = list(artifacts.catalog.task_ids("train"))

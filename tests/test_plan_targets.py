@@ -77,7 +77,8 @@ def test_the_additive_gate_adds_each_chunks_weight() -> None:
     assert math.isclose(gate.diligence(()), 0.3)
     assert math.isclose(gate.diligence(("persona-query", "buy-first-result")), 0.3 + 0.3 - 0.2)
     every = frozenset(Competences.names())
-    assert gate.distribution(("persona-query",)) == {every: pytest.approx(0.6), frozenset(): pytest.approx(0.4)}
+    assert gate.distribution(("persona-query",)) == {every: pytest.approx(0.6),
+                                                     frozenset(): pytest.approx(0.4)}
     assert gate.distribution(("buy-first-result", "refine-query")) == {every: pytest.approx(0.15),
                                                                        frozenset(): pytest.approx(0.85)}
 
@@ -151,8 +152,9 @@ def test_the_soft_loss_is_cross_entropy_against_the_target(planned) -> None:
     from intraskill.policy.organism import OrganismConfig, build_organism
 
     gate, demos, tokenizer = planned
-    model = build_organism(OrganismConfig(vocab_size=len(tokenizer), hidden_size=32, num_layers=1, num_heads=2,
-                                          num_kv_heads=1, intermediate_size=64, max_position=4096), tokenizer)
+    config = OrganismConfig(vocab_size=len(tokenizer), hidden_size=32, num_layers=1, num_heads=2,
+                            num_kv_heads=1, intermediate_size=64, max_position=4096)
+    model = build_organism(config, tokenizer)
     demo = next(d for d in demos if demonstration_targets(d.segments, d.skill_ids, gate, tokenizer))
     ids, mask = tokenize_demonstration(demo.segments[:1], tokenizer)
     soft = demonstration_targets(demo.segments[:1], demo.skill_ids, gate, tokenizer)
@@ -162,7 +164,8 @@ def test_the_soft_loss_is_cross_entropy_against_the_target(planned) -> None:
     with torch.no_grad():
         plain = float(bc_loss(model, batch_ids, labels))
         assert collate_soft([hard]) is None
-        assert math.isclose(float(bc_loss(model, batch_ids, labels, collate_soft([one_hot]))), plain, rel_tol=1e-5)
+        one_hot_loss = float(bc_loss(model, batch_ids, labels, collate_soft([one_hot])))
+        assert math.isclose(one_hot_loss, plain, rel_tol=1e-5)
         exact = float(bc_loss(model, batch_ids, labels, collate_soft([BCExample(ids, mask, soft)])))
         log_probs = torch.log_softmax(model(input_ids=batch_ids).logits[0].float(), dim=-1)
     supervised = sum(mask[1:])
@@ -178,7 +181,8 @@ def test_the_soft_loss_is_cross_entropy_against_the_target(planned) -> None:
 def test_an_additive_warm_start_clones_exact_plans_with_extra_first_replies(tmp_path: Path) -> None:
     from intraskill.train.warmstart import PLAN_DEMOS_FILE, bc_identity, run_warmstart
 
-    weights = {**dict.fromkeys(WEIGHTS, 0.0), "persona-query": 0.6, "budget-check": 0.1, "buy-first-result": -0.2}
+    weights = {**dict.fromkeys(WEIGHTS, 0.0), "persona-query": 0.6, "budget-check": 0.1,
+               "buy-first-result": -0.2}
     ws = {**CI.warmstart.model_dump(), "gate": "additive", "p_with": {}, "p_without": {}, "base": 0.2,
           "weights": weights, "plan": True, "plan_targets": True, "plan_examples": 5}
     params = params_from_dict({**CI.model_dump(), "model": {**CI.model.model_dump(), "view": "compact"},
@@ -196,11 +200,12 @@ def test_the_teacher_table_shows_each_chunks_gate_setting() -> None:
     from intraskill.train.demos import teacher_table
 
     bank = load_skillbank(S0_PATH)
-    additive = params_from_dict({"experiment": {"name": "x"},
-                                 "warmstart": {"gate": "additive", "base": 0.3, "weights": WEIGHTS}}).warmstart
+    settings = {"gate": "additive", "base": 0.3, "weights": WEIGHTS}
+    additive = params_from_dict({"experiment": {"name": "x"}, "warmstart": settings}).warmstart
     rows = {row["chunk"]: row for row in teacher_table(bank, additive)}
     assert rows["buy-first-result"]["weight"] == -0.2 and rows["buy-first-result"]["role"] == "harmful"
-    assert rows["persona-query"]["title"] == "Search with the profile" and "p_with" not in rows["persona-query"]
+    assert rows["persona-query"]["title"] == "Search with the profile"
+    assert "p_with" not in rows["persona-query"]
     competence = {row["chunk"]: row for row in teacher_table(bank, CI.warmstart)}
     assert competence["persona-query"]["p_with"] == CI.warmstart.p_with["read_persona"]
     assert competence["stay-calm"]["p_with"] is None and "weight" not in competence["stay-calm"]

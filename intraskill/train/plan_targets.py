@@ -1,16 +1,16 @@
 """Exact plan targets for behaviour cloning: the teacher's distribution over plan lines, per token.
 
 With ``warmstart.plan`` the expert's first reply opens with the episode's plan line
-(:func:`~intraskill.policy.expert.plan_line`), one independent draw per competence from the
-:class:`~intraskill.train.demos.S0Gate` given the chunks in context. A demonstration shows one sampled
-line; cloning it teaches each chunk-conditioned probability from a single bit per episode. The gate's
-probabilities are known exactly, so the warm start can train the first reply's plan tokens on the
-teacher's whole next-token distribution instead (``warmstart.plan_targets``): every plan line the gate
-could have written, tokenized in place of the sampled one, forms a prefix tree weighted by its
-probability; at each token where the tree branches the target is the normalised weight of its branches,
-tempered for the sampling temperature (``sampling.temperature``) so that the clone *samples* each plan
-with the gate's probability. Where the tree does not branch the target is the demonstrated token, as in
-ordinary cloning.
+(:func:`~intraskill.policy.expert.plan_line`), the competences the teacher's gate drew given the chunks
+in context (:class:`~intraskill.train.demos.S0Gate`, :class:`~intraskill.train.demos.AdditiveGate`). A
+demonstration shows one sampled line; cloning it teaches each chunk-conditioned probability from a
+single draw per episode. The gate's law is known exactly (``distribution``), so the warm start can train
+the first reply's plan tokens on the teacher's whole next-token distribution instead
+(``warmstart.plan_targets``): every plan line the gate could have written, tokenized in place of the
+sampled one, forms a prefix tree weighted by its probability; at each token where the tree branches the
+target is the normalised weight of its branches, tempered for the sampling temperature
+(``sampling.temperature``) so that the clone *samples* each plan with the gate's probability. Where the
+tree does not branch the target is the demonstrated token, as in ordinary cloning.
 """
 
 from __future__ import annotations
@@ -30,13 +30,16 @@ SoftTarget = tuple[int, tuple[tuple[int, float], ...]]
 """``(token offset, ((token id, probability), …))``: the next-token distribution at one offset."""
 
 
-def plan_distribution(gate: CompetenceGate, skill_ids: Sequence[str], language: str = "en") -> dict[str, float]:
+def plan_distribution(gate: CompetenceGate, skill_ids: Sequence[str],
+                      language: str = "en") -> dict[str, float]:
     """Every plan line the gate can write with the chunks ``skill_ids`` in context, with its probability.
 
     >>> from intraskill.policy.expert import SkillConditionedGate
     >>> gate = SkillConditionedGate({"page_on": "page-on"}, {"page_on": 0.9}, {"page_on": 0.3})
-    >>> {line: round(p, 2) for line, p in plan_distribution(gate, ["page-on"]).items()}
-    {'Plan: profile, refine, compare, options, budget': 0.1, 'Plan: profile, refine, compare, page, options, budget': 0.9}
+    >>> for line, p in plan_distribution(gate, ["page-on"]).items():
+    ...     print(line, round(p, 2))
+    Plan: profile, refine, compare, options, budget 0.1
+    Plan: profile, refine, compare, page, options, budget 0.9
     """
     order = Competences.names()
     lines: dict[str, float] = defaultdict(float)

@@ -3,13 +3,15 @@
 Pipeline (:func:`run_warmstart`, ``intraskill warmstart --params P``):
 
 1. build (or reuse) the store; play ``warmstart.demos`` train tasks with the S₀-gated expert under
-   random chunk masks (:mod:`intraskill.train.demos`);
+   random chunk masks (:mod:`intraskill.train.demos`), and ``warmstart.plan_examples`` first replies;
 2. train a byte-level BPE tokenizer (single-digit tokens) on demonstration text plus the protocol
    corpus, and a random-init organism of ``model.organism``'s shape;
 3. ``warmstart.drill_steps`` steps of copy drills (:mod:`intraskill.train.drills`), then
    ``warmstart.lm_steps`` steps of next-token prediction on the whole transcripts (the organism
    learns to copy ids and words from its pages and profile), then behaviour cloning: cross-entropy
-   on assistant tokens only (:func:`bc_loss`); AdamW with linear warm-up and cosine decay, whole
+   on assistant tokens only (:func:`bc_loss`; with ``warmstart.plan_targets`` the first reply's plan
+   against the gate's exact law, :mod:`intraskill.train.plan_targets`); AdamW with linear warm-up and
+   cosine decay, whole
    episodes packed into token-budget micro-batches, seeded, resumable after a kill (``bc_state.pt``);
 4. save ``checkpoint/`` (``save_pretrained`` in bfloat16 + tokenizer), then evaluate the *saved*
    checkpoint with the lockstep :class:`~intraskill.policy.hf.HFPolicy` on val: bare, with S₀, and
@@ -135,7 +137,8 @@ class SoftBatch:
     probabilities: torch.Tensor
 
     def to(self, device: Any) -> "SoftBatch":
-        return SoftBatch(*(t.to(device) for t in (self.rows, self.positions, self.tokens, self.probabilities)))
+        fields = (self.rows, self.positions, self.tokens, self.probabilities)
+        return SoftBatch(*(t.to(device) for t in fields))
 
 
 def collate_soft(examples: Sequence[BCExample]) -> SoftBatch | None:
@@ -383,7 +386,8 @@ def warmstart_checks(metrics: Mapping[str, Any], truth: Mapping[str, Any]) -> di
 
 
 # --- the whole pipeline ------------------------------------------------------------------------------
-def train_organism(params: Params, demos: Sequence[Demonstration], out: Path, plan_demos: Sequence[Demonstration] = (),
+def train_organism(params: Params, demos: Sequence[Demonstration], out: Path,
+                   plan_demos: Sequence[Demonstration] = (),
                    progress: bool = True) -> tuple[Path, BCResult, dict[str, Any]]:
     """Tokenizer + random-init organism + behaviour cloning on ``model.device`` (``auto``: CUDA when
     present); saves ``out/checkpoint`` (bf16). ``plan_demos`` (first replies alone) join the cloning
@@ -400,11 +404,12 @@ def train_organism(params: Params, demos: Sequence[Demonstration], out: Path, pl
     config = OrganismConfig(**params.model.organism.model_dump(), seed=seed32(f"{ws.seed}:organism-init"))
     model = build_organism(config, tokenizer).to(resolve_device(params.model.device))
     gate = expert_gate(load_skillbank(ws.skills), ws) if ws.plan_targets else None
+    temperature = params.sampling.temperature  # the clone samples its plans at it
 
     def example(demo: Demonstration) -> BCExample:
         ids, mask = tokenize_demonstration(demo.segments, tokenizer)
         soft = () if gate is None else demonstration_targets(demo.segments, demo.skill_ids, gate, tokenizer,
-                                                             params.store.language, params.sampling.temperature)
+                                                             params.store.language, temperature)
         return BCExample(ids, mask, soft)
 
     examples = [e for e in map(example, demos) if len(e.input_ids) <= config.max_position]
@@ -503,7 +508,8 @@ def bc_identity(out: Path, params: Params) -> dict[str, Any]:
     (the evaluation's own settings and the output location, :data:`NOT_TRAINING`, excepted)."""
     from intraskill.policy.organism import organism_split
 
-    plans = {"plan_demos_sha256": sha256_file(out / PLAN_DEMOS_FILE)} if params.warmstart.plan_examples else {}
+    plan_file = out / PLAN_DEMOS_FILE
+    plans = {"plan_demos_sha256": sha256_file(plan_file)} if params.warmstart.plan_examples else {}
     return {"demos_sha256": sha256_file(out / DEMOS_FILE), **plans, "tokenizer_split": organism_split(),
             "store": params.store.model_dump(),
             "organism": params.model.organism.model_dump(), "view": params.model.view,
