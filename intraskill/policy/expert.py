@@ -79,6 +79,17 @@ def plan_line(used: tuple[str, ...], language: str = "en") -> str:
     return label + (sep.join(PLAN_WORDS[name] for name in used) or empty)
 
 
+def plan_text(text: str, language: str = "en") -> str | None:
+    """The plan line (label included) of a reply's ``<think>`` block; ``None`` when it holds none.
+
+    >>> plan_text("<think>Plan: profile, budget</think>\\n<tool_call>{}</tool_call>")
+    'Plan: profile, budget'
+    """
+    start = text.find(THINK_OPEN + PLAN_LABELS[language][0])
+    end = text.find(THINK_CLOSE, start)
+    return None if start < 0 or end < 0 else text[start + len(THINK_OPEN):end]
+
+
 def planned(text: str, language: str = "en") -> tuple[str, ...] | None:
     """The competences of the plan line in a reply's ``<think>`` block (inverse of :func:`plan_line`);
     ``None`` when the reply holds no plan line. Unknown words are dropped.
@@ -86,13 +97,11 @@ def planned(text: str, language: str = "en") -> tuple[str, ...] | None:
     >>> planned("<think>Plan: profile, budget</think>\\n<tool_call>{}</tool_call>")
     ('read_persona', 'check_budget')
     """
-    label, sep, _ = PLAN_LABELS[language]
-    head = THINK_OPEN + label
-    start = text.find(head)
-    end = text.find(THINK_CLOSE, start)
-    if start < 0 or end < 0:
+    line = plan_text(text, language)
+    if line is None:
         return None
-    return tuple(_PLANNED[word] for word in text[start + len(head):end].split(sep) if word in _PLANNED)
+    label, sep, _ = PLAN_LABELS[language]
+    return tuple(_PLANNED[word] for word in line[len(label):].split(sep) if word in _PLANNED)
 
 
 class CompetenceGate(Protocol):

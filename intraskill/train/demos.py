@@ -176,8 +176,8 @@ class AdditiveGate:
 
     def draw(self, skill_ids: tuple[str, ...], rng: random.Random) -> frozenset[str]:
         """Every competence when diligent (one draw), else only those tied to no chunk."""
-        return frozenset(Competences.names()) - (frozenset() if rng.random() < self.diligence(skill_ids)
-                                                  else self.tied)
+        every = frozenset(Competences.names())
+        return every if rng.random() < self.diligence(skill_ids) else every - self.tied
 
     def distribution(self, skill_ids: tuple[str, ...]) -> dict[frozenset[str], float]:
         """Two outcomes: diligent with :meth:`diligence`, else not."""

@@ -19,8 +19,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from intraskill.policy.chat_format import THINK_CLOSE, THINK_OPEN
-from intraskill.policy.expert import PLAN_LABELS, CompetenceGate, plan_line
+from intraskill.policy.chat_format import THINK_OPEN
+from intraskill.policy.expert import PLAN_LABELS, CompetenceGate, plan_line, plan_text
 from intraskill.shop.expert import Competences
 
 if TYPE_CHECKING:
@@ -50,11 +50,10 @@ def plan_distribution(gate: CompetenceGate, skill_ids: Sequence[str],
 
 def plan_block(completion: str, language: str = "en") -> str:
     """The plan line a reply opens with (``ValueError`` when it opens with none)."""
-    head = THINK_OPEN + PLAN_LABELS[language][0]
-    end = completion.find(THINK_CLOSE)
-    if not completion.startswith(head) or end < 0:
+    line = plan_text(completion, language)
+    if line is None or not completion.startswith(THINK_OPEN + line):
         raise ValueError(f"reply does not open with a plan line: {completion[:60]!r}")
-    return completion[len(THINK_OPEN):end]
+    return line
 
 
 def plan_soft_targets(completion: str, lines: Mapping[str, float], tokenizer: PreTrainedTokenizerBase,

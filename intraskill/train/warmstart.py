@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from intraskill.agent.runtime import EpisodeResult
+    from intraskill.policy.expert import CompetenceGate
 
 MANIFEST_SCHEMA_VERSION = "intraskill-warmstart-v1"
 GROUND_TRUTH_SCHEMA_VERSION = "intraskill-ground-truth-v1"
@@ -386,12 +387,13 @@ def warmstart_checks(metrics: Mapping[str, Any], truth: Mapping[str, Any]) -> di
 
 
 # --- the whole pipeline ------------------------------------------------------------------------------
-def train_organism(params: Params, demos: Sequence[Demonstration], out: Path,
+def train_organism(params: Params, demos: Sequence[Demonstration], out: Path, gate: CompetenceGate,
                    plan_demos: Sequence[Demonstration] = (),
                    progress: bool = True) -> tuple[Path, BCResult, dict[str, Any]]:
     """Tokenizer + random-init organism + behaviour cloning on ``model.device`` (``auto``: CUDA when
     present); saves ``out/checkpoint`` (bf16). ``plan_demos`` (first replies alone) join the cloning
-    phase; with ``warmstart.plan_targets`` first replies are cloned on the gate's exact plan distribution."""
+    phase; with ``warmstart.plan_targets`` first replies are cloned on ``gate``'s exact plan law (the
+    gate that played ``demos``)."""
     import torch
 
     from intraskill.evaluate.runner import resolve_device
@@ -403,13 +405,12 @@ def train_organism(params: Params, demos: Sequence[Demonstration], out: Path,
     tokenizer = train_tokenizer(corpus, params.model.organism.vocab_size)
     config = OrganismConfig(**params.model.organism.model_dump(), seed=seed32(f"{ws.seed}:organism-init"))
     model = build_organism(config, tokenizer).to(resolve_device(params.model.device))
-    gate = expert_gate(load_skillbank(ws.skills), ws) if ws.plan_targets else None
     temperature = params.sampling.temperature  # the clone samples its plans at it
 
     def example(demo: Demonstration) -> BCExample:
         ids, mask = tokenize_demonstration(demo.segments, tokenizer)
-        soft = () if gate is None else demonstration_targets(demo.segments, demo.skill_ids, gate, tokenizer,
-                                                             params.store.language, temperature)
+        soft = demonstration_targets(demo.segments, demo.skill_ids, gate, tokenizer, params.store.language,
+                                     temperature) if ws.plan_targets else ()
         return BCExample(ids, mask, soft)
 
     examples = [e for e in map(example, demos) if len(e.input_ids) <= config.max_position]
@@ -486,21 +487,20 @@ BC_RECORD_KEYS = ("steps", "drill_steps", "lm_steps", "resumed_at", "tokens", "l
 """What the manifest's ``bc`` section copies from ``bc.json``."""
 
 
-def first_replies(params: Params, engine: Any, task_ids: Sequence[int], bank: SkillBank, gate: Any,
-                  progress: bool = True) -> list[Demonstration]:
-    """``warmstart.plan_examples`` first replies of the gated expert (one turn each, own masks and seed):
-    extra chunk-conditioned plan decisions for the cloning phase."""
+def expert_demos(params: Params, engine: Any, task_ids: Sequence[int], bank: SkillBank, gate: CompetenceGate,
+                 *, count: int, seed: int, max_turns: int, slip_rate: float = 0.0,
+                 progress: bool = True) -> list[Demonstration]:
+    """``count`` demonstrations of the gated expert on ``task_ids`` under the warm start's chunk masks
+    (the demonstrations themselves, or with ``max_turns=1`` first replies alone)."""
     from intraskill.agent.env import InProcessEnvironment
 
     ws = params.warmstart
-    if not ws.plan_examples:
-        return []
-    seed = seed32(f"{ws.seed}:plan-examples")
-    jobs = demo_jobs(list(task_ids), ws.plan_examples, bank.enabled_skills(), ws.mask_probability, seed,
+    jobs = demo_jobs(list(task_ids), count, bank.enabled_skills(), ws.mask_probability, seed,
                      bare_share=ws.bare_share, alone_share=ws.alone_share)
-    return collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, gate, seed=seed, max_turns=1,
-                                  max_actions=params.store.max_actions, language=params.store.language,
-                                  view=params.model.view, plan=True, progress=progress)
+    return collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, gate, seed=seed,
+                                  max_turns=max_turns, max_actions=params.store.max_actions,
+                                  language=params.store.language, view=params.model.view, slip_rate=slip_rate,
+                                  plan=ws.plan, progress=progress)
 
 
 def bc_identity(out: Path, params: Params) -> dict[str, Any]:
@@ -535,8 +535,6 @@ def finished_bc(out: Path, params: Params) -> dict[str, Any] | None:
 
 def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
     """The whole warm start (demos → BC → checkpoint → evaluation); returns the manifest."""
-    from intraskill.agent.env import InProcessEnvironment
-
     ws = params.warmstart
     out = Path(out_dir or ws.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -548,19 +546,15 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
     engine = store.engine
     bc_record = finished_bc(out, params)
     if bc_record is None:
-        jobs = demo_jobs(list(store.task_ids), ws.demos, bank.enabled_skills(), ws.mask_probability, ws.seed,
-                         bare_share=ws.bare_share, alone_share=ws.alone_share)
-        demos = collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, gate, seed=ws.seed,
-                                       max_turns=params.sampling.max_turns,
-                                       max_actions=params.store.max_actions, language=params.store.language,
-                                       view=params.model.view, slip_rate=ws.slip_rate, plan=ws.plan,
-                                       progress=progress)
+        demos = expert_demos(params, engine, store.task_ids, bank, gate, count=ws.demos, seed=ws.seed,
+                             max_turns=params.sampling.max_turns, slip_rate=ws.slip_rate, progress=progress)
         write_demonstrations(demos, out / DEMOS_FILE)
-        plan_demos = first_replies(params, engine, store.task_ids, bank, gate, progress=progress)
+        plan_demos = expert_demos(params, engine, store.task_ids, bank, gate, count=ws.plan_examples,
+                                  seed=seed32(f"{ws.seed}:plan-examples"), max_turns=1, progress=progress)
         if plan_demos:
             write_demonstrations(plan_demos, out / PLAN_DEMOS_FILE)
         demos_s = round(time.monotonic() - started, 1)
-        _, bc, data = train_organism(params, demos, out, plan_demos, progress=progress)
+        _, bc, data = train_organism(params, demos, out, gate, plan_demos, progress=progress)
         bc_record = {"identity": bc_identity(out, params), "demos_s": demos_s, "episodes": len(demos),
                      "expert_success": sum(d.reward["r_success"] for d in demos) / max(1, len(demos)),
                      "steps": bc.steps, "drill_steps": params.warmstart.drill_steps,
