@@ -14,8 +14,8 @@ from intraskill.gate import cli as gate_cli
 from intraskill.policy import cli as policy_cli
 from intraskill.report import cli as report_cli
 from intraskill.shop import cli as shop_cli
-from intraskill.train import cli as train_cli
 from intraskill.trace2skill import cli as t2s_cli
+from intraskill.train import cli as train_cli
 
 app = typer.Typer(
     name="intraskill",

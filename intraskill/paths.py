@@ -43,6 +43,11 @@ def params_path(name: str) -> Path:
     return project_root() / "params" / f"{name}.yaml"
 
 
+def release_data_dir() -> Path:
+    """The shipped excerpt of the public IntraSkill release: ``<root>/data/intraskill-release``."""
+    return project_root() / "data" / "intraskill-release"
+
+
 def store_dir(scale: str, seed: int, run_root: str | os.PathLike[str] = "runs") -> Path:
     """The cached store of a scale and seed: ``<run_root>/store/<scale>-<seed>``."""
     return runs_root(run_root) / "store" / f"{scale}-{seed}"

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from intraskill.paths import release_data_dir
+
 if TYPE_CHECKING:
     from intraskill.shop.data import Catalog
     from intraskill.shop.search import SearchIndex
@@ -56,3 +58,11 @@ def organism_engine() -> Iterator[Any]:
     engine.train_ids = list(artifacts.catalog.task_ids("train"))
     yield engine
     index.close()
+
+
+@pytest.fixture(scope="session")
+def release_dir() -> Path:
+    """The release excerpt the project ships; a clear failure naming the path when it is missing."""
+    path = release_data_dir()
+    assert (path / "analysis").is_dir(), f"release data missing at {path} (the project ships it under data/)"
+    return path

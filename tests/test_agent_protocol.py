@@ -13,7 +13,12 @@ from intraskill.agent.prompts import (
     prompt_identity,
     system_prompt,
 )
-from intraskill.agent.protocol import ProtocolErrorCode, interpret_generation, observation_message, turn_messages
+from intraskill.agent.protocol import (
+    ProtocolErrorCode,
+    interpret_generation,
+    observation_message,
+    turn_messages,
+)
 from intraskill.agent.tools import build_tools, to_action
 from intraskill.hashing import sha256_text
 from intraskill.policy.base import Generation, ToolCall

@@ -22,13 +22,6 @@ from intraskill.evaluate.bootstrap import (
 
 
 @pytest.fixture(scope="module")
-def release_dir() -> Path:
-    path = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "intraskill-release"
-    assert (path / "analysis").is_dir(), f"release data missing at {path}"
-    return path
-
-
-@pytest.fixture(scope="module")
 def outcomes(release_dir: Path) -> list[dict]:
     return json.loads((release_dir / "analysis" / "test_task_outcomes.json").read_text())
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from t2s_helpers import BANK, failed_retries
 from typer.testing import CliRunner
 
 from intraskill.cli import app as cli_app
@@ -25,7 +26,6 @@ from intraskill.trace2skill.ledger import LedgerEntry, read_ledger
 from intraskill.trace2skill.pool import load_pool, online_candidate_id
 from intraskill.trace2skill.queue import QUEUE_FILE, AnalysisItem
 from intraskill.trace2skill.rule_analyst import RuleAnalyst
-from t2s_helpers import BANK, failed_retries
 
 RELEASE_KEYS = {"schema_version", "created_at", "triage_groups", "analyzed_cards", "eligible_cards", "candidates",
                 "proposal_history_records", "evidence_only_card_ids", "candidate_pool_path",

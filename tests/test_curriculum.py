@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from intraskill.paths import release_data_dir
 from intraskill.skills import (
     CurriculumError,
     GroupAssignment,
@@ -24,7 +25,7 @@ from intraskill.skills import (
     treatment_draw,
 )
 
-COLD_START = Path("/work/shared/data/intraskill-release/cold-start/selected_skillbank.json")
+COLD_START = release_data_dir() / "cold-start" / "selected_skillbank.json"
 
 
 def _bank(effects: list[float | None]) -> SkillBank:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from policy_doubles import KilledAfter
 
 from intraskill.agent.runtime import episode_seed
 from intraskill.agent.traces import read_traces
@@ -16,7 +17,6 @@ from intraskill.params import Params, params_from_dict
 from intraskill.policy.base import ChatRequest, Generation, SessionTokens
 from intraskill.policy.expert import ExpertPolicy
 from intraskill.shop.expert import Competences
-from policy_doubles import KilledAfter
 
 SUMMARY_KEYS = {
     "counts": ["requested", "trace_files", "completed", "failed", "scored", "coverage"],

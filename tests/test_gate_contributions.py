@@ -25,11 +25,12 @@ from intraskill.gate.contributions import (
 from intraskill.gate.masks import MaskAssignment, assign_online_masks, slots_from_interventions
 from intraskill.gate.selection import Intervention
 from intraskill.hashing import unit_draw
+from intraskill.paths import release_data_dir
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.render import Chunk, render_chunk
 from intraskill.trace2skill.pool import Candidate, CandidatePool, build_candidate_pool, online_candidate_id
 
-RELEASE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "intraskill-release"
+RELEASE = release_data_dir()
 
 
 def release_gate(round_index: int) -> dict:

@@ -23,11 +23,12 @@ from intraskill.gate.masks import (
 from intraskill.gate.ols import RankDeficientDesignError
 from intraskill.gate.selection import Intervention
 from intraskill.hashing import u64
+from intraskill.paths import release_data_dir
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.render import Chunk, render_chunk
 from intraskill.trace2skill.pool import Candidate, build_candidate_pool, online_candidate_id
 
-RELEASE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "intraskill-release"
+RELEASE = release_data_dir()
 
 
 def chunk(title: str) -> str:

@@ -24,13 +24,6 @@ COLUMNS_PER_ROUND = {"round-000": 16, "round-001": 13, "round-002": 11, "round-0
 
 
 @pytest.fixture(scope="module")
-def release_dir() -> Path:
-    path = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "intraskill-release"
-    assert (path / "analysis").is_dir(), f"release data missing at {path}"
-    return path
-
-
-@pytest.fixture(scope="module")
 def round0(release_dir: Path) -> dict:
     return json.loads((release_dir / "round-000" / "gate" / "contributions.json").read_text())
 

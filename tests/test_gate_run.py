@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from policy_doubles import KilledAfter
 
 from intraskill.agent.traces import read_traces
 from intraskill.evaluate.runner import run_eval
@@ -36,7 +37,6 @@ from intraskill.policy.expert import ExpertPolicy, SkillConditionedGate
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.trace2skill.ledger import add_proposals, read_ledger
 from intraskill.trace2skill.pool import Candidate, build_candidate_pool, online_candidate_id
-from policy_doubles import KilledAfter
 
 PERSONA = Skill("persona", "### Read the profile\n- Search with the profile brand.", version="s0-1")
 BUDGET = Skill("budget", "### Check the budget\n- Compare the price with the budget.", version="s0-1")

@@ -19,13 +19,6 @@ from intraskill.gate.selection import (
 S = ContributionStatus
 
 
-@pytest.fixture(scope="module")
-def release_dir() -> Path:
-    path = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "intraskill-release"
-    assert (path / "analysis").is_dir(), f"release data missing at {path}"
-    return path
-
-
 def current(ident: str, order: int) -> Intervention:
     return Intervention(ident, "current", ident, None, order)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from fastapi import FastAPI, Request
+from t2s_helpers import BANK, failed_retries
 
 from intraskill.policy.openai_backend import OpenAIPolicy
 from intraskill.shop.engine import ShopEngine
@@ -26,7 +27,6 @@ from intraskill.trace2skill.mechanisms import MECHANISMS
 from intraskill.trace2skill.queue import AnalysisItem
 from intraskill.trace2skill.roles import RoleConfig, RoleFailure
 from intraskill.trace2skill.rule_analyst import RuleAnalyst
-from t2s_helpers import BANK, failed_retries
 
 SUBMIT = "submit_failure_card"
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from intraskill.paths import release_data_dir
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.render import Chunk, parse_chunk, render_chunk
 from intraskill.trace2skill.firewall import GoldLookup
@@ -34,7 +35,7 @@ from intraskill.trace2skill.pool import (
     validate_online_submission,
 )
 
-RELEASE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "intraskill-release"
+RELEASE = release_data_dir()
 CARDS = ["card-1", "card-2", "card-3"]
 
 

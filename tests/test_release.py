@@ -51,13 +51,6 @@ SECTION_3_7_ROLLOUT = [  # (response_len/mean, truncated_ratio, actor tok/s, rol
 
 
 @pytest.fixture(scope="module")
-def release_dir() -> Path:
-    path = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "intraskill-release"
-    assert (path / "analysis").is_dir(), f"release data missing at {path}"
-    return path
-
-
-@pytest.fixture(scope="module")
 def reanalysis(release_dir: Path) -> dict:
     return reanalyse_release(release_dir)
 

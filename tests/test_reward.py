@@ -17,7 +17,12 @@ from shop_fixtures import (
     make_goal,
 )
 
-from intraskill.shop.price import PRICE_RESOLUTION_VERSION, normalize_option_text, price_affecting_axes, resolve_price
+from intraskill.shop.price import (
+    PRICE_RESOLUTION_VERSION,
+    normalize_option_text,
+    price_affecting_axes,
+    resolve_price,
+)
 from intraskill.shop.reward import REWARD_VERSION, category_nodes, score_purchase, type_reward, zero_detail
 from intraskill.shop.types import Product
 

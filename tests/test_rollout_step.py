@@ -16,10 +16,10 @@ from intraskill.shop.engine import ShopEngine
 from intraskill.shop.expert import Competences
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import CurriculumError, CurriculumState, assign_group, build_curriculum
+from intraskill.trace2skill.queue import read_analysis_queue
 from intraskill.train.admission import UnscoredStreakError
 from intraskill.train.metrics import rollout_step_metrics
 from intraskill.train.rollout import RolloutConfig, RoundFiles, group_index, plan_wave, run_rollout_step
-from intraskill.trace2skill.queue import read_analysis_queue
 from intraskill.train.triage import TriageClass
 
 RUNTIME = RuntimeConfig(max_turns=30, max_tokens_per_turn=64, temperature=0.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from t2s_helpers import BANK, OPTION_CHUNK, failed_retries
 
 from intraskill.shop.engine import ShopEngine
 from intraskill.shop.expert import persona_preferences
@@ -15,7 +16,6 @@ from intraskill.trace2skill.compact import compact_trace, redact, replay_trace
 from intraskill.trace2skill.mechanisms import MECHANISMS, rewrite_chunk
 from intraskill.trace2skill.queue import AnalysisItem, recheck_item
 from intraskill.trace2skill.rule_analyst import RuleAnalyst, _repair_action, plausible, required_words
-from t2s_helpers import BANK, OPTION_CHUNK, failed_retries
 
 
 @pytest.fixture(scope="module")

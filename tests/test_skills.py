@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from intraskill.paths import release_data_dir
 from intraskill.skills import (
     Chunk,
     Skill,
@@ -21,7 +22,7 @@ from intraskill.skills import (
     save_skillbank,
 )
 
-RELEASE = Path("/work/shared/data/intraskill-release")
+RELEASE = release_data_dir()
 COLD_START = RELEASE / "cold-start" / "selected_skillbank.json"
 ROUND_003 = RELEASE / "round-003" / "gate" / "selected_skillbank.json"
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from intraskill.agent import EpisodeJob, InProcessEnvironment, RuntimeConfig, run_episodes, scan_prompts_for_gold
+from intraskill.agent import (
+    EpisodeJob,
+    InProcessEnvironment,
+    RuntimeConfig,
+    run_episodes,
+    scan_prompts_for_gold,
+)
 from intraskill.agent.views import (
     page_text,
     render_compact,

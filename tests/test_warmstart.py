@@ -30,9 +30,9 @@ from intraskill.train.sensitivity import drop_chunk, reply_logprob, title_sensit
 from intraskill.train.warmstart import (
     GROUND_TRUTH_SCHEMA_VERSION,
     BCExample,
+    bc_identity,
     bc_loss,
     behaviour_clone,
-    bc_identity,
     collate,
     finished_bc,
     learning_rate,

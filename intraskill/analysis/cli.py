@@ -13,7 +13,7 @@ app = typer.Typer(
 )
 
 ARTIFACTS_HELP = (
-    "Release artifacts folder (default: $INTRASKILL_RELEASE_DIR or <repo>/../shared/data/intraskill-release)."
+    "Release artifacts folder (default: $INTRASKILL_RELEASE_DIR or the shipped data/intraskill-release)."
 )
 
 

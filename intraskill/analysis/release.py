@@ -1,7 +1,7 @@
 """Re-analysis of the public IntraSkill release (intraskill-release-data.md §3).
 
 Every number here is recomputed from the release files under an ``artifacts`` folder laid out like
-``shared/data/intraskill-release`` (``analysis/``, ``eval/``, ``round-00X/``):
+``data/intraskill-release`` (``analysis/``, ``eval/``, ``round-00X/``):
 
 * the four-condition test table (§3.1), checked against each arm's ``summary.json``;
 * paired bootstrap CIs and success transitions for all six arm pairs (§3.2);
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from intraskill.evaluate.bootstrap import TEST_SEED_BASE, paired_bootstrap_ci, success_transitions
+from intraskill.paths import release_data_dir
 
 RELEASE_DIR_ENV = "INTRASKILL_RELEASE_DIR"
 ARMS = ("base_free", "base_s0", "iter80_free", "iter80_st")
@@ -60,15 +61,15 @@ ROLLOUT_METRICS = (
 def locate_release_dir(explicit: str | Path | None = None) -> Path:
     """Resolve the release artifacts folder.
 
-    Order: ``explicit`` if given and non-empty; ``$INTRASKILL_RELEASE_DIR``; ``<repo>/../shared/data/
-    intraskill-release`` where ``<repo>`` is the parent of the ``intraskill`` package directory.
+    Order: ``explicit`` if given and non-empty; ``$INTRASKILL_RELEASE_DIR``; the excerpt the project
+    ships (``data/intraskill-release``, see :func:`intraskill.paths.release_data_dir`).
     """
     if explicit:
         candidate = Path(explicit)
     elif os.environ.get(RELEASE_DIR_ENV):
         candidate = Path(os.environ[RELEASE_DIR_ENV])
     else:
-        candidate = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "intraskill-release"
+        candidate = release_data_dir()
     if not (candidate / "analysis").is_dir():
         raise FileNotFoundError(
             f"release artifacts not found at {candidate} (expected an analysis/ folder); pass --artifacts "

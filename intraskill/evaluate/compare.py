@@ -24,11 +24,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from intraskill.jsonl import write_json
 from intraskill.agent.traces import EpisodeTrace, read_traces
 from intraskill.evaluate.bootstrap import TEST_SEED_BASE, paired_bootstrap_ci, success_transitions
 from intraskill.evaluate.runner import EvalPlan, read_plan
 from intraskill.evaluate.summary import episode_metrics, final_records, summarize, utc_now
+from intraskill.jsonl import write_json
 
 COMPARISON_SCHEMA_VERSION = "shopsimrl-paired-run-comparison-v1"
 KINDS: tuple[str, ...] = ("same-checkpoint", "cross-checkpoint")

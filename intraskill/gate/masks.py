@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from intraskill.jsonl import write_json
 from intraskill.agent.runtime import episode_id
 from intraskill.gate.ols import check_design_rank
 from intraskill.gate.selection import Intervention
 from intraskill.hashing import sha256_json, u64
+from intraskill.jsonl import write_json
 from intraskill.skills.bank import SkillBank
 from intraskill.trace2skill.pool import CandidatePool
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from intraskill.jsonl import write_json
 from intraskill.hashing import sha256_file
+from intraskill.jsonl import write_json
 from intraskill.shop.data import Catalog, read_raw_products, write_raw_products
 from intraskill.shop.search import SearchIndex
 from intraskill.shop.splits import Splits, build_splits

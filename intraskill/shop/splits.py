@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from intraskill.jsonl import write_json
 from intraskill.hashing import sha256_json, u64
+from intraskill.jsonl import write_json
 from intraskill.shop.types import Goal
 
 SPLIT_SCHEMA_VERSION = "intraskill-persona-splits-v1"

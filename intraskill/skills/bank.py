@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from intraskill.jsonl import write_json
 from intraskill.hashing import sha256_json, sha256_text
+from intraskill.jsonl import write_json
 
 SKILLBANK_SCHEMA_VERSION = "shopsimrl-skillbank-v1"
 _BANK_KEYS = {"schema_version", "bank_version", "metadata", "skills"}

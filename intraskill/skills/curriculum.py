@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from intraskill.jsonl import write_json
 from intraskill.hashing import sha256_json, unit_draw
+from intraskill.jsonl import write_json
 from intraskill.skills.bank import Skill, SkillBank
 
 CURRICULUM_SCHEMA_VERSION = "shopsimrl-skill-curriculum-v1"

@@ -21,8 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from intraskill.jsonl import write_json
 from intraskill.hashing import sha256_json
+from intraskill.jsonl import write_json
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.render import Chunk, render_chunk
 from intraskill.trace2skill.firewall import GoldLookup, scan_payload

@@ -13,7 +13,12 @@ from intraskill.train.admission import (
     admit_groups,
 )
 from intraskill.train.advantages import group_advantages, segment_advantages
-from intraskill.train.batching import TrainSample, pack_micro_batches, split_updates, train_samples_from_groups
+from intraskill.train.batching import (
+    TrainSample,
+    pack_micro_batches,
+    split_updates,
+    train_samples_from_groups,
+)
 from intraskill.train.grpo import GRPOConfig, GRPOTrainer, LoraSettings, StepMetrics
 from intraskill.train.triage import RetryOutcome, TriageClass, TriageRecord, frontier_metrics, triage_group
 

@@ -28,8 +28,8 @@ from intraskill.params import Params
 from intraskill.paths import runs_root
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import CurriculumState, load_curriculum
-from intraskill.train.prepare import RoundInputs
 from intraskill.trace2skill.pool import DEFAULT_MAX_CANDIDATES, check_max_candidates
+from intraskill.train.prepare import RoundInputs
 
 LOGGER = logging.getLogger(__name__)
 

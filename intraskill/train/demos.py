@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from intraskill.agent.tools import CLICK, TOOL_ARGUMENT
 from intraskill.hashing import unit_draw
 from intraskill.jsonl import JsonlWriter, read_jsonl
-from intraskill.agent.tools import CLICK, TOOL_ARGUMENT
 from intraskill.policy.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.policy.chat_format import IM_END, parse_tool_calls, render_messages
 from intraskill.policy.expert import CompetenceGate, IndependentGate, SkillConditionedGate, click_values

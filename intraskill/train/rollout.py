@@ -46,9 +46,9 @@ from intraskill.skills.curriculum import (
     assign_group,
     full_skill_assignment,
 )
+from intraskill.trace2skill.queue import AnalysisItem
 from intraskill.train.admission import AdmissionResult, FinishedGroup, GroupAdmission, RolloutOutcome
 from intraskill.train.episode_log import EpisodeCallback, EpisodeLog, EpisodeRecord
-from intraskill.trace2skill.queue import AnalysisItem
 from intraskill.train.triage import (
     RetryOutcome,
     TriageClass,

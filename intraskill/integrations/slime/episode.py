@@ -43,6 +43,7 @@ from intraskill.shop.client import AsyncShopClient
 from intraskill.skills.bank import Skill
 from intraskill.skills.curriculum import MODE_DIAGNOSTIC_FULL_SKILL, GroupAssignment
 
+
 class EpisodeAborted(RuntimeError):
     """SGLang aborted the request (slime stops in-flight generations once a batch is full)."""
 

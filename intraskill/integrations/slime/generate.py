@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from intraskill.jsonl import write_json
 from intraskill.agent.traces import EpisodeTrace
 from intraskill.integrations.slime.config import (
     SlimeConfigError,
@@ -44,6 +43,7 @@ from intraskill.integrations.slime.rewards import (
     META_SCORED,
     META_TRACE_PATH,
 )
+from intraskill.jsonl import write_json
 from intraskill.skills.curriculum import (
     CurriculumError,
     CurriculumState,
