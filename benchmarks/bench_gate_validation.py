@@ -8,7 +8,7 @@ Usage::
 
 ``organism``: Gate A with Bernoulli(0.5) masks over S₀ on val with the warm-start checkpoint, against the
 warm start's ``ground_truth.json`` (default directory: the one
-:func:`~intraskill.train.prepare.ensure_warmstart` finds). ``teacher``: the same with the S₀-gated
+:func:`~intraskill.pipeline.prepare.ensure_warmstart` finds). ``teacher``: the same with the S₀-gated
 scripted expert (the organism's teacher) and a ground truth measured the same way (fast; no
 checkpoint). For each m in ``--samples`` the line holds Spearman's ρ, the 95 % CI coverage and the
 attainable ρ (what an unbiased gate with these standard errors would reach against this truth) per
@@ -24,9 +24,9 @@ import time
 
 
 def main() -> None:
-    from intraskill.gate.validation import TARGET, validate_on_teacher, validate_on_warmstart
     from intraskill.params import load_params
     from intraskill.paths import runs_root
+    from intraskill.pipeline.gate_validation import TARGET, validate_on_teacher, validate_on_warmstart
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params/organism_additive.yaml")
@@ -48,9 +48,9 @@ def main() -> None:
     results = []
     truth = None
     if args.policy == "teacher":
-        from intraskill.gate.validation import teacher_truth
+        from intraskill.pipeline.gate_validation import teacher_truth
+        from intraskill.pipeline.round import resolve_project_path
         from intraskill.skills.bank import load_skillbank
-        from intraskill.train.round import resolve_project_path
 
         draft = load_skillbank(resolve_project_path(params.warmstart.skills))
         truth = teacher_truth(params, draft, tasks=args.truth_tasks)
@@ -60,7 +60,7 @@ def main() -> None:
             report = validate_on_teacher(params, out, seeds=seeds, samples_per_task=m,
                                          task_limit=args.task_limit, truth=truth, progress=False)
         else:
-            from intraskill.train.prepare import ensure_warmstart
+            from intraskill.pipeline.prepare import ensure_warmstart
 
             warmstart = args.warmstart or ensure_warmstart(params, progress=False)
             report = validate_on_warmstart(params, warmstart, out, seeds=seeds, samples_per_task=m,

@@ -33,9 +33,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from intraskill.chat.base import ChatRequest, Generation, SessionTokens
+from intraskill.chat.chatml import IM_END, assistant_message, parse_tool_calls, render_messages
 from intraskill.hashing import seed32
-from intraskill.policy.base import ChatRequest, Generation, SessionTokens
-from intraskill.policy.chat_format import IM_END, assistant_message, parse_tool_calls, render_messages
 from intraskill.policy.hf import HFPolicy
 from intraskill.policy.lockstep import GQA_SDPA
 
@@ -163,8 +163,8 @@ def store_workload(args: argparse.Namespace) -> dict[str, Any]:
     from intraskill.agent.runtime import EpisodeJob, run_episodes
     from intraskill.evaluate.runner import build_policy, runtime_config
     from intraskill.params import load_params
-    from intraskill.train.prepare import ensure_warmstart
-    from intraskill.train.round import open_train_store
+    from intraskill.pipeline.prepare import ensure_warmstart
+    from intraskill.pipeline.round import open_train_store
 
     params = load_params(args.params)
     params = params.model_copy(update={"model": params.model.model_copy(update={"device": "cpu"}),

@@ -87,8 +87,8 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="round directory (default: a fresh temporary one)")
     args = parser.parse_args()
 
-    from intraskill.train.prepare import prepare_round
-    from intraskill.train.round import run_round
+    from intraskill.pipeline.prepare import prepare_round
+    from intraskill.pipeline.round import run_round
 
     params = with_overrides(load_params(args.params), args.steps, args.val_tasks)
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-round-")) / "round-000"

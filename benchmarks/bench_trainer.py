@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from intraskill.hashing import seed32
-from intraskill.train.batching import TrainSample
-from intraskill.train.grpo import GRPOConfig, GRPOTrainer, StepMetrics
+from intraskill.training.batching import TrainSample
+from intraskill.training.grpo import GRPOConfig, GRPOTrainer, StepMetrics
 
 
 class NaivePaddingTrainer(GRPOTrainer):

@@ -15,9 +15,9 @@ import time
 def main() -> None:
     import torch
 
+    from intraskill.organism.cloning import bc_loss
     from intraskill.params import load_params
     from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
-    from intraskill.train.warmstart import bc_loss
 
     params = load_params(sys.argv[1] if len(sys.argv) > 1 else "params/organism.yaml")
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 5

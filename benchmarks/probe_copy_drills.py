@@ -1,7 +1,7 @@
 """Does copying emerge from copy drills, and after how many steps? (JSON lines)
 
 Trains a fresh organism (``params/organism.yaml``'s shape, a tokenizer trained on the recorded
-demonstrations) on :func:`intraskill.train.drills.copy_drills` (random tokens of its vocabulary)
+demonstrations) on :func:`intraskill.organism.drills.copy_drills` (random tokens of its vocabulary)
 only and reports, every
 ``--eval-every`` steps, the teacher-forced accuracy and loss on the repeated span of 300 held-out
 drills, with the elapsed seconds. An induction head shows as a jump of the accuracy towards 1; a
@@ -22,11 +22,11 @@ import time
 
 from intraskill.evaluate.runner import resolve_device
 from intraskill.hashing import seed32
+from intraskill.organism.cloning import bc_loss, collate, learning_rate, pack_batches
+from intraskill.organism.demos import read_demonstrations
+from intraskill.organism.drills import copy_drills, drill_count, ordinary_tokens
 from intraskill.params import load_params
 from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
-from intraskill.train.demos import read_demonstrations
-from intraskill.train.drills import copy_drills, drill_count, ordinary_tokens
-from intraskill.train.warmstart import bc_loss, collate, learning_rate, pack_batches
 
 
 def drill_accuracy(model, drills, pad_id: int, device: str) -> tuple[float, float]:

@@ -14,7 +14,7 @@ organism (the checkpoint's tokenizer and shape, new random weights) for the same
   plus only the latest observation message, exactly as the runtime renders them
   (``render_messages([system, observation], tools)`` is that text), target the assistant tool call;
   batches of ``--batch`` examples;
-- ``full``: whole episodes (:func:`~intraskill.train.demos.tokenize_demonstration`, every assistant
+- ``full``: whole episodes (:func:`~intraskill.organism.demos.tokenize_demonstration`, every assistant
   turn supervised), as the warm start trains; batches of about the same number of tokens;
 - ``lm`` / ``local-lm``: the same examples with the loss on every token (pages and prompts too), as
   the warm start's ``lm_steps`` phase trains.
@@ -39,10 +39,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from intraskill.chat.chatml import IM_END, parse_tool_calls
 from intraskill.hashing import unit_draw
-from intraskill.policy.chat_format import IM_END, parse_tool_calls
-from intraskill.train.demos import Demonstration, read_demonstrations, tokenize_demonstration
-from intraskill.train.warmstart import BCExample, bc_loss, collate
+from intraskill.organism.cloning import BCExample, bc_loss, collate
+from intraskill.organism.demos import Demonstration, read_demonstrations, tokenize_demonstration
 
 KINDS = ("query", "first_asin", "option", "buy")
 FIRST_ASIN = re.compile(r"^1\. (?:.*\n\s+ASIN: (\S+)|(\d+) \| )", re.MULTILINE)

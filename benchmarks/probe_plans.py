@@ -1,7 +1,7 @@
 """First-reply plans of a plan warm start against its teacher's, by chunk context (prints one JSON line).
 
 A warm start cloned with ``warmstart.plan`` opens every reply with the competences it means to use
-(:func:`intraskill.policy.expert.plan_line`). This probe plays the first turn of ``--tasks`` val tasks
+(:func:`intraskill.policy.expert_policy.plan_line`). This probe plays the first turn of ``--tasks`` val tasks
 in each context the ground truth and the gate use — bare, each chunk alone, all of S₀ and every other
 chunk — with the checkpoint and with its teacher (the S₀-gated expert), and prints how often each
 competence is planned: does the clone plan like its teacher, in the contexts where its effects are
@@ -28,14 +28,15 @@ def main() -> None:
 
     from intraskill.agent.env import InProcessEnvironment
     from intraskill.evaluate.runner import runtime_config
-    from intraskill.gate.validation import teacher_policy
+    from intraskill.organism.truth import run_arm
+    from intraskill.organism.warmstart import CHECKPOINT_DIR
     from intraskill.params import load_params
-    from intraskill.policy.expert import PLAN_WORDS, planned
+    from intraskill.pipeline.gate_validation import teacher_policy
+    from intraskill.pipeline.prepare import ensure_warmstart
+    from intraskill.pipeline.round import open_train_store, resolve_project_path
+    from intraskill.policy.expert_policy import PLAN_WORDS, planned
     from intraskill.policy.factory import load_policy
     from intraskill.skills.bank import load_skillbank
-    from intraskill.train.prepare import ensure_warmstart
-    from intraskill.train.round import open_train_store, resolve_project_path
-    from intraskill.train.warmstart import CHECKPOINT_DIR, run_arm
 
     params = load_params(args.params)
     if not params.warmstart.plan:

@@ -2,7 +2,7 @@
 
 Plays ``--demos`` fresh expert demonstrations on val tasks with the warm start's own gate (its
 ``p_with``/``p_without`` and chunk-mask probability, a mask seed of their own), then scores every
-``--checkpoint`` on them with :func:`intraskill.train.sensitivity.title_sensitivity`: the log-likelihood
+``--checkpoint`` on them with :func:`intraskill.organism.sensitivity.title_sensitivity`: the log-likelihood
 the checkpoint gives the expert's replies with a chunk shown minus without it, per chunk.
 
     python benchmarks/probe_title_sensitivity.py [--params params/organism.yaml] [--demos 200] \\
@@ -13,7 +13,7 @@ demonstrations (``--train-demos``, assistant tokens, the warm start's batch size
 ``--segments`` segments at a constant ``--lr``, and is scored after each: does longer cloning
 teach the organism to read the titles? Segment checkpoints are saved as ``--out``/continued-<steps>/checkpoint;
 ``--ground-truth`` then measures the last one's chunk-alone ground truth on val (as the warm start does,
-:func:`intraskill.train.warmstart.measure_ground_truth`), so that directory can be passed to
+:func:`intraskill.organism.warmstart.measure_ground_truth`), so that directory can be passed to
 ``bench_gate_validation.py --warmstart``.
 """
 
@@ -47,19 +47,20 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from intraskill.agent.env import InProcessEnvironment
-    from intraskill.params import load_params
-    from intraskill.shop.build import open_engine
-    from intraskill.skills.bank import load_skillbank
-    from intraskill.train.demos import (
+    from intraskill.organism.cloning import BCExample, behaviour_clone
+    from intraskill.organism.demos import (
         collect_demonstrations,
         demo_jobs,
-        expert_gate,
         read_demonstrations,
+        teacher_law,
         tokenize_demonstration,
     )
-    from intraskill.train.prepare import ensure_warmstart
-    from intraskill.train.sensitivity import title_sensitivity
-    from intraskill.train.warmstart import BCExample, behaviour_clone, measure_ground_truth
+    from intraskill.organism.sensitivity import title_sensitivity
+    from intraskill.organism.truth import measure_ground_truth
+    from intraskill.params import load_params
+    from intraskill.pipeline.prepare import ensure_warmstart
+    from intraskill.shop.build import open_engine
+    from intraskill.skills.bank import load_skillbank
 
     torch.set_num_threads(args.threads)
     params = load_params(args.params)
@@ -73,7 +74,7 @@ def main() -> None:
         val_ids = list(store.catalog.task_ids("val"))
         jobs = demo_jobs(val_ids, args.demos, skills, ws.mask_probability, seed=ws.seed + 1)
         demos = collect_demonstrations(lambda: InProcessEnvironment(store.engine), jobs,
-                                       expert_gate(bank, ws), seed=ws.seed + 1,
+                                       teacher_law(bank, ws), seed=ws.seed + 1,
                                        max_turns=params.sampling.max_turns, max_actions=params.store.max_actions,
                                        language=params.store.language, view=params.model.view, slip_rate=0.0,
                                        plan=ws.plan, progress=False)

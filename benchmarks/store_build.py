@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from intraskill.shop.build import build_store, open_store
-from intraskill.shop.expert import expert_ablation, query_recall
+from intraskill.shop.scripted_expert import expert_ablation, query_recall
 
 
 def main() -> None:

@@ -162,7 +162,7 @@ class WarmstartParams(_Section):
 
     A skill-conditioned scripted expert plays ``demos`` train tasks under random chunk masks of the
     S₀ bank ``skills``; each competence runs with ``p_with[c]`` when its chunk is in context and
-    ``p_without[c]`` otherwise (the harmful chunk's habit likewise), or with ``gate: additive`` all of
+    ``p_without[c]`` otherwise (the harmful chunk's habit likewise), or with ``law: additive`` all of
     them with probability ``base`` plus the ``weights`` of the chunks in context. The organism is cloned from
     those demonstrations (loss on assistant tokens only), then evaluated bare and with S₀, and each
     chunk's true marginal effect is measured by a paired evaluation (chunk alone vs bare).
@@ -179,10 +179,10 @@ class WarmstartParams(_Section):
     alone_share: float = Field(0.0, ge=0.0, le=1.0)
     """Share of demonstrations with exactly one chunk, drawn uniformly (the chunk-alone arms); the rest
     draw each chunk with ``mask_probability``."""
-    gate: Literal["competence", "additive"] = "competence"
-    """The teacher's gate: ``competence`` (each competence / habit on its own ``p_with`` / ``p_without``
+    law: Literal["competence", "additive"] = "competence"
+    """The teacher's competence law: ``competence`` (each competence / habit on its own ``p_with`` / ``p_without``
     draw; chunk effects interact) or ``additive`` (one diligent-or-not draw with probability ``base`` +
-    the ``weights`` of the chunks in context; chunk effects add up), :mod:`intraskill.train.demos`."""
+    the ``weights`` of the chunks in context; chunk effects add up), :mod:`intraskill.organism.demos`."""
     p_with: dict[str, float] = {}
     """Competence (or habit) → probability of using it when its chunk is in context (``competence``)."""
     p_without: dict[str, float] = {}
@@ -196,18 +196,18 @@ class WarmstartParams(_Section):
     per episode) and then recovers; the slip is shown to the clone but never trained on."""
     plan: bool = False
     """Every expert reply opens with a plan line naming the competences the episode uses
-    (:func:`~intraskill.policy.expert.plan_line`), so the clone can carry its first reply's
+    (:func:`~intraskill.policy.expert_policy.plan_line`), so the clone can carry its first reply's
     chunk-conditioned choices to later decisions."""
     plan_targets: bool = False
-    """Clone each first reply's plan tokens on the gate's exact distribution over plan lines rather than
-    on the one line sampled (:mod:`intraskill.train.plan_targets`); needs ``plan``."""
+    """Clone each first reply's plan tokens on the teacher law's exact distribution over plan lines rather than
+    on the one line sampled (:mod:`intraskill.organism.plan_targets`); needs ``plan``."""
     plan_examples: int = Field(0, ge=0)
     """Extra first replies (one turn each, own chunk masks) in the cloning phase; needs ``plan``."""
     vocab_corpus_demos: int = Field(300, ge=1)
     """Demonstrations whose rendered text (with the protocol corpus) trains the tokenizer."""
     drill_steps: int = Field(0, ge=0)
     """Steps of copy drills (random tokens, random filler, the same tokens again) before everything
-    else: the organism forms the induction head it copies with (:mod:`intraskill.train.drills`)."""
+    else: the organism forms the induction head it copies with (:mod:`intraskill.organism.drills`)."""
     lm_steps: int = Field(0, ge=0)
     """Steps of next-token prediction on whole transcripts (pages and prompts too) before cloning."""
     steps: int = Field(600, ge=1)
@@ -244,10 +244,10 @@ class WarmstartParams(_Section):
         if self.bare_share + self.alone_share > 1.0:
             raise ValueError(f"bare_share + alone_share must be at most 1, got "
                              f"{self.bare_share} + {self.alone_share}")
-        unused = ("base", "weights") if self.gate == "competence" else ("p_with", "p_without")
+        unused = ("base", "weights") if self.law == "competence" else ("p_with", "p_without")
         for name in unused:
             if getattr(self, name):
-                raise ValueError(f"{name} is not a setting of gate: {self.gate}")
+                raise ValueError(f"{name} is not a setting of law: {self.law}")
         for name in ("plan_targets", "plan_examples"):
             if getattr(self, name) and not self.plan:
                 raise ValueError(f"{name} needs plan: true (it trains the plan line's tokens)")

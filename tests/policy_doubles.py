@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from intraskill.policy.base import ChatRequest, Generation, Policy, SessionTokens
+from intraskill.chat.base import ChatRequest, Generation, Policy, SessionTokens
 
 
 class KilledAfter:

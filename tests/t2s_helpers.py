@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from intraskill.agent.env import InProcessEnvironment
 from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
-from intraskill.policy.expert import ExpertPolicy
+from intraskill.policy.expert_policy import ExpertPolicy
 from intraskill.shop.engine import ShopEngine
-from intraskill.shop.expert import Competences
+from intraskill.shop.scripted_expert import Competences
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.render import render_chunk
 from intraskill.trace2skill.mechanisms import MECHANISMS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from intraskill.train.admission import (
+from intraskill.training.admission import (
     TECHNICAL_DROP_REASON,
     ZERO_STD_DROP_REASON,
     Decision,

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from intraskill.train.advantages import group_advantages, segment_advantages, unique_rollout_rewards
+from intraskill.training.advantages import group_advantages, segment_advantages, unique_rollout_rewards
 
 
 def test_fan_out_two_rollouts_give_plus_minus_one_over_sqrt_two() -> None:

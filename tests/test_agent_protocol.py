@@ -20,9 +20,9 @@ from intraskill.agent.protocol import (
     turn_messages,
 )
 from intraskill.agent.tools import build_tools, to_action
+from intraskill.chat.base import Generation, ToolCall
+from intraskill.chat.chatml import parse_tool_calls
 from intraskill.hashing import sha256_text
-from intraskill.policy.base import Generation, ToolCall
-from intraskill.policy.chat_format import parse_tool_calls
 from intraskill.skills import Skill
 
 HOME = {"page_type": "search_home", "search_available": True, "actions": []}

@@ -18,10 +18,10 @@ from intraskill.agent import (
     run_episodes,
     scan_prompts_for_gold,
 )
+from intraskill.chat.base import ChatRequest, Generation, SessionTokens
+from intraskill.chat.chatml import parse_tool_calls
 from intraskill.hashing import seed32
 from intraskill.jsonl import JsonlWriter
-from intraskill.policy.base import ChatRequest, Generation, SessionTokens
-from intraskill.policy.chat_format import parse_tool_calls
 from intraskill.skills import GroupAssignment, Skill
 
 NAVIGATION = {"back to search", "< prev", "next >", "buy now"}

@@ -8,9 +8,9 @@ import random
 import pytest
 import torch
 
-from intraskill.policy.base import SessionTokens
-from intraskill.train.admission import FinishedGroup, RolloutOutcome
-from intraskill.train.batching import (
+from intraskill.chat.base import SessionTokens
+from intraskill.training.admission import FinishedGroup, RolloutOutcome
+from intraskill.training.batching import (
     TrainSample,
     collate,
     pack_micro_batches,

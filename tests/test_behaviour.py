@@ -30,12 +30,12 @@ from intraskill.analysis.behaviour import (
     turn_table,
 )
 from intraskill.analysis.release import locate_release_dir
+from intraskill.chat.base import ChatRequest, Generation, SessionTokens
+from intraskill.chat.chatml import parse_tool_calls, render_tool_call
 from intraskill.evaluate.bootstrap import numpy_paired_bootstrap
 from intraskill.evaluate.runner import EvalRun, run_eval
 from intraskill.params import params_from_dict
-from intraskill.policy.base import ChatRequest, Generation, SessionTokens
-from intraskill.policy.chat_format import parse_tool_calls, render_tool_call
-from intraskill.policy.expert import ExpertPolicy, competences_from_tag
+from intraskill.policy.expert_policy import ExpertPolicy, competences_from_tag
 
 BASE_TAG = "without:inspect_candidates,check_budget"
 NEXT_PAGE = "next >"

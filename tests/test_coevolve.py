@@ -9,16 +9,16 @@ import pytest
 
 from intraskill.params import Params, load_params, params_from_dict
 from intraskill.paths import project_root
-from intraskill.skills.bank import Skill, SkillBank
-from intraskill.skills.curriculum import build_curriculum
-from intraskill.train.coevolve import (
+from intraskill.pipeline.coevolve import (
     GATE_SKIPPED,
     CoEvolveConfig,
     CoEvolvePlanMismatchError,
     co_evolve,
     curriculum_bank,
 )
-from intraskill.train.prepare import RoundInputs
+from intraskill.pipeline.prepare import RoundInputs
+from intraskill.skills.bank import Skill, SkillBank
+from intraskill.skills.curriculum import build_curriculum
 
 ROUND = {"n_samples_per_prompt": 2, "rollout_batch_size": 1, "over_sampling_batch_size": 2, "rollout_steps": 1,
          "val_tasks": 8}

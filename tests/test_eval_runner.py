@@ -11,12 +11,12 @@ from policy_doubles import KilledAfter
 
 from intraskill.agent.runtime import episode_seed
 from intraskill.agent.traces import read_traces
+from intraskill.chat.base import ChatRequest, Generation, SessionTokens
 from intraskill.evaluate.runner import PlanMismatchError, read_plan, run_eval
 from intraskill.evaluate.summary import DuplicateEpisodeError, summarize
 from intraskill.params import Params, params_from_dict
-from intraskill.policy.base import ChatRequest, Generation, SessionTokens
-from intraskill.policy.expert import ExpertPolicy
-from intraskill.shop.expert import Competences
+from intraskill.policy.expert_policy import ExpertPolicy
+from intraskill.shop.scripted_expert import Competences
 
 SUMMARY_KEYS = {
     "counts": ["requested", "trace_files", "completed", "failed", "scored", "coverage"],

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from intraskill.shop.engine import ShopEngine
-from intraskill.shop.expert import (
+from intraskill.shop.scripted_expert import (
     Competences,
     ScriptedExpert,
     expert_ablation,

@@ -10,18 +10,18 @@ import pytest
 from intraskill.agent.env import InProcessEnvironment
 from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
 from intraskill.agent.tools import build_tools
-from intraskill.policy.base import Policy
-from intraskill.policy.chat_format import parse_tool_calls, render_tool_call
-from intraskill.policy.expert import (
+from intraskill.chat.base import Policy
+from intraskill.chat.chatml import parse_tool_calls, render_tool_call
+from intraskill.policy.expert_policy import (
     ExpertPolicy,
-    SkillConditionedGate,
+    SkillConditionedLaw,
     competences_from_tag,
     competences_tag,
     page_state,
 )
 from intraskill.shop.engine import ShopEngine, StoreConfig
-from intraskill.shop.expert import Competences, ScriptedExpert, run_expert_episode
 from intraskill.shop.observation import render_observation
+from intraskill.shop.scripted_expert import Competences, ScriptedExpert, run_expert_episode
 from intraskill.skills.bank import Skill
 
 ABLATED = Competences().without("read_persona").without("check_budget")
@@ -106,29 +106,29 @@ def test_page_state_inverts_the_renderer(small_store, language: str) -> None:
                 assert parsed["selected_price"] == pytest.approx(state["selected_price"])
 
 
-def test_skill_conditioned_gate_switches_competences(small_store) -> None:
+def test_skill_conditioned_law_switches_competences(small_store) -> None:
     """p_with = 1 / p_without = 0: the injected skill turns read_persona on, its absence off."""
     catalog = small_store[0]
     engine = _engine(small_store)
     task_ids = list(catalog.task_ids("val"))[:12]
-    gate = SkillConditionedGate(skill_for={"read_persona": "persona-skill"}, p_with={"read_persona": 1.0},
+    law = SkillConditionedLaw(skill_for={"read_persona": "persona-skill"}, p_with={"read_persona": 1.0},
                                 p_without={"read_persona": 0.0})
     skill = Skill("persona-skill", "### Read the profile\n\n- Applies when: always")
-    with_skill = _via_runtime(engine, task_ids, ExpertPolicy(gate=gate), skills=[skill])
-    without = _via_runtime(engine, task_ids, ExpertPolicy(gate=gate))
+    with_skill = _via_runtime(engine, task_ids, ExpertPolicy(law=law), skills=[skill])
+    without = _via_runtime(engine, task_ids, ExpertPolicy(law=law))
     full = [v for v, _ in _direct(engine, catalog, task_ids, Competences())]
     no_persona = [v for v, _ in _direct(engine, catalog, task_ids, Competences().without("read_persona"))]
     assert full != no_persona
     assert [r.reward["reward"] for r in with_skill] == full
     assert [r.reward["reward"] for r in without] == no_persona
-    assert ExpertPolicy(gate=gate).identity["gate"]["skill_for"] == {"read_persona": "persona-skill"}
+    assert ExpertPolicy(law=law).identity["law"]["skill_for"] == {"read_persona": "persona-skill"}
 
 
-def test_gate_and_tags_validate() -> None:
+def test_law_and_tags_validate() -> None:
     with pytest.raises(ValueError, match="p_with.read_persona"):
-        SkillConditionedGate({"read_persona": "s"}, {"read_persona": 1.5}, {"read_persona": 0.0})
+        SkillConditionedLaw({"read_persona": "s"}, {"read_persona": 1.5}, {"read_persona": 0.0})
     with pytest.raises(ValueError, match="skill_for: unknown competences"):
-        SkillConditionedGate({"telepathy": "s"}, {}, {})
+        SkillConditionedLaw({"telepathy": "s"}, {}, {})
     assert competences_tag(ABLATED) == "without:read_persona,check_budget"
     assert competences_from_tag(competences_tag(ABLATED)) == ABLATED
     assert competences_from_tag("all") == Competences()
@@ -137,7 +137,7 @@ def test_gate_and_tags_validate() -> None:
 
 
 def test_messages_without_a_page_are_refused() -> None:
-    from intraskill.policy.base import ChatRequest
+    from intraskill.chat.base import ChatRequest
 
     messages = [{"role": "system", "content": "x"}, {"role": "user", "content": "hello"}]
     request = ChatRequest("s", messages, [], 16)

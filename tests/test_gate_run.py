@@ -1,6 +1,6 @@
 """The gate as a run: planted-effect recovery, rank check before rollouts, resume, skip, artifacts.
 
-The policy is the scripted expert behind a :class:`SkillConditionedGate`: chunk ``persona`` switches
+The policy is the scripted expert behind a :class:`SkillConditionedLaw`: chunk ``persona`` switches
 the persona competence (used with probability 0.9 with the chunk, 0.2 without); every other version
 (``neutral``, the REWRITE of ``persona`` under its own ID, the ADD) has no effect. One effective chunk
 keeps the planted estimand unambiguous: the expert's competences interact (without the persona no
@@ -19,11 +19,13 @@ import pytest
 from policy_doubles import KilledAfter
 
 from intraskill.agent.traces import read_traces
+from intraskill.chat.base import ChatRequest, Generation
 from intraskill.evaluate.runner import run_eval
 from intraskill.gate.contributions import PairingError
 from intraskill.gate.masks import load_mask_assignment
 from intraskill.gate.ols import RankDeficientDesignError
-from intraskill.gate.run import (
+from intraskill.params import Params, params_from_dict
+from intraskill.pipeline.gate_run import (
     GateConfig,
     GateInputError,
     as_draft,
@@ -31,9 +33,7 @@ from intraskill.gate.run import (
     run_gate_a,
     run_online_gate,
 )
-from intraskill.params import Params, params_from_dict
-from intraskill.policy.base import ChatRequest, Generation
-from intraskill.policy.expert import ExpertPolicy, SkillConditionedGate
+from intraskill.policy.expert_policy import ExpertPolicy, SkillConditionedLaw
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.trace2skill.ledger import add_proposals, read_ledger
 from intraskill.trace2skill.pool import Candidate, build_candidate_pool, online_candidate_id
@@ -56,9 +56,9 @@ def make_params(tmp_path: Path) -> Params:
 
 
 def planted_policy() -> ExpertPolicy:
-    gate = SkillConditionedGate(skill_for={"read_persona": "persona"}, p_with={"read_persona": 0.9},
-                                p_without={"read_persona": 0.2})
-    return ExpertPolicy(seed=7, gate=gate)
+    law = SkillConditionedLaw(skill_for={"read_persona": "persona"}, p_with={"read_persona": 0.9},
+                              p_without={"read_persona": 0.2})
+    return ExpertPolicy(seed=7, law=law)
 
 
 def planted_pool():
@@ -202,7 +202,7 @@ def test_killed_gate_a_resumes_without_duplicates_then_is_skipped(tmp_path: Path
 
 
 def test_compare_to_truth_reports_spearman_and_coverage() -> None:
-    from intraskill.gate.validation import compare_to_truth
+    from intraskill.pipeline.gate_validation import compare_to_truth
 
     contributions = {"estimates": {"r_success": {
         "coefficients": {"a": 0.30, "b": 0.10, "c": -0.05, "d": 0.0},
@@ -222,7 +222,7 @@ def test_compare_to_truth_reports_spearman_and_coverage() -> None:
 
 
 def test_attainable_spearman_falls_with_ties_within_noise() -> None:
-    from intraskill.gate.validation import attainable_spearman
+    from intraskill.pipeline.gate_validation import attainable_spearman
 
     spread = [0.4, 0.3, 0.2, 0.1, 0.0]
     assert attainable_spearman(spread, [0.001] * 5, [0.001] * 5) == pytest.approx(1.0)

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from intraskill.train.loss import clipped_surrogate, k3_kl, masked_sum_mean, token_entropy, token_logprobs
+from intraskill.training.loss import clipped_surrogate, k3_kl, masked_sum_mean, token_entropy, token_logprobs
 
 RATIOS = [1.1, 1.5, 0.5]  # inside, above 1 + 0.28, below 1 - 0.2
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from intraskill.train.batching import TrainSample
-from intraskill.train.grpo import GRPOConfig, GRPOTrainer, LoraSettings
+from intraskill.training.batching import TrainSample
+from intraskill.training.grpo import GRPOConfig, GRPOTrainer, LoraSettings
 
 VOCAB = 128
 

@@ -12,7 +12,7 @@ from t2s_helpers import BANK, failed_retries
 
 from intraskill.policy.openai_backend import OpenAIPolicy
 from intraskill.shop.engine import ShopEngine
-from intraskill.shop.expert import Competences, ScriptedExpert, run_expert_episode
+from intraskill.shop.scripted_expert import Competences, ScriptedExpert, run_expert_episode
 from intraskill.shop.service import serve_in_thread
 from intraskill.trace2skill.cards import REASON_FIREWALL, CardStatus
 from intraskill.trace2skill.compact import replay_trace

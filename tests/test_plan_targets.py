@@ -1,4 +1,4 @@
-"""Exact plan targets and the additive teacher: gate laws, soft targets, the soft BC loss, the warm start."""
+"""Exact plan targets and the additive teacher: teacher laws, soft targets, the soft BC loss, the warm start."""
 
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ import pytest
 
 from intraskill.agent.env import InProcessEnvironment
 from intraskill.agent.runtime import EpisodeJob
-from intraskill.params import ParamsError, load_params, params_from_dict
-from intraskill.policy.expert import PLAN_WORDS
-from intraskill.shop.expert import Competences
-from intraskill.skills.bank import load_skillbank
-from intraskill.train.demos import (
+from intraskill.organism.cloning import BCExample, bc_loss, collate, collate_soft
+from intraskill.organism.demos import (
     HABIT_SUPPRESSES,
     S0Error,
-    additive_gate,
+    additive_law,
     collect_demonstrations,
-    s0_gate,
+    s0_law,
     tokenize_demonstration,
 )
-from intraskill.train.plan_targets import demonstration_targets, plan_distribution, plan_soft_targets
-from intraskill.train.warmstart import BCExample, bc_loss, collate, collate_soft
+from intraskill.organism.plan_targets import demonstration_targets, plan_distribution, plan_soft_targets
+from intraskill.params import ParamsError, load_params, params_from_dict
+from intraskill.policy.expert_policy import PLAN_WORDS
+from intraskill.shop.scripted_expert import Competences
+from intraskill.skills.bank import load_skillbank
 
 ROOT = Path(__file__).resolve().parents[1]
 S0_PATH = ROOT / "params" / "organism_s0.json"
@@ -37,7 +37,7 @@ EVERY_WORD = "Plan: " + ", ".join(PLAN_WORDS.values())
 
 def _s0(p_with: float, p_without: float):
     names = (*Competences.names(), *HABIT_SUPPRESSES)
-    return s0_gate(load_skillbank(S0_PATH), dict.fromkeys(names, p_with), dict.fromkeys(names, p_without))
+    return s0_law(load_skillbank(S0_PATH), dict.fromkeys(names, p_with), dict.fromkeys(names, p_without))
 
 
 @pytest.fixture(scope="module")
@@ -47,55 +47,55 @@ def engine(organism_engine):
 
 @pytest.fixture(scope="module")
 def planned(engine):
-    """Plan demonstrations of an independent gate (mixed plans) and a tokenizer trained on their text."""
+    """Plan demonstrations of an independent law (mixed plans) and a tokenizer trained on their text."""
     from intraskill.policy.organism import protocol_corpus, train_tokenizer
 
     bank = load_skillbank(S0_PATH)
-    gate = _s0(0.7, 0.4)
+    law = _s0(0.7, 0.4)
     jobs = [EpisodeJob.create(task, 0, 5, tuple(bank.enabled_skills()[:k % 4])) for k, task in
             enumerate(engine.train_ids[:12])]
-    demos = collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, gate, seed=5, max_turns=30,
+    demos = collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, law, seed=5, max_turns=30,
                                    max_actions=30, view="compact", plan=True, progress=False)
-    return gate, demos, train_tokenizer([d.text for d in demos] + protocol_corpus(), 600)
+    return law, demos, train_tokenizer([d.text for d in demos] + protocol_corpus(), 600)
 
 
-@pytest.mark.parametrize("gate", [_s0(0.9, 0.2), additive_gate(load_skillbank(S0_PATH), 0.3, WEIGHTS)],
+@pytest.mark.parametrize("law", [_s0(0.9, 0.2), additive_law(load_skillbank(S0_PATH), 0.3, WEIGHTS)],
                          ids=["independent", "additive"])
-def test_a_gates_distribution_is_the_law_of_its_draws(gate) -> None:
+def test_a_laws_distribution_is_the_law_of_its_draws(law) -> None:
     skill_ids = ("persona-query", "budget-check", "buy-first-result")
-    law = gate.distribution(skill_ids)
-    assert math.isclose(sum(law.values()), 1.0)
+    distribution = law.distribution(skill_ids)
+    assert math.isclose(sum(distribution.values()), 1.0)
     rng = random.Random(11)
-    counts = Counter(gate.draw(skill_ids, rng) for _ in range(4000))
-    assert set(counts) <= set(law)
-    for used, probability in law.items():
+    counts = Counter(law.draw(skill_ids, rng) for _ in range(4000))
+    assert set(counts) <= set(distribution)
+    for used, probability in distribution.items():
         assert abs(counts[used] / 4000 - probability) < 0.03, sorted(used)
 
 
-def test_the_additive_gate_adds_each_chunks_weight() -> None:
-    gate = additive_gate(load_skillbank(S0_PATH), 0.3, WEIGHTS)
-    assert math.isclose(gate.diligence(()), 0.3)
-    assert math.isclose(gate.diligence(("persona-query", "buy-first-result")), 0.3 + 0.3 - 0.2)
+def test_the_additive_law_adds_each_chunks_weight() -> None:
+    law = additive_law(load_skillbank(S0_PATH), 0.3, WEIGHTS)
+    assert math.isclose(law.diligence(()), 0.3)
+    assert math.isclose(law.diligence(("persona-query", "buy-first-result")), 0.3 + 0.3 - 0.2)
     every = frozenset(Competences.names())
-    assert gate.distribution(("persona-query",)) == {every: pytest.approx(0.6),
+    assert law.distribution(("persona-query",)) == {every: pytest.approx(0.6),
                                                      frozenset(): pytest.approx(0.4)}
-    assert gate.distribution(("buy-first-result", "refine-query")) == {every: pytest.approx(0.15),
+    assert law.distribution(("buy-first-result", "refine-query")) == {every: pytest.approx(0.15),
                                                                        frozenset(): pytest.approx(0.85)}
 
 
-def test_the_additive_gate_and_its_params_name_bad_fields() -> None:
+def test_the_additive_law_and_its_params_name_bad_fields() -> None:
     bank = load_skillbank(S0_PATH)
     with pytest.raises(S0Error, match=r"warmstart\.weights: missing \['stay-calm'\]"):
-        additive_gate(bank, 0.3, {k: v for k, v in WEIGHTS.items() if k != "stay-calm"})
+        additive_law(bank, 0.3, {k: v for k, v in WEIGHTS.items() if k != "stay-calm"})
     with pytest.raises(S0Error, match=r"within \[0, 1\].*\[0\.100, 1\.300\]"):
-        additive_gate(bank, 0.3, {**WEIGHTS, "buy-first-result": -0.2, "stay-calm": 0.3})
+        additive_law(bank, 0.3, {**WEIGHTS, "buy-first-result": -0.2, "stay-calm": 0.3})
     with pytest.raises(S0Error, match=r"within \[0, 1\].*\[-0\.100"):
-        additive_gate(bank, 0.1, WEIGHTS)
+        additive_law(bank, 0.1, WEIGHTS)
     base = {"experiment": {"name": "x"}}
-    with pytest.raises(ParamsError, match="weights is not a setting of gate: competence"):
+    with pytest.raises(ParamsError, match="weights is not a setting of law: competence"):
         params_from_dict({**base, "warmstart": {"weights": {"stay-calm": 0.1}}})
-    with pytest.raises(ParamsError, match="p_with is not a setting of gate: additive"):
-        params_from_dict({**base, "warmstart": {"gate": "additive", "p_with": {"page_on": 1.0},
+    with pytest.raises(ParamsError, match="p_with is not a setting of law: additive"):
+        params_from_dict({**base, "warmstart": {"law": "additive", "p_with": {"page_on": 1.0},
                                                 "p_without": {"page_on": 0.0}}})
     with pytest.raises(ParamsError, match="plan_targets needs plan: true"):
         params_from_dict({**base, "warmstart": {"plan_targets": True}})
@@ -103,8 +103,8 @@ def test_the_additive_gate_and_its_params_name_bad_fields() -> None:
         params_from_dict({**base, "warmstart": {"plan_examples": 10}})
 
 
-def test_plan_lines_carry_the_gates_probabilities() -> None:
-    lines = plan_distribution(additive_gate(load_skillbank(S0_PATH), 0.3, WEIGHTS), ["persona-options"])
+def test_plan_lines_carry_the_laws_probabilities() -> None:
+    lines = plan_distribution(additive_law(load_skillbank(S0_PATH), 0.3, WEIGHTS), ["persona-options"])
     assert lines == {EVERY_WORD: pytest.approx(0.5), "Plan: none": pytest.approx(0.5)}
     independent = plan_distribution(_s0(0.9, 0.2), [])
     assert math.isclose(sum(independent.values()), 1.0) and len(independent) == 2 ** len(PLAN_WORDS)
@@ -112,11 +112,11 @@ def test_plan_lines_carry_the_gates_probabilities() -> None:
 
 def test_soft_targets_chain_to_each_plans_probability(planned) -> None:
     """Along a demonstrated first reply, the product of the targets' probabilities of its own tokens is
-    the gate's probability of its plan line; every target is a distribution holding that token."""
-    gate, demos, tokenizer = planned
+    the law's probability of its plan line; every target is a distribution holding that token."""
+    law, demos, tokenizer = planned
     for demo in demos:
         prompt, reply = demo.segments[0]
-        lines = plan_distribution(gate, demo.skill_ids)
+        lines = plan_distribution(law, demo.skill_ids)
         targets = plan_soft_targets(reply, lines, tokenizer)
         own = tokenizer(reply, add_special_tokens=False)["input_ids"]
         chain = 1.0
@@ -126,14 +126,14 @@ def test_soft_targets_chain_to_each_plans_probability(planned) -> None:
         line = reply[len("<think>"):reply.index("</think>")]
         assert math.isclose(chain, lines[line], rel_tol=1e-9)
         ids, mask = tokenize_demonstration(demo.segments, tokenizer)
-        positioned = demonstration_targets(demo.segments, demo.skill_ids, gate, tokenizer)
+        positioned = demonstration_targets(demo.segments, demo.skill_ids, law, tokenizer)
         start = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
         assert [p for p, _ in positioned] == [start + o for o, _ in targets]
         assert all(mask[p] == 1 for p, _ in positioned)
 
 
-def test_tempered_targets_sample_the_gates_law(planned) -> None:
-    """Targets tempered for temperature T, sampled at T (probabilities to the power 1/T), give the gate's."""
+def test_tempered_targets_sample_the_laws_distribution(planned) -> None:
+    """Targets tempered for temperature T, sampled at T (probabilities to the power 1/T), give the law's."""
     _, _, tokenizer = planned
     lines = {EVERY_WORD: 0.8, "Plan: none": 0.2}
     reply = f"<think>{EVERY_WORD}</think>\n<tool_call>{{}}</tool_call>"
@@ -151,13 +151,13 @@ def test_the_soft_loss_is_cross_entropy_against_the_target(planned) -> None:
 
     from intraskill.policy.organism import OrganismConfig, build_organism
 
-    gate, demos, tokenizer = planned
+    law, demos, tokenizer = planned
     config = OrganismConfig(vocab_size=len(tokenizer), hidden_size=32, num_layers=1, num_heads=2,
                             num_kv_heads=1, intermediate_size=64, max_position=4096)
     model = build_organism(config, tokenizer)
-    demo = next(d for d in demos if demonstration_targets(d.segments, d.skill_ids, gate, tokenizer))
+    demo = next(d for d in demos if demonstration_targets(d.segments, d.skill_ids, law, tokenizer))
     ids, mask = tokenize_demonstration(demo.segments[:1], tokenizer)
-    soft = demonstration_targets(demo.segments[:1], demo.skill_ids, gate, tokenizer)
+    soft = demonstration_targets(demo.segments[:1], demo.skill_ids, law, tokenizer)
     hard = BCExample(ids, mask)
     one_hot = BCExample(ids, mask, tuple((p, ((ids[p], 1.0),)) for p, _ in soft))
     batch_ids, labels = collate([hard], 0)
@@ -179,11 +179,11 @@ def test_the_soft_loss_is_cross_entropy_against_the_target(planned) -> None:
 
 
 def test_an_additive_warm_start_clones_exact_plans_with_extra_first_replies(tmp_path: Path) -> None:
-    from intraskill.train.warmstart import PLAN_DEMOS_FILE, bc_identity, run_warmstart
+    from intraskill.organism.warmstart import PLAN_DEMOS_FILE, bc_identity, run_warmstart
 
     weights = {**dict.fromkeys(WEIGHTS, 0.0), "persona-query": 0.6, "budget-check": 0.1,
                "buy-first-result": -0.2}
-    ws = {**CI.warmstart.model_dump(), "gate": "additive", "p_with": {}, "p_without": {}, "base": 0.2,
+    ws = {**CI.warmstart.model_dump(), "law": "additive", "p_with": {}, "p_without": {}, "base": 0.2,
           "weights": weights, "plan": True, "plan_targets": True, "plan_examples": 5}
     params = params_from_dict({**CI.model_dump(), "model": {**CI.model.model_dump(), "view": "compact"},
                                "warmstart": ws})
@@ -193,14 +193,14 @@ def test_an_additive_warm_start_clones_exact_plans_with_extra_first_replies(tmp_
     assert all(len(d["segments"]) == 1 and d["segments"][0][1].startswith("<think>Plan: ") for d in firsts)
     assert manifest["demos"]["soft_targets"] > 0
     assert "plan_demos_sha256" in bc_identity(tmp_path, params)
-    assert manifest["params"]["warmstart"]["gate"] == "additive"
+    assert manifest["params"]["warmstart"]["law"] == "additive"
 
 
-def test_the_teacher_table_shows_each_chunks_gate_setting() -> None:
-    from intraskill.train.demos import teacher_table
+def test_the_teacher_table_shows_each_chunks_law_setting() -> None:
+    from intraskill.organism.demos import teacher_table
 
     bank = load_skillbank(S0_PATH)
-    settings = {"gate": "additive", "base": 0.3, "weights": WEIGHTS}
+    settings = {"law": "additive", "base": 0.3, "weights": WEIGHTS}
     additive = params_from_dict({"experiment": {"name": "x"}, "warmstart": settings}).warmstart
     rows = {row["chunk"]: row for row in teacher_table(bank, additive)}
     assert rows["buy-first-result"]["weight"] == -0.2 and rows["buy-first-result"]["role"] == "harmful"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from intraskill.policy.base import Generation, ToolCall
-from intraskill.policy.chat_format import (
+from intraskill.chat.base import Generation, ToolCall
+from intraskill.chat.chatml import (
     ASSISTANT_PROMPT,
     INVALID_ARGUMENTS_JSON,
     TOOL_INSTRUCTIONS,

@@ -6,7 +6,7 @@ import importlib.metadata
 
 import pytest
 
-from intraskill.policy.base import ChatRequest
+from intraskill.chat.base import ChatRequest
 from intraskill.policy.factory import load_policy, smollm2_gguf
 from intraskill.policy.hf import HFPolicy
 from intraskill.policy.openai_backend import OpenAIPolicy

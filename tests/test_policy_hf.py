@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from intraskill.policy.base import ChatRequest, Policy
-from intraskill.policy.chat_format import IM_END, assistant_message, render_messages
+from intraskill.chat.base import ChatRequest, Policy
+from intraskill.chat.chatml import IM_END, assistant_message, render_messages
 from intraskill.policy.hf import HFPolicy
 from intraskill.policy.lockstep import GQA_SDPA, additive_mask, use_gqa_sdpa
 from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer

@@ -19,8 +19,8 @@ import torch
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from intraskill.policy.base import ChatRequest, ToolCall
-from intraskill.policy.chat_format import ASSISTANT_PROMPT, assistant_message, render_messages
+from intraskill.chat.base import ChatRequest, ToolCall
+from intraskill.chat.chatml import assistant_message, render_messages
 from intraskill.policy.hf import HFPolicy
 from intraskill.policy.openai_backend import OpenAIPolicy
 from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer

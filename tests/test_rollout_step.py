@@ -9,21 +9,21 @@ import pytest
 
 from intraskill.agent.env import InProcessEnvironment
 from intraskill.agent.runtime import RuntimeConfig
+from intraskill.chat.base import ChatRequest, Generation, SessionTokens
 from intraskill.jsonl import read_jsonl
-from intraskill.policy.base import ChatRequest, Generation, SessionTokens
-from intraskill.policy.expert import ExpertPolicy, SkillConditionedGate
+from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, group_index, plan_wave, run_rollout_step
+from intraskill.policy.expert_policy import ExpertPolicy, SkillConditionedLaw
 from intraskill.shop.engine import ShopEngine
-from intraskill.shop.expert import Competences
+from intraskill.shop.scripted_expert import Competences
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import CurriculumError, CurriculumState, assign_group, build_curriculum
 from intraskill.trace2skill.queue import read_analysis_queue
-from intraskill.train.admission import UnscoredStreakError
-from intraskill.train.metrics import rollout_step_metrics
-from intraskill.train.rollout import RolloutConfig, RoundFiles, group_index, plan_wave, run_rollout_step
-from intraskill.train.triage import TriageClass
+from intraskill.training.admission import UnscoredStreakError
+from intraskill.training.metrics import rollout_step_metrics
+from intraskill.training.triage import TriageClass
 
 RUNTIME = RuntimeConfig(max_turns=30, max_tokens_per_turn=64, temperature=0.0)
-GATE = SkillConditionedGate(
+LAW = SkillConditionedLaw(
     skill_for={"read_persona": "read-persona", "choose_options": "choose-options"},
     p_with={"read_persona": 1.0, "choose_options": 1.0},
     p_without={"read_persona": 0.0, "choose_options": 0.0},
@@ -63,7 +63,7 @@ def step(engine, train_ids, root: Path, policy, cur, *, n=4, target=2, over=4, r
 
 def test_siblings_share_the_curriculum_treatment(engine, train_ids, tmp_path: Path) -> None:
     cur = curriculum(q=0.3)
-    result = step(engine, train_ids, tmp_path, ExpertPolicy(gate=GATE), cur, over=6, target=3)
+    result = step(engine, train_ids, tmp_path, ExpertPolicy(law=LAW), cur, over=6, target=3)
     modes = set()
     for index, group in result.groups.items():
         expected = assign_group(cur, index)
@@ -85,14 +85,14 @@ def test_siblings_share_the_curriculum_treatment(engine, train_ids, tmp_path: Pa
 
 
 def test_a_changed_curriculum_is_refused_on_resume(engine, train_ids, tmp_path: Path) -> None:
-    step(engine, train_ids, tmp_path, ExpertPolicy(gate=GATE), curriculum(q=0.5))
+    step(engine, train_ids, tmp_path, ExpertPolicy(law=LAW), curriculum(q=0.5))
     with pytest.raises(CurriculumError, match="ran under"):
-        step(engine, train_ids, tmp_path, ExpertPolicy(gate=GATE), curriculum(q=0.5, seed=1))
+        step(engine, train_ids, tmp_path, ExpertPolicy(law=LAW), curriculum(q=0.5, seed=1))
 
 
 def test_all_wrong_groups_get_a_successful_full_skill_retry(engine, train_ids, tmp_path: Path) -> None:
     """q = 1: every group is skill-free, so the gated expert never reads the persona or picks options."""
-    result = step(engine, train_ids, tmp_path, ExpertPolicy(gate=GATE), curriculum(q=1.0))
+    result = step(engine, train_ids, tmp_path, ExpertPolicy(law=LAW), curriculum(q=1.0))
     classes = [t.classification for t in result.triage]
     assert all(g.all_wrong for g in result.finished)
     assert set(classes) == {TriageClass.MODEL_INTERNALIZATION_DEFICIT}
@@ -139,7 +139,7 @@ def test_failed_retries_are_queued_for_analysis(engine, train_ids, tmp_path: Pat
 
 
 def test_retries_can_be_disabled(engine, train_ids, tmp_path: Path) -> None:
-    result = step(engine, train_ids, tmp_path, ExpertPolicy(gate=GATE), curriculum(q=1.0), retry=False)
+    result = step(engine, train_ids, tmp_path, ExpertPolicy(law=LAW), curriculum(q=1.0), retry=False)
     assert {t.classification for t in result.triage} == {TriageClass.ALL_WRONG_RETRY_DISABLED}
     assert not (tmp_path / "retries.jsonl").exists()
 

@@ -12,9 +12,9 @@ import pytest
 from intraskill.jsonl import read_jsonl
 from intraskill.params import Params, ParamsError, load_params, params_from_dict
 from intraskill.paths import project_root
+from intraskill.pipeline.round import STEP_DONE, RoundPlanMismatchError, run_round
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import build_curriculum
-from intraskill.train.round import STEP_DONE, RoundPlanMismatchError, run_round
 
 EXPECTED_KEYS = [
     "round", "step",
@@ -187,7 +187,7 @@ def test_wandb_requested_without_the_package_is_a_clear_error(run_root: Path, sm
 
 
 def test_round_zero_draws_do_not_depend_on_the_run_directory(tmp_path: Path) -> None:
-    from intraskill.train.prepare import prepare_round
+    from intraskill.pipeline.prepare import prepare_round
 
     params = load_params(project_root() / "params" / "organism.yaml")
     near = prepare_round(params, 0, tmp_path / "a", progress=False)

@@ -8,7 +8,7 @@ import pytest
 from t2s_helpers import BANK, OPTION_CHUNK, failed_retries
 
 from intraskill.shop.engine import ShopEngine
-from intraskill.shop.expert import persona_preferences
+from intraskill.shop.scripted_expert import persona_preferences
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.render import render_chunk
 from intraskill.trace2skill.cards import REASON_FIREWALL, CardStatus

@@ -25,21 +25,21 @@ import pytest
 from fastapi import FastAPI, Request
 
 from intraskill.agent.traces import EpisodeTrace
+from intraskill.chat.chatml import IM_END, render_tool_call
 from intraskill.integrations.slime import config as slime_config
 from intraskill.integrations.slime.data import TASKS_SCHEMA_VERSION, task_from_metadata, write_slime_tasks
 from intraskill.integrations.slime.filters import GroupFilterDecision
 from intraskill.integrations.slime.metrics import METRICS_FILE
 from intraskill.integrations.slime.rewards import META_GROUP_TRIAGE, finished_group
 from intraskill.jsonl import read_jsonl
-from intraskill.policy.chat_format import IM_END, render_tool_call
 from intraskill.policy.organism import protocol_corpus, train_tokenizer
 from intraskill.shop.engine import ShopEngine
 from intraskill.shop.service import create_app, serve_in_thread
 from intraskill.skills.bank import Skill, SkillBank, save_skillbank
 from intraskill.skills.curriculum import CurriculumError, assign_group, build_curriculum, save_curriculum
 from intraskill.trace2skill.queue import read_analysis_queue
-from intraskill.train.admission import TECHNICAL_DROP_REASON, ZERO_STD_DROP_REASON, UnscoredStreakError
-from intraskill.train.triage import RetryOutcome, triage_group
+from intraskill.training.admission import TECHNICAL_DROP_REASON, ZERO_STD_DROP_REASON, UnscoredStreakError
+from intraskill.training.triage import RetryOutcome, triage_group
 
 HOOKS = "intraskill.integrations.slime"
 

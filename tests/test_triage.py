@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from intraskill.train.admission import FinishedGroup, RolloutOutcome
-from intraskill.train.triage import (
+from intraskill.training.admission import FinishedGroup, RolloutOutcome
+from intraskill.training.triage import (
     TRIAGE_SCHEMA,
     RetryOutcome,
     TriageClass,

@@ -20,7 +20,7 @@ from intraskill.agent.views import (
     view_persona,
     view_skills,
 )
-from intraskill.policy.expert import ExpertPolicy, page_state
+from intraskill.policy.expert_policy import ExpertPolicy, page_state
 from intraskill.shop.engine import ShopEngine, StoreConfig
 from intraskill.shop.observation import ObservationError
 from intraskill.skills.bank import Skill

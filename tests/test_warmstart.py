@@ -10,35 +10,34 @@ from pathlib import Path
 import pytest
 
 from intraskill.agent.env import InProcessEnvironment
-from intraskill.params import ParamsError, load_params, params_from_dict
-from intraskill.policy.chat_format import IM_END
-from intraskill.shop.expert import Competences
-from intraskill.skills.bank import Skill, SkillBank, load_skillbank
-from intraskill.train.demos import (
+from intraskill.chat.chatml import IM_END
+from intraskill.organism.cloning import (
+    BCExample,
+    bc_loss,
+    behaviour_clone,
+    collate,
+    learning_rate,
+    pack_batches,
+)
+from intraskill.organism.demos import (
     HABIT_SUPPRESSES,
     S0Error,
     chunk_mask,
     chunk_roles,
     collect_demonstrations,
     demo_jobs,
-    s0_gate,
+    s0_law,
     tokenize_demonstration,
 )
-from intraskill.train.drills import FILLER, SPAN, copy_drills, ordinary_tokens
-from intraskill.train.prepare import ensure_warmstart, warmstart_matches
-from intraskill.train.sensitivity import drop_chunk, reply_logprob, title_sensitivity
-from intraskill.train.warmstart import (
-    GROUND_TRUTH_SCHEMA_VERSION,
-    BCExample,
-    bc_identity,
-    bc_loss,
-    behaviour_clone,
-    collate,
-    finished_bc,
-    learning_rate,
-    pack_batches,
-    verify_shipped,
-)
+from intraskill.organism.drills import FILLER, SPAN, copy_drills, ordinary_tokens
+from intraskill.organism.sensitivity import drop_chunk, reply_logprob, title_sensitivity
+from intraskill.organism.shipped import verify_shipped
+from intraskill.organism.truth import GROUND_TRUTH_SCHEMA_VERSION
+from intraskill.organism.warmstart import bc_identity, finished_bc
+from intraskill.params import ParamsError, load_params, params_from_dict
+from intraskill.pipeline.prepare import ensure_warmstart, warmstart_matches
+from intraskill.shop.scripted_expert import Competences
+from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 
 ROOT = Path(__file__).resolve().parents[1]
 S0_PATH = ROOT / "params" / "organism_s0.json"
@@ -54,8 +53,8 @@ def _demos(engine, p_with: dict[str, float], p_without: dict[str, float], count:
            slip_rate: float = 0.0, view: str = "standard"):
     bank = load_skillbank(S0_PATH)
     jobs = demo_jobs(engine.train_ids, count, bank.enabled_skills(), mask, seed=3)
-    gate = s0_gate(bank, p_with, p_without)
-    return collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, gate, seed=3, max_turns=30,
+    law = s0_law(bank, p_with, p_without)
+    return collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, law, seed=3, max_turns=30,
                                   max_actions=30, slip_rate=slip_rate, view=view, progress=False)
 
 
@@ -117,19 +116,19 @@ def test_demo_masks_mix_bare_alone_and_bernoulli_contexts() -> None:
     assert demo_jobs(tasks, 2000, skills, 0.5, seed=3, bare_share=0.2, alone_share=0.3) == mixed
 
 
-def test_gate_rates_respond_to_p_with_and_p_without() -> None:
+def test_law_rates_respond_to_p_with_and_p_without() -> None:
     bank = load_skillbank(S0_PATH)
     p_with, p_without = _uniform(0.9), _uniform(0.2)
-    gate = s0_gate(bank, p_with, p_without)
+    law = s0_law(bank, p_with, p_without)
     rng = random.Random(5)
-    with_chunk = sum(gate("read_persona", ("persona-query",), rng) for _ in range(4000)) / 4000
-    without = sum(gate("read_persona", (), rng) for _ in range(4000)) / 4000
+    with_chunk = sum(law("read_persona", ("persona-query",), rng) for _ in range(4000)) / 4000
+    without = sum(law("read_persona", (), rng) for _ in range(4000)) / 4000
     assert abs(with_chunk - 0.9) < 0.03 and abs(without - 0.2) < 0.03
     # the harmful habit switches checking off: P(check) = p_budget · (1 − p_habit)
-    hasty = sum(gate("check_budget", ("budget-check", "buy-first-result"), rng) for _ in range(4000)) / 4000
+    hasty = sum(law("check_budget", ("budget-check", "buy-first-result"), rng) for _ in range(4000)) / 4000
     assert abs(hasty - 0.9 * 0.1) < 0.03
     with pytest.raises(S0Error, match="p_with"):
-        s0_gate(bank, {"read_persona": 1.0}, p_without)
+        s0_law(bank, {"read_persona": 1.0}, p_without)
 
 
 def test_expert_demos_follow_the_chunk_mask(engine) -> None:
@@ -272,7 +271,7 @@ def test_token_budget_batches_and_schedule() -> None:
 
 
 def test_finished_bc_resumes_only_the_same_run(tmp_path: Path, tokenizer) -> None:
-    from intraskill.train.demos import write_demonstrations
+    from intraskill.organism.demos import write_demonstrations
 
     _, demos = tokenizer
     write_demonstrations(demos, tmp_path / "demos.jsonl")
@@ -293,7 +292,8 @@ def test_finished_bc_resumes_only_the_same_run(tmp_path: Path, tokenizer) -> Non
 @pytest.fixture(scope="module")
 def shipped_ci(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished tiny (ci) warm start, shipped the way `make warmstart` ships the organism's."""
-    from intraskill.train.warmstart import run_warmstart, ship_warmstart
+    from intraskill.organism.shipped import ship_warmstart
+    from intraskill.organism.warmstart import run_warmstart
 
     work = tmp_path_factory.mktemp("warmstart")
     run_warmstart(CI, out_dir=work / "run", progress=False)
@@ -375,7 +375,7 @@ def test_copy_drills_repeat_a_span_of_distinct_random_tokens_after_a_variable_ga
 
 
 def test_warmstart_checks_read_the_targets() -> None:
-    from intraskill.train.warmstart import warmstart_checks
+    from intraskill.organism.truth import warmstart_checks
 
     arm = {"success": 0.4, "protocol_error_rate": 0.01}
     metrics = {"bare": arm, "s0": {**arm, "protocol_error_rate": 0.04}, "alone": {"a": arm, "b": arm, "n": arm}}
@@ -404,7 +404,7 @@ def test_dropping_a_chunk_gives_the_prompt_the_runtime_renders_without_it(engine
     task = engine.train_ids[0]
     sets = {"three": skills[:3], "two": [skills[0], skills[2]], "one": skills[1:2], "none": []}
     jobs = [EpisodeJob.create(task, sample, 3, tuple(chosen)) for sample, chosen in enumerate(sets.values())]
-    demos = collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, s0_gate(bank, _uniform(1.0),
+    demos = collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, s0_law(bank, _uniform(1.0),
                                    _uniform(0.0)), seed=3, max_turns=30, max_actions=30, view="compact_hints",
                                    progress=False)
     played = dict(zip(sets, demos))
@@ -428,12 +428,12 @@ def test_plan_demonstrations_think_their_competences_and_act_alike(engine) -> No
     """With ``plan`` every reply opens with the episode's plan as ``<think>`` reasoning, the same plan on
     every turn; actions and rewards are those of the expert without it."""
     from intraskill.agent.runtime import EpisodeJob
-    from intraskill.policy.expert import PLAN_WORDS, plan_line
+    from intraskill.policy.expert_policy import PLAN_WORDS, plan_line
 
     bank = load_skillbank(S0_PATH)
-    gate = s0_gate(bank, _uniform(0.5), _uniform(0.5))
+    law = s0_law(bank, _uniform(0.5), _uniform(0.5))
     jobs = [EpisodeJob.create(task, 0, 7, tuple(bank.enabled_skills()[:2])) for task in engine.train_ids[:6]]
-    played = {plan: collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, gate, seed=7,
+    played = {plan: collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, law, seed=7,
                                            max_turns=30, max_actions=30, view="compact", plan=plan,
                                            progress=False) for plan in (False, True)}
     plans = set()

@@ -15,8 +15,8 @@ from enum import Enum
 from typing import Any
 
 from intraskill.agent.tools import TOOL_ARGUMENT, to_action, tool_names
-from intraskill.policy.base import Generation
-from intraskill.policy.chat_format import assistant_message
+from intraskill.chat.base import Generation
+from intraskill.chat.chatml import assistant_message
 
 PROTOCOL_ERROR_TYPE = "tool_protocol_error"
 

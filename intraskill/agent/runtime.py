@@ -35,8 +35,8 @@ from intraskill.agent.views import (
     view_persona,
     view_skills,
 )
+from intraskill.chat.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.hashing import seed32
-from intraskill.policy.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.skills.bank import Skill
 from intraskill.skills.curriculum import GroupAssignment
 

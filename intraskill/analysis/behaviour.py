@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from intraskill.agent.traces import EpisodeTrace, read_traces
+from intraskill.chat.chatml import THINK_CLOSE, THINK_OPEN
 from intraskill.evaluate.bootstrap import BEHAVIOR_SEED_BASE, numpy_paired_bootstrap
-from intraskill.policy.chat_format import THINK_CLOSE, THINK_OPEN
 from intraskill.shop.actions import parse_action
 from intraskill.shop.observation import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE
 from intraskill.shop.text import normalize_query

@@ -27,11 +27,11 @@ from intraskill.agent.env import Environment, InProcessEnvironment
 from intraskill.agent.prompts import prompt_identity
 from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
 from intraskill.agent.traces import EpisodeStatus, read_traces
+from intraskill.chat.base import Policy
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, write_json
 from intraskill.params import Params
 from intraskill.paths import runs_root, store_dir
-from intraskill.policy.base import Policy
 from intraskill.shop.build import open_engine
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 
@@ -229,14 +229,14 @@ def resolve_device(device: str) -> str:
 def build_policy(params: Params, checkpoint: str | None) -> tuple[Policy, dict[str, Any]]:
     """The policy of ``params.model`` and its plan identity.
 
-    ``expert`` / ``expert:without:a,b`` build an :class:`~intraskill.policy.expert.ExpertPolicy`;
+    ``expert`` / ``expert:without:a,b`` build an :class:`~intraskill.policy.expert_policy.ExpertPolicy`;
     other specs go to :func:`intraskill.policy.factory.load_policy`. The identity is the policy's
     own (for a model also the spec and dtype, and for a random-init organism its shape, the weights'
     only source); an expert's identity already names its competences and seed.
     """
     spec = params.model.spec
     if spec == "expert" or spec.startswith("expert:"):
-        from intraskill.policy.expert import ExpertPolicy, competences_from_tag
+        from intraskill.policy.expert_policy import ExpertPolicy, competences_from_tag
 
         competences = competences_from_tag(spec.partition(":")[2])
         policy: Policy = ExpertPolicy(

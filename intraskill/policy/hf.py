@@ -20,9 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from intraskill.hashing import seed32
-from intraskill.policy.base import ChatRequest, Generation, SessionTokens
-from intraskill.policy.chat_format import (
+from intraskill.chat.base import ChatRequest, Generation, SessionTokens
+from intraskill.chat.chatml import (
     IM_END,
     assistant_matches,
     drop_reasoning,
@@ -30,6 +29,7 @@ from intraskill.policy.chat_format import (
     render_message,
     render_messages,
 )
+from intraskill.hashing import seed32
 from intraskill.policy.lockstep import (
     LayerKV,
     SlabCache,

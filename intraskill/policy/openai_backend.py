@@ -3,7 +3,7 @@
 Requests of one turn run concurrently on a private event loop, bounded by a semaphore; each is
 retried with exponential backoff on connection errors, timeouts, 429 and 5xx replies. Tools are
 passed natively; the reply's ``tool_calls``/``content``/``finish_reason`` map onto
-:class:`~intraskill.policy.base.Generation`. Token ids and log-probs are not available remotely.
+:class:`~intraskill.chat.base.Generation`. Token ids and log-probs are not available remotely.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
-from intraskill.policy.base import ChatRequest, Generation, SessionTokens, ToolCall
-from intraskill.policy.chat_format import INVALID_ARGUMENTS_JSON, parse_tool_calls, render_tool_call
+from intraskill.chat.base import ChatRequest, Generation, SessionTokens, ToolCall
+from intraskill.chat.chatml import INVALID_ARGUMENTS_JSON, parse_tool_calls, render_tool_call
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

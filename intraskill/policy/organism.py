@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from intraskill.policy.chat_format import (
+from intraskill.chat.chatml import (
     ASSISTANT_PROMPT,
     END_OF_TEXT,
     IM_END,
@@ -142,7 +142,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, path: str | Path | No
     Ġset`` reappear as the same tokens in the query: copying a phrase is then a one-step induction
     (find the current token earlier, emit the token that followed it). Isolated spaces would make it
     a two-step one (``family Ġ chess``), which the organism did not learn in CPU budgets
-    (:mod:`intraskill.train.drills`).
+    (:mod:`intraskill.organism.drills`).
 
     Parameters
     ----------

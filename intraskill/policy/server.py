@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from intraskill.policy.base import ChatRequest, Generation
-from intraskill.policy.chat_format import render_message
+from intraskill.chat.base import ChatRequest, Generation
+from intraskill.chat.chatml import render_message
 
 if TYPE_CHECKING:
     from intraskill.policy.hf import HFPolicy

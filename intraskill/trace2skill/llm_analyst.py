@@ -18,8 +18,8 @@ from typing import Any
 
 from intraskill.agent.protocol import interpret_generation, observation_message, turn_messages
 from intraskill.agent.tools import build_tools
+from intraskill.chat.base import ChatRequest, Policy
 from intraskill.hashing import seed32
-from intraskill.policy.base import ChatRequest, Policy
 from intraskill.shop.engine import ShopEngine
 from intraskill.skills.bank import SkillBank
 from intraskill.trace2skill.audit import LiveAudit, finalize_card
@@ -87,7 +87,7 @@ def parse_card_submission(arguments: Mapping[str, Any], card_id: str) -> Failure
 
 
 class LLMAnalyst:
-    """The gold-aware failure analyst over a :class:`~intraskill.policy.base.Policy` (``--analyst llm``).
+    """The gold-aware failure analyst over a :class:`~intraskill.chat.base.Policy` (``--analyst llm``).
 
     Parameters
     ----------

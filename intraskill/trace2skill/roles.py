@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from intraskill.chat.base import ChatRequest, Generation, Policy
 from intraskill.hashing import seed32
-from intraskill.policy.base import ChatRequest, Generation, Policy
 
 T = TypeVar("T")
 

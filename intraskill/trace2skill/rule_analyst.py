@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from intraskill.shop.engine import ShopEngine
-from intraskill.shop.expert import (
+from intraskill.shop.scripted_expert import (
     NEXT_PAGE,
     PERSONA_OPTION_KEYS,
     PREV_PAGE,

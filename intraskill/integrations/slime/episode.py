@@ -6,7 +6,7 @@ Reference: ``intraskill-method.md`` §6.2 (per-sample loop, turn outcomes, rewar
 parameters and ``return_logprob``; take ids and log-probs from ``meta_info.output_token_logprobs``
 (``[logprob, token_id, …]`` per token) and never re-tokenize the model's text).
 
-The conversation is rendered with the package's append-only ChatML (:mod:`intraskill.policy.chat_format`),
+The conversation is rendered with the package's append-only ChatML (:mod:`intraskill.chat.chatml`),
 the same format the CPU tier trains on, so one episode is ONE token-contiguous stream: sampled
 tokens (loss mask 1, their SGLang log-probs) interleaved with rendered observation / feedback /
 template tokens (loss mask 0, log-prob 0.0). slime's agent adapters (``slime.agent.adapters``, an
@@ -31,8 +31,8 @@ from intraskill.agent.protocol import interpret_generation, observation_message,
 from intraskill.agent.runtime import ACTION_LIMIT, GENERATION_LENGTH
 from intraskill.agent.tools import build_tools, tool_names
 from intraskill.agent.traces import EpisodeStatus, EpisodeTrace, TurnRecord, record_step, reward_from_terminal
-from intraskill.policy.base import Generation
-from intraskill.policy.chat_format import (
+from intraskill.chat.base import Generation
+from intraskill.chat.chatml import (
     END_OF_TEXT,
     IM_END,
     drop_reasoning,

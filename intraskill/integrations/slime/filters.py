@@ -4,7 +4,7 @@ Reference: ``intraskill-method.md`` §3.4. Decisions, in order, for each finishe
 
 1. any sibling unscored → ``keep=False``, reason ``shopsim_unscored_technical_group``, no fallback;
    ``intraskill_max_consecutive_failed_groups`` (8) such groups in a row raise
-   :class:`~intraskill.train.admission.UnscoredStreakError` (the streak is process-global, as in the
+   :class:`~intraskill.training.admission.UnscoredStreakError` (the streak is process-global, as in the
    release, and resets on a scored group);
 2. unique-rollout rewards spread by more than 1e-6 → keep;
 3. otherwise ``keep=False``, reason ``shopsim_zero_std_group``, ``keep_when_insufficient=True``
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from intraskill.integrations.slime.rewards import finished_group
-from intraskill.train.admission import (
+from intraskill.training.admission import (
     MAX_CONSECUTIVE_UNSCORED_GROUPS,
     TECHNICAL_DROP_REASON,
     ZERO_SPREAD_TOLERANCE,

@@ -44,6 +44,7 @@ from intraskill.integrations.slime.rewards import (
     META_TRACE_PATH,
 )
 from intraskill.jsonl import write_json
+from intraskill.pipeline.rollout import RoundFiles, curriculum_identity
 from intraskill.skills.curriculum import (
     CurriculumError,
     CurriculumState,
@@ -53,9 +54,8 @@ from intraskill.skills.curriculum import (
     full_skill_assignment,
 )
 from intraskill.trace2skill.queue import AnalysisItem
-from intraskill.train.admission import FinishedGroup, RolloutOutcome
-from intraskill.train.rollout import RoundFiles, curriculum_identity
-from intraskill.train.triage import (
+from intraskill.training.admission import FinishedGroup, RolloutOutcome
+from intraskill.training.triage import (
     RETRY_TRACE_NAME,
     RetryOutcome,
     TriageClass,

@@ -14,7 +14,7 @@ over admitted ones, drop rates = drops / (accepted + drops)); ``intraskill-relea
 
 A generated group that was not admitted is a technical drop when it has an unscored rollout, a
 zero-std drop when its rewards do not spread, and otherwise surplus (discarded after the batch
-filled). The metric functions are the CPU tier's (``intraskill.train.metrics``/``admission``/``triage``).
+filled). The metric functions are the CPU tier's (``intraskill.training.metrics``/``admission``/``triage``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from intraskill.integrations.slime.rewards import (
 )
 from intraskill.jsonl import JsonlWriter
 from intraskill.skills.curriculum import GroupAssignment
-from intraskill.train.admission import (
+from intraskill.training.admission import (
     AdmissionResult,
     Decision,
     FinishedGroup,
@@ -42,8 +42,8 @@ from intraskill.train.admission import (
     RolloutOutcome,
     admission_metrics,
 )
-from intraskill.train.metrics import ROLLOUT_PREFIX, treatment_metrics
-from intraskill.train.triage import RetryOutcome, TriageClass, TriageRecord, frontier_metrics
+from intraskill.training.metrics import ROLLOUT_PREFIX, treatment_metrics
+from intraskill.training.triage import RetryOutcome, TriageClass, TriageRecord, frontier_metrics
 
 LOGGER = logging.getLogger(__name__)
 METRICS_FILE = "rollout_metrics.jsonl"

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from intraskill.train.admission import FinishedGroup, RolloutOutcome
-from intraskill.train.advantages import segment_advantages
+from intraskill.training.admission import FinishedGroup, RolloutOutcome
+from intraskill.training.advantages import segment_advantages
 
 META_ASSIGNMENT = "intraskill_assignment"
 META_REWARD = "intraskill_reward"

@@ -1,6 +1,6 @@
 """Append-only episode files of a rollout step: token streams first, then traces, re-used on resume.
 
-Each finished episode's :class:`~intraskill.policy.base.SessionTokens` (``tokens.jsonl``) and then
+Each finished episode's :class:`~intraskill.chat.base.SessionTokens` (``tokens.jsonl``) and then
 its trace (``traces.jsonl``) are appended with fsync as it finishes, so a trace on disk implies its
 tokens. :class:`EpisodeLog` reads both back and runs only the jobs without a trace: a step re-run
 after a kill neither loses nor duplicates an episode.
@@ -16,8 +16,8 @@ from typing import Any
 from intraskill.agent.env import Environment
 from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
 from intraskill.agent.traces import EpisodeStatus
+from intraskill.chat.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.jsonl import JsonlWriter, iter_jsonl
-from intraskill.policy.base import ChatRequest, Generation, Policy, SessionTokens
 
 EpisodeCallback = Callable[[str, Mapping[str, Any]], None]
 """``on_event(name, info)``; the log calls it as ``("episode", {"episode_id": …})``."""

@@ -11,7 +11,7 @@ diagnostic retry, the dynamic sampling filter) and §6.2 (per-sample loop). A st
    at start, the trace's injected skills at the end);
 3. each all-wrong group gets one full-skill diagnostic retry (all retries of the wave in one
    lockstep batch; never trained on); each group is triaged;
-4. the groups are offered to :class:`~intraskill.train.admission.GroupAdmission` in group order;
+4. the groups are offered to :class:`~intraskill.training.admission.GroupAdmission` in group order;
    a new wave starts only while too few groups can still be admitted.
 
 Persistence makes the step idempotent: each finished episode's token stream (``tokens.jsonl``) and
@@ -34,9 +34,10 @@ from typing import Any
 from intraskill.agent.env import Environment
 from intraskill.agent.runtime import EpisodeJob, RuntimeConfig
 from intraskill.agent.traces import EpisodeTrace
+from intraskill.chat.base import Policy, SessionTokens
 from intraskill.hashing import seed32
 from intraskill.jsonl import JsonlWriter, iter_jsonl
-from intraskill.policy.base import Policy, SessionTokens
+from intraskill.pipeline.episode_log import EpisodeCallback, EpisodeLog, EpisodeRecord
 from intraskill.skills.curriculum import (
     MODE_SKILL_FREE,
     CurriculumError,
@@ -47,9 +48,8 @@ from intraskill.skills.curriculum import (
     full_skill_assignment,
 )
 from intraskill.trace2skill.queue import AnalysisItem
-from intraskill.train.admission import AdmissionResult, FinishedGroup, GroupAdmission, RolloutOutcome
-from intraskill.train.episode_log import EpisodeCallback, EpisodeLog, EpisodeRecord
-from intraskill.train.triage import (
+from intraskill.training.admission import AdmissionResult, FinishedGroup, GroupAdmission, RolloutOutcome
+from intraskill.training.triage import (
     RetryOutcome,
     TriageClass,
     TriageRecord,

@@ -3,7 +3,7 @@
 Torch is imported inside functions only, so importing this package stays cheap.
 """
 
-from intraskill.train.admission import (
+from intraskill.training.admission import (
     AdmissionResult,
     FinishedGroup,
     GroupAdmission,
@@ -12,15 +12,15 @@ from intraskill.train.admission import (
     admission_metrics,
     admit_groups,
 )
-from intraskill.train.advantages import group_advantages, segment_advantages
-from intraskill.train.batching import (
+from intraskill.training.advantages import group_advantages, segment_advantages
+from intraskill.training.batching import (
     TrainSample,
     pack_micro_batches,
     split_updates,
     train_samples_from_groups,
 )
-from intraskill.train.grpo import GRPOConfig, GRPOTrainer, LoraSettings, StepMetrics
-from intraskill.train.triage import RetryOutcome, TriageClass, TriageRecord, frontier_metrics, triage_group
+from intraskill.training.grpo import GRPOConfig, GRPOTrainer, LoraSettings, StepMetrics
+from intraskill.training.triage import RetryOutcome, TriageClass, TriageRecord, frontier_metrics, triage_group
 
 __all__ = [
     "AdmissionResult",

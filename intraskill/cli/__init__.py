@@ -1,21 +1,21 @@
 """The ``intraskill`` command line: one typer app that mounts each stage's commands.
 
-Each stage keeps its commands in ``intraskill/<stage>/cli.py`` and imports heavy libraries
-(torch, transformers) inside the command bodies, so ``intraskill env budget`` stays instant.
+The command line is the top layer: each stage's commands live in ``intraskill/cli/<stage>.py`` and import
+heavy libraries (torch, transformers) inside the command bodies, so ``intraskill env budget`` stays instant.
 """
 
 from __future__ import annotations
 
 import typer
 
-from intraskill.analysis import cli as analysis_cli
-from intraskill.evaluate import cli as evaluate_cli
-from intraskill.gate import cli as gate_cli
-from intraskill.policy import cli as policy_cli
-from intraskill.report import cli as report_cli
-from intraskill.shop import cli as shop_cli
-from intraskill.trace2skill import cli as t2s_cli
-from intraskill.train import cli as train_cli
+from intraskill.cli import analysis as analysis_cli
+from intraskill.cli import evaluate as evaluate_cli
+from intraskill.cli import gate as gate_cli
+from intraskill.cli import policy as policy_cli
+from intraskill.cli import report as report_cli
+from intraskill.cli import shop as shop_cli
+from intraskill.cli import trace2skill as t2s_cli
+from intraskill.cli import train as train_cli
 
 app = typer.Typer(
     name="intraskill",

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import typer
 
 if TYPE_CHECKING:
-    from intraskill.gate.run import GateResult
     from intraskill.params import Params
+    from intraskill.pipeline.gate_run import GateResult
 
 app = typer.Typer(
     help="The paired validation gate: OLS refits, selection and gate runs.", no_args_is_help=True
@@ -77,7 +77,7 @@ def run_command(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
 ) -> None:
     """Run (or resume) the online gate of a round on its frozen checkpoint; prints one JSON object."""
-    from intraskill.gate.run import GateConfig, run_online_gate
+    from intraskill.pipeline.gate_run import GateConfig, run_online_gate
 
     loaded = _load(params)
     ledger = round_dir / "analysis" / "proposal_ledger.jsonl"
@@ -112,7 +112,7 @@ def gate_a_command(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
 ) -> None:
     """Run (or resume) Gate A: Bernoulli(0.5) masks over a draft bank's chunks; prints one JSON object."""
-    from intraskill.gate.run import GateConfig, run_gate_a
+    from intraskill.pipeline.gate_run import GateConfig, run_gate_a
 
     loaded = _load(params)
     try:

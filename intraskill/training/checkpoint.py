@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from intraskill.train.grpo import GRPOTrainer
+    from intraskill.training.grpo import GRPOTrainer
 
 CHECKPOINT_SCHEMA = "intraskill-train-checkpoint-v1"
 

@@ -380,7 +380,7 @@ def _policy(params: Params, checkpoint: str | Path | None) -> Any:
 
     if checkpoint is None or params.model.spec == "expert" or params.model.spec.startswith("expert:"):
         return build_policy(params, None if checkpoint is None else str(checkpoint))[0]
-    from intraskill.train.round import trained_policy
+    from intraskill.pipeline.round import trained_policy
 
     return trained_policy(params, Path(checkpoint))
 

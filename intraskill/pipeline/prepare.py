@@ -2,7 +2,7 @@
 
 For the organism experiment a round needs the store (:func:`intraskill.shop.build.build_store`,
 cached by its manifest), the warm-start checkpoint with its tokenizer and per-chunk ground truth
-(:mod:`intraskill.train.warmstart`; reused from a shipped ``params/*_warmstart/`` or
+(:mod:`intraskill.organism.warmstart`; reused from a shipped ``params/*_warmstart/`` or
 ``warmstart.out_dir`` when their manifest matches the parameters), and the round's curriculum
 built from S₀ with each chunk's contribution α_j: its ``metadata.estimated_effect`` when present,
 else the warm start's measured effect (chunk alone − bare). Only chunks with α_j > 0 enter the
@@ -40,19 +40,19 @@ class RoundInputs:
 
 
 def _project_path(path: str | Path) -> Path:
-    from intraskill.train.round import resolve_project_path
+    from intraskill.pipeline.round import resolve_project_path
 
     return resolve_project_path(path)
 
 
 def warmstart_matches(directory: Path, params: Params) -> bool:
     """A finished warm start in ``directory`` whose manifest records this store, model shape, view and
-    warm-start training settings (:func:`~intraskill.train.warmstart.training_settings`: evaluation
+    warm-start training settings (:func:`~intraskill.organism.warmstart.training_settings`: evaluation
     settings and location aside), and whose tokenizer splits text as the organism's does now. A setting
     the manifest lacks (added after it was written) counts as its default, the behaviour of that time."""
+    from intraskill.organism.warmstart import NOT_TRAINING, training_settings
     from intraskill.params import WarmstartParams
     from intraskill.policy.organism import splits_like_organism
-    from intraskill.train.warmstart import NOT_TRAINING, training_settings
 
     manifest_path = directory / "manifest.json"
     if not manifest_path.is_file() or not (directory / "ground_truth.json").is_file():
@@ -75,7 +75,7 @@ def warmstart_matches(directory: Path, params: Params) -> bool:
 def ensure_warmstart(params: Params, progress: bool = True) -> Path:
     """The warm-start directory of ``params``: a shipped one (:data:`SHIPPED_PATTERN`) whose manifest
     matches, ``warmstart.out_dir``, or a fresh run."""
-    from intraskill.train.warmstart import run_warmstart
+    from intraskill.organism.warmstart import run_warmstart
 
     shipped = sorted(_project_path(".").glob(SHIPPED_PATTERN))
     for directory in (*shipped, _project_path(params.warmstart.out_dir)):
@@ -122,9 +122,9 @@ def prepare_round(params: Params, round_index: int = 0, out_dir: str | Path | No
       (:func:`ensure_warmstart`); otherwise none (the spec's own weights);
     * skill bank: ``round.skillbank`` (for the organism default ``warmstart.skills``, i.e. S₀), with α
       from metadata or the warm start's ground truth; written to ``<round dir>/skillbank.json``;
-    * curriculum: :func:`~intraskill.train.round.round_curriculum` of that bank (``None`` without chunks).
+    * curriculum: :func:`~intraskill.pipeline.round.round_curriculum` of that bank (``None`` without chunks).
     """
-    from intraskill.train.round import default_round_dir, round_curriculum
+    from intraskill.pipeline.round import default_round_dir, round_curriculum
 
     checkpoint = params.model.checkpoint
     warmstart_dir = None

@@ -1,17 +1,17 @@
 """The scripted expert as a chat policy: demonstrations and the expert baseline.
 
-:class:`ExpertPolicy` implements :class:`~intraskill.policy.base.Policy`. It reads only what the
+:class:`ExpertPolicy` implements :class:`~intraskill.chat.base.Policy`. It reads only what the
 runtime sends a language model — the persona from the system message, the task from the first user
 message, the page from the newest observation message and the clickable values from the ``click``
 tool's enum — rebuilds the public page state from that text and asks
-:class:`~intraskill.shop.expert.ScriptedExpert` for the next action. The reply is the Hermes text
-``<tool_call>{"name":…,"arguments":{…}}</tool_call>`` of :mod:`intraskill.policy.chat_format`, so the
+:class:`~intraskill.shop.scripted_expert.ScriptedExpert` for the next action. The reply is the Hermes text
+``<tool_call>{"name":…,"arguments":{…}}</tool_call>`` of :mod:`intraskill.chat.chatml`, so the
 runtime records the expert's turns in exactly the message and tool-call format a model's turns have
 (the behaviour-cloning warm start trains on those traces). The expert never sees the goal: the
 messages carry none (``intraskill.agent.traces.scan_prompts_for_gold``).
 
-Competences are switched off with :class:`~intraskill.shop.expert.Competences`; a
-:class:`CompetenceGate` (e.g. :class:`SkillConditionedGate`) can further decide the competences per
+Competences are switched off with :class:`~intraskill.shop.scripted_expert.Competences`; a
+:class:`CompetenceLaw` (e.g. :class:`SkillConditionedLaw`) can further decide the competences per
 episode from the skill IDs injected into the system message.
 
 With ``plan`` every reply opens with a reasoning block (``<think>…</think>``, which the protocol
@@ -23,7 +23,7 @@ next to each later decision (an opt-in of the warm start, ``warmstart.plan``).
 
 With ``slip_rate`` the expert makes the clone's typical mistake on purpose — ``buy now`` while it is
 not offered, at most once per episode — and then carries on from the page that reports the invalid
-action, so behaviour cloning sees recoveries (:mod:`intraskill.train.demos` never trains on the slip
+action, so behaviour cloning sees recoveries (:mod:`intraskill.organism.demos` never trains on the slip
 itself). Slips draw from their own seeded source: the competence draws are the same with or without.
 """
 
@@ -42,17 +42,17 @@ from typing import Any, Protocol
 from intraskill.agent.prompts import PERSONA_LABELS, TASK_LABELS
 from intraskill.agent.tools import CLICK, SEARCH, TOOL_ARGUMENT
 from intraskill.agent.views import FIELD_SEP, HINT_LABELS
-from intraskill.hashing import seed32
-from intraskill.policy.base import ChatRequest, Generation, SessionTokens
-from intraskill.policy.chat_format import (
+from intraskill.chat.base import ChatRequest, Generation, SessionTokens
+from intraskill.chat.chatml import (
     THINK_CLOSE,
     THINK_OPEN,
     message_text,
     parse_tool_calls,
     render_tool_call,
 )
-from intraskill.shop.expert import BUY_NOW, Competences, ScriptedExpert
+from intraskill.hashing import seed32
 from intraskill.shop.observation import PAGE_LABELS  # the renderer's labels: one source of truth
+from intraskill.shop.scripted_expert import BUY_NOW, Competences, ScriptedExpert
 from intraskill.shop.types import Task
 
 EXPERT_MODEL_ID = "scripted-expert"
@@ -63,7 +63,7 @@ PLAN_LABELS = {"en": ("Plan: ", ", ", "none"), "zh": ("计划：", "、", "无")
 """Per language: the plan line's label, separator and the word for a plan without competences."""
 PLAN_WORDS = {"read_persona": "profile", "refine_query": "refine", "inspect_candidates": "compare",
               "page_on": "page", "choose_options": "options", "check_budget": "budget"}
-"""The plan line's word for each competence of :class:`~intraskill.shop.expert.Competences`."""
+"""The plan line's word for each competence of :class:`~intraskill.shop.scripted_expert.Competences`."""
 _PLANNED = {word: name for name, word in PLAN_WORDS.items()}
 
 
@@ -104,12 +104,12 @@ def planned(text: str, language: str = "en") -> tuple[str, ...] | None:
     return tuple(_PLANNED[word] for word in line[len(label):].split(sep) if word in _PLANNED)
 
 
-class CompetenceGate(Protocol):
+class CompetenceLaw(Protocol):
     """Decides per episode which competences are used, given the injected skill IDs."""
 
     @property
     def identity(self) -> dict[str, Any]:
-        """What identifies the gate (recorded in the policy identity)."""
+        """What identifies the law (recorded in the policy identity)."""
         ...
 
     def draw(self, skill_ids: tuple[str, ...], rng: random.Random) -> frozenset[str]:
@@ -121,8 +121,8 @@ class CompetenceGate(Protocol):
         ...
 
 
-class IndependentGate(ABC):
-    """A :class:`CompetenceGate` that decides each competence on its own draw, in declaration order."""
+class IndependentLaw(ABC):
+    """A :class:`CompetenceLaw` that decides each competence on its own draw, in declaration order."""
 
     @abstractmethod
     def probability(self, competence: str, skill_ids: tuple[str, ...]) -> float:
@@ -149,7 +149,7 @@ class IndependentGate(ABC):
 
 
 @dataclass(frozen=True)
-class SkillConditionedGate(IndependentGate):
+class SkillConditionedLaw(IndependentLaw):
     """A competence is used with probability ``p_with`` when its skill is injected, else ``p_without``.
 
     Parameters
@@ -169,14 +169,14 @@ class SkillConditionedGate(IndependentGate):
             unknown = sorted(set(mapping) - set(names))
             if unknown:
                 raise ValueError(
-                    f"SkillConditionedGate.{label}: unknown competences {unknown}; expected {names}"
+                    f"SkillConditionedLaw.{label}: unknown competences {unknown}; expected {names}"
                 )
         for label, mapping in (("p_with", self.p_with), ("p_without", self.p_without)):
             for name in self.skill_for:
                 value = mapping.get(name)
                 if value is None or not 0.0 <= value <= 1.0:
                     raise ValueError(
-                        f"SkillConditionedGate.{label}.{name}: must be a probability, got {value!r}"
+                        f"SkillConditionedLaw.{label}.{name}: must be a probability, got {value!r}"
                     )
 
     @property
@@ -200,18 +200,18 @@ class SkillConditionedGate(IndependentGate):
         return rng.random() < self.probability(competence, skill_ids)
 
 
-class _GatedExpert(ScriptedExpert):
-    """A scripted expert whose competences pass through a gate (the documented ``decide`` override)."""
+class _LawfulExpert(ScriptedExpert):
+    """A scripted expert whose competences pass through a law (the documented ``decide`` override)."""
 
     def __init__(self, competences: Competences, rng: random.Random, max_actions: int,
-                 gate: CompetenceGate | None, skill_ids: tuple[str, ...]) -> None:
+                 law: CompetenceLaw | None, skill_ids: tuple[str, ...]) -> None:
         super().__init__(competences, rng, max_actions)
-        self.gate = gate
+        self.law = law
         self.skill_ids = skill_ids
         self.drawn: frozenset[str] | None = None
 
     def start(self, task: Task) -> None:
-        self.drawn = None if self.gate is None else self.gate.draw(self.skill_ids, self.rng)
+        self.drawn = None if self.law is None else self.law.draw(self.skill_ids, self.rng)
         super().start(task)
 
     def decide(self, competence: str, task: Task) -> bool:
@@ -223,7 +223,7 @@ class _GatedExpert(ScriptedExpert):
 class _Session:
     """One episode: its expert, the public task read from the first two messages and its slip source."""
 
-    expert: _GatedExpert
+    expert: _LawfulExpert
     task: Task
     slips: random.Random
     slipped: bool = False
@@ -248,14 +248,14 @@ def competences_from_tag(tag: str) -> Competences:
 
 
 class ExpertPolicy:
-    """The scripted expert behind the :class:`~intraskill.policy.base.Policy` protocol.
+    """The scripted expert behind the :class:`~intraskill.chat.base.Policy` protocol.
 
     Parameters
     ----------
     competences : which competences are available (all by default).
-    seed : seeds each session's random source, ``seed32(f"{seed}:{session_id}")`` (used by ``gate``).
+    seed : seeds each session's random source, ``seed32(f"{seed}:{session_id}")`` (used by ``law``).
     language : the prompt / observation language of the runtime (``"en"`` or ``"zh"``).
-    gate : optional per-episode competence gate conditioned on the injected skill IDs.
+    law : optional per-episode competence law conditioned on the injected skill IDs.
     max_actions : the store's action limit (30).
     slip_rate : per-turn probability of a deliberate invalid ``buy now`` (at most one per episode).
     plan : open every reply with the episode's :func:`plan_line` as its ``<think>`` reasoning.
@@ -267,7 +267,7 @@ class ExpertPolicy:
     """
 
     def __init__(self, competences: Competences | None = None, seed: int = 0, language: str = "en",
-                 gate: CompetenceGate | None = None, max_actions: int = 30, slip_rate: float = 0.0,
+                 law: CompetenceLaw | None = None, max_actions: int = 30, slip_rate: float = 0.0,
                  plan: bool = False) -> None:
         if language not in PAGE_LABELS:
             raise ValueError(f"language: expected one of {sorted(PAGE_LABELS)}, got {language!r}")
@@ -276,7 +276,7 @@ class ExpertPolicy:
         self.competences = competences or Competences()
         self.seed = seed
         self.language = language
-        self.gate = gate
+        self.law = law
         self.max_actions = max_actions
         self.slip_rate = slip_rate
         self.plan = plan
@@ -290,8 +290,8 @@ class ExpertPolicy:
             "backend": EXPERT_BACKEND,
             "seed": self.seed,
         }
-        if self.gate is not None:
-            identity["gate"] = self.gate.identity
+        if self.law is not None:
+            identity["law"] = self.law.identity
         if self.slip_rate:
             identity["slip_rate"] = self.slip_rate
         if self.plan:
@@ -312,7 +312,7 @@ class ExpertPolicy:
         if session is None:
             system, instruction = read_task_messages(request.messages, self.language)
             rng = random.Random(seed32(f"{self.seed}:{request.session_id}"))
-            expert = _GatedExpert(self.competences, rng, self.max_actions, self.gate, skill_ids_in(system))
+            expert = _LawfulExpert(self.competences, rng, self.max_actions, self.law, skill_ids_in(system))
             # The messages carry no task id and the expert reads none: the session id stands in as uid.
             task = Task(task_id=-1, task_uid=request.session_id, instruction_simple=instruction,
                         user_persona=persona_in(system, self.language))

@@ -31,8 +31,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from intraskill.gate.run import GateConfig, as_draft, run_gate_a
 from intraskill.params import Params
+from intraskill.pipeline.gate_run import GateConfig, as_draft, run_gate_a
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 
 METRIC = "r_success"
@@ -208,7 +208,7 @@ def validate_on_warmstart(params: Params, warmstart_dir: str | Path, out_dir: st
                           store_root: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
     """:func:`validate_gate` on the organism's warm start: its checkpoint, S₀ (``warmstart.skills``) and
     its ``ground_truth.json``; the report also records the ground truth's own size."""
-    from intraskill.train.round import resolve_project_path
+    from intraskill.pipeline.round import resolve_project_path
 
     truth = load_truth(warmstart_dir)
     draft = load_skillbank(resolve_project_path(params.warmstart.skills))
@@ -222,11 +222,11 @@ def validate_on_warmstart(params: Params, warmstart_dir: str | Path, out_dir: st
 
 def teacher_policy(params: Params, draft: SkillBank) -> Any:
     """The organism's teacher: the scripted expert behind S₀'s gate with ``warmstart.p_with/p_without``."""
-    from intraskill.policy.expert import ExpertPolicy
-    from intraskill.train.demos import expert_gate
+    from intraskill.organism.demos import teacher_law
+    from intraskill.policy.expert_policy import ExpertPolicy
 
     ws = params.warmstart
-    return ExpertPolicy(seed=ws.seed, gate=expert_gate(draft, ws),
+    return ExpertPolicy(seed=ws.seed, law=teacher_law(draft, ws),
                         language=params.store.language, max_actions=params.store.max_actions, plan=ws.plan)
 
 
@@ -236,8 +236,8 @@ def teacher_truth(params: Params, draft: SkillBank, *, tasks: int | None,
     vs bare on the first ``tasks`` val tasks (sample 0, episode seeds from ``warmstart.seed``)."""
     from intraskill.agent.env import InProcessEnvironment
     from intraskill.evaluate.runner import runtime_config
-    from intraskill.train.round import open_train_store
-    from intraskill.train.warmstart import ground_truth, run_arm
+    from intraskill.organism.truth import ground_truth, run_arm
+    from intraskill.pipeline.round import open_train_store
 
     store = open_train_store(params, store_root, split="val")
     try:
@@ -263,7 +263,7 @@ def validate_on_teacher(params: Params, out_dir: str | Path, *, seeds: Sequence[
     """:func:`validate_gate` on the organism's teacher (fast, no checkpoint needed): S₀ with the gated
     expert as the policy and :func:`teacher_truth` as the ground truth (pass ``truth`` to reuse one
     measured earlier; ``truth_tasks`` is then ignored)."""
-    from intraskill.train.round import resolve_project_path
+    from intraskill.pipeline.round import resolve_project_path
 
     draft = load_skillbank(resolve_project_path(params.warmstart.skills))
     if truth is None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from intraskill.train.admission import FinishedGroup
+from intraskill.training.admission import FinishedGroup
 
 TRIAGE_SCHEMA = "shopsimrl-training-failure-triage-v1"
 RETRY_EPISODE_SUFFIX = "-full-skill-retry"
@@ -58,7 +58,7 @@ def retry_sample_index(group: FinishedGroup) -> int:
 def retry_episode_id(group: FinishedGroup, split: str = "train") -> str:
     """The retry's episode id: the training id of :func:`retry_sample_index` plus ``-full-skill-retry``.
 
-    >>> from intraskill.train.admission import RolloutOutcome
+    >>> from intraskill.training.admission import RolloutOutcome
     >>> g = FinishedGroup(5, tuple(RolloutOutcome(str(k), k, str(k), None) for k in range(8)))
     >>> retry_episode_id(g)
     'train-group-000000005-sample-000000008-full-skill-retry'

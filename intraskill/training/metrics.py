@@ -20,8 +20,8 @@ from intraskill.skills.curriculum import (
     CurriculumState,
     GroupAssignment,
 )
-from intraskill.train.admission import TECHNICAL_DROP_REASON, ZERO_STD_DROP_REASON, admission_metrics
-from intraskill.train.triage import frontier_metrics
+from intraskill.training.admission import TECHNICAL_DROP_REASON, ZERO_STD_DROP_REASON, admission_metrics
+from intraskill.training.triage import frontier_metrics
 
 ROLLOUT_PREFIX = "rollout/shopsim/"
 FILTER_PREFIX = "rollout/dynamic_filter/"
@@ -94,7 +94,7 @@ def behaviour_metrics(traces: Sequence[Mapping[str, Any]]) -> dict[str, float | 
 def rollout_step_metrics(result: Any, curriculum: CurriculumState | None, q: float) -> dict[str, Any]:
     """All ``rollout/shopsim/*`` and ``rollout/dynamic_filter/*`` metrics of a rollout step.
 
-    ``result`` is a :class:`~intraskill.train.rollout.RolloutStepResult`.
+    ``result`` is a :class:`~intraskill.pipeline.rollout.RolloutStepResult`.
     """
     admission = result.admission
     assignments = [result.groups[g.group_index].assignment for g in admission.generated]
@@ -115,7 +115,7 @@ def rollout_step_metrics(result: Any, curriculum: CurriculumState | None, q: flo
 
 
 def train_step_metrics(step_metrics: Mapping[str, Any], global_batch_size: int | None) -> dict[str, Any]:
-    """``train/*`` metrics from a :class:`~intraskill.train.grpo.StepMetrics` dict."""
+    """``train/*`` metrics from a :class:`~intraskill.training.grpo.StepMetrics` dict."""
     metrics = {TRAIN_PREFIX + name: step_metrics.get(field) for field, name in TRAIN_METRIC_NAMES.items()}
     metrics[TRAIN_PREFIX + "global_batch_size"] = global_batch_size
     return metrics

@@ -8,7 +8,7 @@ bank defines the next curriculum with q 0.20, ρ 0.20–0.90).
 A co-evolution run directory (``<run_root>/<experiment>/co-evolve`` by default) holds ``plan.json``
 (parameters, co-evolution settings and the starting point, fingerprinted; a directory refuses a
 different plan), one ``round-<NNN>/`` per round (the round directory of
-:func:`~intraskill.train.round.run_round`, with ``analysis/`` and ``gate/`` inside) and
+:func:`~intraskill.pipeline.round.run_round`, with ``analysis/`` and ``gate/`` inside) and
 ``co_evolve_summary.json`` (one record per finished round). Every stage is resumable and skipped
 when its outputs are complete, so re-running with more rounds extends the run.
 """
@@ -26,10 +26,10 @@ from intraskill.gate.masks import DEFAULT_MASK_SEED
 from intraskill.hashing import sha256_json
 from intraskill.params import Params
 from intraskill.paths import runs_root
+from intraskill.pipeline.prepare import RoundInputs
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import CurriculumState, load_curriculum
 from intraskill.trace2skill.pool import DEFAULT_MAX_CANDIDATES, check_max_candidates
-from intraskill.train.prepare import RoundInputs
 
 LOGGER = logging.getLogger(__name__)
 
@@ -155,10 +155,10 @@ def _analysed(root: Path, bank: SkillBank) -> bool:
 
 def _analyse(params: Params, root: Path, index: int, bank: SkillBank, history_path: Path | None,
              config: CoEvolveConfig, store_root: str | Path | None) -> None:
+    from intraskill.pipeline.round import open_train_store
     from intraskill.trace2skill.analysis import AnalysisConfig, run_analysis
     from intraskill.trace2skill.ledger import read_ledger
     from intraskill.trace2skill.rule_analyst import RuleAnalyst
-    from intraskill.train.round import open_train_store
 
     name = round_id(index)
     history = read_ledger(history_path) if history_path is not None else []
@@ -185,7 +185,7 @@ def _gate_limit(params: Params, config: CoEvolveConfig) -> tuple[int | None, boo
 
 def _gate(params: Params, root: Path, index: int, config: CoEvolveConfig, store_root: str | Path | None,
           progress: bool) -> tuple[str, Path | None]:
-    from intraskill.gate.run import GateConfig, run_online_gate
+    from intraskill.pipeline.gate_run import GateConfig, run_online_gate
     from intraskill.trace2skill.pool import load_pool
 
     pool = load_pool(root / "analysis" / "candidate_pool.json")
@@ -242,14 +242,14 @@ def co_evolve(
         evaluation for the evaluator).
     rounds : number of rounds (≥ 1); round r starts from round r − 1's checkpoint and gate curriculum.
     start : round 0's starting checkpoint and curriculum (default
-        :func:`~intraskill.train.prepare.prepare_round`: the organism's warm start and S₀ with its
+        :func:`~intraskill.pipeline.prepare.prepare_round`: the organism's warm start and S₀ with its
         ground-truth α).
     config : analysis and gate settings (:class:`CoEvolveConfig`).
     out_dir : the run directory (default :func:`default_run_dir`).
     store_root : the store directory (default the cached store of ``params.store``).
     """
-    from intraskill.train.prepare import prepare_round
-    from intraskill.train.round import run_round
+    from intraskill.pipeline.prepare import prepare_round
+    from intraskill.pipeline.round import run_round
 
     if rounds < 1:
         raise ValueError(f"rounds: must be >= 1, got {rounds}")

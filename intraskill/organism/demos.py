@@ -1,12 +1,12 @@
 """Skill-conditioned expert demonstrations for the organism's behaviour-cloning warm start.
 
-The scripted expert (:class:`~intraskill.policy.expert.ExpertPolicy`) plays train tasks through the
+The scripted expert (:class:`~intraskill.policy.expert_policy.ExpertPolicy`) plays train tasks through the
 agent runtime under random chunk masks of the S₀ bank, so every demonstration is the exact
 conversation the organism will see (system prompt, persona, skill block, pages, per-turn tools).
 Each competence runs with probability ``p_with`` when its chunk is in context and ``p_without``
-otherwise (:class:`S0Gate`); the harmful chunk's habit (``hasty_buy``: open the first result and
+otherwise (:class:`S0Law`); the harmful chunk's habit (``hasty_buy``: open the first result and
 buy it without checking) switches the checking competences off with its own pair of probabilities.
-:class:`AdditiveGate` plants additive effects instead: one per-episode draw, diligent (every competence)
+:class:`AdditiveLaw` plants additive effects instead: one per-episode draw, diligent (every competence)
 or not (none), with a probability that each chunk in context moves by its own weight.
 
 A demonstration is stored as its token-stream *segments*: ``(prompt_text, completion_text)`` per
@@ -29,12 +29,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from intraskill.agent.tools import CLICK, TOOL_ARGUMENT
+from intraskill.chat.base import ChatRequest, Generation, Policy, SessionTokens
+from intraskill.chat.chatml import IM_END, parse_tool_calls, render_messages
 from intraskill.hashing import unit_draw
 from intraskill.jsonl import JsonlWriter, read_jsonl
-from intraskill.policy.base import ChatRequest, Generation, Policy, SessionTokens
-from intraskill.policy.chat_format import IM_END, parse_tool_calls, render_messages
-from intraskill.policy.expert import CompetenceGate, IndependentGate, SkillConditionedGate, click_values
-from intraskill.shop.expert import Competences
+from intraskill.policy.expert_policy import (
+    CompetenceLaw,
+    IndependentLaw,
+    SkillConditionedLaw,
+    click_values,
+)
+from intraskill.shop.scripted_expert import Competences
 from intraskill.skills.bank import Skill, SkillBank
 
 if TYPE_CHECKING:
@@ -96,16 +101,16 @@ def chunk_roles(bank: SkillBank) -> list[ChunkRole]:
 
 
 @dataclass(frozen=True)
-class S0Gate(IndependentGate):
-    """The skill-conditioned competence gate of S₀ (a :class:`~intraskill.policy.expert.CompetenceGate`).
+class S0Law(IndependentLaw):
+    """The skill-conditioned competence law of S₀ (a :class:`~intraskill.policy.expert_policy.CompetenceLaw`).
 
     A helpful chunk's competence runs with ``p_with`` / ``p_without`` (through
-    :class:`~intraskill.policy.expert.SkillConditionedGate`); then each habit whose suppressed
+    :class:`~intraskill.policy.expert_policy.SkillConditionedLaw`); then each habit whose suppressed
     competences include it fires with its own ``p_with`` / ``p_without`` and switches it off.
     Competences tied to no chunk always run.
     """
 
-    base: SkillConditionedGate
+    base: SkillConditionedLaw
     habit_skill: Mapping[str, str]
     habit_p_with: Mapping[str, float]
     habit_p_without: Mapping[str, float]
@@ -124,7 +129,7 @@ class S0Gate(IndependentGate):
 
     def probability(self, competence: str, skill_ids: tuple[str, ...]) -> float:
         """The probability that ``competence`` is used with the chunks ``skill_ids`` in context: the
-        base gate's, times the chance that no habit suppressing it fires (each draws on its own)."""
+        base law's, times the chance that no habit suppressing it fires (each draws on its own)."""
         return math.prod((1.0 - p for p in self._habits(competence, skill_ids)),
                          start=self.base.probability(competence, skill_ids))
 
@@ -135,8 +140,8 @@ class S0Gate(IndependentGate):
         return used
 
 
-def s0_gate(bank: SkillBank, p_with: Mapping[str, float], p_without: Mapping[str, float]) -> S0Gate:
-    """The :class:`S0Gate` of ``bank``; every tied competence / habit needs both probabilities."""
+def s0_law(bank: SkillBank, p_with: Mapping[str, float], p_without: Mapping[str, float]) -> S0Law:
+    """The :class:`S0Law` of ``bank``; every tied competence / habit needs both probabilities."""
     roles = chunk_roles(bank)
     targets = {r.target for r in roles if r.target is not None}
     for label, mapping in (("p_with", p_with), ("p_without", p_without)):
@@ -146,13 +151,13 @@ def s0_gate(bank: SkillBank, p_with: Mapping[str, float], p_without: Mapping[str
             raise S0Error(f"warmstart.{label}: missing {missing} / not tied to any chunk {extra}")
     helpful = {r.target: r.skill_id for r in roles if r.role == "helpful"}
     habits = {r.target: r.skill_id for r in roles if r.role == "harmful"}
-    base = SkillConditionedGate(helpful, {c: p_with[c] for c in helpful}, {c: p_without[c] for c in helpful})
-    return S0Gate(base, habits, {h: p_with[h] for h in habits}, {h: p_without[h] for h in habits})
+    base = SkillConditionedLaw(helpful, {c: p_with[c] for c in helpful}, {c: p_without[c] for c in helpful})
+    return S0Law(base, habits, {h: p_with[h] for h in habits}, {h: p_without[h] for h in habits})
 
 
 @dataclass(frozen=True)
-class AdditiveGate:
-    """A gate whose planted chunk effects add up (a :class:`~intraskill.policy.expert.CompetenceGate`).
+class AdditiveLaw:
+    """A law whose planted chunk effects add up (a :class:`~intraskill.policy.expert_policy.CompetenceLaw`).
 
     One draw per episode: with probability ``base`` plus the ``weights`` of the chunks in context the
     expert is *diligent* and uses every competence, otherwise it uses none of the ``tied`` ones (it
@@ -186,8 +191,8 @@ class AdditiveGate:
         return {used: probability for used, probability in sets.items() if probability > 0.0}
 
 
-def additive_gate(bank: SkillBank, base: float, weights: Mapping[str, float]) -> AdditiveGate:
-    """The :class:`AdditiveGate` of ``bank``: a weight for every enabled chunk, and a diligence
+def additive_law(bank: SkillBank, base: float, weights: Mapping[str, float]) -> AdditiveLaw:
+    """The :class:`AdditiveLaw` of ``bank``: a weight for every enabled chunk, and a diligence
     probability within [0, 1] for every chunk mask (else :class:`S0Error` naming the field)."""
     roles = chunk_roles(bank)
     chunks = {r.skill_id for r in roles}
@@ -200,23 +205,23 @@ def additive_gate(bank: SkillBank, base: float, weights: Mapping[str, float]) ->
         raise S0Error(f"warmstart.weights: base + weights must stay within [0, 1] for every mask, "
                       f"got [{low:.3f}, {high:.3f}]")
     tied = frozenset(r.target for r in roles if r.role == "helpful" and r.target is not None)
-    return AdditiveGate(tied, base, dict(weights))
+    return AdditiveLaw(tied, base, dict(weights))
 
 
-def expert_gate(bank: SkillBank, warmstart: WarmstartParams) -> S0Gate | AdditiveGate:
-    """The teacher's gate that ``warmstart.gate`` names, built from its parameters."""
-    if warmstart.gate == "additive":
-        return additive_gate(bank, warmstart.base, warmstart.weights)
-    return s0_gate(bank, warmstart.p_with, warmstart.p_without)
+def teacher_law(bank: SkillBank, warmstart: WarmstartParams) -> S0Law | AdditiveLaw:
+    """The teacher's law that ``warmstart.law`` names, built from its parameters."""
+    if warmstart.law == "additive":
+        return additive_law(bank, warmstart.base, warmstart.weights)
+    return s0_law(bank, warmstart.p_with, warmstart.p_without)
 
 
 def teacher_table(bank: SkillBank, warmstart: WarmstartParams) -> list[dict[str, Any]]:
-    """One row per chunk: its role, competence or habit, title and its setting in the teacher's gate
-    (``p_with`` / ``p_without``, or the ``additive`` gate's weight)."""
+    """One row per chunk: its role, competence or habit, title and its setting in the teacher's law
+    (``p_with`` / ``p_without``, or the ``additive`` law's weight)."""
     titles = {s.skill_id: s.content.splitlines()[0].lstrip("# ") for s in bank.enabled_skills()}
     rows = []
     for role in chunk_roles(bank):
-        if warmstart.gate == "additive":
+        if warmstart.law == "additive":
             setting: dict[str, Any] = {"weight": warmstart.weights.get(role.skill_id)}
         else:
             setting = {key: (mapping.get(role.target) if role.target else None) for key, mapping in
@@ -380,7 +385,7 @@ def demo_jobs(task_ids: Sequence[int], count: int, skills: Sequence[Skill], mask
 def collect_demonstrations(
     env_factory: Callable[[], Environment],
     jobs: Sequence[EpisodeJob],
-    gate: CompetenceGate,
+    law: CompetenceLaw,
     *,
     seed: int,
     max_turns: int,
@@ -392,20 +397,20 @@ def collect_demonstrations(
     batch_size: int = 256,
     progress: bool = True,
 ) -> list[Demonstration]:
-    """Play ``jobs`` with the gated scripted expert through the lockstep runtime; one demonstration each.
+    """Play ``jobs`` with the law-driven scripted expert through the lockstep runtime; one demonstration each.
 
     ``slip_rate``: the expert's deliberate invalid ``buy now`` per turn (recovery data; never cloned).
-    ``plan``: every reply opens with the episode's plan line (:func:`~intraskill.policy.expert.plan_line`).
+    ``plan``: every reply opens with the episode's plan line (:func:`~intraskill.policy.expert_policy.plan_line`).
     Failed (unscored) episodes are dropped; the returned list keeps job order.
     """
     from tqdm.auto import tqdm
 
     from intraskill.agent.runtime import RuntimeConfig, run_episodes
-    from intraskill.policy.expert import ExpertPolicy
+    from intraskill.policy.expert_policy import ExpertPolicy
 
     config = RuntimeConfig(max_turns=max_turns, max_tokens_per_turn=4096, temperature=0.0, language=language,
                            view=view)
-    policy = RecordingPolicy(ExpertPolicy(Competences(), seed=seed, language=language, gate=gate,
+    policy = RecordingPolicy(ExpertPolicy(Competences(), seed=seed, language=language, law=law,
                                           max_actions=max_actions, slip_rate=slip_rate, plan=plan))
     demos: list[Demonstration] = []
     bar = tqdm(total=len(jobs), desc="expert demos", disable=not progress)

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from intraskill.hashing import seed32
-from intraskill.train.warmstart import BCExample
+from intraskill.organism.cloning import BCExample
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

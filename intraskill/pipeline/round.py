@@ -35,13 +35,13 @@ from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl
 from intraskill.params import Params
 from intraskill.paths import project_root, runs_root
+from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, run_rollout_step
 from intraskill.shop.build import StoreHandle, open_engine
 from intraskill.skills.curriculum import CurriculumState, build_curriculum, save_curriculum
-from intraskill.train.metrics import rollout_step_metrics, train_step_metrics
-from intraskill.train.rollout import RolloutConfig, RoundFiles, run_rollout_step
+from intraskill.training.metrics import rollout_step_metrics, train_step_metrics
 
 if TYPE_CHECKING:
-    from intraskill.train.grpo import GRPOConfig
+    from intraskill.training.grpo import GRPOConfig
 
 ROUND_PLAN_SCHEMA = "intraskill-round-plan-v1"
 PIPELINE_VERSION = "intraskill-round-v1"
@@ -73,7 +73,7 @@ def rollout_config(params: Params) -> RolloutConfig:
 
 def grpo_config(params: Params, pad_token_id: int) -> GRPOConfig:
     """The trainer settings of ``params.grpo``; log-probs are recomputed at the sampling temperature."""
-    from intraskill.train.grpo import GRPOConfig, LoraSettings
+    from intraskill.training.grpo import GRPOConfig, LoraSettings
 
     g = params.grpo
     lora = None
@@ -327,8 +327,8 @@ class _RoundRun:
         """Open the store, build the policy and trainer, check the plan, restore the checkpoint."""
         from intraskill.agent.env import InProcessEnvironment
         from intraskill.evaluate.runner import build_policy, runtime_config
-        from intraskill.train.checkpoint import load_checkpoint, recover_checkpoint
-        from intraskill.train.grpo import GRPOTrainer
+        from intraskill.training.checkpoint import load_checkpoint, recover_checkpoint
+        from intraskill.training.grpo import GRPOTrainer
 
         params = self.params
         self.store = store = open_train_store(params, self.store_root)
@@ -366,7 +366,7 @@ class _RoundRun:
 
     def step(self, step: int) -> None:
         """Run or resume one rollout step up to its ``step-done`` marker."""
-        from intraskill.train.checkpoint import save_checkpoint
+        from intraskill.training.checkpoint import save_checkpoint
 
         step_dir = self.files.step_dir(step)
         if (step_dir / STEP_DONE).exists():
@@ -432,7 +432,7 @@ def _rollout(run: _RoundRun, step: int, timing: dict[str, float]) -> dict[str, A
 
 def _train(trainer: Any, result: Any, policy: Any) -> dict[str, Any]:
     """One trainer step on the admitted groups; the policy's model is left in eval mode."""
-    from intraskill.train.batching import train_samples_from_groups
+    from intraskill.training.batching import train_samples_from_groups
 
     samples = train_samples_from_groups(result.admission.accepted, result.tokens_by_rollout())
     try:

@@ -19,7 +19,7 @@ import json
 import re
 from typing import Any
 
-from intraskill.policy.base import Generation, ToolCall
+from intraskill.chat.base import Generation, ToolCall
 
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"

@@ -16,8 +16,9 @@ def warmstart_command(
 ) -> None:
     """Collect S0-gated expert demos, behaviour-clone the organism, evaluate it and write the
     checkpoint, manifest.json and ground_truth.json; prints a JSON summary."""
+    from intraskill.organism.shipped import ship_warmstart
+    from intraskill.organism.warmstart import run_warmstart
     from intraskill.params import ParamsError, load_params
-    from intraskill.train.warmstart import run_warmstart, ship_warmstart
 
     try:
         loaded = load_params(params)
@@ -45,8 +46,8 @@ def round_command(
     runs the rollout steps with GRPO updates and checkpoints, then the before/after bare val check.
     Prints the round directory, checkpoint, last step's metrics and the val comparison as one JSON object."""
     from intraskill.params import ParamsError, load_params
-    from intraskill.train.prepare import prepare_round, round_inputs_summary
-    from intraskill.train.round import RoundPlanMismatchError, resolve_project_path, run_round
+    from intraskill.pipeline.prepare import prepare_round, round_inputs_summary
+    from intraskill.pipeline.round import RoundPlanMismatchError, resolve_project_path, run_round
 
     try:
         loaded = load_params(params if params.exists() else resolve_project_path(params))
@@ -84,8 +85,13 @@ def co_evolve_command(
     analyze the failed full-skill retries (rule analyst), gate the pool on the frozen checkpoint and build
     the next curriculum from the selected bank. Prints the run directory and per-round outcomes as JSON."""
     from intraskill.params import ParamsError, load_params
-    from intraskill.train.coevolve import SUMMARY_FILE, CoEvolveConfig, CoEvolvePlanMismatchError, co_evolve
-    from intraskill.train.round import RoundPlanMismatchError, resolve_project_path
+    from intraskill.pipeline.coevolve import (
+        SUMMARY_FILE,
+        CoEvolveConfig,
+        CoEvolvePlanMismatchError,
+        co_evolve,
+    )
+    from intraskill.pipeline.round import RoundPlanMismatchError, resolve_project_path
 
     try:
         loaded = load_params(params if params.exists() else resolve_project_path(params))

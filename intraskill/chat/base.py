@@ -73,7 +73,7 @@ class Generation:
     """The model's reply to one :class:`ChatRequest`.
 
     ``text`` is the raw completion (stop token excluded), ``content`` the visible text outside tool
-    calls, ``parse_error`` a :mod:`intraskill.policy.chat_format` parse code or ``None``.
+    calls, ``parse_error`` a :mod:`intraskill.chat.chatml` parse code or ``None``.
     ``token_ids``/``logprobs`` (in-process backends only) are the sampled tokens, stop token
     included, and the log-probs of the temperature-scaled distribution they were drawn from.
     """

@@ -1,15 +1,15 @@
 """Exact plan targets for behaviour cloning: the teacher's distribution over plan lines, per token.
 
 With ``warmstart.plan`` the expert's first reply opens with the episode's plan line
-(:func:`~intraskill.policy.expert.plan_line`), the competences the teacher's gate drew given the chunks
-in context (:class:`~intraskill.train.demos.S0Gate`, :class:`~intraskill.train.demos.AdditiveGate`). A
+(:func:`~intraskill.policy.expert_policy.plan_line`), the competences the teacher's law drew given the chunks
+in context (:class:`~intraskill.organism.demos.S0Law`, :class:`~intraskill.organism.demos.AdditiveLaw`). A
 demonstration shows one sampled line; cloning it teaches each chunk-conditioned probability from a
-single draw per episode. The gate's law is known exactly (``distribution``), so the warm start can train
+single draw per episode. The law is known exactly (``distribution``), so the warm start can train
 the first reply's plan tokens on the teacher's whole next-token distribution instead
-(``warmstart.plan_targets``): every plan line the gate could have written, tokenized in place of the
+(``warmstart.plan_targets``): every plan line the law could have written, tokenized in place of the
 sampled one, forms a prefix tree weighted by its probability; at each token where the tree branches the
 target is the normalised weight of its branches, tempered for the sampling temperature
-(``sampling.temperature``) so that the clone *samples* each plan with the gate's probability. Where the
+(``sampling.temperature``) so that the clone *samples* each plan with the law's probability. Where the
 tree does not branch the target is the demonstrated token, as in ordinary cloning.
 """
 
@@ -19,9 +19,9 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from intraskill.policy.chat_format import THINK_OPEN
-from intraskill.policy.expert import PLAN_LABELS, CompetenceGate, plan_line, plan_text
-from intraskill.shop.expert import Competences
+from intraskill.chat.chatml import THINK_OPEN
+from intraskill.policy.expert_policy import PLAN_LABELS, CompetenceLaw, plan_line, plan_text
+from intraskill.shop.scripted_expert import Competences
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -30,20 +30,20 @@ SoftTarget = tuple[int, tuple[tuple[int, float], ...]]
 """``(token offset, ((token id, probability), …))``: the next-token distribution at one offset."""
 
 
-def plan_distribution(gate: CompetenceGate, skill_ids: Sequence[str],
+def plan_distribution(law: CompetenceLaw, skill_ids: Sequence[str],
                       language: str = "en") -> dict[str, float]:
-    """Every plan line the gate can write with the chunks ``skill_ids`` in context, with its probability.
+    """Every plan line the law can write with the chunks ``skill_ids`` in context, with its probability.
 
-    >>> from intraskill.policy.expert import SkillConditionedGate
-    >>> gate = SkillConditionedGate({"page_on": "page-on"}, {"page_on": 0.9}, {"page_on": 0.3})
-    >>> for line, p in plan_distribution(gate, ["page-on"]).items():
+    >>> from intraskill.policy.expert_policy import SkillConditionedLaw
+    >>> law = SkillConditionedLaw({"page_on": "page-on"}, {"page_on": 0.9}, {"page_on": 0.3})
+    >>> for line, p in plan_distribution(law, ["page-on"]).items():
     ...     print(line, round(p, 2))
     Plan: profile, refine, compare, options, budget 0.1
     Plan: profile, refine, compare, page, options, budget 0.9
     """
     order = Competences.names()
     lines: dict[str, float] = defaultdict(float)
-    for used, probability in gate.distribution(tuple(skill_ids)).items():
+    for used, probability in law.distribution(tuple(skill_ids)).items():
         lines[plan_line(tuple(name for name in order if name in used), language)] += probability
     return dict(lines)
 
@@ -63,13 +63,13 @@ def plan_soft_targets(completion: str, lines: Mapping[str, float], tokenizer: Pr
     ``completion`` is a reply opening with one of ``lines`` (:func:`plan_distribution`). Offsets index
     ``tokenizer(completion)``'s ids; offsets where every line continues alike are left out. Each
     distribution is raised to the power ``temperature`` and renormalised, so a model that fits it and
-    samples at that temperature writes each line with the gate's probability.
+    samples at that temperature writes each line with the law's probability.
     """
     if temperature <= 0.0:
         raise ValueError(f"temperature: must be > 0 to sample plans, got {temperature}")
     sampled = plan_block(completion, language)
     if sampled not in lines:
-        raise ValueError(f"plan line {sampled!r} has probability 0 under the gate")
+        raise ValueError(f"plan line {sampled!r} has probability 0 under the law")
     rest = completion[len(THINK_OPEN) + len(sampled):]
 
     texts = [THINK_OPEN + line + rest for line in (sampled, *lines)]
@@ -90,16 +90,16 @@ def plan_soft_targets(completion: str, lines: Mapping[str, float], tokenizer: Pr
     return targets
 
 
-def demonstration_targets(segments: Sequence[tuple[str, str]], skill_ids: Sequence[str], gate: CompetenceGate,
+def demonstration_targets(segments: Sequence[tuple[str, str]], skill_ids: Sequence[str], law: CompetenceLaw,
                           tokenizer: PreTrainedTokenizerBase, language: str = "en",
                           temperature: float = 1.0) -> tuple[SoftTarget, ...]:
     """The soft targets of a demonstration's first reply, as positions in
-    :func:`~intraskill.train.demos.tokenize_demonstration`'s ids (none when a plan line was already
+    :func:`~intraskill.organism.demos.tokenize_demonstration`'s ids (none when a plan line was already
     shown before it, e.g. a folded slip: the reply then copies that plan)."""
     prompt, completion = segments[0]
     if THINK_OPEN + PLAN_LABELS[language][0] in prompt:
         return ()
     offset = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
-    lines = plan_distribution(gate, skill_ids, language)
+    lines = plan_distribution(law, skill_ids, language)
     targets = plan_soft_targets(completion, lines, tokenizer, language, temperature)
     return tuple((offset + o, target) for o, target in targets)

@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from intraskill.policy.base import SessionTokens
-from intraskill.train.admission import FinishedGroup
-from intraskill.train.advantages import GRPO_STD_EPS, group_advantages
+from intraskill.chat.base import SessionTokens
+from intraskill.training.admission import FinishedGroup
+from intraskill.training.advantages import GRPO_STD_EPS, group_advantages
 
 if TYPE_CHECKING:
     import torch
@@ -110,7 +110,7 @@ def train_samples_from_groups(
     tokens_by_rollout
         ``rollout_id -> segments`` recorded by an in-process policy (one or more per episode).
     normalize_std, eps
-        As in :func:`~intraskill.train.advantages.group_advantages`.
+        As in :func:`~intraskill.training.advantages.group_advantages`.
 
     Raises
     ------

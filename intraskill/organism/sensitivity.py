@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from intraskill.agent.views import hints_line, view_hints, view_skills
+from intraskill.organism.demos import Demonstration, tokenize_demonstration
 from intraskill.skills.bank import Skill
 from intraskill.skills.render import render_skill_block
-from intraskill.train.demos import Demonstration, tokenize_demonstration
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

@@ -1,7 +1,7 @@
 """The GRPO trainer step for in-process (``hf``) policies.
 
-:class:`GRPOTrainer` only orchestrates; the objective lives in :mod:`intraskill.train.loss`, the
-advantages in :mod:`intraskill.train.advantages` and batching in :mod:`intraskill.train.batching`.
+:class:`GRPOTrainer` only orchestrates; the objective lives in :mod:`intraskill.training.loss`, the
+advantages in :mod:`intraskill.training.advantages` and batching in :mod:`intraskill.training.batching`.
 One :meth:`GRPOTrainer.train_step` consumes one rollout step's admitted samples: it splits them by
 whole groups into optimizer updates of ``global_batch_size`` episodes, packs each update into
 micro-batches under a token budget, accumulates gradients so that the update's loss is one token
@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from intraskill.train.batching import (
+from intraskill.training.batching import (
     MicroBatch,
     TrainSample,
     collate,
@@ -27,7 +27,7 @@ from intraskill.train.batching import (
     padding_waste,
     split_updates,
 )
-from intraskill.train.loss import clipped_surrogate, k3_kl, masked_sum_mean, token_entropy, token_logprobs
+from intraskill.training.loss import clipped_surrogate, k3_kl, masked_sum_mean, token_entropy, token_logprobs
 
 if TYPE_CHECKING:
     import torch

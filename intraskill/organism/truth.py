@@ -1,0 +1,163 @@
+"""The warm start's evaluation and ground truth: bare and with-S₀ metrics, each chunk alone against bare
+(paired by task and episode seed), and the checks a warm start must pass."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from intraskill.organism.demos import (
+    chunk_roles,
+)
+from intraskill.params import Params
+from intraskill.skills.bank import Skill, SkillBank
+
+if TYPE_CHECKING:
+
+    from intraskill.agent.runtime import EpisodeResult
+
+
+GROUND_TRUTH_SCHEMA_VERSION = "intraskill-ground-truth-v1"
+
+def arm_metrics(results: Sequence[EpisodeResult]) -> dict[str, Any]:
+    """Success and reward (unscored episodes count 0), protocol-error rate per model turn, turns."""
+    scored = [r for r in results if r.scored]
+    turns = sum(r.model_steps for r in results)
+    return {
+        "episodes": len(results),
+        "scored": len(scored),
+        "success": sum(r.reward["r_success"] for r in scored) / max(1, len(results)),
+        "reward": sum(r.reward["reward"] for r in scored) / max(1, len(results)),
+        "protocol_error_rate": sum(r.protocol_errors for r in results) / max(1, turns),
+        "invalid_action_rate": sum(r.invalid_actions for r in results) / max(1, turns),
+        "mean_turns": turns / max(1, len(results)),
+        "terminations": {reason: sum(r.termination_reason == reason for r in results)
+                         for reason in sorted({str(r.termination_reason) for r in results})},
+    }
+
+
+def run_arm(policy: Any, env_factory: Callable[[], Any], task_ids: Sequence[int], skills: Sequence[Skill],
+            seed: int, config: Any, batch_size: int) -> list[EpisodeResult]:
+    """One evaluation arm: each task once (sample 0) with ``skills`` injected, episode seeds from ``seed``."""
+    from intraskill.agent.runtime import EpisodeJob, run_episodes
+
+    jobs = [EpisodeJob.create(task, 0, seed, skills) for task in task_ids]
+    results: list[EpisodeResult] = []
+    for start in range(0, len(jobs), batch_size):
+        results += run_episodes(policy, env_factory, jobs[start:start + batch_size], config, progress=False)
+    return results
+
+
+def ground_truth(bank: SkillBank, bare: Sequence[EpisodeResult], alone: dict[str, Sequence[EpisodeResult]],
+                 *, samples: int, seed_base: int) -> dict[str, Any]:
+    """Per-chunk paired effect on ``r_success`` (chunk alone − bare) with a paired bootstrap CI."""
+    from intraskill.evaluate.bootstrap import paired_bootstrap_ci
+
+    roles = {r.skill_id: r for r in chunk_roles(bank)}
+    base = {r.task_id: r.reward["r_success"] if r.scored else 0.0 for r in bare}
+    chunks = {}
+    for skill_id, results in alone.items():
+        treated = {r.task_id: r.reward["r_success"] if r.scored else 0.0 for r in results}
+        tasks = [t for t in treated if t in base]
+        ci = paired_bootstrap_ci([base[t] for t in tasks], [treated[t] for t in tasks],
+                                 f"r_success:{skill_id}", samples=samples, seed_base=seed_base)
+        chunks[skill_id] = {"role": roles[skill_id].role, "target": roles[skill_id].target,
+                            "bare_success": ci.a_mean, "alone_success": ci.b_mean,
+                            "effect": ci.mean_difference, "ci95": list(ci.ci95), "pairs": ci.pairs,
+                            "protocol_error_rate": arm_metrics(results)["protocol_error_rate"]}
+    return {"metric": "r_success", "method": "task_level_paired_percentile", "bootstrap_samples": samples,
+            "seed_base": seed_base, "chunks": chunks}
+
+
+PROTOCOL_ERROR_MAX = 0.05
+"""Issue #4 (a): at most this share of model turns may be protocol errors."""
+BARE_SUCCESS_RANGE = (0.30, 0.60)
+"""Issue #4 (b): a moderate bare val success, room left to learn."""
+
+
+def warmstart_checks(metrics: Mapping[str, Any], truth: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The warm start's acceptance checks, each ``{"value", "target", "met"}``.
+
+    ``protocol_errors``: the worst protocol-error rate over the evaluated arms (bare, S₀, each chunk
+    alone); ``bare_success``: bare val success; ``chunk_use``: the chunks whose paired 95 % CI of
+    (alone − bare) excludes 0; ``content_use``: the chunks whose effect lies outside the neutral
+    chunk's CI — they act through what they say, not only through a skill block being there.
+    """
+    arms = [metrics["bare"], metrics["s0"], *metrics["alone"].values()]
+    worst = max(arm["protocol_error_rate"] for arm in arms)
+    bare = metrics["bare"]["success"]
+    chunks = truth["chunks"]
+    used = sorted(chunk for chunk, entry in chunks.items() if entry["ci95"][0] > 0 or entry["ci95"][1] < 0)
+    neutral = [entry["ci95"] for entry in chunks.values() if entry.get("role") == "neutral"]
+    content = sorted(chunk for chunk, entry in chunks.items() if neutral and entry.get("role") != "neutral"
+                     and not any(low <= entry["effect"] <= high for low, high in neutral))
+    low, high = BARE_SUCCESS_RANGE
+    return {
+        "protocol_errors": {"value": worst, "target": f"<= {PROTOCOL_ERROR_MAX}",
+                            "met": worst <= PROTOCOL_ERROR_MAX},
+        "bare_success": {"value": bare, "target": f"{low}-{high}", "met": low <= bare <= high},
+        "chunk_use": {"value": used, "target": "a chunk's paired CI excludes 0", "met": bool(used)},
+        "content_use": {"value": content, "target": "a chunk's effect outside the neutral chunk's CI",
+                        "met": bool(content)},
+    }
+
+
+# --- the whole pipeline ------------------------------------------------------------------------------
+def evaluate_warmstart(params: Params, checkpoint: Path, bank: SkillBank, engine: Any, val_ids: Sequence[int],
+                       progress: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(metrics, ground_truth)`` of a saved checkpoint: bare, with S₀ and each chunk alone on val."""
+    from tqdm.auto import tqdm
+
+    from intraskill.agent.env import InProcessEnvironment
+    from intraskill.evaluate.runner import resolve_device, runtime_config
+    from intraskill.policy.factory import load_policy
+
+    ws = params.warmstart
+    policy = load_policy("organism", checkpoint=str(checkpoint), device=resolve_device(params.model.device),
+                         dtype=params.model.dtype, max_batch=ws.eval_batch_size)
+    config = runtime_config(params)
+    factory = lambda: InProcessEnvironment(engine)  # noqa: E731
+    skills = bank.enabled_skills()
+    n_eval, n_truth = min(ws.eval_episodes, len(val_ids)), min(ws.ground_truth_episodes, len(val_ids))
+    arms: list[tuple[str, list[int], tuple[Skill, ...]]] = [
+        ("bare", list(val_ids[:max(n_eval, n_truth)]), ()),
+        ("s0", list(val_ids[:n_eval]), tuple(skills)),
+    ] + [(f"alone:{s.skill_id}", list(val_ids[:n_truth]), (s,)) for s in skills]
+    results: dict[str, list[EpisodeResult]] = {}
+    timings: dict[str, float] = {}
+    for name, tasks, injected in tqdm(arms, desc="evaluate warm start", disable=not progress):
+        started = time.monotonic()
+        results[name] = run_arm(policy, factory, tasks, injected, ws.seed, config, ws.eval_batch_size)
+        timings[name] = round(time.monotonic() - started, 1)
+    bare_eval = results["bare"][:n_eval]
+    metrics = {"split": "val", "bare": arm_metrics(bare_eval), "s0": arm_metrics(results["s0"]),
+               "alone": {s.skill_id: arm_metrics(results[f"alone:{s.skill_id}"]) for s in skills},
+               "eval_wall_s": timings}
+    truth = ground_truth(bank, results["bare"][:n_truth],
+                         {s.skill_id: results[f"alone:{s.skill_id}"] for s in skills},
+                         samples=params.evaluation.bootstrap_samples,
+                         seed_base=params.evaluation.bootstrap_seed)
+    return metrics, truth
+
+
+def measure_ground_truth(params: Params, checkpoint: Path, out: Path, bank: SkillBank, store: Any,
+                         progress: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
+    """Evaluate ``checkpoint`` on val (:func:`evaluate_warmstart`) and write ``out/ground_truth.json``.
+
+    ``store`` is the opened train store (its engine and catalogue). Returns ``(metrics, identity)``:
+    the evaluation's metrics and the checkpoint, bank and catalogue digests the truth records.
+    """
+    from intraskill.policy.factory import weights_digest
+
+    ws = params.warmstart
+    val_ids = list(store.catalog.task_ids("val"))
+    metrics, truth = evaluate_warmstart(params, checkpoint, bank, store.engine, val_ids, progress=progress)
+    identity = {"checkpoint_sha256": weights_digest(checkpoint), "bank_sha256": bank.sha256,
+                "catalog_sha256": store.catalog.sha256}
+    truth = {"schema_version": GROUND_TRUTH_SCHEMA_VERSION, **identity, "split": "val",
+             "episodes_per_arm": min(ws.ground_truth_episodes, len(val_ids)), "seed": ws.seed, **truth}
+    (out / "ground_truth.json").write_text(json.dumps(truth, indent=1) + "\n", encoding="utf-8")
+    return metrics, identity

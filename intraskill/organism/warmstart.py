@@ -1,0 +1,218 @@
+"""The organism's warm start: behaviour cloning from skill-conditioned expert demonstrations.
+
+Pipeline (:func:`run_warmstart`, ``intraskill warmstart --params P``):
+
+1. build (or reuse) the store; play ``warmstart.demos`` train tasks with the S₀-law expert under
+   random chunk masks (:mod:`intraskill.organism.demos`), and ``warmstart.plan_examples`` first replies;
+2. train a byte-level BPE tokenizer (single-digit tokens) on demonstration text plus the protocol
+   corpus, and a random-init organism of ``model.organism``'s shape;
+3. ``warmstart.drill_steps`` steps of copy drills (:mod:`intraskill.organism.drills`), then
+   ``warmstart.lm_steps`` steps of next-token prediction on the whole transcripts (the organism
+   learns to copy ids and words from its pages and profile), then behaviour cloning: cross-entropy
+   on assistant tokens only (:func:`bc_loss`; with ``warmstart.plan_targets`` the first reply's plan
+   against the teacher law's exact distribution, :mod:`intraskill.organism.plan_targets`); AdamW with linear warm-up and
+   cosine decay, whole
+   episodes packed into token-budget micro-batches, seeded, resumable after a kill (``bc_state.pt``);
+4. save ``checkpoint/`` (``save_pretrained`` in bfloat16 + tokenizer), then evaluate the *saved*
+   checkpoint with the lockstep :class:`~intraskill.policy.hf.HFPolicy` on val: bare, with S₀, and
+   each chunk alone (paired with bare by task and episode seed) → ``ground_truth.json``;
+5. ``manifest.json``: parameters, seeds, data and weight hashes, steps, losses, timings, metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from intraskill.hashing import seed32, sha256_file
+from intraskill.organism.cloning import CHECKPOINT_DIR, CHECKPOINT_DTYPE, BCExample, BCResult, behaviour_clone
+from intraskill.organism.demos import (
+    Demonstration,
+    collect_demonstrations,
+    demo_jobs,
+    teacher_law,
+    tokenize_demonstration,
+    write_demonstrations,
+)
+from intraskill.organism.plan_targets import demonstration_targets
+from intraskill.organism.truth import measure_ground_truth
+from intraskill.params import Params
+from intraskill.shop.build import open_engine
+from intraskill.skills.bank import SkillBank, load_skillbank
+
+if TYPE_CHECKING:
+
+    from intraskill.policy.expert_policy import CompetenceLaw
+
+MANIFEST_SCHEMA_VERSION = "intraskill-warmstart-v1"
+
+
+def train_organism(params: Params, demos: Sequence[Demonstration], out: Path, law: CompetenceLaw,
+                   plan_demos: Sequence[Demonstration] = (),
+                   progress: bool = True) -> tuple[Path, BCResult, dict[str, Any]]:
+    """Tokenizer + random-init organism + behaviour cloning on ``model.device`` (``auto``: CUDA when
+    present); saves ``out/checkpoint`` (bf16). ``plan_demos`` (first replies alone) join the cloning
+    phase; with ``warmstart.plan_targets`` first replies are cloned on ``law``'s exact plan distribution
+    (the teacher law that played ``demos``)."""
+    import torch
+
+    from intraskill.evaluate.runner import resolve_device
+    from intraskill.organism.drills import copy_drills, drill_count, ordinary_tokens
+    from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
+
+    ws = params.warmstart
+    corpus = [d.text for d in demos[:ws.vocab_corpus_demos]] + protocol_corpus()
+    tokenizer = train_tokenizer(corpus, params.model.organism.vocab_size)
+    config = OrganismConfig(**params.model.organism.model_dump(), seed=seed32(f"{ws.seed}:organism-init"))
+    model = build_organism(config, tokenizer).to(resolve_device(params.model.device))
+    temperature = params.sampling.temperature  # the clone samples its plans at it
+
+    def example(demo: Demonstration) -> BCExample:
+        ids, mask = tokenize_demonstration(demo.segments, tokenizer)
+        soft = demonstration_targets(demo.segments, demo.skill_ids, law, tokenizer, params.store.language,
+                                     temperature) if ws.plan_targets else ()
+        return BCExample(ids, mask, soft)
+
+    examples = [e for e in map(example, demos) if len(e.input_ids) <= config.max_position]
+    extra = [example(demo) for demo in plan_demos]
+    drills = copy_drills(ordinary_tokens(tokenizer), drill_count(ws.drill_steps, ws.batch_tokens), ws.seed)
+    torch.manual_seed(seed32(f"{ws.seed}:bc"))
+    state_path = out / BC_STATE_FILE
+    result = behaviour_clone(model, examples, steps=ws.steps, lm_steps=ws.lm_steps, drills=drills,
+                             drill_steps=ws.drill_steps, extra=extra, lr=ws.lr,
+                             warmup_steps=ws.warmup_steps, lr_min_ratio=ws.lr_min_ratio,
+                             weight_decay=ws.weight_decay, grad_clip=ws.grad_clip, batch_tokens=ws.batch_tokens,
+                             pad_id=int(tokenizer.pad_token_id), seed=ws.seed, state_path=state_path,
+                             state_key=json.dumps(bc_identity(out, params), sort_keys=True), progress=progress)
+    checkpoint = out / CHECKPOINT_DIR
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    model.to("cpu", getattr(torch, CHECKPOINT_DTYPE)).save_pretrained(str(checkpoint))
+    tokenizer.save_pretrained(str(checkpoint))
+    state_path.unlink(missing_ok=True)
+    data = {"examples": len(examples), "dropped_too_long": len(demos) - len(examples),
+            "vocab_size": len(tokenizer), "organism": config.to_dict(),
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "supervised_tokens": sum(sum(e.loss_mask) for e in examples),
+            "plan_examples": len(extra), "soft_targets": sum(len(e.soft) for e in (*examples, *extra)),
+            "tokens_per_example": sum(len(e.input_ids) for e in examples) / max(1, len(examples))}
+    return checkpoint, result, data
+
+
+DEMOS_FILE = "demos.jsonl"
+PLAN_DEMOS_FILE = "plan_demos.jsonl"
+BC_FILE = "bc.json"
+BC_STATE_FILE = "bc_state.pt"
+EVAL_ONLY = ("eval_episodes", "ground_truth_episodes", "eval_batch_size")
+"""Warm-start settings of the evaluation alone: changing them re-evaluates, it never retrains."""
+NOT_TRAINING = (*EVAL_ONLY, "out_dir")
+"""Warm-start settings that do not change the trained model (the evaluation's and the location)."""
+BC_RECORD_KEYS = ("steps", "drill_steps", "lm_steps", "resumed_at", "tokens", "losses", "note")
+"""What the manifest's ``bc`` section copies from ``bc.json``."""
+
+
+def expert_demos(params: Params, engine: Any, task_ids: Sequence[int], bank: SkillBank, law: CompetenceLaw,
+                 *, count: int, seed: int, max_turns: int, slip_rate: float = 0.0,
+                 progress: bool = True) -> list[Demonstration]:
+    """``count`` demonstrations of the law-driven expert on ``task_ids`` under the warm start's chunk masks
+    (the demonstrations themselves, or with ``max_turns=1`` first replies alone)."""
+    from intraskill.agent.env import InProcessEnvironment
+
+    ws = params.warmstart
+    jobs = demo_jobs(list(task_ids), count, bank.enabled_skills(), ws.mask_probability, seed,
+                     bare_share=ws.bare_share, alone_share=ws.alone_share)
+    return collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, law, seed=seed,
+                                  max_turns=max_turns, max_actions=params.store.max_actions,
+                                  language=params.store.language, view=params.model.view, slip_rate=slip_rate,
+                                  plan=ws.plan, progress=progress)
+
+
+def bc_identity(out: Path, params: Params) -> dict[str, Any]:
+    """What a finished BC stage in ``out`` was trained from: demonstrations, tokenizer and parameters
+    (the evaluation's own settings and the output location, :data:`NOT_TRAINING`, excepted)."""
+    from intraskill.policy.organism import organism_split
+
+    plan_file = out / PLAN_DEMOS_FILE
+    plans = {"plan_demos_sha256": sha256_file(plan_file)} if params.warmstart.plan_examples else {}
+    return {"demos_sha256": sha256_file(out / DEMOS_FILE), **plans, "tokenizer_split": organism_split(),
+            "store": params.store.model_dump(),
+            "organism": params.model.organism.model_dump(), "view": params.model.view,
+            "warmstart": training_settings(params)}
+
+
+def training_settings(params: Params) -> dict[str, Any]:
+    """The warm-start settings that decide the trained model (:data:`NOT_TRAINING` left out), as JSON."""
+    return params.warmstart.model_dump(mode="json", exclude=set(NOT_TRAINING))
+
+
+def finished_bc(out: Path, params: Params) -> dict[str, Any] | None:
+    """The ``bc.json`` record of a finished BC stage in ``out`` made from the same demonstrations and
+    parameters (so an interrupted evaluation resumes without retraining), else ``None``."""
+    path = out / BC_FILE
+    needed = (path, out / DEMOS_FILE, out / CHECKPOINT_DIR / "config.json")
+    if not all(file.is_file() for file in needed):
+        return None
+    record = json.loads(path.read_text(encoding="utf-8"))
+    expected = json.loads(json.dumps(bc_identity(out, params)))
+    return record if record.get("identity") == expected else None
+
+
+def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
+    """The whole warm start (demos → BC → checkpoint → evaluation); returns the manifest."""
+    ws = params.warmstart
+    out = Path(out_dir or ws.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    bank = load_skillbank(ws.skills)
+    law = teacher_law(bank, ws)
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    store = open_engine(params.store, "train", run_root=params.experiment.run_root)
+    engine = store.engine
+    bc_record = finished_bc(out, params)
+    if bc_record is None:
+        demos = expert_demos(params, engine, store.task_ids, bank, law, count=ws.demos, seed=ws.seed,
+                             max_turns=params.sampling.max_turns, slip_rate=ws.slip_rate, progress=progress)
+        write_demonstrations(demos, out / DEMOS_FILE)
+        plan_demos = expert_demos(params, engine, store.task_ids, bank, law, count=ws.plan_examples,
+                                  seed=seed32(f"{ws.seed}:plan-examples"), max_turns=1, progress=progress)
+        if plan_demos:
+            write_demonstrations(plan_demos, out / PLAN_DEMOS_FILE)
+        demos_s = round(time.monotonic() - started, 1)
+        _, bc, data = train_organism(params, demos, out, law, plan_demos, progress=progress)
+        bc_record = {"identity": bc_identity(out, params), "demos_s": demos_s, "episodes": len(demos),
+                     "expert_success": sum(d.reward["r_success"] for d in demos) / max(1, len(demos)),
+                     "steps": bc.steps, "drill_steps": params.warmstart.drill_steps,
+                     "lm_steps": params.warmstart.lm_steps, "resumed_at": bc.resumed_at,
+                     "tokens": bc.tokens, "losses": bc.losses,
+                     "wall_s": round(bc.wall_s, 1), "data": data}
+        (out / BC_FILE).write_text(json.dumps(bc_record, indent=1) + "\n", encoding="utf-8")
+    checkpoint = out / CHECKPOINT_DIR
+    timings.update({"demos_s": bc_record["demos_s"], "bc_s": bc_record["wall_s"]})
+    started = time.monotonic()
+    try:
+        metrics, identity = measure_ground_truth(params, checkpoint, out, bank, store, progress=progress)
+    finally:
+        engine.index.close()
+    timings["eval_s"] = round(time.monotonic() - started, 1)
+    manifest = {
+        "schema_version": MANIFEST_SCHEMA_VERSION,
+        **identity,
+        "params": {"experiment": params.experiment.model_dump(), "store": params.store.model_dump(),
+                   "model": params.model.model_dump(), "sampling": params.sampling.model_dump(),
+                   "warmstart": ws.model_dump()},
+        "seeds": {"warmstart": ws.seed, "organism_init": seed32(f"{ws.seed}:organism-init"),
+                  "bc_batches": seed32(f"{ws.seed}:bc-batches")},
+        "demos": {"episodes": bc_record["episodes"], "requested": ws.demos,
+                  "sha256": bc_record["identity"]["demos_sha256"],
+                  "expert_success": bc_record["expert_success"], **bc_record["data"]},
+        "bc": {**{key: bc_record[key] for key in BC_RECORD_KEYS if key in bc_record},
+               "checkpoint_dtype": CHECKPOINT_DTYPE},
+        "files": {p.name: sha256_file(p) for p in sorted(checkpoint.iterdir()) if p.is_file()},
+        "timings": timings,
+        "metrics": metrics,
+        "ground_truth_file": "ground_truth.json",
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    return manifest

@@ -1,0 +1,132 @@
+"""The layer contract, read from the code's own imports (module-level and in-function alike).
+
+Imports point one way: store → skills → agent → policy → evaluation / training core / analysts → gate →
+organism testbed → stage orchestration → integrations / analysis / plots → report → command line.
+A subpackage may import itself and the layers below it; no two modules import each other, even through
+a chain.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "intraskill"
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("hashing", "jsonl", "paths", "params", "chat"),
+    ("shop",),
+    ("skills",),
+    ("agent",),
+    ("policy",),
+    ("evaluate", "training", "trace2skill"),
+    ("gate",),
+    ("organism",),
+    ("pipeline",),
+    ("integrations", "analysis", "plots"),
+    ("report",),
+    ("cli",),
+    ("__main__",),
+)
+"""Bottom to top; a package may import packages of lower layers only (the leaf utilities of the first
+layer may import each other where that makes no cycle)."""
+
+RANK = {package: rank for rank, layer in enumerate(LAYERS) for package in layer}
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, root: Path) -> set[str]:
+    """Every ``intraskill`` module ``path`` imports, wherever the import statement sits."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return {module for module in found if module.split(".")[0] == root.name}
+
+
+def import_graph(root: Path) -> nx.DiGraph:
+    """Modules of the package under ``root`` and the imports between them."""
+    modules = {module_name(path, root): path for path in root.rglob("*.py")}
+    graph = nx.DiGraph()
+    graph.add_nodes_from(modules)
+    for name, path in modules.items():
+        graph.add_edges_from((name, target) for target in imported_modules(path, root)
+                             if target in modules and target != name)
+    return graph
+
+
+def subpackage(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "(root)"
+
+
+def layer_violations(root: Path) -> list[str]:
+    """Imports that point up or sideways between layers, and modules outside every layer."""
+    problems = []
+    for source, target in sorted(import_graph(root).edges):
+        above, below = subpackage(source), subpackage(target)
+        if above == below or above == "(root)":
+            continue
+        if above not in RANK or below not in RANK:
+            problems.append(f"{source} -> {target}: {above if above not in RANK else below} is in no layer")
+        elif RANK[below] > RANK[above] or (RANK[below] == RANK[above] and RANK[above] > 0):
+            problems.append(f"{source} -> {target}: {above} may not import {below}")
+    return problems
+
+
+def module_cycles(root: Path) -> list[list[str]]:
+    """Groups of modules that import each other, directly or through a chain (package ``__init__``
+    re-exports of their own submodules aside)."""
+    graph = import_graph(root)
+    graph.remove_edges_from([(source, target) for source, target in list(graph.edges)
+                             if target.startswith(f"{source}.") or source.startswith(f"{target}.")])
+    return [sorted(group) for group in nx.strongly_connected_components(graph) if len(group) > 1]
+
+
+def test_imports_follow_the_layers() -> None:
+    assert layer_violations(PACKAGE) == []
+
+
+def test_no_module_imports_itself_through_a_chain() -> None:
+    assert module_cycles(PACKAGE) == []
+
+
+@pytest.mark.parametrize("module, planted", [
+    ("shop/engine.py", "from intraskill.training.grpo import GRPOTrainer"),
+    ("policy/hf.py", "    from intraskill.pipeline.round import run_round"),
+    ("evaluate/runner.py", "import intraskill.trace2skill.pool"),
+])
+def test_a_planted_upward_import_is_caught(tmp_path: Path, module: str, planted: str) -> None:
+    root = tmp_path / "intraskill"
+    shutil.copytree(PACKAGE, root, ignore=shutil.ignore_patterns("__pycache__"))
+    path = root / module
+    body = f"def _planted() -> None:\n{planted}\n" if planted.startswith(" ") else f"{planted}\n"
+    path.write_text(path.read_text(encoding="utf-8") + "\n\n" + body, encoding="utf-8")
+    problems = layer_violations(root)
+    assert len(problems) == 1 and problems[0].startswith(module_name(path, root)), problems
+
+
+def test_a_planted_cycle_is_caught(tmp_path: Path) -> None:
+    root = tmp_path / "intraskill"
+    shutil.copytree(PACKAGE, root, ignore=shutil.ignore_patterns("__pycache__"))
+    path = root / "organism" / "drills.py"
+    path.write_text(path.read_text(encoding="utf-8") + "\n\ndef _planted() -> None:\n"
+                    "    from intraskill.organism.warmstart import run_warmstart\n", encoding="utf-8")
+    assert any("intraskill.organism.drills" in group for group in module_cycles(root))
