@@ -1,10 +1,11 @@
-# IntraSkill: `make round` runs the default organism round, `make test` runs the suite.
+# IntraSkill: `make round` runs the default organism round, `make test` runs the suite,
+# `make lab` opens the notebooks in JupyterLab.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test round warmstart warmstart-additive report bench smollm2 clean
+.PHONY: venv test round lab warmstart warmstart-additive report bench smollm2 clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +28,10 @@ test: $(STAMP)
 round: $(STAMP)
 	mkdir -p runs/notebooks
 	$(BIN)/papermill notebooks/02_train_round.ipynb runs/notebooks/02_train_round.ipynb --cwd notebooks
+
+# JupyterLab on the notebooks (the package is meant for interactive exploration); Ctrl-C stops it.
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=notebooks
 
 report: $(STAMP)
 	$(BIN)/intraskill report build
