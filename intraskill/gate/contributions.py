@@ -437,14 +437,14 @@ class GateContributions:
         cov = primary.cov_type or "none stored"
         header = [
             f"Gate contributions ({self.estimator_name})",
-            f"observations: {self.observations} of {self.requested_observations} requested "
-            f"({len(self.dropped_episode_ids)} dropped); columns: {len(self.columns)}; covariance: {cov}",
-            f"{PRIMARY_METRIC}: bare {primary.bare_mean:.4f}, masked {primary.masked_mean:.4f}, "
-            f"delta {primary.delta_mean:+.4f}",
+            (f"observations: {self.observations} of {self.requested_observations} requested "
+             f"({len(self.dropped_episode_ids)} dropped); columns: {len(self.columns)}; covariance: {cov}"),
+            (f"{PRIMARY_METRIC}: bare {primary.bare_mean:.4f}, masked {primary.masked_mean:.4f}, "
+             f"delta {primary.delta_mean:+.4f}"),
         ]
         width = max([len("intervention")] + [len(c) for c in self.columns])
-        table = [f"{'intervention':<{width}}  {'kind':<9}  {'op':<7}  {'coef':>8}  {'std err':>8}  "
-                 f"{'[0.025':>8}  {'0.975]':>8}  {'rank':>4}  status"]
+        table = [(f"{'intervention':<{width}}  {'kind':<9}  {'op':<7}  {'coef':>8}  {'std err':>8}  "
+                  f"{'[0.025':>8}  {'0.975]':>8}  {'rank':>4}  status")]
         for record in self.contributions:
             ident = record.intervention_id
             se = (primary.standard_errors or {}).get(ident)
