@@ -65,6 +65,7 @@ def main() -> None:
             warmstart = args.warmstart or ensure_warmstart(params, progress=False)
             report = validate_on_warmstart(params, warmstart, out, seeds=seeds, samples_per_task=m,
                                            task_limit=args.task_limit, progress=False)
+        report = report.to_dict()
         keys = ("samples_per_task", "spearman_mean", "coverage_mean", "attainable_spearman_mean", "meets_target",
                 "truth_episodes_per_arm")
         per_seed = [{k: s[k] for k in ("mask_seed", "observations", "spearman", "coverage", "attainable_spearman")}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from intraskill.gate.contributions import load_contributions
 from intraskill.params import Params, load_params, params_from_dict
 from intraskill.paths import project_root
 from intraskill.pipeline.coevolve import (
@@ -66,14 +67,14 @@ def test_two_rounds_write_every_artifact_resume_and_refuse_another_plan(tmp_path
     for name in ("mask_assignments.json", "contributions.json", "selected_skillbank.json", "selected_skill.md",
                  "proposal_ledger.jsonl", "summary.json", "online_gate_manifest.json"):
         assert (gate / name).is_file(), name
-    contributions = json.loads((gate / "contributions.json").read_text())
+    contributions = load_contributions(gate / "contributions.json")
     manifest = json.loads((gate / "online_gate_manifest.json").read_text())
     assert manifest["config"]["checkpoint_id"] == "round-000-checkpoint"
     assert manifest["inputs"]["bare_run_dir"] == str(first.root / "val-after")  # the round's bare val is reused
-    assert contributions["bare_baseline"]["observations"] == ROUND["val_tasks"]
-    assert {r["intervention_id"] for r in contributions["contributions"]} >= {"tidy", "budget"}
+    assert contributions.bare_baseline["observations"] == ROUND["val_tasks"]
+    assert {r.intervention_id for r in contributions.contributions} >= {"tidy", "budget"}
     # the next curriculum exists exactly when the gate selected a chunk, and round 1 trains with it
-    assert (first.curriculum_path is not None) == (contributions["selected_count"] > 0)
+    assert (first.curriculum_path is not None) == (contributions.selected_count > 0)
     round_plan = json.loads((second.root / "plan.json").read_text())
     expected = first.curriculum().state_id if first.curriculum_path else None
     assert round_plan["curriculum_state_id"] == expected
@@ -83,7 +84,7 @@ def test_two_rounds_write_every_artifact_resume_and_refuse_another_plan(tmp_path
         assert second.gate_status == GATE_SKIPPED and curriculum_bank(None, "round-001").skills == ()
     summary = json.loads((run_dir / "co_evolve_summary.json").read_text())
     assert [r["gate_status"] for r in summary["rounds"]] == [first.gate_status, second.gate_status]
-    assert summary["rounds"][0]["gate_outcomes"]["columns"] == len(contributions["contributions"])
+    assert summary["rounds"][0]["gate_outcomes"]["columns"] == len(contributions.columns)
     # resume: a finished run is skipped stage by stage (no new episode anywhere)
     traces = {p: line_count(p) for p in run_dir.rglob("traces.jsonl")}
     again = co_evolve(params, 2, start=start(params), config=config, out_dir=run_dir, store_root=small_store_root,

@@ -12,11 +12,13 @@ from typer.testing import CliRunner
 
 from intraskill.cli import app
 from intraskill.gate.contributions import (
+    GateContributions,
     GateRecord,
     PairedObservation,
     PairingError,
     bare_baseline_block,
     build_contributions,
+    load_contributions,
     pair_records,
     save_contributions,
     selected_skill_markdown,
@@ -37,7 +39,7 @@ def release_gate(round_index: int) -> dict:
     return json.loads((RELEASE / f"round-{round_index:03d}" / "gate" / "contributions.json").read_text())
 
 
-def rebuild_release(gate: dict) -> tuple[MaskAssignment, dict]:
+def rebuild_release(gate: dict) -> tuple[MaskAssignment, GateContributions]:
     slots = slots_from_interventions([Intervention.from_dict(r) for r in gate["contributions"]])
     assignment = assign_online_masks(slots, [row["task_id"] for row in gate["observations_table"]],
                                      pool_sha256=gate["pool_sha256"])
@@ -52,23 +54,25 @@ def test_release_estimates_statuses_and_ranks_are_reproduced(round_index: int) -
     gate = release_gate(round_index)
     _, built = rebuild_release(gate)
     for metric, stored in gate["estimates"].items():
-        mine = built["estimates"][metric]
-        assert list(mine["coefficients"]) == list(stored["coefficients"])
+        mine = built.estimates[metric]
+        assert mine.columns == list(stored["coefficients"])
         for column, beta in stored["coefficients"].items():
-            assert mine["coefficients"][column] == pytest.approx(beta, abs=1e-9)
+            assert mine.coefficients[column] == pytest.approx(beta, abs=1e-9)
         for key in ("masked_mean", "bare_mean", "delta_mean"):
-            assert mine[key] == pytest.approx(stored[key], abs=1e-9)
-        assert mine["observations"] == stored["observations"] == 400
-    assert [(c["intervention_id"], c["status"], c["rank"]) for c in built["contributions"]] == [
+            assert getattr(mine, key) == pytest.approx(stored[key], abs=1e-9)
+        assert mine.observations == stored["observations"] == 400
+        assert mine.fit is not None and mine.fit.nobs == 400
+    assert [(c.intervention_id, c.status, c.rank) for c in built.contributions] == [
         (c["intervention_id"], c["status"], c["rank"]) for c in gate["contributions"]]
-    assert built["selected_intervention_ids"] == gate["selected_intervention_ids"]
-    assert built["replacement_winners"] == gate["replacement_winners"]
-    assert built["observations_table"] == gate["observations_table"]
+    assert built.selected_intervention_ids == gate["selected_intervention_ids"]
+    assert built.replacement_winners == gate["replacement_winners"]
+    assert [obs.to_row() for obs in built.observations_table] == gate["observations_table"]
 
 
 def test_output_matches_the_release_schema_plus_inference() -> None:
     gate = release_gate(0)
-    _, built = rebuild_release(gate)
+    _, result = rebuild_release(gate)
+    built = result.to_json()
     assert list(built) == list(gate)
     assert built["estimator"] == gate["estimator"]
     for metric in gate["estimates"]:
@@ -83,6 +87,30 @@ def test_output_matches_the_release_schema_plus_inference() -> None:
         gate["contributions"][0]["auxiliary_coefficients"])
     assert all(list(row) == list(gate["observations_table"][0]) for row in built["observations_table"])
     assert list(built["bare_baseline"]) == list(gate["bare_baseline"])
+
+
+@pytest.mark.parametrize("round_index", [0, 3])
+def test_release_files_load_and_save_byte_for_byte(round_index: int, tmp_path: Path) -> None:
+    path = RELEASE / f"round-{round_index:03d}" / "gate" / "contributions.json"
+    loaded = load_contributions(path)
+    assert loaded.primary.cov_type is None and loaded.primary.fit is None
+    assert loaded.selected_intervention_ids == json.loads(path.read_text())["selected_intervention_ids"]
+    assert save_contributions(loaded, tmp_path / "contributions.json").read_text() == path.read_text()
+
+
+def test_a_built_gate_survives_save_and_load(tmp_path: Path) -> None:
+    _, built = rebuild_release(release_gate(2))
+    loaded = load_contributions(save_contributions(built, tmp_path / "contributions.json"))
+    assert loaded == built and loaded.to_json() == built.to_json()
+    assert loaded.primary.cov_type == "HC3" and loaded.primary.fit is None
+    assert loaded.primary.conf_int_95 == built.primary.conf_int_95
+    frame = loaded.to_frame()
+    assert list(frame["intervention_id"]) == loaded.columns
+    assert list(frame["status"]) == [r.status.value for r in built.contributions]
+    assert frame["ci_lo"].lt(frame["coefficient"]).all() and "beta_r_success" in frame.columns
+    text = loaded.summary()
+    assert "covariance: HC3" in text and f"selected {built.selected_count} (budget K = 10)" in text
+    assert all(column in text for column in loaded.columns)
 
 
 def test_refit_cli_refits_a_file_the_builder_wrote(tmp_path: Path) -> None:
@@ -160,13 +188,13 @@ def test_planted_effects_select_the_rewrite_under_the_old_slot(pool, planted, as
     assert baseline["observations"] == 120 and baseline["dropped_observations"] == 0
     built = build_contributions(assignment, pairing.observations, bare_baseline=baseline)
     for column, beta in planted.items():
-        assert built["estimates"]["reward"]["coefficients"][column] == pytest.approx(beta, abs=1e-9)
-    assert built["estimates"]["r_type"]["coefficients"] == {c: 0.0 for c in assignment.columns}
-    assert built["estimates"]["reward"]["bare_mean"] == pytest.approx(baseline["mean_outcomes"]["reward"])
+        assert built.primary.coefficients[column] == pytest.approx(beta, abs=1e-9)
+    assert built.estimates["r_type"].coefficients == {c: 0.0 for c in assignment.columns}
+    assert built.primary.bare_mean == pytest.approx(baseline["mean_outcomes"]["reward"])
     winner = next(c for c in planted if planted[c] == 0.06)
     add_winner = next(c for c in planted if planted[c] == 0.04)
-    assert built["replacement_winners"]["chunk-a"] == winner
-    statuses = {c["intervention_id"]: (c["status"], c["rank"]) for c in built["contributions"]}
+    assert built.replacement_winners["chunk-a"] == winner
+    statuses = {c.intervention_id: (c.status, c.rank) for c in built.contributions}
     assert statuses[winner] == ("selected", 1) and statuses["chunk-b"] == ("selected", 2)
     assert statuses[add_winner] == ("selected", 3)
     assert statuses["chunk-a"] == ("rewrite_loser", None) and statuses["chunk-c"][0] == "retired"
@@ -191,7 +219,7 @@ def test_planted_effects_select_the_rewrite_under_the_old_slot(pool, planted, as
     assert markdown.index("### b") < markdown.index(rewritten.content) < markdown.index(
         pool.candidate(add_winner).content)
     with pytest.raises(ValueError, match="pool_sha256"):
-        selected_skillbank({**built, "pool_sha256": "0" * 64}, pool, round_id="round-000")
+        selected_skillbank(replace(built, pool_sha256="0" * 64), pool, round_id="round-000")
 
 
 def test_several_samples_per_task_cluster_the_errors(pool, planted) -> None:
@@ -201,8 +229,8 @@ def test_several_samples_per_task_cluster_the_errors(pool, planted) -> None:
              for m in masked]
     pairing = pair_records(assignment, bare, noisy)
     built = build_contributions(assignment, pairing.observations, bare_baseline={})
-    assert built["estimates"]["reward"]["cov_type"] == "cluster"
-    assert all(se > 0 for se in built["estimates"]["reward"]["standard_errors"].values())
+    assert built.primary.cov_type == "cluster"
+    assert all(se > 0 for se in built.primary.standard_errors.values())
 
 
 def test_pairing_drops_incomplete_pairs_and_accepts_retries(assignment, planted) -> None:

@@ -101,10 +101,10 @@ def test_online_gate_recovers_planted_effects(tmp_path: Path, small_store_root: 
                              store_root=small_store_root, progress=False)
     truth = alone_effects(params, [PERSONA, NEUTRAL], tmp_path, small_store_root, samples=2)
     contributions = result.contributions
-    estimate = contributions["estimates"]["reward"]
-    beta, ci = estimate["coefficients"], estimate["conf_int_95"]
+    estimate = contributions.primary
+    beta, ci = estimate.coefficients, estimate.conf_int_95
     rewrite_id, add_id = (c.candidate_id for c in pool.candidates)
-    assert estimate["cov_type"] == "cluster" and contributions["observations"] == 80
+    assert estimate.cov_type == "cluster" and contributions.observations == 80
     assert truth["persona"] > 0.4 and truth["neutral"] == 0.0
     assert ci["persona"][0] > 0.0
     for chunk in ("persona", "neutral"):
@@ -112,9 +112,9 @@ def test_online_gate_recovers_planted_effects(tmp_path: Path, small_store_root: 
     for inert in ("neutral", rewrite_id, add_id):
         low, high = ci[inert]
         assert low <= 0.0 <= high and abs(beta[inert]) < 0.1, (inert, beta[inert], ci[inert])
-    status = {r["intervention_id"]: r["status"] for r in contributions["contributions"]}
+    status = {r.intervention_id: r.status for r in contributions.contributions}
     assert status["persona"] == "selected" and status[rewrite_id] == "rewrite_loser"
-    assert contributions["replacement_winners"]["persona"] == "persona"
+    assert contributions.replacement_winners["persona"] == "persona"
     # artifacts and their schemas
     gate = tmp_path / "gate"
     manifest = json.loads((gate / "online_gate_manifest.json").read_text())
@@ -123,11 +123,11 @@ def test_online_gate_recovers_planted_effects(tmp_path: Path, small_store_root: 
                                         "selected_skillbank.json", "selected_skill.md", "proposal_ledger.jsonl",
                                         "curriculum.json"}
     assert manifest["inputs"]["pool_sha256"] == pool.pool_sha256
-    assert contributions["bare_baseline"]["checkpoint_id"] == "round-000-checkpoint"
-    assert len(contributions["observations_table"]) == 80
+    assert contributions.bare_baseline["checkpoint_id"] == "round-000-checkpoint"
+    assert len(contributions.observations_table) == 80
     assert json.loads((gate / "summary.json").read_text())["counts"]["requested"] == 80
     assert [s.skill_id for s in result.selected_bank.skills] == [
-        r["logical_chunk_id"] for r in contributions["contributions"] if r["status"] == "selected"]
+        r.logical_chunk_id for r in contributions.contributions if r.status == "selected"]
     assert result.selected_bank.bank_version == "online-round-000-selected-v1"
     assert result.curriculum is not None and result.curriculum.round_id == "round-001"
     assert result.curriculum.source["skillbank_path"] == "selected_skillbank.json"  # draws independent of gate_dir
@@ -135,7 +135,7 @@ def test_online_gate_recovers_planted_effects(tmp_path: Path, small_store_root: 
     assert all(0.2 <= c.inclusion_probability <= 0.9 for c in result.curriculum.chunks)
     entries = {e.candidate_id: e for e in read_ledger(gate / "proposal_ledger.jsonl")}
     assert entries[rewrite_id].validation_result == "rewrite_loser"
-    assert entries[add_id].validation_history[-1]["assignment_sha256"] == contributions["assignment_sha256"]
+    assert entries[add_id].validation_history[-1]["assignment_sha256"] == contributions.assignment_sha256
     assignment = load_mask_assignment(gate / "mask_assignments.json")
     injected = {t.episode_id: [s["skill_id"] for s in t.provenance["selected_skills"]]
                 for t in read_traces(gate / "traces.jsonl")}
@@ -189,8 +189,8 @@ def test_killed_gate_a_resumes_without_duplicates_then_is_skipped(tmp_path: Path
     counts = completed_counts(gate / "traces.jsonl")
     assert len(counts) == 24 and set(counts.values()) == {1}
     assert set(completed_counts(bare_dir / "traces.jsonl").values()) == {1}
-    assert result.manifest["status"] == "complete" and result.contributions["observations"] == 24
-    assert result.contributions["estimates"]["reward"]["cov_type"] == "HC3"
+    assert result.manifest["status"] == "complete" and result.contributions.observations == 24
+    assert result.contributions.primary.cov_type == "HC3"
     assert (gate / "contributions.csv").read_text().splitlines()[0].startswith("intervention_id,order,coefficient")
     assert result.selected_bank.bank_version == "cold-start-gate-a-selected-v2"
     assert all("draft_only" not in s.metadata for s in result.selected_bank.skills)
@@ -202,23 +202,25 @@ def test_killed_gate_a_resumes_without_duplicates_then_is_skipped(tmp_path: Path
 
 
 def test_compare_to_truth_reports_spearman_and_coverage() -> None:
+    from intraskill.gate.contributions import MetricEstimate
     from intraskill.pipeline.gate_validation import compare_to_truth
 
-    contributions = {"estimates": {"r_success": {
-        "coefficients": {"a": 0.30, "b": 0.10, "c": -0.05, "d": 0.0},
-        "conf_int_95": {"a": [0.20, 0.40], "b": [0.05, 0.15], "c": [-0.10, 0.00], "d": [-0.05, 0.05]}}}}
+    estimate = MetricEstimate(
+        coefficients={"a": 0.30, "b": 0.10, "c": -0.05, "d": 0.0}, observations=40, masked_mean=0.5,
+        bare_mean=0.4, delta_mean=0.1,
+        conf_int_95={"a": (0.20, 0.40), "b": (0.05, 0.15), "c": (-0.10, 0.00), "d": (-0.05, 0.05)})
     truth = {"a": {"effect": 0.25, "ci95": [0.2, 0.3]}, "b": {"effect": 0.20}, "c": {"effect": -0.02},
              "d": {"effect": 0.01}}
-    report = compare_to_truth(contributions, truth)
-    assert report["chunks"] == 4
-    assert report["coverage"] == 0.75  # only b's truth (0.20) lies outside its CI [0.05, 0.15]
-    assert report["per_chunk"]["b"]["covered"] is False and report["per_chunk"]["c"]["covered"] is True
-    assert report["spearman"] == pytest.approx(1.0)  # ranks a > b > d > c on both sides
+    report = compare_to_truth(estimate, truth)
+    assert report.chunks == 4
+    assert report.coverage == 0.75  # only b's truth (0.20) lies outside its CI [0.05, 0.15]
+    assert report.per_chunk["b"].covered is False and report.per_chunk["c"].covered is True
+    assert report.spearman == pytest.approx(1.0)  # ranks a > b > d > c on both sides
     # an unbiased gate with these CIs (se 0.025-0.05) ranks well-separated truths well, but not perfectly
-    assert 0.5 < report["attainable_spearman"] < 1.0
-    assert report["simulation"] == {"draws": 4000, "seed": 20260901}
+    assert 0.5 < report.attainable_spearman < 1.0
+    assert report.to_dict()["simulation"] == {"draws": 4000, "seed": 20260901}
     with pytest.raises(ValueError, match="no chunk"):
-        compare_to_truth(contributions, {"z": {"effect": 0.1}})
+        compare_to_truth(estimate, {"z": {"effect": 0.1}})
 
 
 def test_attainable_spearman_falls_with_ties_within_noise() -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from intraskill.gate.selection import ContributionRecord, ContributionStatus
 from intraskill.paths import release_data_dir
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.render import Chunk, parse_chunk, render_chunk
@@ -37,6 +39,12 @@ from intraskill.trace2skill.pool import (
 
 RELEASE = release_data_dir()
 CARDS = ["card-1", "card-2", "card-3"]
+
+
+def column(ident: str, kind: str, slot: str, status: str, beta: float, rank: int | None) -> ContributionRecord:
+    """A gate column as the gate reports it (the ledger reads its fields)."""
+    operation = None if kind == "current" else ("ADD" if slot == ident else "REWRITE")
+    return ContributionRecord(ident, kind, slot, operation, 1, beta, rank, ContributionStatus(status))
 
 
 def chunk(title: str) -> str:
@@ -168,11 +176,11 @@ def test_ledger_accumulates_and_tracks_slots_across_gates(bank: SkillBank, tmp_p
     with pytest.raises(LedgerError, match="exact repeat"):
         add_proposals(ledger, pool0)
 
-    def gate(sha: str, records: list[tuple]) -> dict:
-        return {"estimator": {"name": "paired_delta_ols_main_effects_no_intercept"}, "pool_sha256": "p" + sha,
-                "assignment_sha256": sha, "bare_baseline": {"observations_sha256": "bare-" + sha},
-                "contributions": [{"intervention_id": i, "kind": k, "logical_chunk_id": s, "status": st,
-                                   "coefficient": b, "rank": r} for i, k, s, st, b, r in records]}
+    def gate(sha: str, records: list[tuple]) -> SimpleNamespace:
+        return SimpleNamespace(
+            estimator_name="paired_delta_ols_main_effects_no_intercept", pool_sha256="p" + sha,
+            assignment_sha256=sha, bare_observations_sha256="bare-" + sha,
+            contributions=[column(i, k, s, st, b, r) for i, k, s, st, b, r in records])
 
     gate0 = gate("a0", [("chunk-a", "current", "chunk-a", "rewrite_loser", 0.01, None),
                         (rewrite.candidate_id, "candidate", "chunk-a", "selected", 0.05, 1),
@@ -211,11 +219,10 @@ def test_ledger_accumulates_and_tracks_slots_across_gates(bank: SkillBank, tmp_p
 def test_gate_a_updates_unvalidated_cold_start_entries_verbatim() -> None:
     entry = LedgerEntry("chunk-size", "ADD", None, ("cluster-1",), "missed size", "base", "cold_start",
                         "cluster-1", None, chunk("size"))
-    gate = {"estimator": {"name": "e"}, "pool_sha256": "d", "assignment_sha256": "a",
-            "bare_baseline": {"observations_sha256": "b"},
-            "contributions": [{"intervention_id": "chunk-size", "kind": "current",
-                               "logical_chunk_id": "chunk-size", "status": "budget_excluded",
-                               "coefficient": 0.001, "rank": 11}]}
+    gate = SimpleNamespace(estimator_name="e", pool_sha256="d", assignment_sha256="a",
+                           bare_observations_sha256="b",
+                           contributions=[column("chunk-size", "current", "chunk-size", "budget_excluded",
+                                                 0.001, 11)])
     (updated,) = apply_gate_results([entry], gate, evaluation_checkpoint="base")
     assert updated.validation_result == "budget_excluded" and updated.active_chunk_id is None
     with pytest.raises(LedgerError, match="replacement_family_id"):

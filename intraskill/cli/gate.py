@@ -57,7 +57,7 @@ def _echo_result(result: GateResult) -> None:
     manifest = result.manifest
     typer.echo(json.dumps({"gate_dir": str(result.gate_dir), "status": manifest["status"],
                            "outcomes": manifest["outcomes"],
-                           "selected": list(result.contributions["selected_intervention_ids"]),
+                           "selected": list(result.contributions.selected_intervention_ids),
                            "next_curriculum": result.curriculum.state_id if result.curriculum else None}))
 
 

@@ -20,14 +20,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from intraskill.gate.masks import DESIGN_ONLINE, MaskAssignment, MaskJob
-from intraskill.gate.ols import ESTIMATOR_NAME, PRIMARY_METRIC, fit_paired_delta
-from intraskill.gate.selection import ACTIVE_SKILL_BUDGET, SelectionResult, select_gate_a, select_online
+from intraskill.gate.ols import ESTIMATOR_NAME, PRIMARY_METRIC, PairedDeltaResult, fit_paired_delta
+from intraskill.gate.selection import (
+    ACTIVE_SKILL_BUDGET,
+    ContributionRecord,
+    ContributionStatus,
+    SelectionResult,
+    select_gate_a,
+    select_online,
+)
 from intraskill.hashing import sha256_json
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.trace2skill.pool import CANDIDATE_VERSION, CandidatePool
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CONTRIBUTIONS_SCHEMA_VERSION = "shopsimrl-online-chunk-contributions-v2"
 ESTIMATOR = {
@@ -272,23 +282,242 @@ def _finite(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _estimate(observations: Sequence[PairedObservation], metric: str, columns: list[str]) -> dict[str, Any]:
+def _interval(pair: Sequence[float | None]) -> tuple[float | None, float | None]:
+    low, high = pair
+    return (None if low is None else float(low), None if high is None else float(high))
+
+
+@dataclass(frozen=True)
+class MetricEstimate:
+    """One metric's paired-delta fit, as ``contributions.json`` stores it under ``estimates``.
+
+    ``standard_errors``, ``conf_int_95`` and ``cov_type`` are ``None`` for the release files, which
+    computed no inference; non-finite errors are ``None``. ``fit`` is the live
+    :class:`~intraskill.gate.ols.PairedDeltaResult` when fitted in this process, ``None`` once loaded.
+    """
+
+    coefficients: dict[str, float]
+    observations: int
+    masked_mean: float
+    bare_mean: float
+    delta_mean: float
+    standard_errors: dict[str, float | None] | None = None
+    conf_int_95: dict[str, tuple[float | None, float | None]] | None = None
+    cov_type: str | None = None
+    fit: PairedDeltaResult | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_fit(cls, fit: PairedDeltaResult, masked: Sequence[float], bare: Sequence[float]) -> "MetricEstimate":
+        """The estimate of ``fit`` with the masked and bare outcome means."""
+        masked_mean, bare_mean = sum(masked) / len(masked), sum(bare) / len(bare)
+        return cls(coefficients={c: fit.params[c] for c in fit.columns}, observations=fit.nobs,
+                   masked_mean=masked_mean, bare_mean=bare_mean, delta_mean=masked_mean - bare_mean,
+                   standard_errors={c: _finite(fit.bse[c]) for c in fit.columns},
+                   conf_int_95={c: (_finite(lo), _finite(hi)) for c, (lo, hi) in fit.conf_int(0.05).items()},
+                   cov_type=fit.cov_type, fit=fit)
+
+    @property
+    def columns(self) -> list[str]:
+        """Intervention ids in design-column order."""
+        return list(self.coefficients)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``estimates.<metric>`` record (release key order, inference keys when present)."""
+        record: dict[str, Any] = {
+            "intercept": 0.0, "coefficients": dict(self.coefficients), "observations": self.observations,
+            "masked_mean": self.masked_mean, "bare_mean": self.bare_mean, "delta_mean": self.delta_mean}
+        if self.cov_type is not None:
+            record.update(standard_errors=dict(self.standard_errors or {}),
+                          conf_int_95={c: list(ci) for c, ci in (self.conf_int_95 or {}).items()},
+                          cov_type=self.cov_type)
+        return record
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "MetricEstimate":
+        """Parse an ``estimates.<metric>`` record."""
+        intervals = data.get("conf_int_95")
+        return cls(coefficients={c: float(b) for c, b in data["coefficients"].items()},
+                   observations=int(data["observations"]), masked_mean=float(data["masked_mean"]),
+                   bare_mean=float(data["bare_mean"]), delta_mean=float(data["delta_mean"]),
+                   standard_errors=data.get("standard_errors"),
+                   conf_int_95=None if intervals is None else {c: _interval(ci) for c, ci in intervals.items()},
+                   cov_type=data.get("cov_type"))
+
+
+@dataclass(frozen=True)
+class GateContributions:
+    """The gate's result: a :class:`MetricEstimate` per metric, the selection and the pairs behind them.
+
+    JSON only at the edges: :meth:`to_json` / :meth:`from_json` write and read the release's
+    ``contributions.json`` schema (:func:`save_contributions`, :func:`load_contributions`).
+    """
+
+    estimates: dict[str, MetricEstimate]
+    selection: SelectionResult
+    observations_table: tuple[PairedObservation, ...]
+    bare_baseline: dict[str, Any]
+    pool_sha256: str
+    assignment_sha256: str
+    requested_observations: int
+    dropped_episode_ids: tuple[str, ...]
+    active_skill_budget: int
+    created_at: str
+    estimator: dict[str, Any] = field(default_factory=lambda: dict(ESTIMATOR))
+    schema_version: str = CONTRIBUTIONS_SCHEMA_VERSION
+
+    @property
+    def primary(self) -> MetricEstimate:
+        """The estimate of the primary outcome (``reward``), the one selection uses."""
+        return self.estimates[PRIMARY_METRIC]
+
+    @property
+    def columns(self) -> list[str]:
+        """Intervention ids in design-column order."""
+        return self.primary.columns
+
+    @property
+    def observations(self) -> int:
+        """Complete pairs fitted."""
+        return len(self.observations_table)
+
+    @property
+    def contributions(self) -> list[ContributionRecord]:
+        """One record per design column: β, rank and status (column order)."""
+        return self.selection.contributions
+
+    @property
+    def selected_intervention_ids(self) -> list[str]:
+        """The kept top-K, in column order."""
+        return self.selection.selected_intervention_ids
+
+    @property
+    def selected_count(self) -> int:
+        """Number of kept interventions (≤ ``active_skill_budget``)."""
+        return self.selection.selected_count
+
+    @property
+    def replacement_winners(self) -> dict[str, str]:
+        """Slot id → the version that won its family."""
+        return self.selection.replacement_winners
+
+    @property
+    def estimator_name(self) -> str:
+        """The estimator's name (``paired_delta_ols_main_effects_no_intercept``)."""
+        return str(self.estimator["name"])
+
+    @property
+    def bare_observations_sha256(self) -> str:
+        """Hash of the bare run's completed observations (``bare_baseline.observations_sha256``)."""
+        return str(self.bare_baseline["observations_sha256"])
+
+    def record(self, intervention_id: str) -> ContributionRecord:
+        """The contribution record of one design column."""
+        for record in self.contributions:
+            if record.intervention_id == intervention_id:
+                return record
+        raise KeyError(f"{intervention_id}: not a design column of this gate")
+
+    def to_frame(self) -> "pd.DataFrame":
+        """One row per design column: its record, the primary β's SE and 95 % CI, and every auxiliary β."""
+        import pandas as pd
+
+        primary, auxiliary = self.primary, [m for m in self.estimates if m != PRIMARY_METRIC]
+        rows = []
+        for record in self.contributions:
+            ident = record.intervention_id
+            low, high = (primary.conf_int_95 or {}).get(ident, (None, None))
+            rows.append({**record.to_dict(), "std_err": (primary.standard_errors or {}).get(ident),
+                         "ci_lo": low, "ci_hi": high,
+                         **{f"beta_{m}": self.estimates[m].coefficients[ident] for m in auxiliary}})
+        return pd.DataFrame(rows)
+
+    def summary(self) -> str:
+        """A readable text table: the fit's header, one line per design column, the selection."""
+        primary = self.primary
+        cov = primary.cov_type or "none stored"
+        header = [
+            f"Gate contributions ({self.estimator_name})",
+            (f"observations: {self.observations} of {self.requested_observations} requested "
+             f"({len(self.dropped_episode_ids)} dropped); columns: {len(self.columns)}; covariance: {cov}"),
+            (f"{PRIMARY_METRIC}: bare {primary.bare_mean:.4f}, masked {primary.masked_mean:.4f}, "
+             f"delta {primary.delta_mean:+.4f}"),
+        ]
+        width = max([len("intervention")] + [len(c) for c in self.columns])
+        table = [(f"{'intervention':<{width}}  {'kind':<9}  {'op':<7}  {'coef':>8}  {'std err':>8}  "
+                  f"{'[0.025':>8}  {'0.975]':>8}  {'rank':>4}  status")]
+        for record in self.contributions:
+            ident = record.intervention_id
+            se = (primary.standard_errors or {}).get(ident)
+            low, high = (primary.conf_int_95 or {}).get(ident, (None, None))
+            cells = [_cell(v) for v in (record.coefficient, se, low, high)]
+            rank = "" if record.rank is None else str(record.rank)
+            table.append(f"{ident:<{width}}  {record.kind:<9}  {record.operation or '':<7}  "
+                         f"{'  '.join(cells)}  {rank:>4}  {record.status.value}")
+        rule = "=" * max(len(line) for line in table)
+        kept = ", ".join(self.selected_intervention_ids) or "none"
+        footer = f"selected {self.selected_count} (budget K = {self.active_skill_budget}): {kept}"
+        return "\n".join([rule, *header, rule.replace("=", "-"), *table, rule, footer])
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``contributions.json`` object (release key order)."""
+        auxiliary = [m for m in self.estimates if m != PRIMARY_METRIC]
+        records = [{**record.to_dict(), "auxiliary_coefficients": {
+            m: self.estimates[m].coefficients[record.intervention_id] for m in auxiliary}}
+            for record in self.contributions]
+        return {
+            "schema_version": self.schema_version,
+            "created_at": self.created_at,
+            "estimator": dict(self.estimator),
+            "pool_sha256": self.pool_sha256,
+            "assignment_sha256": self.assignment_sha256,
+            "observations": self.observations,
+            "requested_observations": self.requested_observations,
+            "dropped_episode_ids": list(self.dropped_episode_ids),
+            "active_skill_budget": self.active_skill_budget,
+            "selected_intervention_ids": list(self.selected_intervention_ids),
+            "selected_count": self.selected_count,
+            "replacement_winners": dict(self.replacement_winners),
+            "estimates": {m: estimate.to_dict() for m, estimate in self.estimates.items()},
+            "contributions": records,
+            "observations_table": [obs.to_row() for obs in self.observations_table],
+            "bare_baseline": dict(self.bare_baseline),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "GateContributions":
+        """Parse a ``contributions.json`` object (the release files and the ones this gate writes)."""
+        try:
+            selection = SelectionResult(
+                contributions=[ContributionRecord.from_dict(r) for r in data["contributions"]],
+                replacement_winners=dict(data["replacement_winners"]),
+                selected_intervention_ids=list(data["selected_intervention_ids"]))
+            return cls(
+                estimates={m: MetricEstimate.from_dict(e) for m, e in data["estimates"].items()},
+                selection=selection,
+                observations_table=tuple(PairedObservation.from_row(r) for r in data["observations_table"]),
+                bare_baseline=dict(data["bare_baseline"]),
+                pool_sha256=data["pool_sha256"],
+                assignment_sha256=data["assignment_sha256"],
+                requested_observations=int(data["requested_observations"]),
+                dropped_episode_ids=tuple(data["dropped_episode_ids"]),
+                active_skill_budget=int(data["active_skill_budget"]),
+                created_at=data["created_at"],
+                estimator=dict(data["estimator"]),
+                schema_version=data["schema_version"])
+        except KeyError as error:
+            raise ValueError(f"contributions lacks the field {error}") from error
+
+
+def _cell(value: float | None) -> str:
+    return f"{'—':>8}" if value is None else f"{value:>8.4f}"
+
+
+def _estimate(observations: Sequence[PairedObservation], metric: str, columns: list[str]) -> MetricEstimate:
     masked = [obs.reward[metric] for obs in observations]
     bare = [obs.bare_reward[metric] for obs in observations]
     fit = fit_paired_delta([list(obs.mask) for obs in observations], [m - b for m, b in zip(masked, bare)],
                            columns, clusters=[obs.task_id for obs in observations])
-    masked_mean, bare_mean = sum(masked) / len(masked), sum(bare) / len(bare)
-    return {
-        "intercept": 0.0,
-        "coefficients": {c: fit.params[c] for c in columns},
-        "observations": len(observations),
-        "masked_mean": masked_mean,
-        "bare_mean": bare_mean,
-        "delta_mean": masked_mean - bare_mean,
-        "standard_errors": {c: _finite(fit.bse[c]) for c in columns},
-        "conf_int_95": {c: [_finite(lo), _finite(hi)] for c, (lo, hi) in fit.conf_int(0.05).items()},
-        "cov_type": fit.cov_type,
-    }
+    return MetricEstimate.from_fit(fit, masked, bare)
 
 
 def _check_observations(assignment: MaskAssignment, observations: Sequence[PairedObservation]) -> list[str]:
@@ -322,8 +551,8 @@ def build_contributions(
     requested_observations: int | None = None,
     active_skill_budget: int = ACTIVE_SKILL_BUDGET,
     created_at: str | None = None,
-) -> dict[str, Any]:
-    """Fit every metric, select, and return the ``contributions.json`` object (release key order).
+) -> GateContributions:
+    """Fit every metric and select: the gate's :class:`GateContributions`.
 
     Parameters
     ----------
@@ -337,53 +566,43 @@ def build_contributions(
         Defaults to the number of assignment jobs.
     """
     metrics = _check_observations(assignment, observations)
-    columns = assignment.columns
-    estimates = {metric: _estimate(observations, metric, columns) for metric in metrics}
-    selection = _select(assignment, estimates[PRIMARY_METRIC]["coefficients"], active_skill_budget)
-    auxiliary = [m for m in metrics if m != PRIMARY_METRIC]
-    contributions = [
-        {**record.to_dict(),
-         "auxiliary_coefficients": {
-             m: estimates[m]["coefficients"][record.intervention_id] for m in auxiliary}}
-        for record in selection.contributions
-    ]
-    return {
-        "schema_version": CONTRIBUTIONS_SCHEMA_VERSION,
-        "created_at": created_at or datetime.now(timezone.utc).isoformat(),
-        "estimator": dict(ESTIMATOR),
-        "pool_sha256": assignment.pool_sha256,
-        "assignment_sha256": assignment.assignment_sha256,
-        "observations": len(observations),
-        "requested_observations": (
+    estimates = {metric: _estimate(observations, metric, assignment.columns) for metric in metrics}
+    return GateContributions(
+        estimates=estimates,
+        selection=_select(assignment, estimates[PRIMARY_METRIC].coefficients, active_skill_budget),
+        observations_table=tuple(observations),
+        bare_baseline=dict(bare_baseline),
+        pool_sha256=assignment.pool_sha256,
+        assignment_sha256=assignment.assignment_sha256,
+        requested_observations=(
             len(assignment.jobs) if requested_observations is None else requested_observations),
-        "dropped_episode_ids": list(dropped_episode_ids),
-        "active_skill_budget": active_skill_budget,
-        "selected_intervention_ids": selection.selected_intervention_ids,
-        "selected_count": selection.selected_count,
-        "replacement_winners": selection.replacement_winners,
-        "estimates": estimates,
-        "contributions": contributions,
-        "observations_table": [obs.to_row() for obs in observations],
-        "bare_baseline": dict(bare_baseline),
-    }
+        dropped_episode_ids=tuple(dropped_episode_ids),
+        active_skill_budget=active_skill_budget,
+        created_at=created_at or datetime.now(timezone.utc).isoformat(),
+    )
 
 
-def save_contributions(contributions: Mapping[str, Any], path: str | Path) -> Path:
+def save_contributions(contributions: GateContributions, path: str | Path) -> Path:
     """Write ``contributions.json`` as the release does (``indent=2``, ASCII, no trailing newline)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(contributions, indent=2), encoding="utf-8")
+    path.write_text(json.dumps(contributions.to_json(), indent=2), encoding="utf-8")
     return path
 
 
-def _winner_skill(slot: str, record: Mapping[str, Any], pool: CandidatePool) -> Skill:
-    gate_fields = {"validation_result": record["status"], "estimated_effect": record["coefficient"],
-                   "contribution_rank": record["rank"], "selected_intervention_id": record["intervention_id"]}
-    if record["kind"] == "current":
-        skill = pool.current_skill(record["intervention_id"])
+def load_contributions(path: str | Path) -> GateContributions:
+    """Read a ``contributions.json`` (a release file or one :func:`save_contributions` wrote)."""
+    return GateContributions.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def _winner_skill(slot: str, record: ContributionRecord, pool: CandidatePool) -> Skill:
+    gate_fields = {"validation_result": record.status.value, "estimated_effect": record.coefficient,
+                   "contribution_rank": record.rank, "selected_intervention_id": record.intervention_id}
+    if record.kind == "current":
+        skill = pool.current_skill(record.intervention_id)
         return Skill(skill_id=slot, content=skill.content, version=skill.version,
                      metadata={**skill.metadata, **gate_fields})
-    candidate = pool.candidate(record["intervention_id"])
+    candidate = pool.candidate(record.intervention_id)
     origin = {"operation": candidate.operation}
     if candidate.operation == "REWRITE":
         origin["target_chunk_id"] = candidate.target_chunk_id
@@ -391,33 +610,35 @@ def _winner_skill(slot: str, record: Mapping[str, Any], pool: CandidatePool) -> 
                  metadata={**candidate.metadata, **origin, **gate_fields})
 
 
-def selected_skillbank(contributions: Mapping[str, Any], pool: CandidatePool, *, round_id: str) -> SkillBank:
+def selection_metadata(contributions: GateContributions) -> dict[str, Any]:
+    """The gate fields a selected bank records in its metadata."""
+    return {
+        "assignment_sha256": contributions.assignment_sha256,
+        "active_skill_budget": contributions.active_skill_budget,
+        "selected_count": contributions.selected_count,
+        "selected_intervention_ids": list(contributions.selected_intervention_ids),
+        "estimator": dict(contributions.estimator),
+        "bare_baseline": dict(contributions.bare_baseline),
+    }
+
+
+def selected_skillbank(contributions: GateContributions, pool: CandidatePool, *, round_id: str) -> SkillBank:
     """The next bank (``online-<round>-selected-v1``): selected winners in slot order, under logical IDs.
 
     A winning rewrite's content enters under the target's ``skill_id``; chunk metadata gains
     ``validation_result``, ``estimated_effect`` (β), ``contribution_rank`` and ``selected_intervention_id``.
     """
-    if contributions.get("pool_sha256") != pool.pool_sha256:
+    if contributions.pool_sha256 != pool.pool_sha256:
         raise ValueError(
-            f"pool_sha256: contributions were fitted on pool {contributions.get('pool_sha256')!r}, "
+            f"pool_sha256: contributions were fitted on pool {contributions.pool_sha256!r}, "
             f"not on {pool.pool_sha256!r}")
-    records = {r["intervention_id"]: r for r in contributions["contributions"]}
     skills = []
-    for slot in dict.fromkeys(r["logical_chunk_id"] for r in contributions["contributions"]):
-        winner = records[contributions["replacement_winners"][slot]]
-        if winner["status"] == "selected":
+    for slot in dict.fromkeys(r.logical_chunk_id for r in contributions.contributions):
+        winner = contributions.record(contributions.replacement_winners[slot])
+        if winner.status is ContributionStatus.SELECTED:
             skills.append(_winner_skill(slot, winner, pool))
-    metadata = {
-        "round_id": round_id,
-        "proposal_checkpoint": pool.proposal_checkpoint,
-        "pool_sha256": pool.pool_sha256,
-        "assignment_sha256": contributions["assignment_sha256"],
-        "active_skill_budget": contributions["active_skill_budget"],
-        "selected_count": contributions["selected_count"],
-        "selected_intervention_ids": list(contributions["selected_intervention_ids"]),
-        "estimator": dict(contributions["estimator"]),
-        "bare_baseline": dict(contributions["bare_baseline"]),
-    }
+    metadata = {"round_id": round_id, "proposal_checkpoint": pool.proposal_checkpoint,
+                "pool_sha256": pool.pool_sha256, **selection_metadata(contributions)}
     return SkillBank(bank_version=f"online-{round_id}-selected-v1", skills=tuple(skills), metadata=metadata)
 
 

@@ -38,6 +38,9 @@ class ContributionStatus(str, Enum):
     BUDGET_EXCLUDED = "budget_excluded"
     RETIRED = "retired"
 
+    def __str__(self) -> str:
+        return self.value
+
 
 @dataclass(frozen=True)
 class Intervention:
@@ -111,6 +114,15 @@ class ContributionRecord:
         record = asdict(self)
         record["status"] = self.status.value
         return record
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> "ContributionRecord":
+        """Parse a release ``contributions`` entry (``auxiliary_coefficients`` is ignored)."""
+        rank = record["rank"]
+        return cls(intervention_id=str(record["intervention_id"]), kind=str(record["kind"]),
+                   logical_chunk_id=str(record["logical_chunk_id"]), operation=record.get("operation"),
+                   order=int(record["order"]), coefficient=float(record["coefficient"]),
+                   rank=None if rank is None else int(rank), status=ContributionStatus(record["status"]))
 
 
 @dataclass(frozen=True)

@@ -36,14 +36,17 @@ from pathlib import Path
 from typing import Any
 
 from intraskill.gate.contributions import (
+    GateContributions,
     GateRecord,
     PairingError,
     bare_baseline_block,
     build_contributions,
+    load_contributions,
     pair_records,
     save_contributions,
     selected_skill_markdown,
     selected_skillbank,
+    selection_metadata,
 )
 from intraskill.gate.masks import (
     DEFAULT_MASK_SEED,
@@ -54,7 +57,7 @@ from intraskill.gate.masks import (
     load_mask_assignment,
     save_mask_assignment,
 )
-from intraskill.gate.selection import ACTIVE_SKILL_BUDGET
+from intraskill.gate.selection import ACTIVE_SKILL_BUDGET, ContributionStatus
 from intraskill.hashing import sha256_file, sha256_json
 from intraskill.params import Params
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank, save_skillbank
@@ -140,7 +143,7 @@ class GateResult:
     (``None`` when nothing was selected) and the manifest."""
 
     gate_dir: Path
-    contributions: dict[str, Any]
+    contributions: GateContributions
     selected_bank: SkillBank
     curriculum: CurriculumState | None
     manifest: dict[str, Any]
@@ -189,7 +192,7 @@ class _GateSpec:
     source_sha256: str
     assign: Callable[[Sequence[int]], MaskAssignment]
     versions: Mapping[str, Skill]
-    select: Callable[[Mapping[str, Any]], SkillBank]
+    select: Callable[[GateContributions], SkillBank]
     next_round_id: str
     ledger: Sequence[LedgerEntry] | None
     candidates: int
@@ -211,28 +214,22 @@ def pool_versions(pool: CandidatePool) -> dict[str, Skill]:
     return versions
 
 
-def gate_a_selected_bank(contributions: Mapping[str, Any], draft: SkillBank) -> SkillBank:
+def gate_a_selected_bank(contributions: GateContributions, draft: SkillBank) -> SkillBank:
     """Gate A's selected bank (``cold-start-gate-a-selected-v2``): selected chunks in draft order,
     each with ``validation_result``, ``estimated_effect`` (β) and ``contribution_rank``."""
-    if contributions.get("pool_sha256") != draft.sha256:
+    if contributions.pool_sha256 != draft.sha256:
         raise GateInputError(f"pool_sha256: contributions were fitted on "
-                             f"{contributions.get('pool_sha256')!r}, not on draft {draft.sha256!r}")
-    records = {r["intervention_id"]: r for r in contributions["contributions"]}
+                             f"{contributions.pool_sha256!r}, not on draft {draft.sha256!r}")
     skills = []
     for skill in draft.enabled_skills():
-        record = records[skill.skill_id]
-        if record["status"] != "selected":
+        record = contributions.record(skill.skill_id)
+        if record.status is not ContributionStatus.SELECTED:
             continue
         metadata = {k: v for k, v in skill.metadata.items() if k != "draft_only"}
-        metadata.update(validation_result="selected", estimated_effect=record["coefficient"],
-                        contribution_rank=record["rank"], selected_intervention_id=skill.skill_id)
+        metadata.update(validation_result="selected", estimated_effect=record.coefficient,
+                        contribution_rank=record.rank, selected_intervention_id=skill.skill_id)
         skills.append(replace(skill, metadata=metadata))
-    metadata = {"draft_sha256": draft.sha256, "assignment_sha256": contributions["assignment_sha256"],
-                "active_skill_budget": contributions["active_skill_budget"],
-                "selected_count": contributions["selected_count"],
-                "selected_intervention_ids": list(contributions["selected_intervention_ids"]),
-                "estimator": dict(contributions["estimator"]),
-                "bare_baseline": dict(contributions["bare_baseline"])}
+    metadata = {"draft_sha256": draft.sha256, **selection_metadata(contributions)}
     return SkillBank(bank_version=GATE_A_BANK_VERSION, skills=tuple(skills), metadata=metadata)
 
 
@@ -241,19 +238,19 @@ def as_draft(bank: SkillBank) -> SkillBank:
     return replace(bank, metadata={**bank.metadata, "draft_only": True})
 
 
-def write_contributions_csv(contributions: Mapping[str, Any], path: str | Path) -> Path:
+def write_contributions_csv(contributions: GateContributions, path: str | Path) -> Path:
     """Gate A's ``contributions.csv``: one row per chunk with β, rank, status, SE and 95 % CI (reward)."""
-    estimate = contributions["estimates"]["reward"]
+    estimate = contributions.primary
     path = Path(path)
     with open(path, "w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["intervention_id", "order", "coefficient", "rank", "status", "std_err", "ci_lo",
                          "ci_hi"])
-        for record in contributions["contributions"]:
-            ident = record["intervention_id"]
-            low, high = estimate["conf_int_95"][ident]
-            writer.writerow([ident, record["order"], record["coefficient"], record["rank"], record["status"],
-                             estimate["standard_errors"][ident], low, high])
+        for record in contributions.contributions:
+            ident = record.intervention_id
+            low, high = estimate.conf_int_95[ident]
+            writer.writerow([ident, record.order, record.coefficient, record.rank, record.status.value,
+                             estimate.standard_errors[ident], low, high])
     return path
 
 
@@ -337,7 +334,7 @@ def _write_manifest(gate_dir: Path, design: str, record: Mapping[str, Any]) -> d
 
 
 def _load_result(gate_dir: Path, manifest: dict[str, Any]) -> GateResult:
-    contributions = json.loads((gate_dir / "contributions.json").read_text(encoding="utf-8"))
+    contributions = load_contributions(gate_dir / "contributions.json")
     curriculum = None
     if "curriculum.json" in manifest["outputs"]:
         curriculum = load_curriculum(gate_dir / "curriculum.json")
@@ -391,12 +388,12 @@ def _records(path: Path, split: str) -> list[GateRecord]:
     return [GateRecord.from_trace(trace, split) for trace in read_traces(path)]
 
 
-def _outcomes(contributions: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
-    estimates = contributions["estimates"]
-    pick = {m: {k: estimates[m][k] for k in ("bare_mean", "masked_mean", "delta_mean")}
-            for m in ("reward", "r_success") if m in estimates}
+def _outcomes(contributions: GateContributions, summary: Mapping[str, Any]) -> dict[str, Any]:
+    estimates = contributions.estimates
+    pick = {m: {"bare_mean": estimates[m].bare_mean, "masked_mean": estimates[m].masked_mean,
+                "delta_mean": estimates[m].delta_mean} for m in ("reward", "r_success") if m in estimates}
     return {**pick, "masked_run_success_rate": summary["primary"]["success_rate"],
-            "columns": len(contributions["contributions"]), "selected_count": contributions["selected_count"]}
+            "columns": len(contributions.columns), "selected_count": contributions.selected_count}
 
 
 def _run(params: Params, spec: _GateSpec, checkpoint: str | Path | None, gate_dir: str | Path,
@@ -436,21 +433,21 @@ def _run(params: Params, spec: _GateSpec, checkpoint: str | Path | None, gate_di
     outputs = _write_outputs(gate_dir, spec, config, contributions)
     record.update(
         status=COMPLETE,
-        protocol={"estimator": contributions["estimator"], "mask_design": assignment.design,
+        protocol={"estimator": contributions.estimator, "mask_design": assignment.design,
                   "mask_seed": assignment.mask_seed, "samples_per_task": config.samples_per_task,
-                  "cov_type": contributions["estimates"]["reward"]["cov_type"]},
+                  "cov_type": contributions.primary.cov_type},
         observed={"model": masked.plan.model, "masked_plan_fingerprint": masked.plan.fingerprint,
                   "bare_plan_fingerprint": bare.plan.fingerprint,
                   "assignment_sha256": assignment.assignment_sha256,
-                  "observations": contributions["observations"],
-                  "dropped_episode_ids": contributions["dropped_episode_ids"]},
+                  "observations": contributions.observations,
+                  "dropped_episode_ids": list(contributions.dropped_episode_ids)},
         outcomes={**_outcomes(contributions, masked.summary), "candidates": spec.candidates},
         outputs={name: sha256_file(gate_dir / name) for name in outputs})
     return _load_result(gate_dir, _write_manifest(gate_dir, spec.design, record))
 
 
 def _write_outputs(gate_dir: Path, spec: _GateSpec, config: GateConfig,
-                   contributions: dict[str, Any]) -> list[str]:
+                   contributions: GateContributions) -> list[str]:
     """Write the fitted gate's files; returns their names (the manifest hashes them)."""
     save_contributions(contributions, gate_dir / "contributions.json")
     names = ["mask_assignments.json", "plan.json", "traces.jsonl", "summary.json", "contributions.json"]

@@ -28,12 +28,17 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from intraskill.gate.contributions import MetricEstimate
 from intraskill.params import Params
 from intraskill.pipeline.gate_run import GateConfig, as_draft, run_gate_a
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 METRIC = "r_success"
 TARGET = {"spearman": 0.8, "coverage": 0.9}
@@ -98,50 +103,178 @@ def _half_width_se(ci: Sequence[float | None] | None) -> float:
     return (float(ci[1]) - float(ci[0])) / (2 * Z95)
 
 
-def compare_to_truth(contributions: Mapping[str, Any], truth: Mapping[str, Mapping[str, Any]],
-                     metric: str = METRIC) -> dict[str, Any]:
-    """Gate coefficients of ``metric`` against ground-truth effects, chunk by chunk.
+@dataclass(frozen=True)
+class ChunkComparison:
+    """One chunk: the gate's β and 95 % CI against its true effect and the truth's CI."""
+
+    beta: float
+    ci95: tuple[float | None, float | None]
+    truth: float
+    truth_ci95: tuple[float, ...]
+    covered: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{beta, ci95, truth, truth_ci95, covered}`` with lists for the intervals."""
+        return {"beta": self.beta, "ci95": list(self.ci95), "truth": self.truth,
+                "truth_ci95": list(self.truth_ci95), "covered": self.covered}
+
+
+@dataclass(frozen=True)
+class TruthComparison:
+    """One gate fit against the ground truth: rank agreement, CI coverage and the attainable ρ."""
+
+    per_chunk: dict[str, ChunkComparison]
+    spearman: float
+    coverage: float
+    attainable_spearman: float
+    draws: int = ATTAINABLE_DRAWS
+    seed: int = ATTAINABLE_SEED
+
+    @property
+    def chunks(self) -> int:
+        """Chunks compared."""
+        return len(self.per_chunk)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{chunks, spearman, coverage, attainable_spearman, simulation, per_chunk}``."""
+        return {"chunks": self.chunks, "spearman": self.spearman, "coverage": self.coverage,
+                "attainable_spearman": self.attainable_spearman,
+                "simulation": {"draws": self.draws, "seed": self.seed},
+                "per_chunk": {c: p.to_dict() for c, p in self.per_chunk.items()}}
+
+
+def compare_to_truth(estimate: MetricEstimate, truth: Mapping[str, Mapping[str, Any]]) -> TruthComparison:
+    """A gate metric's coefficients against ground-truth effects, chunk by chunk.
 
     Parameters
     ----------
-    contributions : a gate's ``contributions.json`` object.
+    estimate : one metric's :class:`~intraskill.gate.contributions.MetricEstimate` (with its 95 % CIs).
     truth : ``ground_truth.json``'s ``chunks``: chunk ID → ``{"effect": x, "ci95": [lo, hi], …}``.
 
-    Returns
-    -------
-    dict
-        ``chunks`` (n compared), ``spearman``, ``coverage`` (true effect inside the gate's 95 % CI),
-        ``attainable_spearman`` (:func:`attainable_spearman` with the gate's and the truth's standard
-        errors, taken from their 95 % intervals; ``simulation`` records its draws and seed) and
-        ``per_chunk`` {id: beta, ci95, truth, truth_ci95, covered}.
+    The coverage counts chunks whose true effect lies inside the gate's 95 % CI; the attainable ρ is
+    :func:`attainable_spearman` with the gate's and the truth's standard errors, taken from their 95 %
+    intervals.
     """
-    estimate = contributions["estimates"][metric]
-    ids = [c for c in estimate["coefficients"] if c in truth]
+    ids = [c for c in estimate.coefficients if c in truth]
     if not ids:
         raise ValueError("truth: no chunk of the gate has a ground-truth effect")
+    if estimate.conf_int_95 is None:
+        raise ValueError("estimate: no 95 % intervals to compare (a release fit without inference)")
     per_chunk = {}
     for chunk in ids:
-        low, high = estimate["conf_int_95"][chunk]
+        low, high = estimate.conf_int_95[chunk]
         effect = float(truth[chunk]["effect"])
-        covered = low is not None and high is not None and low <= effect <= high
-        per_chunk[chunk] = {"beta": estimate["coefficients"][chunk], "ci95": [low, high], "truth": effect,
-                            "truth_ci95": list(truth[chunk].get("ci95") or []), "covered": covered}
-    effects = [per_chunk[c]["truth"] for c in ids]
-    return {
-        "chunks": len(ids),
-        "spearman": spearman([per_chunk[c]["beta"] for c in ids], effects),
-        "coverage": sum(p["covered"] for p in per_chunk.values()) / len(ids),
-        "attainable_spearman": attainable_spearman(
-            effects, [_half_width_se(per_chunk[c]["truth_ci95"]) for c in ids],
-            [_half_width_se(per_chunk[c]["ci95"]) for c in ids]),
-        "simulation": {"draws": ATTAINABLE_DRAWS, "seed": ATTAINABLE_SEED},
-        "per_chunk": per_chunk,
-    }
+        per_chunk[chunk] = ChunkComparison(
+            beta=estimate.coefficients[chunk], ci95=(low, high), truth=effect,
+            truth_ci95=tuple(truth[chunk].get("ci95") or ()),
+            covered=low is not None and high is not None and low <= effect <= high)
+    effects = [per_chunk[c].truth for c in ids]
+    return TruthComparison(
+        per_chunk=per_chunk,
+        spearman=spearman([per_chunk[c].beta for c in ids], effects),
+        coverage=sum(p.covered for p in per_chunk.values()) / len(ids),
+        attainable_spearman=attainable_spearman(
+            effects, [_half_width_se(per_chunk[c].truth_ci95) for c in ids],
+            [_half_width_se(per_chunk[c].ci95) for c in ids]))
 
 
 def _mean(values: Sequence[float]) -> float:
     finite = [v for v in values if not math.isnan(v)]
     return sum(finite) / len(finite) if finite else math.nan
+
+
+@dataclass(frozen=True)
+class SeedValidation:
+    """One mask seed's gate: its size, the bare success and its comparison with the truth."""
+
+    mask_seed: int
+    observations: int
+    bare_success: float
+    comparison: TruthComparison
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{mask_seed, observations, bare_success, **comparison}``."""
+        return {"mask_seed": self.mask_seed, "observations": self.observations,
+                "bare_success": self.bare_success, **self.comparison.to_dict()}
+
+
+@dataclass(frozen=True)
+class GateValidationReport:
+    """Gate A against the ground truth over several mask seeds (:func:`validate_gate`).
+
+    ``policy``, ``warmstart_dir`` and ``truth_episodes_per_arm`` are set by :func:`validate_on_warmstart`
+    and :func:`validate_on_teacher`.
+    """
+
+    metric: str
+    samples_per_task: int
+    task_limit: int | None
+    per_seed: tuple[SeedValidation, ...]
+    policy: str | None = None
+    warmstart_dir: str | None = None
+    truth_episodes_per_arm: int | None = None
+
+    @property
+    def seeds(self) -> list[int]:
+        """The mask seeds, in run order."""
+        return [s.mask_seed for s in self.per_seed]
+
+    @property
+    def spearman_mean(self) -> float:
+        """Mean Spearman ρ over the seeds (NaN seeds left out)."""
+        return _mean([s.comparison.spearman for s in self.per_seed])
+
+    @property
+    def coverage_mean(self) -> float:
+        """Mean CI coverage over the seeds."""
+        return _mean([s.comparison.coverage for s in self.per_seed])
+
+    @property
+    def attainable_spearman_mean(self) -> float:
+        """Mean attainable ρ over the seeds."""
+        return _mean([s.comparison.attainable_spearman for s in self.per_seed])
+
+    @property
+    def meets_target(self) -> bool:
+        """Whether the mean ρ and the mean coverage reach :data:`TARGET`."""
+        return self.spearman_mean >= TARGET["spearman"] and self.coverage_mean >= TARGET["coverage"]
+
+    def to_frame(self) -> "pd.DataFrame":
+        """One row per (mask seed, chunk): ``mask_seed, chunk, truth, beta, ci_lo, ci_hi, covered``."""
+        import pandas as pd
+
+        return pd.DataFrame([{"mask_seed": s.mask_seed, "chunk": chunk, "truth": row.truth, "beta": row.beta,
+                              "ci_lo": row.ci95[0], "ci_hi": row.ci95[1], "covered": row.covered}
+                             for s in self.per_seed for chunk, row in s.comparison.per_chunk.items()])
+
+    def summary(self) -> str:
+        """A readable text table: one line per mask seed, then the means against the target."""
+        title = (f"Gate validation on {self.metric} (policy {self.policy or 'given'}, "
+                 f"m = {self.samples_per_task}, task limit {self.task_limit or 'none'})")
+        head = (f"{'mask seed':>10}  {'obs':>5}  {'bare':>6}  {'chunks':>6}  {'Spearman':>8}  "
+                f"{'coverage':>8}  {'attainable':>10}")
+        rows = [f"{s.mask_seed:>10}  {s.observations:>5}  {s.bare_success:>6.3f}  {s.comparison.chunks:>6}  "
+                f"{s.comparison.spearman:>8.3f}  {s.comparison.coverage:>8.3f}  "
+                f"{s.comparison.attainable_spearman:>10.3f}" for s in self.per_seed]
+        mean = (f"{'mean':>10}  {'':>5}  {'':>6}  {'':>6}  {self.spearman_mean:>8.3f}  "
+                f"{self.coverage_mean:>8.3f}  {self.attainable_spearman_mean:>10.3f}")
+        verdict = (f"target: Spearman >= {TARGET['spearman']}, coverage >= {TARGET['coverage']}: "
+                   f"{'met' if self.meets_target else 'not met'}")
+        rule = "=" * len(head)
+        return "\n".join([rule, title, rule, head, rule.replace("=", "-"), *rows, mean, rule, verdict])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report (the provenance keys first when set)."""
+        provenance: dict[str, Any] = {} if self.policy is None else {"policy": self.policy}
+        if self.warmstart_dir is not None:
+            provenance["warmstart_dir"] = self.warmstart_dir
+        if self.policy is not None:
+            provenance["truth_episodes_per_arm"] = self.truth_episodes_per_arm
+        return {**provenance, "metric": self.metric, "samples_per_task": self.samples_per_task,
+                "task_limit": self.task_limit, "seeds": self.seeds, "spearman_mean": self.spearman_mean,
+                "coverage_mean": self.coverage_mean, "attainable_spearman_mean": self.attainable_spearman_mean,
+                "target": dict(TARGET), "meets_target": self.meets_target,
+                "per_seed": [s.to_dict() for s in self.per_seed]}
 
 
 def validate_gate(
@@ -158,12 +291,11 @@ def validate_gate(
     policy: Any | None = None,
     store_root: str | Path | None = None,
     progress: bool = True,
-) -> dict[str, Any]:
+) -> GateValidationReport:
     """Gate A over ``draft`` (marked draft-only here) for each mask seed; compare each fit with ``truth``.
 
     Every seed's gate shares one bare val run (``<out_dir>/m<m>/bare-val``); gates go to
-    ``<out_dir>/m<m>/seed-<seed>`` and resume or skip like any gate. Returns the report: per-seed
-    comparisons, their means, the target and whether the mean figures meet it.
+    ``<out_dir>/m<m>/seed-<seed>`` and resume or skip like any gate.
     """
     if not seeds:
         raise ValueError("seeds: give at least one mask seed")
@@ -175,24 +307,12 @@ def validate_gate(
         result = run_gate_a(params, as_draft(draft), root / f"seed-{seed}", config, checkpoint=checkpoint,
                             bare_run_dir=root / "bare-val", policy=policy, store_root=store_root,
                             progress=progress)
-        comparison = compare_to_truth(result.contributions, truth)
-        fitted = result.contributions
-        per_seed.append({"mask_seed": seed, "observations": fitted["observations"],
-                         "bare_success": fitted["estimates"][METRIC]["bare_mean"], **comparison})
-    spearman_mean = _mean([s["spearman"] for s in per_seed])
-    coverage_mean = _mean([s["coverage"] for s in per_seed])
-    return {
-        "metric": METRIC,
-        "samples_per_task": samples_per_task,
-        "task_limit": task_limit,
-        "seeds": list(seeds),
-        "spearman_mean": spearman_mean,
-        "coverage_mean": coverage_mean,
-        "attainable_spearman_mean": _mean([s["attainable_spearman"] for s in per_seed]),
-        "target": dict(TARGET),
-        "meets_target": spearman_mean >= TARGET["spearman"] and coverage_mean >= TARGET["coverage"],
-        "per_seed": per_seed,
-    }
+        estimate = result.contributions.estimates[METRIC]
+        per_seed.append(SeedValidation(mask_seed=seed, observations=result.contributions.observations,
+                                       bare_success=estimate.bare_mean,
+                                       comparison=compare_to_truth(estimate, truth)))
+    return GateValidationReport(metric=METRIC, samples_per_task=samples_per_task, task_limit=task_limit,
+                                per_seed=tuple(per_seed))
 
 
 def load_truth(warmstart_dir: str | Path) -> dict[str, Any]:
@@ -205,7 +325,7 @@ def load_truth(warmstart_dir: str | Path) -> dict[str, Any]:
 
 def validate_on_warmstart(params: Params, warmstart_dir: str | Path, out_dir: str | Path, *,
                           seeds: Sequence[int], samples_per_task: int = 1, task_limit: int | None = None,
-                          store_root: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
+                          store_root: str | Path | None = None, progress: bool = True) -> GateValidationReport:
     """:func:`validate_gate` on the organism's warm start: its checkpoint, S₀ (``warmstart.skills``) and
     its ``ground_truth.json``; the report also records the ground truth's own size."""
     from intraskill.pipeline.round import resolve_project_path
@@ -216,8 +336,8 @@ def validate_on_warmstart(params: Params, warmstart_dir: str | Path, out_dir: st
                            samples_per_task=samples_per_task, task_limit=task_limit,
                            checkpoint=Path(warmstart_dir) / "checkpoint",
                            store_root=store_root, progress=progress)
-    return {"policy": "organism", "warmstart_dir": str(warmstart_dir),
-            "truth_episodes_per_arm": truth.get("episodes_per_arm"), **report}
+    return replace(report, policy="organism", warmstart_dir=str(warmstart_dir),
+                   truth_episodes_per_arm=truth.get("episodes_per_arm"))
 
 
 def teacher_policy(params: Params, draft: SkillBank) -> Any:
@@ -259,7 +379,7 @@ def teacher_truth(params: Params, draft: SkillBank, *, tasks: int | None,
 def validate_on_teacher(params: Params, out_dir: str | Path, *, seeds: Sequence[int],
                         samples_per_task: int = 1, task_limit: int | None = None,
                         truth_tasks: int | None = None, truth: Mapping[str, Any] | None = None,
-                        store_root: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
+                        store_root: str | Path | None = None, progress: bool = True) -> GateValidationReport:
     """:func:`validate_gate` on the organism's teacher (fast, no checkpoint needed): S₀ with the gated
     expert as the policy and :func:`teacher_truth` as the ground truth (pass ``truth`` to reuse one
     measured earlier; ``truth_tasks`` is then ignored)."""
@@ -272,4 +392,4 @@ def validate_on_teacher(params: Params, out_dir: str | Path, *, seeds: Sequence[
                            samples_per_task=samples_per_task, task_limit=task_limit,
                            checkpoint_id="s0-teacher", policy=teacher_policy(params, draft),
                            store_root=store_root, progress=progress)
-    return {"policy": "teacher", "truth_episodes_per_arm": truth["episodes_per_arm"], **report}
+    return replace(report, policy="teacher", truth_episodes_per_arm=truth["episodes_per_arm"])

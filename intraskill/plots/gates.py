@@ -3,10 +3,10 @@ the validation scatter of gate β against ground-truth effects."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from intraskill.gate.contributions import load_contributions
 from intraskill.plots.style import COLORS, Labeller, frame, new_figure
 
 if TYPE_CHECKING:
@@ -25,22 +25,19 @@ def gate_tables(gate_dirs: Mapping[Any, str | Path]) -> tuple["pd.DataFrame", "p
     """
     import pandas as pd
 
-    rows, outcomes = [], []
+    tables, outcomes = [], []
     for round_id, gate_dir in gate_dirs.items():
-        data = json.loads((Path(gate_dir) / "contributions.json").read_text(encoding="utf-8"))
-        intervals = data["estimates"]["reward"].get("conf_int_95", {})
-        for record in data["contributions"]:
-            low, high = intervals.get(record["intervention_id"], (None, None))
-            rows.append({"round": round_id, "intervention_id": record["intervention_id"],
-                         "kind": record["kind"], "status": record["status"],
-                         "coefficient": record["coefficient"], "rank": record["rank"],
-                         "ci_lo": low, "ci_hi": high})
-        success, reward = data["estimates"]["r_success"], data["estimates"]["reward"]
-        outcomes.append({"round": round_id, "bare_success": success["bare_mean"],
-                         "masked_success": success["masked_mean"], "bare_reward": reward["bare_mean"],
-                         "masked_reward": reward["masked_mean"], "columns": len(data["contributions"]),
-                         "selected": data["selected_count"]})
-    return pd.DataFrame(rows), pd.DataFrame(outcomes)
+        gate = load_contributions(Path(gate_dir) / "contributions.json")
+        table = gate.to_frame()[["intervention_id", "kind", "status", "coefficient", "rank", "ci_lo", "ci_hi"]]
+        tables.append(table.assign(round=round_id))
+        success, reward = gate.estimates["r_success"], gate.primary
+        outcomes.append({"round": round_id, "bare_success": success.bare_mean,
+                         "masked_success": success.masked_mean, "bare_reward": reward.bare_mean,
+                         "masked_reward": reward.masked_mean, "columns": len(gate.columns),
+                         "selected": gate.selected_count})
+    columns = ["round", "intervention_id", "kind", "status", "coefficient", "rank", "ci_lo", "ci_hi"]
+    contributions = pd.concat(tables, ignore_index=True)[columns] if tables else pd.DataFrame(columns=columns)
+    return contributions, pd.DataFrame(outcomes)
 
 
 def gate_outcomes(
@@ -132,14 +129,3 @@ def dodged(anchors: Sequence[tuple[float, float]], width: float, height: float) 
         placed.append((x, y))
         heights[index] = y
     return heights
-
-
-def validation_table(report: Mapping[str, Any]) -> "pd.DataFrame":
-    """One row per (mask seed, chunk) of a validation report: ``mask_seed, chunk, truth, beta, ci_lo,
-    ci_hi, covered`` (the input of :func:`gate_validation`)."""
-    import pandas as pd
-
-    return pd.DataFrame([{"mask_seed": seed["mask_seed"], "chunk": chunk, "truth": row["truth"],
-                          "beta": row["beta"], "ci_lo": row["ci95"][0], "ci_hi": row["ci95"][1],
-                          "covered": row["covered"]}
-                         for seed in report["per_seed"] for chunk, row in seed["per_chunk"].items()])

@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from intraskill.jsonl import JsonlWriter, iter_jsonl
 from intraskill.trace2skill.cards import STAGE_ONLINE, STAGES
@@ -27,6 +27,38 @@ from intraskill.trace2skill.pool import Candidate, CandidatePool, proposal_signa
 
 VALIDATION_RESULTS = ("selected", "rewrite_loser", "non_positive", "budget_excluded", "retired")
 _EVENT_KEY = ("assignment_sha256", "validation_estimator", "bare_validation_observations_sha256")
+
+
+class GateColumn(Protocol):
+    """What the ledger reads of one gate column (a gate ``ContributionRecord``)."""
+
+    @property
+    def intervention_id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def logical_chunk_id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def coefficient(self) -> float: ...
+    @property
+    def rank(self) -> int | None: ...
+
+
+class GateOutcome(Protocol):
+    """What the ledger reads of a gate result (``intraskill.gate.contributions.GateContributions``)."""
+
+    @property
+    def estimator_name(self) -> str: ...
+    @property
+    def bare_observations_sha256(self) -> str: ...
+    @property
+    def pool_sha256(self) -> str: ...
+    @property
+    def assignment_sha256(self) -> str: ...
+    @property
+    def contributions(self) -> Sequence[GateColumn]: ...
 
 
 class LedgerError(ValueError):
@@ -134,11 +166,11 @@ def _with_event(entry: LedgerEntry, event: dict[str, Any]) -> tuple[dict[str, An
 
 def apply_gate_results(
     entries: Sequence[LedgerEntry],
-    contributions: Mapping[str, Any],
+    gate: GateOutcome,
     *,
     evaluation_checkpoint: str,
 ) -> list[LedgerEntry]:
-    """Update the ledger with one gate's ``contributions.json``.
+    """Update the ledger with one gate's result (its contributions and provenance hashes).
 
     - A candidate column updates its own entry with the gate's status, β and rank; a selected
       candidate becomes the holder of its slot (``active_chunk_id``).
@@ -155,14 +187,14 @@ def apply_gate_results(
     holders = {e.active_chunk_id: i for i, e in enumerate(updated) if e.active_chunk_id is not None}
     common = {
         "evaluation_checkpoint": evaluation_checkpoint,
-        "validation_estimator": contributions["estimator"]["name"],
-        "bare_validation_observations_sha256": contributions["bare_baseline"]["observations_sha256"],
-        "pool_sha256": contributions["pool_sha256"],
-        "assignment_sha256": contributions["assignment_sha256"],
+        "validation_estimator": gate.estimator_name,
+        "bare_validation_observations_sha256": gate.bare_observations_sha256,
+        "pool_sha256": gate.pool_sha256,
+        "assignment_sha256": gate.assignment_sha256,
     }
-    for record in contributions["contributions"]:
-        ident, slot, status = record["intervention_id"], record["logical_chunk_id"], record["status"]
-        if record["kind"] == "candidate":
+    for record in gate.contributions:
+        ident, slot, status = record.intervention_id, record.logical_chunk_id, str(record.status)
+        if record.kind == "candidate":
             if ident not in index_by_id:
                 raise LedgerError(f"candidate {ident}: in the gate but not in the proposal ledger")
             position, result = index_by_id[ident], status
@@ -174,11 +206,11 @@ def apply_gate_results(
             continue
         entry = updated[position]
         event = {"proposal_checkpoint": entry.proposal_checkpoint, **common, "intervention_id": ident,
-                 "validation_result": result, "estimated_effect": record["coefficient"],
-                 "contribution_rank": record["rank"]}
+                 "validation_result": result, "estimated_effect": record.coefficient,
+                 "contribution_rank": record.rank}
         updated[position] = replace(
-            entry, validation_result=result, estimated_effect=record["coefficient"],
-            contribution_rank=record["rank"], active_chunk_id=slot if result == "selected" else None,
+            entry, validation_result=result, estimated_effect=record.coefficient,
+            contribution_rank=record.rank, active_chunk_id=slot if result == "selected" else None,
             validation_history=_with_event(entry, event))
     return updated
 
