@@ -123,7 +123,8 @@ def test_gate_delta_cis_to_four_decimals(reanalysis: ReleaseReanalysis) -> None:
 
 
 def test_wandb_reconciliation_counts_3118_values_with_zero_error(reanalysis: ReleaseReanalysis) -> None:
-    assert reanalysis.wandb_reconciliation == WandbReconciliation(compared_numeric_values=3118, max_abs_error=0.0)
+    expected = WandbReconciliation(compared_numeric_values=3118, max_abs_error=0.0)
+    assert reanalysis.wandb_reconciliation == expected
 
 
 def test_optimizer_and_rollout_round_means(reanalysis: ReleaseReanalysis) -> None:
@@ -157,7 +158,8 @@ def test_tables_and_summary_of_the_reanalysis(reanalysis: ReleaseReanalysis) -> 
     assert conditions["success_rate"].tolist() == [row.success_rate for row in reanalysis.conditions]
     paired = reanalysis.to_frame("comparisons").set_index("name")
     final = reanalysis.comparisons["final_skill"]
-    assert paired.loc["final_skill", ["success_lo", "success_hi"]].tolist() == list(final.metrics["r_success"].ci95)
+    success_ci = paired.loc["final_skill", ["success_lo", "success_hi"]].tolist()
+    assert success_ci == list(final.metrics["r_success"].ci95)
     assert paired.loc["final_skill", "0->1"] == final.transitions["0->1"]
     rounds = reanalysis.to_frame("rounds")
     assert rounds["gate_delta_hi"].tolist() == [r.gate_delta.ci95[1] for r in reanalysis.rounds]
@@ -165,7 +167,7 @@ def test_tables_and_summary_of_the_reanalysis(reanalysis: ReleaseReanalysis) -> 
         r.metrics["train/grad_norm"].mean for r in reanalysis.optimizer_rounds
     ]
     assert reanalysis.to_frame("reconciliation").iloc[0].tolist() == [3118, 0.0]
-    assert {part: len(reanalysis.to_frame(part)) for part in ("refits", "rollout")} == {"refits": 4, "rollout": 4}
+    assert [len(reanalysis.to_frame(part)) for part in ("refits", "rollout")] == [4, 4]
     with pytest.raises(KeyError, match="part: expected one of"):
         reanalysis.to_frame("tests")
     text = reanalysis.summary()
@@ -198,7 +200,8 @@ def test_cli_release_compare_json(release_dir: Path, reanalysis: ReleaseReanalys
     result = CliRunner().invoke(app, [*arguments, "--a", "iter80_free", "--b", "iter80_st", "--json"])
     assert result.exit_code == 0, result.output
     record = json.loads(result.output)
-    expected = {k: v for k, v in reanalysis.to_dict()["comparisons"]["final_skill"].items() if k not in ("a", "b")}
+    final = reanalysis.to_dict()["comparisons"]["final_skill"]
+    expected = {k: v for k, v in final.items() if k not in ("a", "b")}
     assert record == expected
     bad = CliRunner().invoke(app, [*arguments, "--a", "x", "--b", "iter80_st"])
     assert bad.exit_code != 0 and "unknown arm" in bad.output

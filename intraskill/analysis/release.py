@@ -276,7 +276,8 @@ def rollout_rounds(artifacts_dir: str | Path) -> tuple[RolloutRound, ...]:
     rows = _read_csv(Path(artifacts_dir) / "analysis" / "wandb" / "rollout_steps.csv")
     grouped = _per_round(rows, ROLLOUT_METRICS)
     return tuple(
-        RolloutRound(round_id, len(series[ROLLOUT_METRICS[0]]), {key: _mean(values) for key, values in series.items()})
+        RolloutRound(round_id, len(series[ROLLOUT_METRICS[0]]),
+                     {key: _mean(values) for key, values in series.items()})
         for round_id, series in sorted(grouped.items())
     )
 

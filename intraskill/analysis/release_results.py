@@ -243,7 +243,8 @@ class ReleaseReanalysis:
             f"W&B reconciliation: {recon.compared_numeric_values} values, max |error| {recon.max_abs_error}",
         ]
         lines += [
-            f"refit {refit.round}: k={refit.columns} n={refit.observations} max |dbeta|={refit.max_abs_diff:.2e}"
+            f"refit {refit.round}: k={refit.columns} n={refit.observations} "
+            f"max |dbeta|={refit.max_abs_diff:.2e}"
             for refit in self.gate_refits
         ]
         return "\n".join(lines)
