@@ -30,7 +30,7 @@ _SUMMARY_KEYS = ("asin", "price", "brand", "category", "key_attributes", "title"
 
 
 def page_language(text: str) -> str:
-    """The language whose page header (``Page: `` / ``页面：``) opens ``text``; ``ValueError`` otherwise."""
+    """The language whose page header (``Page: `` / ``页面：``) opens ``text``; ``ValueError`` if none."""
     for language, labels in PAGE_LABELS.items():
         if text.startswith(labels["page"] + labels["sep"]):
             return language
