@@ -28,21 +28,22 @@ traces (:mod:`intraskill.agent.traces`), are:
 * **reasoning** — characters of the ``<think>…</think>`` reasoning in a turn's raw output (a reasoning
   prefix closed by ``</think>`` alone counts, an unclosed ``<think>`` counts to the end; 0 when none);
   ``reasoning_chars_per_turn`` = Σ / ``model_steps``.
-* **first_product_rank** — the rank, as printed on the results page it was opened from, of the episode's
-  first opened product (NaN without an open).
+* **first_product_rank** — the rank, as printed on the results page it was opened from (either view,
+  read by :func:`intraskill.agent.pages.result_ranks`), of the episode's first opened product (NaN
+  without an open).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from intraskill.agent.pages import result_ranks
 from intraskill.agent.traces import EpisodeTrace, read_traces
 from intraskill.chat.chatml import THINK_CLOSE, THINK_OPEN
 from intraskill.evaluate.bootstrap import BEHAVIOR_SEED_BASE, numpy_paired_bootstrap
@@ -68,8 +69,6 @@ PROTOCOL_REPAIR = "protocol_repair"
 BEHAVIOUR_SAMPLES = 5000
 """Bootstrap resamples of the behaviour CIs (release-data §3.5)."""
 RELEASE_BEHAVIOUR_FILE = Path("analysis") / "behavior" / "behavior.excerpt.json"
-_RANK_RE = re.compile(r"^(\d+)\. ")
-_ASIN_RE = re.compile(r"^\s+ASIN(?:: |：)(\S+)\s*$")
 
 
 class ActionKind(str, Enum):
@@ -125,26 +124,6 @@ def reasoning_chars(text: str) -> int:
     else:
         return 0
     return len(body.strip())
-
-
-def result_ranks(observation: str | None) -> dict[str, int]:
-    """ASIN → printed rank of a rendered results page (either language; ``{}`` for other pages).
-
-    >>> result_ranks("Products:\\n21. Blue mug\\n   ASIN: B01\\n   Price: 3.0")
-    {'B01': 21}
-    """
-    ranks: dict[str, int] = {}
-    rank = None
-    for line in (observation or "").splitlines():
-        found = _RANK_RE.match(line)
-        if found:
-            rank = int(found.group(1))
-            continue
-        found = _ASIN_RE.match(line)
-        if found and rank is not None:
-            ranks.setdefault(found.group(1), rank)
-            rank = None
-    return ranks
 
 
 def _kind(action: str, valid: bool | None, page: str, next_page: str | None) -> ActionKind:

@@ -19,6 +19,20 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from intraskill.analysis.release_results import (
+    ArmComparison,
+    BootstrapSettings,
+    ConditionRow,
+    GateDelta,
+    GateRefit,
+    GateRound,
+    MetricComparison,
+    OptimizerRound,
+    ReleaseReanalysis,
+    RolloutRound,
+    Stats,
+    WandbReconciliation,
+)
 from intraskill.evaluate.bootstrap import TEST_SEED_BASE, paired_bootstrap_ci, success_transitions
 from intraskill.paths import release_data_dir
 
@@ -110,30 +124,31 @@ def _arm_values(rows: Sequence[Mapping[str, Any]], arm: str, field: str) -> list
     return [float(row[arm][field]) for row in rows]
 
 
-def four_condition_table(artifacts_dir: str | Path) -> dict[str, dict[str, Any]]:
+def four_condition_table(artifacts_dir: str | Path) -> tuple[ConditionRow, ...]:
     """Four-condition table: per arm the task means and the published ``summary.json`` values."""
     root = Path(artifacts_dir)
     rows = load_test_outcomes(root)
-    table = {}
+    table = []
     for arm in ARMS:
         summary = _read_json(root / "eval" / EVAL_RUNS[arm] / "summary.json")
         reward = _mean(_arm_values(rows, arm, "reward"))
         success = _mean(_arm_values(rows, arm, "success"))
         published_reward = summary["primary"]["reward_mean"]
         published_success = summary["primary"]["success_rate"]
-        table[arm] = {
-            "n": len(rows),
-            "reward_mean": reward,
-            "success_rate": success,
-            "steps_mean": summary["behavior"]["steps_mean"],
-            "summary_reward_mean": published_reward,
-            "summary_success_rate": published_success,
-            "max_abs_error": max(abs(reward - published_reward), abs(success - published_success)),
-        }
-    return table
+        table.append(ConditionRow(
+            arm=arm,
+            n=len(rows),
+            reward_mean=reward,
+            success_rate=success,
+            steps_mean=summary["behavior"]["steps_mean"],
+            summary_reward_mean=published_reward,
+            summary_success_rate=published_success,
+            max_abs_error=max(abs(reward - published_reward), abs(success - published_success)),
+        ))
+    return tuple(table)
 
 
-def _compare_rows(rows: Sequence[Mapping[str, Any]], a: str, b: str, samples: int) -> dict[str, Any]:
+def _compare_rows(rows: Sequence[Mapping[str, Any]], a: str, b: str, samples: int) -> ArmComparison:
     metrics = {}
     for metric, field in METRICS:
         result = paired_bootstrap_ci(
@@ -143,31 +158,23 @@ def _compare_rows(rows: Sequence[Mapping[str, Any]], a: str, b: str, samples: in
             samples=samples,
             seed_base=TEST_SEED_BASE,
         )
-        metrics[metric] = {
-            "a_mean": result.a_mean,
-            "b_mean": result.b_mean,
-            "mean_difference": result.mean_difference,
-            "ci95": list(result.ci95),
-        }
+        metrics[metric] = MetricComparison(result.a_mean, result.b_mean, result.mean_difference, result.ci95)
     transitions = success_transitions(
         [int(v) for v in _arm_values(rows, a, "success")], [int(v) for v in _arm_values(rows, b, "success")]
     )
-    return {"pairs": len(rows), "metrics": metrics, "transitions": transitions}
+    return ArmComparison(a, b, len(rows), metrics, transitions)
 
 
-def release_compare(artifacts_dir: str | Path, a: str, b: str, *, samples: int = 10_000) -> dict[str, Any]:
-    """Paired comparison ``b − a`` of two test arms (reward and r_success CIs, success transitions).
-
-    Returns ``{"pairs": n, "metrics": {"reward": {a_mean, b_mean, mean_difference, ci95}, "r_success": …},
-    "transitions": {"0->1", "1->0", "1->1", "0->0"}}``.
-    """
+def release_compare(artifacts_dir: str | Path, a: str, b: str, *, samples: int = 10_000) -> ArmComparison:
+    """Paired comparison ``b − a`` of two test arms: ``reward`` and ``r_success`` (arm means,
+    difference, CI) and the success transitions ``0->1``, ``1->0``, ``1->1``, ``0->0``."""
     return _compare_rows(load_test_outcomes(artifacts_dir), a, b, samples)
 
 
-def comparisons(artifacts_dir: str | Path, *, samples: int = 10_000) -> dict[str, dict[str, Any]]:
-    """All six arm pairs of :data:`COMPARISONS`, each ``{"a", "b", **release_compare(...)}``."""
+def comparisons(artifacts_dir: str | Path, *, samples: int = 10_000) -> dict[str, ArmComparison]:
+    """All six arm pairs of :data:`COMPARISONS`, by name."""
     rows = load_test_outcomes(artifacts_dir)
-    return {name: {"a": a, "b": b, **_compare_rows(rows, a, b, samples)} for name, a, b in COMPARISONS}
+    return {name: _compare_rows(rows, a, b, samples) for name, a, b in COMPARISONS}
 
 
 def round_dirs(artifacts_dir: str | Path) -> list[Path]:
@@ -175,7 +182,7 @@ def round_dirs(artifacts_dir: str | Path) -> list[Path]:
     return sorted(p.parent.parent for p in Path(artifacts_dir).glob("round-*/gate/contributions.json"))
 
 
-def _round_row(folder: Path, published: Mapping[str, str], samples: int) -> dict[str, Any]:
+def _round_row(folder: Path, published: Mapping[str, str], samples: int) -> GateRound:
     gate = _read_json(folder / "gate" / "contributions.json")
     summary = _read_json(folder / "gate" / "summary.json")
     records = gate["contributions"]
@@ -184,40 +191,33 @@ def _round_row(folder: Path, published: Mapping[str, str], samples: int) -> dict
         [r["bare_reward"] for r in table], [r["reward"] for r in table], "reward", samples=samples
     )
     bare = gate["bare_baseline"]["mean_outcomes"]
-    return {
-        "round": int(folder.name.rsplit("-", 1)[-1]),
-        "step": int(published["step"]) if published else None,
-        "input_chunks": sum(1 for r in records if r["kind"] == "current"),
-        "selected_chunks": gate["selected_count"],
-        "candidates": sum(1 for r in records if r["kind"] == "candidate"),
-        "columns": len(records),
-        "observations": gate["observations"],
-        "bare_strict": bare["reward"],
-        "bare_success": bare["r_success"],
-        "masked_strict": gate["estimates"]["reward"]["masked_mean"],
-        "masked_success": gate["estimates"]["r_success"]["masked_mean"],
-        "summary_masked_strict": summary["primary"]["reward_mean"],
-        "summary_masked_success": summary["primary"]["success_rate"],
-        "gate_delta": {"mean_difference": delta.mean_difference, "ci95": list(delta.ci95)},
-        "published": dict(published),
-    }
+    return GateRound(
+        round=int(folder.name.rsplit("-", 1)[-1]),
+        step=int(published["step"]) if published else None,
+        input_chunks=sum(1 for r in records if r["kind"] == "current"),
+        selected_chunks=gate["selected_count"],
+        candidates=sum(1 for r in records if r["kind"] == "candidate"),
+        columns=len(records),
+        observations=gate["observations"],
+        bare_strict=bare["reward"],
+        bare_success=bare["r_success"],
+        masked_strict=gate["estimates"]["reward"]["masked_mean"],
+        masked_success=gate["estimates"]["r_success"]["masked_mean"],
+        summary_masked_strict=summary["primary"]["reward_mean"],
+        summary_masked_success=summary["primary"]["success_rate"],
+        gate_delta=GateDelta(delta.mean_difference, delta.ci95),
+        published=dict(published),
+    )
 
 
-def rounds(artifacts_dir: str | Path, *, samples: int = 10_000) -> list[dict[str, Any]]:
+def rounds(artifacts_dir: str | Path, *, samples: int = 10_000) -> tuple[GateRound, ...]:
     """Per-gate round table from the gate files, with the matching ``analysis/rounds.csv`` row."""
     root = Path(artifacts_dir)
     published = {f"round-{int(r['round']):03d}": r for r in _read_csv(root / "analysis" / "rounds.csv")}
-    return [_round_row(folder, published.get(folder.name, {}), samples) for folder in round_dirs(root)]
+    return tuple(_round_row(folder, published.get(folder.name, {}), samples) for folder in round_dirs(root))
 
 
-def chunk_sequence(round_rows: Sequence[Mapping[str, Any]]) -> list[int]:
-    """Bank sizes S₀, S₁, …: the first gate's input chunks, then each selected count (10→7→5→8→8)."""
-    if not round_rows:
-        return []
-    return [round_rows[0]["input_chunks"], *(r["selected_chunks"] for r in round_rows)]
-
-
-def wandb_reconciliation(artifacts_dir: str | Path) -> dict[str, Any]:
+def wandb_reconciliation(artifacts_dir: str | Path) -> WandbReconciliation:
     """Check ``training_steps.csv`` against ``wandb/rollout_steps.csv`` on every overlapping value (§3.7).
 
     For every W&B step and every ``rollout/*`` key that is non-empty in ``training_steps.csv`` and
@@ -235,17 +235,11 @@ def wandb_reconciliation(artifacts_dir: str | Path) -> dict[str, Any]:
                 continue
             compared += 1
             worst = max(worst, abs(float(value) - float(wandb_row[key])))
-    return {"compared_numeric_values": compared, "max_abs_error": worst}
+    return WandbReconciliation(compared, worst)
 
 
-def _describe(values: Sequence[float]) -> dict[str, float | int]:
-    return {
-        "n": len(values),
-        "mean": _mean(values),
-        "median": statistics.median(values),
-        "min": min(values),
-        "max": max(values),
-    }
+def _describe(values: Sequence[float]) -> Stats:
+    return Stats(len(values), _mean(values), statistics.median(values), min(values), max(values))
 
 
 def _per_round(rows: Iterable[Mapping[str, str]], keys: Sequence[str]) -> dict[int, dict[str, list[float]]]:
@@ -258,59 +252,49 @@ def _per_round(rows: Iterable[Mapping[str, str]], keys: Sequence[str]) -> dict[i
     return grouped
 
 
-def optimizer_rounds(artifacts_dir: str | Path) -> list[dict[str, Any]]:
+def optimizer_rounds(artifacts_dir: str | Path) -> tuple[OptimizerRound, ...]:
     """Per-round statistics of ``wandb/optimizer_updates.csv`` and the zero-gradient updates (§3.7)."""
     rows = _read_csv(Path(artifacts_dir) / "analysis" / "wandb" / "optimizer_updates.csv")
     grouped = _per_round(rows, OPTIMIZER_METRICS)
-    return [
-        {
-            "round": round_id,
-            "updates": sum(1 for r in rows if int(r["round"]) == round_id),
-            "metrics": {key: _describe(values) for key, values in series.items() if values},
-            "zero_grad_updates": [
+    return tuple(
+        OptimizerRound(
+            round=round_id,
+            updates=sum(1 for r in rows if int(r["round"]) == round_id),
+            metrics={key: _describe(values) for key, values in series.items() if values},
+            zero_grad_updates=tuple(
                 int(r["update"])
                 for r in rows
                 if int(r["round"]) == round_id and float(r["train/grad_norm"]) == 0.0
-            ],
-        }
+            ),
+        )
         for round_id, series in sorted(grouped.items())
-    ]
+    )
 
 
-def rollout_rounds(artifacts_dir: str | Path) -> list[dict[str, Any]]:
+def rollout_rounds(artifacts_dir: str | Path) -> tuple[RolloutRound, ...]:
     """Per-round means of response length, truncation, actor throughput and rollout time (§3.7)."""
     rows = _read_csv(Path(artifacts_dir) / "analysis" / "wandb" / "rollout_steps.csv")
     grouped = _per_round(rows, ROLLOUT_METRICS)
-    return [
-        {
-            "round": round_id,
-            "steps": len(series[ROLLOUT_METRICS[0]]),
-            **{key: _mean(values) for key, values in series.items()},
-        }
+    return tuple(
+        RolloutRound(round_id, len(series[ROLLOUT_METRICS[0]]),
+                     {key: _mean(values) for key, values in series.items()})
         for round_id, series in sorted(grouped.items())
-    ]
+    )
 
 
-def gate_refits(artifacts_dir: str | Path) -> list[dict[str, Any]]:
+def gate_refits(artifacts_dir: str | Path) -> tuple[GateRefit, ...]:
     """OLS refit of every gate's stored coefficients (all 8 metrics): columns, observations, max |Δβ|."""
     from intraskill.gate.ols import refit_contributions
 
     refits = []
     for folder in round_dirs(artifacts_dir):
         report = refit_contributions(_read_json(folder / "gate" / "contributions.json"))
-        refits.append(
-            {
-                "round": folder.name,
-                "columns": len(report.columns),
-                "observations": report.observations,
-                "rank": report.rank,
-                "max_abs_diff": report.max_abs_diff,
-            }
-        )
-    return refits
+        refits.append(GateRefit(folder.name, len(report.columns), report.observations, report.rank,
+                                report.max_abs_diff))
+    return tuple(refits)
 
 
-def reanalyse_release(artifacts_dir: str | Path, *, samples: int = 10_000) -> dict[str, Any]:
+def reanalyse_release(artifacts_dir: str | Path, *, samples: int = 10_000) -> ReleaseReanalysis:
     """Recompute every headline number of the release from its files.
 
     Parameters
@@ -322,21 +306,18 @@ def reanalyse_release(artifacts_dir: str | Path, *, samples: int = 10_000) -> di
 
     Returns
     -------
-    dict
-        ``test``, ``comparisons``, ``rounds``, ``chunk_sequence``, ``wandb_reconciliation``,
-        ``optimizer_rounds``, ``rollout_rounds``, ``gate_refits``.
+    ReleaseReanalysis
+        With ``summary()`` (text), ``to_frame(part)`` (tables) and ``to_dict()`` (the ``--json`` record).
     """
     root = Path(artifacts_dir)
-    round_rows = rounds(root, samples=samples)
-    return {
-        "artifacts_dir": str(root),
-        "bootstrap": {"method": "task_level_paired_percentile", "samples": samples, "seed": TEST_SEED_BASE},
-        "test": four_condition_table(root),
-        "comparisons": comparisons(root, samples=samples),
-        "rounds": round_rows,
-        "chunk_sequence": chunk_sequence(round_rows),
-        "wandb_reconciliation": wandb_reconciliation(root),
-        "optimizer_rounds": optimizer_rounds(root),
-        "rollout_rounds": rollout_rounds(root),
-        "gate_refits": gate_refits(root),
-    }
+    return ReleaseReanalysis(
+        artifacts_dir=str(root),
+        bootstrap=BootstrapSettings("task_level_paired_percentile", samples, TEST_SEED_BASE),
+        conditions=four_condition_table(root),
+        comparisons=comparisons(root, samples=samples),
+        rounds=rounds(root, samples=samples),
+        wandb_reconciliation=wandb_reconciliation(root),
+        optimizer_rounds=optimizer_rounds(root),
+        rollout_rounds=rollout_rounds(root),
+        gate_refits=gate_refits(root),
+    )

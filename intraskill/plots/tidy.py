@@ -9,34 +9,6 @@ from typing import TYPE_CHECKING, Any, Mapping
 if TYPE_CHECKING:
     import pandas as pd
 
-COMPARISON_METRICS = (("success", "r_success"), ("reward", "reward"))
-"""(column prefix in the tidy table, metric key in ``release_compare`` records)."""
-
-
-def condition_table(test: Mapping[str, Mapping[str, Any]]) -> "pd.DataFrame":
-    """``reanalyse_release(...)["test"]`` (arm → row) as one row per arm with an ``arm`` column."""
-    import pandas as pd
-
-    return pd.DataFrame([{"arm": arm, **row} for arm, row in test.items()])
-
-
-def comparison_table(comparisons: Mapping[str, Mapping[str, Any]]) -> "pd.DataFrame":
-    """``reanalyse_release(...)["comparisons"]`` flattened: ``name, a, b, success_diff/_lo/_hi,
-    reward_diff/_lo/_hi`` and the four success-transition counts."""
-    import pandas as pd
-
-    rows = []
-    for name, record in comparisons.items():
-        row: dict[str, Any] = {"name": name, "a": record["a"], "b": record["b"]}
-        for prefix, metric in COMPARISON_METRICS:
-            stats = record["metrics"][metric]
-            row[f"{prefix}_diff"] = stats["mean_difference"]
-            row[f"{prefix}_lo"], row[f"{prefix}_hi"] = stats["ci95"]
-        row.update(record.get("transitions", {}))
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
 def read_step_metrics(path: str | Path) -> "pd.DataFrame":
     """Per-step metrics from a CSV (release ``training_steps.csv``; empty cells → NaN) or a JSONL file
     (our per-step metrics, same column names), sorted by ``step``."""

@@ -39,9 +39,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from intraskill.agent.pages import latest_page_text, parse_page
 from intraskill.agent.prompts import PERSONA_LABELS, TASK_LABELS
 from intraskill.agent.tools import CLICK, SEARCH, TOOL_ARGUMENT
-from intraskill.agent.views import FIELD_SEP, HINT_LABELS
 from intraskill.chat.base import ChatRequest, Generation, SessionTokens
 from intraskill.chat.chatml import (
     THINK_CLOSE,
@@ -58,7 +58,6 @@ from intraskill.shop.types import Task
 EXPERT_MODEL_ID = "scripted-expert"
 EXPERT_BACKEND = "expert"
 _SKILL_ID_RE = re.compile(r'<skill id=("(?:[^"\\]|\\.)*") version=')
-_RANKED_RE = re.compile(r"^(\d+)\. (.*)$")
 PLAN_LABELS = {"en": ("Plan: ", ", ", "none"), "zh": ("计划：", "、", "无")}
 """Per language: the plan line's label, separator and the word for a plan without competences."""
 PLAN_WORDS = {"read_persona": "profile", "refine_query": "refine", "inspect_candidates": "compare",
@@ -375,19 +374,6 @@ def skill_ids_in(system: str) -> tuple[str, ...]:
     return tuple(json.loads(match) for match in _SKILL_ID_RE.findall(system))
 
 
-def latest_page_text(messages: list[dict[str, Any]], language: str = "en") -> str:
-    """The newest rendered page among the user / tool messages (the first user message's tail too)."""
-    header = PAGE_LABELS[language]["page"] + PAGE_LABELS[language]["sep"]
-    for message in reversed(messages):
-        if message.get("role") not in ("user", "tool"):
-            continue
-        text = message_text(message)
-        tail = text[text.rindex("\n\n") + 2:] if "\n\n" in text else text
-        if tail.startswith(header):
-            return tail
-    raise ValueError("messages: no rendered page observation found")
-
-
 def click_values(tools: list[dict[str, Any]]) -> tuple[list[str], bool]:
     """``(the click tool's enum, whether ``search`` is offered)`` of a turn's tools."""
     names = {tool["function"]["name"]: tool["function"] for tool in tools}
@@ -399,131 +385,12 @@ def click_values(tools: list[dict[str, Any]]) -> tuple[list[str], bool]:
 def page_state(text: str, tools: list[dict[str, Any]], language: str = "en") -> dict[str, Any]:
     """The public page state the expert needs, rebuilt from a rendered page and the turn's tools.
 
-    Keys: ``page_type``, ``actions`` (the ``click`` enum), ``search_available``, and per page
-    ``products`` (results) or ``product``, ``available_options``, ``selected_options``,
-    ``missing_option_axes``, ``selected_price`` (product detail). Inverse of
-    :func:`intraskill.shop.observation.render_observation` and of the compact view's
-    :func:`intraskill.agent.views.render_compact` on these fields.
+    Keys: ``page_type``, ``actions`` (the ``click`` enum), ``search_available``, and the page fields of
+    :func:`intraskill.agent.pages.parse_page` (``products`` on results; ``product``,
+    ``available_options``, ``selected_options``, ``missing_option_axes``, ``selected_price`` on a
+    product page).
     """
-    labels = PAGE_LABELS[language]
-    lines = text.split("\n")
-    page_name = lines[0][len(labels["page"] + labels["sep"]):]
-    page_types = {labels[key]: key for key in ("search_home", "search_results", "product_detail")}
-    if page_name not in page_types:
-        raise ValueError(f"observation: unknown page {page_name!r}")
+    page = parse_page(text, language)
     actions, search_available = click_values(tools)
-    state: dict[str, Any] = {"page_type": page_types[page_name], "actions": actions,
-                             "search_available": search_available}
-    body = _body_lines(lines[1:], labels, HINT_LABELS[language])
-    standard_heads = {"search_results": labels["query"] + labels["sep"], "product_detail": labels["product"]}
-    head = standard_heads.get(state["page_type"])
-    if head is not None and not (body and body[0].startswith(head)):
-        state.update(_compact_page(state["page_type"], body, labels))
-    elif state["page_type"] == "search_results":
-        state["products"] = _result_products(body, labels)
-    elif state["page_type"] == "product_detail":
-        state.update(_product_page(body, labels))
-    return state
-
-
-def _compact_product(row: str) -> dict[str, Any]:
-    asin, title, price = (row.split(FIELD_SEP, 2) + ["", ""])[:3]
-    return {"asin": asin, "title": title, "price": price, "key_attributes": []}
-
-
-def _compact_page(page_type: str, body: list[str], labels: dict[str, str]) -> dict[str, Any]:
-    """The page fields of a :func:`intraskill.agent.views.render_compact` page body."""
-    if page_type == "search_results":
-        rows = [match.groups() for match in map(_RANKED_RE.match, body) if match]
-        products = [{**_compact_product(row), "rank": int(rank)} for rank, row in rows]
-        return {"products": [p for p in products if p["asin"]]}
-    product = _compact_product(body[0]) if body else {}
-    sep = labels["sep"]
-    selected_head, selected_tail = labels["selected"].split("{value}")
-    available: dict[str, list[str]] = {}
-    selected: dict[str, str] = {}
-    for line in body[1:]:
-        if FIELD_SEP not in line or sep not in line:
-            continue
-        axis, rest = line.split(sep, 1)
-        status, values = rest.split(FIELD_SEP, 1)
-        available[axis] = values.split(" / ")
-        if status != labels["unselected"] and status.startswith(selected_head):
-            selected[axis] = status[len(selected_head):len(status) - len(selected_tail) or None]
-    return _product_fields(product, available, selected)
-
-
-def _body_lines(lines: list[str], labels: dict[str, str], hint_label: str) -> list[str]:
-    """The page lines before the footer (``Last action…``) or the compact view's hints line."""
-    footers = (labels["last_action"] + labels["sep"], hint_label + labels["sep"])
-    for index, line in enumerate(lines):
-        if line.startswith(footers):
-            return lines[:index]
-    return lines
-
-
-def _field(line: str, labels: dict[str, str], key: str, prefix: str) -> str | None:
-    head = prefix + (labels[key] if key != "asin" else "ASIN") + labels["sep"]
-    if not line.startswith(head):
-        return None
-    value = line[len(head):]
-    return "" if value == labels["missing_field"] else value
-
-
-def _summary(lines: list[str], labels: dict[str, str], prefix: str) -> dict[str, Any]:
-    product: dict[str, Any] = {"key_attributes": []}
-    for line in lines:
-        for key in ("asin", "price", "brand", "category", "key_attributes", "title"):
-            value = _field(line, labels, key, prefix)
-            if value is not None:
-                product[key] = value.split(labels["list_sep"]) if key == "key_attributes" else value
-                break
-    return product
-
-
-def _result_products(body: list[str], labels: dict[str, str]) -> list[dict[str, Any]]:
-    products: list[dict[str, Any]] = []
-    block: list[str] = []
-    title = ""
-    for line in body + ["0. "]:
-        match = _RANKED_RE.match(line)
-        if match is None:
-            block.append(line)
-            continue
-        if block and title:
-            products.append({**_summary(block, labels, "   "), "title": title})
-        title, block = match.group(2), []
-    return [p for p in products if p.get("asin")]
-
-
-def _product_page(body: list[str], labels: dict[str, str]) -> dict[str, Any]:
-    sep = labels["sep"]
-    options_head = labels["options"]
-    index = next((i for i, line in enumerate(body) if line.startswith(options_head)), len(body))
-    product = _summary(body[:index], labels, "- ")
-    available: dict[str, list[str]] = {}
-    selected: dict[str, str] = {}
-    selected_head, selected_tail = labels["selected"].split("{value}")
-    axis = None
-    for line in body[index + 1:]:
-        values_head = "  " + labels["values"] + sep
-        if line.startswith(values_head) and axis is not None:
-            available[axis] = line[len(values_head):].split(" / ")
-        elif line.startswith("- ") and sep in line:
-            axis, status = line[2:].split(sep, 1)
-            if status.startswith(selected_head) and status != labels["unselected"]:
-                selected[axis] = status[len(selected_head):len(status) - len(selected_tail) or None]
-    return _product_fields(product, available, selected)
-
-
-def _product_fields(product: dict[str, Any], available: dict[str, list[str]],
-                    selected: dict[str, str]) -> dict[str, Any]:
-    missing = [axis for axis in available if axis not in selected]
-    price: float | None = None
-    if not missing:
-        try:
-            price = float(product.get("price", ""))
-        except ValueError:
-            price = None
-    return {"product": product, "available_options": available, "selected_options": selected,
-            "missing_option_axes": missing, "selected_price": price}
+    return {"page_type": page.pop("page_type"), "actions": actions, "search_available": search_available,
+            **page}
