@@ -31,14 +31,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from intraskill.params import Params
+from intraskill.params import RELEASE_SEED, Params
 from intraskill.pipeline.gate_run import GateConfig, as_draft, run_gate_a
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 
 METRIC = "r_success"
 TARGET = {"spearman": 0.8, "coverage": 0.9}
 ATTAINABLE_DRAWS = 4000
-ATTAINABLE_SEED = 20260901
+ATTAINABLE_SEED = RELEASE_SEED
 """Draws and seed of :func:`attainable_spearman` (recorded in every comparison)."""
 Z95 = 1.959963984540054
 
@@ -170,8 +170,8 @@ def validate_gate(
     root = Path(out_dir) / f"m{samples_per_task}"
     per_seed = []
     for seed in seeds:
-        config = GateConfig(checkpoint_id=checkpoint_id, mask_seed=seed, samples_per_task=samples_per_task,
-                            task_limit=task_limit)
+        config = GateConfig.from_params(params.round, checkpoint_id, mask_seed=seed,
+                                        samples_per_task=samples_per_task, task_limit=task_limit)
         result = run_gate_a(params, as_draft(draft), root / f"seed-{seed}", config, checkpoint=checkpoint,
                             bare_run_dir=root / "bare-val", policy=policy, store_root=store_root,
                             progress=progress)

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from intraskill.agent.prompts import prompt_identity
 from intraskill.hashing import sha256_json
@@ -39,9 +39,6 @@ from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, run_rollout_s
 from intraskill.shop.build import StoreHandle, open_engine
 from intraskill.skills.curriculum import CurriculumState, build_curriculum, save_curriculum
 from intraskill.training.metrics import rollout_step_metrics, train_step_metrics
-
-if TYPE_CHECKING:
-    from intraskill.training.grpo import GRPOConfig
 
 ROUND_PLAN_SCHEMA = "intraskill-round-plan-v1"
 PIPELINE_VERSION = "intraskill-round-v1"
@@ -56,36 +53,6 @@ class RoundPlanMismatchError(RuntimeError):
 def default_round_dir(params: Params, round_index: int) -> Path:
     """``<run_root>/<experiment.name>/round-<NNN>``."""
     return runs_root(params.experiment.run_root) / params.experiment.name / f"round-{round_index:03d}"
-
-
-def rollout_config(params: Params) -> RolloutConfig:
-    """The rollout-step shape of ``params.round`` (task draws and episode seeds from the experiment seed)."""
-    r = params.round
-    return RolloutConfig(
-        n_samples_per_prompt=r.n_samples_per_prompt,
-        rollout_batch_size=r.rollout_batch_size,
-        over_sampling_batch_size=r.over_sampling_batch_size,
-        full_skill_retry=r.full_skill_retry,
-        max_consecutive_failed_groups=r.max_consecutive_failed_groups,
-        seed=params.experiment.seed,
-    )
-
-
-def grpo_config(params: Params, pad_token_id: int) -> GRPOConfig:
-    """The trainer settings of ``params.grpo``; log-probs are recomputed at the sampling temperature."""
-    from intraskill.training.grpo import GRPOConfig, LoraSettings
-
-    g = params.grpo
-    lora = None
-    if g.lora is not None:
-        lora = LoraSettings(r=g.lora.rank, alpha=g.lora.alpha, dropout=g.lora.dropout,
-                            target_modules=tuple(g.lora.target_modules))
-    return GRPOConfig(
-        temperature=params.sampling.temperature, eps_low=g.eps_low, eps_high=g.eps_high, kl_coef=g.kl_coef,
-        lr=g.lr, weight_decay=g.weight_decay, betas=g.betas, max_grad_norm=g.max_grad_norm,
-        global_batch_size=g.global_batch_size, micro_batch_tokens=g.micro_batch_tokens, autocast=g.autocast,
-        lora=lora, pad_token_id=pad_token_id,
-    )
 
 
 def resolve_project_path(path: str | Path) -> Path:
@@ -328,7 +295,7 @@ class _RoundRun:
         from intraskill.agent.env import InProcessEnvironment
         from intraskill.evaluate.runner import build_policy, runtime_config
         from intraskill.training.checkpoint import load_checkpoint, recover_checkpoint
-        from intraskill.training.grpo import GRPOTrainer
+        from intraskill.training.grpo import GRPOConfig, GRPOTrainer
 
         params = self.params
         self.store = store = open_train_store(params, self.store_root)
@@ -341,9 +308,10 @@ class _RoundRun:
         if params.round.wandb_offline:
             self.logger = _WandbLogger(params, self.root, self.round_index, fingerprint)
         self.runtime = runtime_config(params)
-        self.config = rollout_config(params)
+        self.config = RolloutConfig.from_params(params.round, params.experiment.seed)
         self.env_factory = lambda: InProcessEnvironment(store.engine)
-        self.trainer = GRPOTrainer(self.policy.model, grpo_config(params, self.policy.pad_id))
+        self.trainer = GRPOTrainer(self.policy.model,
+                                   GRPOConfig.from_params(params.grpo, params.sampling, self.policy.pad_id))
         if recover_checkpoint(self.checkpoint_dir) is not None:
             state = load_checkpoint(self.checkpoint_dir, self.trainer)
             self.trained, self.history = int(state["step"]), dict(state["history"])
