@@ -35,6 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from intraskill.chat.base import Policy
 from intraskill.gate.contributions import (
     GateRecord,
     PairingError,
@@ -318,7 +319,7 @@ def _checkpoint_sha256(checkpoint: str | Path | None) -> str | None:
 
 
 def _inputs(params: Params, spec: _GateSpec, checkpoint: str | Path | None, bare_dir: Path,
-            policy: Any | None) -> dict[str, Any]:
+            policy: Policy | None) -> dict[str, Any]:
     sections = {k: params.model_dump(mode="json")[k] for k in ("store", "model", "sampling", "evaluation")}
     return {
         "design": spec.design,
@@ -381,7 +382,7 @@ def _prepared_assignment(gate_dir: Path, assignment: MaskAssignment) -> None:
     save_mask_assignment(assignment, path)
 
 
-def _policy(params: Params, checkpoint: str | Path | None) -> Any:
+def _policy(params: Params, checkpoint: str | Path | None) -> Policy:
     from intraskill.evaluate.runner import build_policy
 
     if checkpoint is None or params.model.spec == "expert" or params.model.spec.startswith("expert:"):
@@ -406,7 +407,7 @@ def _outcomes(contributions: Mapping[str, Any], summary: Mapping[str, Any]) -> d
 
 
 def _run(params: Params, spec: _GateSpec, checkpoint: str | Path | None, gate_dir: str | Path,
-         config: GateConfig, bare_run_dir: str | Path | None, policy: Any | None,
+         config: GateConfig, bare_run_dir: str | Path | None, policy: Policy | None,
          store_root: str | Path | None, progress: bool) -> GateResult:
     from intraskill.evaluate.runner import run_eval
 
@@ -504,7 +505,7 @@ def run_online_gate(
     checkpoint: str | Path | None = None,
     bare_run_dir: str | Path | None = None,
     ledger: Sequence[LedgerEntry] | str | Path | None = None,
-    policy: Any | None = None,
+    policy: Policy | None = None,
     store_root: str | Path | None = None,
     progress: bool = True,
 ) -> GateResult:
@@ -555,7 +556,7 @@ def run_gate_a(
     checkpoint: str | Path | None = None,
     bare_run_dir: str | Path | None = None,
     ledger: Sequence[LedgerEntry] | str | Path | None = None,
-    policy: Any | None = None,
+    policy: Policy | None = None,
     store_root: str | Path | None = None,
     progress: bool = True,
 ) -> GateResult:

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from intraskill.chat.base import Policy
 from intraskill.params import RELEASE_SEED, Params
 from intraskill.pipeline.gate_run import GateConfig, as_draft, run_gate_a
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
@@ -155,7 +156,7 @@ def validate_gate(
     task_limit: int | None = None,
     checkpoint: str | Path | None = None,
     checkpoint_id: str = "warmstart",
-    policy: Any | None = None,
+    policy: Policy | None = None,
     store_root: str | Path | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
@@ -220,7 +221,7 @@ def validate_on_warmstart(params: Params, warmstart_dir: str | Path, out_dir: st
             "truth_episodes_per_arm": truth.get("episodes_per_arm"), **report}
 
 
-def teacher_policy(params: Params, draft: SkillBank) -> Any:
+def teacher_policy(params: Params, draft: SkillBank) -> Policy:
     """The organism's teacher: the scripted expert behind S₀'s gate with ``warmstart.p_with/p_without``."""
     from intraskill.organism.demos import teacher_law
     from intraskill.policy.expert_policy import ExpertPolicy

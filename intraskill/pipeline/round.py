@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from intraskill.agent.prompts import prompt_identity
+from intraskill.chat.base import Policy
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl
-from intraskill.params import Params
+from intraskill.params import Params, RoundParams
 from intraskill.paths import project_root, runs_root
 from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, run_rollout_step
 from intraskill.shop.build import StoreHandle, open_engine
@@ -61,22 +62,22 @@ def resolve_project_path(path: str | Path) -> Path:
     return path if path.is_absolute() else project_root() / path
 
 
-def round_curriculum(params: Params, round_index: int, skillbank: str | Path | None = None,
+def round_curriculum(round_params: RoundParams, round_index: int, skillbank: str | Path | None = None,
                      recorded_path: str | None = None) -> CurriculumState | None:
     """The round's curriculum built from ``skillbank`` (default ``round.skillbank``; ``None`` = no skills).
 
-    α_j is each chunk's ``metadata.estimated_effect``; q, ρ_min, ρ_max and the seed come from ``params.round``.
+    α_j is each chunk's ``metadata.estimated_effect``; q, ρ_min, ρ_max and the seed come from ``round_params``.
     ``recorded_path`` is the bank path the curriculum records (and hashes; default ``skillbank`` as given).
     """
     from intraskill.skills.bank import load_skillbank
 
-    source = skillbank if skillbank is not None else params.round.skillbank
+    source = skillbank if skillbank is not None else round_params.skillbank
     if source is None:
         return None
     path = resolve_project_path(source)
     if not path.is_file():
         raise FileNotFoundError(f"round.skillbank: no SkillBank file at {path}")
-    r = params.round
+    r = round_params
     return build_curriculum(
         load_skillbank(path), round_id=f"round-{round_index:03d}", skill_free_probability=r.q,
         rho_min=r.rho_min, rho_max=r.rho_max, seed=r.curriculum_seed, skillbank_path=recorded_path or str(source),
@@ -196,7 +197,7 @@ class _WandbLogger:
         self.run.finish()
 
 
-def _require_trainable(policy: Any) -> None:
+def _require_trainable(policy: Policy) -> None:
     if not hasattr(policy, "model") or not hasattr(policy, "tokenizer"):
         raise TypeError(
             f"model.spec: round training needs an in-process policy (organism, smollm2 or a model "
@@ -205,7 +206,7 @@ def _require_trainable(policy: Any) -> None:
 
 
 def bare_val(
-    params: Params, policy: Any, out_dir: Path, store_root: str | Path | None, progress: bool
+    params: Params, policy: Policy, out_dir: Path, store_root: str | Path | None, progress: bool
 ) -> dict[str, Any]:
     """Run (or resume) the bare val check of ``policy`` into ``out_dir``; returns its summary."""
     from intraskill.evaluate.runner import run_eval
@@ -215,7 +216,7 @@ def bare_val(
     return run.summary
 
 
-def trained_policy(params: Params, model_dir: Path) -> Any:
+def trained_policy(params: Params, model_dir: Path) -> Policy:
     """The policy of a saved round checkpoint (its identity names the weights' digest)."""
     from intraskill.evaluate.runner import build_policy
 
@@ -256,7 +257,7 @@ def run_round(
         _require_wandb()
     root = Path(out_dir) if out_dir is not None else default_round_dir(params, round_index)
     if curriculum is None:
-        curriculum = round_curriculum(params, round_index)
+        curriculum = round_curriculum(params.round, round_index)
     checkpoint = initial_checkpoint if initial_checkpoint is not None else params.model.checkpoint
     run = _RoundRun(params, round_index, curriculum, root, store_root, progress, on_event)
     try:
