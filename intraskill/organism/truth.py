@@ -41,7 +41,8 @@ def arm_metrics(results: Sequence[EpisodeResult]) -> dict[str, Any]:
 
 
 def run_arm(policy: Policy, env_factory: Callable[[], Environment], task_ids: Sequence[int],
-            skills: Sequence[Skill], seed: int, config: RuntimeConfig, batch_size: int) -> list[EpisodeResult]:
+            skills: Sequence[Skill], seed: int, config: RuntimeConfig,
+            batch_size: int) -> list[EpisodeResult]:
     """One evaluation arm: each task once (sample 0) with ``skills`` injected, episode seeds from ``seed``."""
     from intraskill.agent.runtime import EpisodeJob, run_episodes
 

@@ -143,7 +143,8 @@ def prepare_round(params: Params, round_index: int = 0, out_dir: str | Path | No
         return RoundInputs(checkpoint, None, None, warmstart_dir)
     root = Path(out_dir) if out_dir is not None else default_round_dir(params, round_index)
     path = save_skillbank(bank, root / "skillbank.json")
-    curriculum = round_curriculum(params.round, round_index, path, recorded_path=path.name)  # beside curriculum.json
+    # the bank sits beside curriculum.json
+    curriculum = round_curriculum(params.round, round_index, path, recorded_path=path.name)
     return RoundInputs(checkpoint, path, curriculum, warmstart_dir)
 
 

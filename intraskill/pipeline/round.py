@@ -66,7 +66,8 @@ def round_curriculum(round_params: RoundParams, round_index: int, skillbank: str
                      recorded_path: str | None = None) -> CurriculumState | None:
     """The round's curriculum built from ``skillbank`` (default ``round.skillbank``; ``None`` = no skills).
 
-    α_j is each chunk's ``metadata.estimated_effect``; q, ρ_min, ρ_max and the seed come from ``round_params``.
+    α_j is each chunk's ``metadata.estimated_effect``; q, ρ_min, ρ_max and the seed come from
+    ``round_params``.
     ``recorded_path`` is the bank path the curriculum records (and hashes; default ``skillbank`` as given).
     """
     from intraskill.skills.bank import load_skillbank
