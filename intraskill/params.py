@@ -12,6 +12,10 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+RELEASE_SEED = 20260901
+"""The release's seed, written once: the default of the experiment, bootstrap, curriculum and warm-start
+seeds below, of the gate's mask draws and of the test bootstrap."""
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -21,7 +25,7 @@ class ExperimentParams(_Section):
     """Run identity and where runs live."""
 
     name: str = Field(min_length=1)
-    seed: int = 20260901
+    seed: int = RELEASE_SEED
     run_root: str = "runs"
 
 
@@ -82,7 +86,7 @@ class EvaluationParams(_Section):
     repeats: int = Field(1, ge=1)
     task_limit: int | None = Field(None, ge=1)
     bootstrap_samples: int = Field(10_000, ge=100)
-    bootstrap_seed: int = 20260901
+    bootstrap_seed: int = RELEASE_SEED
 
 
 class LoraParams(_Section):
@@ -124,7 +128,7 @@ class RoundParams(_Section):
     """One training round: rollout steps of oversampled GRPO groups with group-shared skill masks.
 
     Reference §3.4 / §6.3: 8 rollouts per group, 32 groups generated and 16 admitted per step,
-    20 steps per round, q = 0.20, ρ ∈ [0.20, 0.90], curriculum seed 20260901, one full-skill retry
+    20 steps per round, q = 0.20, ρ ∈ [0.20, 0.90], curriculum seed ``RELEASE_SEED``, one full-skill retry
     per all-wrong group, at most 8 consecutive unscored groups. ``skillbank`` is the round's input
     bank S (path relative to the project root; ``null`` = no skills, every group skill-free).
     ``val_tasks`` is the number of val tasks of the before/after bare check (``null`` = the whole
@@ -138,7 +142,7 @@ class RoundParams(_Section):
     q: float = Field(0.20, ge=0.0, le=1.0)
     rho_min: float = Field(0.20, ge=0.0, le=1.0)
     rho_max: float = Field(0.90, ge=0.0, le=1.0)
-    curriculum_seed: int = 20260901
+    curriculum_seed: int = RELEASE_SEED
     skillbank: str | None = None
     full_skill_retry: bool = True
     max_consecutive_failed_groups: int = Field(8, ge=1)
@@ -232,7 +236,7 @@ class WarmstartParams(_Section):
     """Episodes per lockstep batch during evaluation."""
     out_dir: str = "runs/warmstart"
     """Directory of the checkpoint, ``manifest.json`` and ``ground_truth.json``."""
-    seed: int = 20260901
+    seed: int = RELEASE_SEED
     """Seed of demonstrations, masks, initialisation, batching and evaluation episodes."""
 
     @model_validator(mode="after")

@@ -23,7 +23,6 @@ from intraskill.analysis.behaviour import (
     paired_block,
     phase_summary,
     release_behaviour,
-    run_label,
     scored_traces,
     side_by_side,
     turn_behaviours,
@@ -35,6 +34,7 @@ from intraskill.chat.chatml import parse_tool_calls, render_tool_call
 from intraskill.evaluate.bootstrap import numpy_paired_bootstrap
 from intraskill.evaluate.runner import EvalRun, run_eval
 from intraskill.params import params_from_dict
+from intraskill.pipeline.notebook import behaviour_runs, run_label
 from intraskill.policy.expert_policy import ExpertPolicy, competences_from_tag
 
 BASE_TAG = "without:inspect_candidates,check_budget"
@@ -371,3 +371,12 @@ def test_bad_input_names_the_problem(tmp_path: Path, comparison) -> None:
         compare_behaviour([_hand_built()], [failed])
     with pytest.raises(ValueError, match="b_label"):
         compare_behaviour([_hand_built()], [_hand_built()], a_label="x", b_label="x")
+
+
+def test_behaviour_runs_uses_given_runs_and_their_labels(runs) -> None:
+    given = {arm: str(runs[arm].run_dir) for arm in ("a", "b")}
+    chosen = behaviour_runs("ci", split="val", limit=8, repeats=1, max_turns=30, runs=given,
+                            stand_ins={"a": "expert", "b": "expert"}, labels={"a": "", "b": "mine"})
+    assert chosen.run_dirs == {arm: Path(path) for arm, path in given.items()}
+    assert chosen.labels == {"a": f"scripted-expert ({BASE_TAG}), val", "b": "mine"}
+    assert chosen.to_dict()["b"] == {"run": given["b"], "label": "mine"}

@@ -24,7 +24,7 @@ from intraskill.evaluate.runner import run_eval
 from intraskill.gate.contributions import PairingError
 from intraskill.gate.masks import load_mask_assignment
 from intraskill.gate.ols import RankDeficientDesignError
-from intraskill.params import Params, params_from_dict
+from intraskill.params import Params, RoundParams, params_from_dict
 from intraskill.pipeline.gate_run import (
     GateConfig,
     GateInputError,
@@ -285,3 +285,11 @@ def test_cli_gate_run_on_a_round_directory(tmp_path: Path, small_store_root: Pat
     bad = CliRunner().invoke(app, ["gate", "run", "--params", str(params_file), "--round-dir", str(round_dir),
                                    "--task-limit", "3", "--out", str(tmp_path / "other"), "--no-progress"])
     assert bad.exit_code == 1 and "rank deficient" in bad.output
+
+
+def test_gate_config_from_round_params() -> None:
+    assert GateConfig.from_params(RoundParams(), "c") == GateConfig(checkpoint_id="c")
+    section = RoundParams(q=0.3, rho_min=0.1, rho_max=0.8, curriculum_seed=5)
+    config = GateConfig.from_params(section, "c", mask_seed=2, task_limit=4)
+    assert (config.q, config.rho_min, config.rho_max, config.curriculum_seed) == (0.3, 0.1, 0.8, 5)
+    assert (config.checkpoint_id, config.mask_seed, config.task_limit) == ("c", 2, 4)

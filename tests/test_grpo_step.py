@@ -10,8 +10,9 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from intraskill.params import GRPOParams, LoraParams, SamplingParams
 from intraskill.training.batching import TrainSample
-from intraskill.training.grpo import GRPOConfig, GRPOTrainer, LoraSettings
+from intraskill.training.grpo import GRPOConfig, GRPOTrainer
 
 VOCAB = 128
 
@@ -151,7 +152,7 @@ def test_compute_logprobs_uses_training_temperature(model: Qwen3ForCausalLM) -> 
 
 
 def test_lora_trains_only_adapters(model: Qwen3ForCausalLM) -> None:
-    config = GRPOConfig(lr=1e-2, global_batch_size=4, lora=LoraSettings(r=4, alpha=8), kl_coef=0.1)
+    config = GRPOConfig(lr=1e-2, global_batch_size=4, lora=LoraParams(rank=4, alpha=8), kl_coef=0.1)
     trainer = GRPOTrainer(model, config)
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     metrics = trainer.train_step(make_samples(seed=5))
@@ -192,3 +193,15 @@ def test_release_defaults() -> None:
     config = GRPOConfig()
     assert (config.eps_low, config.eps_high, config.kl_coef, config.lr) == (0.2, 0.28, 0.0, 1e-6)
     assert (config.weight_decay, config.betas, config.global_batch_size) == (0.1, (0.9, 0.98), 64)
+
+
+def test_config_from_params_maps_each_field() -> None:
+    assert GRPOConfig.from_params(GRPOParams(), SamplingParams(), pad_token_id=0) == GRPOConfig()
+    grpo = GRPOParams(lr=1e-4, eps_low=0.1, eps_high=0.3, kl_coef=0.05, weight_decay=0.0, betas=(0.8, 0.9),
+                      max_grad_norm=None, micro_batch_tokens=512, global_batch_size=None,
+                      lora=LoraParams(rank=4), autocast="off")
+    config = GRPOConfig.from_params(grpo, SamplingParams(temperature=0.9), pad_token_id=3)
+    assert (config.lr, config.eps_low, config.eps_high, config.kl_coef) == (1e-4, 0.1, 0.3, 0.05)
+    assert (config.weight_decay, config.betas, config.max_grad_norm) == (0.0, (0.8, 0.9), None)
+    assert (config.micro_batch_tokens, config.global_batch_size, config.autocast) == (512, None, "off")
+    assert (config.lora, config.temperature, config.pad_token_id) == (LoraParams(rank=4), 0.9, 3)

@@ -11,6 +11,7 @@ from intraskill.agent.env import InProcessEnvironment
 from intraskill.agent.runtime import RuntimeConfig
 from intraskill.chat.base import ChatRequest, Generation, SessionTokens
 from intraskill.jsonl import read_jsonl
+from intraskill.params import RoundParams
 from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, group_index, plan_wave, run_rollout_step
 from intraskill.policy.expert_policy import ExpertPolicy, SkillConditionedLaw
 from intraskill.shop.engine import ShopEngine
@@ -191,3 +192,12 @@ def test_consecutive_unscored_groups_abort(engine, train_ids, tmp_path: Path) ->
     with pytest.raises(UnscoredStreakError):
         step(engine, train_ids, tmp_path, FailingSessions(failing), None, n=2, target=2, over=2,
              config={"max_consecutive_failed_groups": 3})
+
+
+def test_rollout_config_from_round_params() -> None:
+    assert RolloutConfig.from_params(RoundParams(), seed=3) == RolloutConfig(seed=3)
+    section = RoundParams(n_samples_per_prompt=4, rollout_batch_size=2, over_sampling_batch_size=6,
+                          full_skill_retry=False, max_consecutive_failed_groups=3)
+    config = RolloutConfig.from_params(section, seed=9)
+    assert (config.n_samples_per_prompt, config.rollout_batch_size, config.over_sampling_batch_size) == (4, 2, 6)
+    assert (config.full_skill_retry, config.max_consecutive_failed_groups, config.seed) == (False, 3, 9)

@@ -499,17 +499,6 @@ def compare_behaviour(
     )
 
 
-def run_label(run_dir: str | Path) -> str:
-    """``model_id (checkpoint_id)`` of an evaluation run directory's plan, plus its split."""
-    from intraskill.evaluate.runner import read_plan
-
-    plan = read_plan(run_dir)
-    model = plan.model
-    checkpoint = model.get("checkpoint_id")
-    name = f"{model.get('model_id')} ({checkpoint})" if checkpoint else str(model.get("model_id"))
-    return f"{name}, {plan.split}"
-
-
 def release_behaviour(release_dir: str | Path) -> dict[str, Any]:
     """The release's published behaviour excerpt (``analysis/behavior/behavior.excerpt.json``)."""
     path = Path(release_dir) / RELEASE_BEHAVIOUR_FILE

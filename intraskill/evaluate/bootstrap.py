@@ -19,11 +19,12 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from intraskill.hashing import seed32, u64
+from intraskill.params import EvaluationParams
 
 if TYPE_CHECKING:
     import numpy as np
 
-TEST_SEED_BASE = 20260901
+TEST_SEED_BASE = EvaluationParams().bootstrap_seed
 """Seed base of the test and gate CIs (``compare_runs`` / ``analyze_training.paired``)."""
 BEHAVIOR_SEED_BASE = 20260909
 """Seed base of the behaviour CIs (``analyze_behavior``)."""
@@ -178,7 +179,7 @@ def paired_bootstrap_ci(
     samples : int
         Resamples B (default 10,000).
     seed_base : int
-        Seed base (default 20260901).
+        Seed base (default :data:`TEST_SEED_BASE`).
     confidence : float
         Two-sided level; the interval is the ``(1−c)/2`` and ``(1+c)/2`` percentiles.
 

@@ -31,11 +31,12 @@ from intraskill.gate.ols import check_design_rank
 from intraskill.gate.selection import Intervention
 from intraskill.hashing import sha256_json, u64
 from intraskill.jsonl import write_json
+from intraskill.params import RELEASE_SEED
 from intraskill.skills.bank import SkillBank
 from intraskill.trace2skill.pool import CandidatePool
 
 MASK_ASSIGNMENT_SCHEMA_VERSION = "intraskill-mask-assignment-v1"
-DEFAULT_MASK_SEED = 20260901
+DEFAULT_MASK_SEED = RELEASE_SEED
 GATE_A_MASK_PROBABILITY = 0.5
 GATE_A_MAX_CHUNKS = 16
 DESIGN_ONLINE = "online_slot_states"
@@ -180,7 +181,7 @@ class MaskAssignment:
     design : str
         ``"online_slot_states"`` or ``"gate_a_bernoulli"``.
     mask_seed : int
-        Seed of every draw (20260901 in the release).
+        Seed of every draw (:data:`~intraskill.params.RELEASE_SEED` in the release).
     split : str
         Validation split name, part of every draw key.
     pool_sha256 : str

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from intraskill.chat.base import Policy
 from intraskill.organism.demos import (
     chunk_roles,
 )
@@ -16,8 +17,8 @@ from intraskill.params import Params
 from intraskill.skills.bank import Skill, SkillBank
 
 if TYPE_CHECKING:
-
-    from intraskill.agent.runtime import EpisodeResult
+    from intraskill.agent.env import Environment
+    from intraskill.agent.runtime import EpisodeResult, RuntimeConfig
 
 
 GROUND_TRUTH_SCHEMA_VERSION = "intraskill-ground-truth-v1"
@@ -39,8 +40,9 @@ def arm_metrics(results: Sequence[EpisodeResult]) -> dict[str, Any]:
     }
 
 
-def run_arm(policy: Any, env_factory: Callable[[], Any], task_ids: Sequence[int], skills: Sequence[Skill],
-            seed: int, config: Any, batch_size: int) -> list[EpisodeResult]:
+def run_arm(policy: Policy, env_factory: Callable[[], Environment], task_ids: Sequence[int],
+            skills: Sequence[Skill], seed: int, config: RuntimeConfig,
+            batch_size: int) -> list[EpisodeResult]:
     """One evaluation arm: each task once (sample 0) with ``skills`` injected, episode seeds from ``seed``."""
     from intraskill.agent.runtime import EpisodeJob, run_episodes
 

@@ -39,7 +39,7 @@ from intraskill.organism.demos import (
 )
 from intraskill.organism.plan_targets import demonstration_targets
 from intraskill.organism.truth import measure_ground_truth
-from intraskill.params import Params
+from intraskill.params import Params, WarmstartParams
 from intraskill.shop.build import open_engine
 from intraskill.skills.bank import SkillBank, load_skillbank
 
@@ -139,12 +139,12 @@ def bc_identity(out: Path, params: Params) -> dict[str, Any]:
     return {"demos_sha256": sha256_file(out / DEMOS_FILE), **plans, "tokenizer_split": organism_split(),
             "store": params.store.model_dump(),
             "organism": params.model.organism.model_dump(), "view": params.model.view,
-            "warmstart": training_settings(params)}
+            "warmstart": training_settings(params.warmstart)}
 
 
-def training_settings(params: Params) -> dict[str, Any]:
+def training_settings(warmstart: WarmstartParams) -> dict[str, Any]:
     """The warm-start settings that decide the trained model (:data:`NOT_TRAINING` left out), as JSON."""
-    return params.warmstart.model_dump(mode="json", exclude=set(NOT_TRAINING))
+    return warmstart.model_dump(mode="json", exclude=set(NOT_TRAINING))
 
 
 def finished_bc(out: Path, params: Params) -> dict[str, Any] | None:

@@ -50,7 +50,7 @@ class CoEvolveConfig:
     Parameters
     ----------
     samples_per_task : m masked gate rollouts per val task (1 in the release).
-    mask_seed : seed of the gate's mask draws (20260901).
+    mask_seed : seed of the gate's mask draws (``RELEASE_SEED``).
     gate_task_limit : val tasks of the gate; ``None`` = ``round.val_tasks`` (the round's bare
         ``val-after`` run is then reused as the gate's bare run), or ``evaluation.task_limit`` when
         ``round.val_tasks`` is 0.
@@ -193,9 +193,9 @@ def _gate(params: Params, root: Path, index: int, config: CoEvolveConfig, store_
         LOGGER.info("%s: empty candidate pool; the gate does not run and the next round has no skills", root)
         return GATE_SKIPPED, None
     limit, reuse = _gate_limit(params, config)
-    gate_config = GateConfig(checkpoint_id=f"{round_id(index)}-checkpoint", mask_seed=config.mask_seed,
-                             samples_per_task=config.samples_per_task, task_limit=limit,
-                             next_round_id=round_id(index + 1))
+    gate_config = GateConfig.from_params(params.round, f"{round_id(index)}-checkpoint",
+                                         mask_seed=config.mask_seed, samples_per_task=config.samples_per_task,
+                                         task_limit=limit, next_round_id=round_id(index + 1))
     result = run_online_gate(params, pool, root / "gate", gate_config,
                              checkpoint=root / "checkpoint" / "model",
                              bare_run_dir=root / "val-after" if reuse else None,

@@ -35,6 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from intraskill.chat.base import Policy
 from intraskill.gate.contributions import (
     GateContributions,
     GateRecord,
@@ -59,7 +60,7 @@ from intraskill.gate.masks import (
 )
 from intraskill.gate.selection import ACTIVE_SKILL_BUDGET, ContributionStatus
 from intraskill.hashing import sha256_file, sha256_json
-from intraskill.params import Params
+from intraskill.params import Params, RoundParams
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank, save_skillbank
 from intraskill.skills.curriculum import (
     DEFAULT_CURRICULUM_SEED,
@@ -95,13 +96,13 @@ class GateConfig:
     ----------
     checkpoint_id : required name of the frozen checkpoint (e.g. ``round-003-checkpoint``); it enters
         provenance, the ledger and the manifest, never the policy.
-    mask_seed : seed of every mask draw (20260901).
+    mask_seed : seed of every mask draw (``RELEASE_SEED``).
     samples_per_task : m ≥ 1 masked rollouts per task (the release: 1); the bare run gets m too.
     task_limit : first val tasks used (``None`` = ``evaluation.task_limit``, then the whole split).
     active_skill_budget : K, the strictly positive top-K kept (10).
     split : the validation split (``val``).
     next_round_id : round ID of the next curriculum (default: the pool's round + 1; Gate A ``round-000``).
-    q, rho_min, rho_max, curriculum_seed : the next curriculum (0.20, 0.20, 0.90, 20260901).
+    q, rho_min, rho_max, curriculum_seed : the next curriculum (defaults those of ``params.round``).
     batch_size : episodes per lockstep batch (not part of any plan).
     """
 
@@ -129,6 +130,12 @@ class GateConfig:
             raise GateInputError(f"active_skill_budget: must be >= 1, got {self.active_skill_budget}")
         if self.batch_size < 1:
             raise GateInputError(f"batch_size: must be >= 1, got {self.batch_size}")
+
+    @classmethod
+    def from_params(cls, round_params: RoundParams, checkpoint_id: str, **settings: Any) -> GateConfig:
+        """The gate whose next curriculum follows ``round_params`` (q, ρ, seed); ``settings`` the rest."""
+        return cls(checkpoint_id=checkpoint_id, q=round_params.q, rho_min=round_params.rho_min,
+                   rho_max=round_params.rho_max, curriculum_seed=round_params.curriculum_seed, **settings)
 
     def to_dict(self) -> dict[str, Any]:
         """The semantic settings (``batch_size`` left out)."""
@@ -309,7 +316,7 @@ def _checkpoint_sha256(checkpoint: str | Path | None) -> str | None:
 
 
 def _inputs(params: Params, spec: _GateSpec, checkpoint: str | Path | None, bare_dir: Path,
-            policy: Any | None) -> dict[str, Any]:
+            policy: Policy | None) -> dict[str, Any]:
     sections = {k: params.model_dump(mode="json")[k] for k in ("store", "model", "sampling", "evaluation")}
     return {
         "design": spec.design,
@@ -372,7 +379,7 @@ def _prepared_assignment(gate_dir: Path, assignment: MaskAssignment) -> None:
     save_mask_assignment(assignment, path)
 
 
-def _policy(params: Params, checkpoint: str | Path | None) -> Any:
+def _policy(params: Params, checkpoint: str | Path | None) -> Policy:
     from intraskill.evaluate.runner import build_policy
 
     if checkpoint is None or params.model.spec == "expert" or params.model.spec.startswith("expert:"):
@@ -397,7 +404,7 @@ def _outcomes(contributions: GateContributions, summary: Mapping[str, Any]) -> d
 
 
 def _run(params: Params, spec: _GateSpec, checkpoint: str | Path | None, gate_dir: str | Path,
-         config: GateConfig, bare_run_dir: str | Path | None, policy: Any | None,
+         config: GateConfig, bare_run_dir: str | Path | None, policy: Policy | None,
          store_root: str | Path | None, progress: bool) -> GateResult:
     from intraskill.evaluate.runner import run_eval
 
@@ -495,7 +502,7 @@ def run_online_gate(
     checkpoint: str | Path | None = None,
     bare_run_dir: str | Path | None = None,
     ledger: Sequence[LedgerEntry] | str | Path | None = None,
-    policy: Any | None = None,
+    policy: Policy | None = None,
     store_root: str | Path | None = None,
     progress: bool = True,
 ) -> GateResult:
@@ -546,7 +553,7 @@ def run_gate_a(
     checkpoint: str | Path | None = None,
     bare_run_dir: str | Path | None = None,
     ledger: Sequence[LedgerEntry] | str | Path | None = None,
-    policy: Any | None = None,
+    policy: Policy | None = None,
     store_root: str | Path | None = None,
     progress: bool = True,
 ) -> GateResult:

@@ -32,8 +32,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from intraskill.chat.base import Policy
 from intraskill.gate.contributions import MetricEstimate
-from intraskill.params import Params
+from intraskill.params import RELEASE_SEED, Params
 from intraskill.pipeline.gate_run import GateConfig, as_draft, run_gate_a
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 METRIC = "r_success"
 TARGET = {"spearman": 0.8, "coverage": 0.9}
 ATTAINABLE_DRAWS = 4000
-ATTAINABLE_SEED = 20260901
+ATTAINABLE_SEED = RELEASE_SEED
 """Draws and seed of :func:`attainable_spearman` (recorded in every comparison)."""
 Z95 = 1.959963984540054
 
@@ -288,7 +289,7 @@ def validate_gate(
     task_limit: int | None = None,
     checkpoint: str | Path | None = None,
     checkpoint_id: str = "warmstart",
-    policy: Any | None = None,
+    policy: Policy | None = None,
     store_root: str | Path | None = None,
     progress: bool = True,
 ) -> GateValidationReport:
@@ -302,8 +303,8 @@ def validate_gate(
     root = Path(out_dir) / f"m{samples_per_task}"
     per_seed = []
     for seed in seeds:
-        config = GateConfig(checkpoint_id=checkpoint_id, mask_seed=seed, samples_per_task=samples_per_task,
-                            task_limit=task_limit)
+        config = GateConfig.from_params(params.round, checkpoint_id, mask_seed=seed,
+                                        samples_per_task=samples_per_task, task_limit=task_limit)
         result = run_gate_a(params, as_draft(draft), root / f"seed-{seed}", config, checkpoint=checkpoint,
                             bare_run_dir=root / "bare-val", policy=policy, store_root=store_root,
                             progress=progress)
@@ -340,7 +341,7 @@ def validate_on_warmstart(params: Params, warmstart_dir: str | Path, out_dir: st
                    truth_episodes_per_arm=truth.get("episodes_per_arm"))
 
 
-def teacher_policy(params: Params, draft: SkillBank) -> Any:
+def teacher_policy(params: Params, draft: SkillBank) -> Policy:
     """The organism's teacher: the scripted expert behind S₀'s gate with ``warmstart.p_with/p_without``."""
     from intraskill.organism.demos import teacher_law
     from intraskill.policy.expert_policy import ExpertPolicy

@@ -63,7 +63,7 @@ def warmstart_matches(directory: Path, params: Params) -> bool:
     recorded = json.loads(manifest_path.read_text(encoding="utf-8")).get("params", {})
     expected = {"store": params.store.model_dump(mode="json"),
                 "organism": params.model.organism.model_dump(mode="json"), "view": params.model.view,
-                "warmstart": training_settings(params)}
+                "warmstart": training_settings(params.warmstart)}
     model = recorded.get("model") or {}
     settings = {**WarmstartParams().model_dump(mode="json"), **(recorded.get("warmstart") or {})}
     trained = {k: v for k, v in settings.items() if k not in NOT_TRAINING}
@@ -143,7 +143,8 @@ def prepare_round(params: Params, round_index: int = 0, out_dir: str | Path | No
         return RoundInputs(checkpoint, None, None, warmstart_dir)
     root = Path(out_dir) if out_dir is not None else default_round_dir(params, round_index)
     path = save_skillbank(bank, root / "skillbank.json")
-    curriculum = round_curriculum(params, round_index, path, recorded_path=path.name)  # beside curriculum.json
+    # the bank sits beside curriculum.json
+    curriculum = round_curriculum(params.round, round_index, path, recorded_path=path.name)
     return RoundInputs(checkpoint, path, curriculum, warmstart_dir)
 
 

@@ -37,6 +37,7 @@ from intraskill.agent.traces import EpisodeTrace
 from intraskill.chat.base import Policy, SessionTokens
 from intraskill.hashing import seed32
 from intraskill.jsonl import JsonlWriter, iter_jsonl
+from intraskill.params import RoundParams
 from intraskill.pipeline.episode_log import EpisodeCallback, EpisodeLog, EpisodeRecord
 from intraskill.skills.curriculum import (
     MODE_SKILL_FREE,
@@ -64,6 +65,8 @@ NO_CURRICULUM_STATE = "no-curriculum"
 """``state_id`` of the treatments of a round without skills (every group skill-free)."""
 GROUPS_PER_STEP = 10_000
 """Group-index slots of one step: ``index = (round · 1000 + step) · 10⁴ + wave · over_sampling + slot``."""
+_ROUND = RoundParams()
+"""The rollout-step defaults, written once in :class:`~intraskill.params.RoundParams`."""
 
 
 @dataclass(frozen=True)
@@ -82,14 +85,23 @@ class RolloutConfig:
     split : the task split the groups are drawn from.
     """
 
-    n_samples_per_prompt: int = 8
-    rollout_batch_size: int = 16
-    over_sampling_batch_size: int = 32
-    full_skill_retry: bool = True
-    max_consecutive_failed_groups: int = 8
+    n_samples_per_prompt: int = _ROUND.n_samples_per_prompt
+    rollout_batch_size: int = _ROUND.rollout_batch_size
+    over_sampling_batch_size: int = _ROUND.over_sampling_batch_size
+    full_skill_retry: bool = _ROUND.full_skill_retry
+    max_consecutive_failed_groups: int = _ROUND.max_consecutive_failed_groups
     seed: int = 0
     max_waves: int = 8
     split: str = "train"
+
+    @classmethod
+    def from_params(cls, round_params: RoundParams, seed: int) -> RolloutConfig:
+        """The rollout-step shape of ``round_params``; task draws and episode seeds derive from ``seed``."""
+        return cls(n_samples_per_prompt=round_params.n_samples_per_prompt,
+                   rollout_batch_size=round_params.rollout_batch_size,
+                   over_sampling_batch_size=round_params.over_sampling_batch_size,
+                   full_skill_retry=round_params.full_skill_retry,
+                   max_consecutive_failed_groups=round_params.max_consecutive_failed_groups, seed=seed)
 
     def __post_init__(self) -> None:
         if self.n_samples_per_prompt < 1:

@@ -28,20 +28,18 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from intraskill.agent.prompts import prompt_identity
+from intraskill.chat.base import Policy
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl
-from intraskill.params import Params
+from intraskill.params import Params, RoundParams
 from intraskill.paths import project_root, runs_root
 from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, run_rollout_step
 from intraskill.shop.build import StoreHandle, open_engine
 from intraskill.skills.curriculum import CurriculumState, build_curriculum, save_curriculum
 from intraskill.training.metrics import rollout_step_metrics, train_step_metrics
-
-if TYPE_CHECKING:
-    from intraskill.training.grpo import GRPOConfig
 
 ROUND_PLAN_SCHEMA = "intraskill-round-plan-v1"
 PIPELINE_VERSION = "intraskill-round-v1"
@@ -58,58 +56,29 @@ def default_round_dir(params: Params, round_index: int) -> Path:
     return runs_root(params.experiment.run_root) / params.experiment.name / f"round-{round_index:03d}"
 
 
-def rollout_config(params: Params) -> RolloutConfig:
-    """The rollout-step shape of ``params.round`` (task draws and episode seeds from the experiment seed)."""
-    r = params.round
-    return RolloutConfig(
-        n_samples_per_prompt=r.n_samples_per_prompt,
-        rollout_batch_size=r.rollout_batch_size,
-        over_sampling_batch_size=r.over_sampling_batch_size,
-        full_skill_retry=r.full_skill_retry,
-        max_consecutive_failed_groups=r.max_consecutive_failed_groups,
-        seed=params.experiment.seed,
-    )
-
-
-def grpo_config(params: Params, pad_token_id: int) -> GRPOConfig:
-    """The trainer settings of ``params.grpo``; log-probs are recomputed at the sampling temperature."""
-    from intraskill.training.grpo import GRPOConfig, LoraSettings
-
-    g = params.grpo
-    lora = None
-    if g.lora is not None:
-        lora = LoraSettings(r=g.lora.rank, alpha=g.lora.alpha, dropout=g.lora.dropout,
-                            target_modules=tuple(g.lora.target_modules))
-    return GRPOConfig(
-        temperature=params.sampling.temperature, eps_low=g.eps_low, eps_high=g.eps_high, kl_coef=g.kl_coef,
-        lr=g.lr, weight_decay=g.weight_decay, betas=g.betas, max_grad_norm=g.max_grad_norm,
-        global_batch_size=g.global_batch_size, micro_batch_tokens=g.micro_batch_tokens, autocast=g.autocast,
-        lora=lora, pad_token_id=pad_token_id,
-    )
-
-
 def resolve_project_path(path: str | Path) -> Path:
     """An absolute path, or one relative to the project root."""
     path = Path(path)
     return path if path.is_absolute() else project_root() / path
 
 
-def round_curriculum(params: Params, round_index: int, skillbank: str | Path | None = None,
+def round_curriculum(round_params: RoundParams, round_index: int, skillbank: str | Path | None = None,
                      recorded_path: str | None = None) -> CurriculumState | None:
     """The round's curriculum built from ``skillbank`` (default ``round.skillbank``; ``None`` = no skills).
 
-    α_j is each chunk's ``metadata.estimated_effect``; q, ρ_min, ρ_max and the seed come from ``params.round``.
+    α_j is each chunk's ``metadata.estimated_effect``; q, ρ_min, ρ_max and the seed come from
+    ``round_params``.
     ``recorded_path`` is the bank path the curriculum records (and hashes; default ``skillbank`` as given).
     """
     from intraskill.skills.bank import load_skillbank
 
-    source = skillbank if skillbank is not None else params.round.skillbank
+    source = skillbank if skillbank is not None else round_params.skillbank
     if source is None:
         return None
     path = resolve_project_path(source)
     if not path.is_file():
         raise FileNotFoundError(f"round.skillbank: no SkillBank file at {path}")
-    r = params.round
+    r = round_params
     return build_curriculum(
         load_skillbank(path), round_id=f"round-{round_index:03d}", skill_free_probability=r.q,
         rho_min=r.rho_min, rho_max=r.rho_max, seed=r.curriculum_seed, skillbank_path=recorded_path or str(source),
@@ -229,7 +198,7 @@ class _WandbLogger:
         self.run.finish()
 
 
-def _require_trainable(policy: Any) -> None:
+def _require_trainable(policy: Policy) -> None:
     if not hasattr(policy, "model") or not hasattr(policy, "tokenizer"):
         raise TypeError(
             f"model.spec: round training needs an in-process policy (organism, smollm2 or a model "
@@ -238,7 +207,7 @@ def _require_trainable(policy: Any) -> None:
 
 
 def bare_val(
-    params: Params, policy: Any, out_dir: Path, store_root: str | Path | None, progress: bool
+    params: Params, policy: Policy, out_dir: Path, store_root: str | Path | None, progress: bool
 ) -> dict[str, Any]:
     """Run (or resume) the bare val check of ``policy`` into ``out_dir``; returns its summary."""
     from intraskill.evaluate.runner import run_eval
@@ -248,7 +217,7 @@ def bare_val(
     return run.summary
 
 
-def trained_policy(params: Params, model_dir: Path) -> Any:
+def trained_policy(params: Params, model_dir: Path) -> Policy:
     """The policy of a saved round checkpoint (its identity names the weights' digest)."""
     from intraskill.evaluate.runner import build_policy
 
@@ -289,7 +258,7 @@ def run_round(
         _require_wandb()
     root = Path(out_dir) if out_dir is not None else default_round_dir(params, round_index)
     if curriculum is None:
-        curriculum = round_curriculum(params, round_index)
+        curriculum = round_curriculum(params.round, round_index)
     checkpoint = initial_checkpoint if initial_checkpoint is not None else params.model.checkpoint
     run = _RoundRun(params, round_index, curriculum, root, store_root, progress, on_event)
     try:
@@ -328,7 +297,7 @@ class _RoundRun:
         from intraskill.agent.env import InProcessEnvironment
         from intraskill.evaluate.runner import build_policy, runtime_config
         from intraskill.training.checkpoint import load_checkpoint, recover_checkpoint
-        from intraskill.training.grpo import GRPOTrainer
+        from intraskill.training.grpo import GRPOConfig, GRPOTrainer
 
         params = self.params
         self.store = store = open_train_store(params, self.store_root)
@@ -341,9 +310,10 @@ class _RoundRun:
         if params.round.wandb_offline:
             self.logger = _WandbLogger(params, self.root, self.round_index, fingerprint)
         self.runtime = runtime_config(params)
-        self.config = rollout_config(params)
+        self.config = RolloutConfig.from_params(params.round, params.experiment.seed)
         self.env_factory = lambda: InProcessEnvironment(store.engine)
-        self.trainer = GRPOTrainer(self.policy.model, grpo_config(params, self.policy.pad_id))
+        self.trainer = GRPOTrainer(self.policy.model,
+                                   GRPOConfig.from_params(params.grpo, params.sampling, self.policy.pad_id))
         if recover_checkpoint(self.checkpoint_dir) is not None:
             state = load_checkpoint(self.checkpoint_dir, self.trainer)
             self.trained, self.history = int(state["step"]), dict(state["history"])

@@ -18,13 +18,16 @@ from typing import Any
 
 from intraskill.hashing import sha256_json, unit_draw
 from intraskill.jsonl import write_json
+from intraskill.params import RoundParams
 from intraskill.skills.bank import Skill, SkillBank
 
 CURRICULUM_SCHEMA_VERSION = "shopsimrl-skill-curriculum-v1"
-DEFAULT_CURRICULUM_SEED = 20260901
-DEFAULT_SKILL_FREE_PROBABILITY = 0.20
-DEFAULT_RHO_MIN = 0.20
-DEFAULT_RHO_MAX = 0.90
+_ROUND = RoundParams()
+DEFAULT_CURRICULUM_SEED = _ROUND.curriculum_seed
+DEFAULT_SKILL_FREE_PROBABILITY = _ROUND.q
+DEFAULT_RHO_MIN = _ROUND.rho_min
+DEFAULT_RHO_MAX = _ROUND.rho_max
+"""The defaults of ``params.round`` (:class:`~intraskill.params.RoundParams`), where they are written."""
 PROBABILITY_MAPPING_NAME = "clipped_linear_positive_contribution"
 
 MODE_SKILL_FREE = "skill_free"
@@ -196,7 +199,7 @@ def build_curriculum(
     round_id : e.g. ``"round-001"``.
     skill_free_probability : q, the per-group probability of a skill-free context (0.20).
     rho_min, rho_max : the floor and ceiling of ρ (0.20, 0.90).
-    seed : the draw seed (CLI default 20260901).
+    seed : the draw seed (``round.curriculum_seed``).
     contribution_scale : s; defaults to the largest active contribution.
     skillbank_path : recorded in ``source`` for provenance. It enters ``state_id`` and so every draw:
         record it relative to the curriculum file (the callers here record the bank's file name, as

@@ -19,7 +19,7 @@ from intraskill.training.batching import (
     split_updates,
     train_samples_from_groups,
 )
-from intraskill.training.grpo import GRPOConfig, GRPOTrainer, LoraSettings, StepMetrics
+from intraskill.training.grpo import GRPOConfig, GRPOTrainer, StepMetrics
 from intraskill.training.triage import RetryOutcome, TriageClass, TriageRecord, frontier_metrics, triage_group
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "GRPOConfig",
     "GRPOTrainer",
     "GroupAdmission",
-    "LoraSettings",
     "RetryOutcome",
     "RolloutOutcome",
     "StepMetrics",

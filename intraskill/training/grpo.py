@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from intraskill.params import GRPOParams, LoraParams, SamplingParams
 from intraskill.training.batching import (
     MicroBatch,
     TrainSample,
@@ -33,34 +34,8 @@ if TYPE_CHECKING:
     import torch
 
 AutocastMode = Literal["auto", "bf16", "off"]
-
-
-@dataclass(frozen=True)
-class LoraSettings:
-    """LoRA adapters (peft ``LoraConfig``); only adapter weights train.
-
-    Parameters
-    ----------
-    r, alpha, dropout
-        Rank, scaling numerator (``lora_alpha``) and adapter dropout.
-    target_modules
-        Module names that get adapters (default the attention projections q/k/v/o).
-    """
-
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.0
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
-
-    def __post_init__(self) -> None:
-        if self.r < 1:
-            raise ValueError(f"LoraSettings.r must be >= 1, got {self.r}")
-        if self.alpha <= 0:
-            raise ValueError(f"LoraSettings.alpha must be > 0, got {self.alpha}")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"LoraSettings.dropout must be in [0, 1), got {self.dropout}")
-        if not self.target_modules:
-            raise ValueError("LoraSettings.target_modules must name at least one module, e.g. ('q_proj',)")
+_GRPO, _SAMPLING = GRPOParams(), SamplingParams()
+"""The defaults, written once in :mod:`intraskill.params`."""
 
 
 @dataclass
@@ -89,25 +64,36 @@ class GRPOConfig:
     autocast
         ``"auto"`` (bf16 autocast on CUDA only), ``"bf16"`` (on any device) or ``"off"``.
     lora
-        LoRA settings, or ``None`` for full fine-tuning.
+        LoRA adapters (:class:`~intraskill.params.LoraParams`), or ``None`` for full fine-tuning.
     pad_token_id
         Id written into padding positions (never attended, never trained).
     """
 
-    temperature: float = 0.6
-    eps_low: float = 0.2
-    eps_high: float = 0.28
-    kl_coef: float = 0.0
-    lr: float = 1e-6
-    weight_decay: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.98)
+    temperature: float = _SAMPLING.temperature
+    eps_low: float = _GRPO.eps_low
+    eps_high: float = _GRPO.eps_high
+    kl_coef: float = _GRPO.kl_coef
+    lr: float = _GRPO.lr
+    weight_decay: float = _GRPO.weight_decay
+    betas: tuple[float, float] = _GRPO.betas
     adam_eps: float = 1e-8
-    max_grad_norm: float | None = 1.0
-    global_batch_size: int | None = 64
-    micro_batch_tokens: int = 16384
-    autocast: AutocastMode = "auto"
-    lora: LoraSettings | None = None
+    max_grad_norm: float | None = _GRPO.max_grad_norm
+    global_batch_size: int | None = _GRPO.global_batch_size
+    micro_batch_tokens: int = _GRPO.micro_batch_tokens
+    autocast: AutocastMode = _GRPO.autocast
+    lora: LoraParams | None = _GRPO.lora
     pad_token_id: int = 0
+
+    @classmethod
+    def from_params(cls, grpo: GRPOParams, sampling: SamplingParams, pad_token_id: int) -> GRPOConfig:
+        """The trainer settings of ``grpo``; log-probs are recomputed at the sampling temperature."""
+        return cls(
+            temperature=sampling.temperature, eps_low=grpo.eps_low, eps_high=grpo.eps_high,
+            kl_coef=grpo.kl_coef, lr=grpo.lr, weight_decay=grpo.weight_decay, betas=grpo.betas,
+            max_grad_norm=grpo.max_grad_norm,
+            global_batch_size=grpo.global_batch_size, micro_batch_tokens=grpo.micro_batch_tokens,
+            autocast=grpo.autocast, lora=grpo.lora, pad_token_id=pad_token_id,
+        )
 
     def __post_init__(self) -> None:
         if self.temperature <= 0:
@@ -145,7 +131,7 @@ class GRPOConfig:
             raise ValueError(f"GRPOConfig.autocast must be 'auto', 'bf16' or 'off', got {self.autocast!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "lora": self.lora.model_dump(mode="json") if self.lora is not None else None}
 
 
 @dataclass
@@ -214,12 +200,12 @@ class UpdateTotals:
         return getattr(self, name) / max(self.model_tokens, 1)
 
 
-def apply_lora(model: torch.nn.Module, settings: LoraSettings) -> torch.nn.Module:
+def apply_lora(model: torch.nn.Module, settings: LoraParams) -> torch.nn.Module:
     """Wrap ``model`` with peft LoRA adapters; base weights are frozen."""
     from peft import LoraConfig, get_peft_model
 
     config = LoraConfig(
-        r=settings.r,
+        r=settings.rank,
         lora_alpha=settings.alpha,
         lora_dropout=settings.dropout,
         target_modules=list(settings.target_modules),
