@@ -160,7 +160,7 @@ def fill_sample(sample: Any, result: EpisodeResult, codec: TokenCodec, assignmen
         sample.response_length = len(stream.response_ids)
         sample.loss_mask = list(stream.loss_mask)
         sample.rollout_log_probs = list(stream.log_probs)
-        sample.reward = dict(result.trace.reward)
+        sample.reward = result.trace.reward.to_dict()
         sample.status = status.TRUNCATED if result.truncated else status.COMPLETED
     else:
         sample.tokens = list(PLACEHOLDER_TOKENS)
@@ -174,7 +174,7 @@ def fill_sample(sample: Any, result: EpisodeResult, codec: TokenCodec, assignmen
     sample.metadata = {
         **(sample.metadata or {}),
         META_ASSIGNMENT: assignment.to_dict(),
-        META_REWARD: dict(result.trace.reward) if result.scored else None,
+        META_REWARD: result.trace.reward.to_dict() if result.scored else None,
         META_SCORED: result.scored,
         META_TRACE_PATH: str(trace_path),
         META_EPISODE_ID: result.trace.episode_id,
