@@ -223,7 +223,7 @@ def test_length_cutoff_without_valid_call_is_a_scored_failure(engine, task_ids) 
     results = run_episodes(policy, lambda: InProcessEnvironment(engine), _jobs(task_ids[:2]), RuntimeConfig(),
                            progress=False)
     assert (results[0].status, results[0].termination_reason) == ("completed", "generation_length")
-    assert results[0].model_steps == 2 and results[0].reward["reward"] == 0.0
+    assert results[0].model_steps == 2 and results[0].reward.reward == 0.0
     assert results[0].trace.turns[-1].protocol_error == "invalid_arguments_json"
     assert results[1].termination_reason == "purchase" and results[1].trace.turns[0].finish_reason == "length"
 

@@ -423,7 +423,7 @@ def test_generate_buys_protocol_errors_cost_a_turn_and_length_truncates(
                       intraskill_full_skill_retry=False, intraskill_max_steps=8)
     (bought,) = run_group(args, 1, task_ids[1], 1)
     trace = EpisodeTrace.from_dict(json.loads(Path(bought.metadata["intraskill_trace_path"]).read_text()))
-    assert trace.purchase is not None and trace.reward["r_strict"] == bought.reward["reward"]
+    assert trace.purchase is not None and trace.reward.r_strict == bought.reward["reward"]
     assert bought.status is Sample.Status.COMPLETED
     fake.mode = "chatty"
     (chatty,) = run_group(slime_args(services, tokenizer_dir, curriculum_files, tmp_path / "b", n=1,

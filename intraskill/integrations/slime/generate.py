@@ -256,7 +256,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     name = f"rollout-{sample.index}.json"
     trace_path = write_trace(config.output_dir, sample.group_index, name, result.trace)
     fill_sample(sample, result, codec, assignment, trace_path)
-    outcome = RolloutOutcome(str(sample.index), sample.index, episode_id, sample.metadata[META_REWARD])
+    reward = result.trace.reward if result.scored else None
+    outcome = RolloutOutcome(str(sample.index), sample.index, episode_id, reward)
     async with lock:
         group.outcomes[sample.index] = outcome
         leader = state.registry.complete(str(sample.group_index), sample.index)
