@@ -28,7 +28,7 @@ def failed_retries(engine: ShopEngine, task_ids: list[int], without: str, bank: 
                            jobs, RuntimeConfig(), progress=False)
     items = []
     for index, result in enumerate(results):
-        if result.scored and result.reward["r_success"] == 0:
+        if result.scored and result.reward.r_success == 0:
             episode = f"train-group-{index:09d}-sample-000000008-full-skill-retry"
             result.trace.episode_id = episode
             items.append(AnalysisItem(episode, index, result.task_id, "train", True, result.trace))

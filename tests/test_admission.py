@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
+from dataclasses import replace
 
+import pytest
+from reward_helpers import strict_reward
+
+from intraskill.shop.reward import Reward
 from intraskill.training.admission import (
     TECHNICAL_DROP_REASON,
     ZERO_STD_DROP_REASON,
@@ -20,7 +24,7 @@ from intraskill.training.admission import (
 def _group(index: int, rewards: list[float | None]) -> FinishedGroup:
     rollouts = []
     for k, r in enumerate(rewards):
-        reward = None if r is None else {"reward": r, "r_strict": r, "r_success": int(r == 1.0)}
+        reward = None if r is None else strict_reward(r)
         rollouts.append(RolloutOutcome(f"g{index}-s{k}", k, f"g{index}-s{k}", reward))
     return FinishedGroup(index, tuple(rollouts))
 
@@ -143,10 +147,10 @@ def test_empty_denominators_are_none() -> None:
 
 
 def test_rollout_and_group_validation() -> None:
-    with pytest.raises(ValueError, match="lacks"):
-        RolloutOutcome("r", 0, "r", {"reward": 1.0})
+    with pytest.raises(ValueError, match="missing"):
+        RolloutOutcome("r", 0, "r", Reward.from_dict({"reward": 1.0}))
     with pytest.raises(ValueError, match="r_success"):
-        RolloutOutcome("r", 0, "r", {"reward": 0.5, "r_strict": 0.5, "r_success": 0.5})
+        RolloutOutcome("r", 0, "r", replace(strict_reward(0.5), r_success=0.5))
     ok = RolloutOutcome("r", 0, "r", None)
     with pytest.raises(ValueError, match="repeats a rollout_id"):
         FinishedGroup(0, (ok, RolloutOutcome("r", 1, "r", None)))
@@ -157,7 +161,7 @@ def test_rollout_and_group_validation() -> None:
 def test_from_episode_reads_runtime_result_shape() -> None:
     class Result:
         episode_id = "task-000001__sample-002"
-        reward = {"reward": 0.4, "r_strict": 0.4, "r_success": 0}
+        reward = strict_reward(0.4)
 
     outcome = RolloutOutcome.from_episode(Result(), sample_index=2)
     assert outcome.rollout_id == outcome.episode_id == "task-000001__sample-002"

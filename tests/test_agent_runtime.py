@@ -169,7 +169,7 @@ def test_lockstep_completes_and_writes_traces(engine, task_ids, tmp_path: Path) 
     for result in results:
         trace = result.trace
         assert result.session_tokens.loss_mask == [0, 1, 1]
-        assert result.reward["reward"] == result.reward["r_strict"] == result.reward_detail["r_strict"]
+        assert result.reward.reward == result.reward.r_strict == result.reward_detail["r_strict"]
         assert result.termination_reason == "purchase"
         assert result.steps == sum(t.action is not None for t in trace.turns) == result.model_steps
         assert result.protocol_errors == 0
@@ -214,7 +214,7 @@ def test_turn_limit_terminates_with_action_limit(engine, task_ids) -> None:
                           RuntimeConfig(max_turns=5), progress=False)[0]
     assert (result.status, result.termination_reason) == ("completed", "action_limit")
     assert (result.model_steps, result.steps, result.protocol_errors) == (5, 0, 5)
-    assert result.reward["reward"] == 0.0 and result.reward["r_success"] == 0.0
+    assert result.reward.reward == 0.0 and result.reward.r_success == 0.0
 
 
 def test_length_cutoff_without_valid_call_is_a_scored_failure(engine, task_ids) -> None:
@@ -223,7 +223,7 @@ def test_length_cutoff_without_valid_call_is_a_scored_failure(engine, task_ids) 
     results = run_episodes(policy, lambda: InProcessEnvironment(engine), _jobs(task_ids[:2]), RuntimeConfig(),
                            progress=False)
     assert (results[0].status, results[0].termination_reason) == ("completed", "generation_length")
-    assert results[0].model_steps == 2 and results[0].reward["reward"] == 0.0
+    assert results[0].model_steps == 2 and results[0].reward.reward == 0.0
     assert results[0].trace.turns[-1].protocol_error == "invalid_arguments_json"
     assert results[1].termination_reason == "purchase" and results[1].trace.turns[0].finish_reason == "length"
 

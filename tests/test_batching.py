@@ -7,6 +7,7 @@ import random
 
 import pytest
 import torch
+from reward_helpers import strict_reward
 
 from intraskill.chat.base import SessionTokens
 from intraskill.training.admission import FinishedGroup, RolloutOutcome
@@ -110,7 +111,7 @@ def test_collate_right_pads_with_zero_masks() -> None:
 
 def test_train_samples_from_groups_broadcasts_advantage_to_segments() -> None:
     def outcome(rid: str, k: int, r: float) -> RolloutOutcome:
-        return RolloutOutcome(rid, k, rid, {"reward": r, "r_strict": r, "r_success": int(r == 1.0)})
+        return RolloutOutcome(rid, k, rid, strict_reward(r))
 
     group = FinishedGroup(7, (outcome("a", 0, 0.0), outcome("b", 1, 1.0)))
     seg = SessionTokens([1, 2, 3], [0, 1, 1], [0.0, -0.1, -0.2])

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from reward_helpers import strict_reward
 
 from intraskill.agent.traces import EpisodeTrace, TurnRecord, read_traces
 from intraskill.analysis.behaviour import (
@@ -231,7 +232,7 @@ def _hand_built(tokens_last: int = 10) -> EpisodeTrace:
     turns[0].raw_output = "<think>abc</think><tool_call>{}</tool_call>"
     turns[-1].completion_tokens = tokens_last
     return EpisodeTrace("task-000001__sample-000", 1, 0, "completed", provenance={}, turns=turns,
-                        reward={"reward": 1.0, "r_strict": 1.0, "r_success": 1.0})
+                        reward=strict_reward(1.0))
 
 
 def test_hand_built_episode() -> None:

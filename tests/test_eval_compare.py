@@ -71,7 +71,7 @@ def test_cross_checkpoint_comparison(runs: dict[str, Path], tmp_path: Path) -> N
     a = {t.task_id: t.reward for t in read_traces(runs["ablated"] / "traces.jsonl")}
     b = {t.task_id: t.reward for t in read_traces(runs["full"] / "traces.jsonl")}
     tasks = [task for task, _ in json.loads((runs["full"] / "plan.json").read_text())["jobs"]]
-    direct = paired_bootstrap_ci([a[t]["reward"] for t in tasks], [b[t]["reward"] for t in tasks], "reward",
+    direct = paired_bootstrap_ci([a[t].reward for t in tasks], [b[t].reward for t in tasks], "reward",
                                  samples=500)
     assert paired["metrics"]["reward"]["confidence_interval"] == list(direct.ci95)
     success = {label: result["absolute"][label]["primary"]["success_rate"] for label in ("a", "b")}

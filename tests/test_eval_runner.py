@@ -84,7 +84,7 @@ def test_expert_run_writes_plan_traces_and_summary(tmp_path: Path, small_store_r
     assert summary["counts"] == {"requested": 6, "trace_files": 6, "completed": 6, "failed": 0, "scored": 6,
                                  "coverage": 1.0}
     traces = read_traces(run.traces_path)
-    rewards = [t.reward["reward"] for t in traces]
+    rewards = [t.reward.reward for t in traces]
     assert summary["primary"]["reward_mean"] == pytest.approx(sum(rewards) / 6)
     assert summary["behavior"]["model_steps"] == sum(t.counts["model_steps"] for t in traces)
     assert summary["behavior"]["termination_reasons"] == {"purchase": 6}

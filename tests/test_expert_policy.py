@@ -63,7 +63,7 @@ def test_runtime_episodes_match_the_scripted_expert(small_store, language: str,
     task_ids = list(catalog.task_ids("val"))[:20]
     results = _via_runtime(engine, task_ids, ExpertPolicy(competences, language=language), language, view=view)
     assert [r.status for r in results] == ["completed"] * len(task_ids)
-    assert [(r.reward["reward"], r.steps) for r in results] == _direct(engine, catalog, task_ids, competences)
+    assert [(r.reward.reward, r.steps) for r in results] == _direct(engine, catalog, task_ids, competences)
     assert all(r.protocol_errors == 0 and r.invalid_actions == 0 for r in results)
 
 
@@ -119,8 +119,8 @@ def test_skill_conditioned_law_switches_competences(small_store) -> None:
     full = [v for v, _ in _direct(engine, catalog, task_ids, Competences())]
     no_persona = [v for v, _ in _direct(engine, catalog, task_ids, Competences().without("read_persona"))]
     assert full != no_persona
-    assert [r.reward["reward"] for r in with_skill] == full
-    assert [r.reward["reward"] for r in without] == no_persona
+    assert [r.reward.reward for r in with_skill] == full
+    assert [r.reward.reward for r in without] == no_persona
     assert ExpertPolicy(law=law).identity["law"]["skill_for"] == {"read_persona": "persona-skill"}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from shop_fixtures import (
@@ -23,7 +24,15 @@ from intraskill.shop.price import (
     price_affecting_axes,
     resolve_price,
 )
-from intraskill.shop.reward import REWARD_VERSION, category_nodes, score_purchase, type_reward, zero_detail
+from intraskill.shop.reward import (
+    REWARD_VERSION,
+    Reward,
+    RewardError,
+    category_nodes,
+    score_purchase,
+    type_reward,
+    zero_detail,
+)
 from intraskill.shop.types import Product
 
 REFERENCE_KEYS = [
@@ -175,3 +184,17 @@ def test_zero_detail_same_keys_all_zero(reason: str) -> None:
     assert detail["category_match"] is detail["target_asin_match"] is detail["price_verifiable"] is False
     with pytest.raises(ValueError, match="termination_reason"):
         zero_detail("purchase")
+
+
+def test_typed_reward_names_and_refusals() -> None:
+    reward = Reward(r_type=1, r_att=0.5, r_option=1, r_price=1, r_loose=0.75, r_strict=0.5, r_success=0)
+    assert reward.to_dict() == {"reward": 0.5, "r_type": 1.0, "r_att": 0.5, "r_option": 1.0, "r_price": 1.0,
+                                "r_loose": 0.75, "r_strict": 0.5, "r_success": 0.0}
+    assert reward.metric("reward") == reward.reward == 0.5 and reward.metric("r_loose") == 0.75
+    assert Reward.from_dict(reward.to_dict()) == reward and not reward.success
+    with pytest.raises(KeyError, match="title_score"):
+        reward.metric("title_score")
+    with pytest.raises(RewardError, match="r_att"):
+        replace(reward, r_att=math.nan)
+    with pytest.raises(RewardError, match="r_success"):
+        replace(reward, r_success=True)

@@ -47,7 +47,7 @@ def test_recheck_accepts_failed_retries_and_names_the_failed_check(option_failur
     assert recheck_item(item, SkillBank("other", (OPTION_CHUNK,))).startswith("injected_skills")
     assert recheck_item(replace(item, split="val"), BANK).startswith("split")
     assert recheck_item(replace(item, diagnostic_full_skill=False), BANK).startswith("diagnostic_full_skill")
-    won = replace(item.trace, reward={**item.trace.reward, "r_success": 1.0})
+    won = replace(item.trace, reward=replace(item.trace.reward, r_success=1.0))
     assert recheck_item(replace(item, trace=won), BANK).startswith("r_success")
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from fastapi import FastAPI, Request
+from reward_helpers import strict_reward
 
 from intraskill.agent.traces import EpisodeTrace
 from intraskill.chat.chatml import IM_END, render_tool_call
@@ -138,7 +139,7 @@ def test_task_file_lists_each_train_task_once(small_store, tmp_path: Path) -> No
 
 def scored(group: int, index: int, reward: float, *, rollout_id: int | None = None,
            assignment: dict | None = None) -> Sample:
-    detail = {"reward": reward, "r_strict": reward, "r_success": int(reward == 1.0)}
+    detail = strict_reward(reward).to_dict()
     metadata = {"intraskill_scored": True, "intraskill_reward": detail}
     if assignment is not None:
         metadata["intraskill_assignment"] = assignment
@@ -225,7 +226,7 @@ def test_metrics_cover_all_generated_groups_and_the_admitted_ones(tmp_path: Path
     broken = [scored(3, 6, 1.0, assignment=one), unscored(3, 7)]          # technical drop
     broken[1].metadata["intraskill_assignment"] = one
     failed_retry = RetryOutcome("group-000000002/full-skill-retry.json", "e-full-skill-retry",
-                                {"reward": 0.0, "r_strict": 0.0, "r_success": 0})
+                                strict_reward(0.0))
     triage = triage_group(finished_group(zero), {"state_id": state.state_id}, empty, failed_retry).to_dict()
     zero[1].metadata[META_GROUP_TRIAGE] = triage
     record(args, [spread, fanned, zero, broken, spread], data_source=None)  # a repeated group counts once
@@ -422,7 +423,7 @@ def test_generate_buys_protocol_errors_cost_a_turn_and_length_truncates(
                       intraskill_full_skill_retry=False, intraskill_max_steps=8)
     (bought,) = run_group(args, 1, task_ids[1], 1)
     trace = EpisodeTrace.from_dict(json.loads(Path(bought.metadata["intraskill_trace_path"]).read_text()))
-    assert trace.purchase is not None and trace.reward["r_strict"] == bought.reward["reward"]
+    assert trace.purchase is not None and trace.reward.r_strict == bought.reward["reward"]
     assert bought.status is Sample.Status.COMPLETED
     fake.mode = "chatty"
     (chatty,) = run_group(slime_args(services, tokenizer_dir, curriculum_files, tmp_path / "b", n=1,

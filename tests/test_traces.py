@@ -17,6 +17,7 @@ from intraskill.agent.traces import (
     scan_prompts_for_gold,
 )
 from intraskill.jsonl import JsonlWriter
+from intraskill.shop.reward import Reward
 
 DETAIL = {"reward_version": "v", "termination_reason": "purchase", "r_type": 1.0, "r_att": 1.0,
           "r_option": 0.5, "r_price": 1.0, "r_loose": 0.75, "r_strict": 0.0, "r_success": 0,
@@ -31,8 +32,11 @@ def _terminal(**changes) -> dict:
 
 def test_reward_dict_is_reward_plus_every_r_key() -> None:
     reward = reward_from_terminal(_terminal())
-    assert reward == {"reward": 0.0, "r_type": 1.0, "r_att": 1.0, "r_option": 0.5, "r_price": 1.0,
-                      "r_loose": 0.75, "r_strict": 0.0, "r_success": 0.0}
+    assert reward == Reward(r_type=1.0, r_att=1.0, r_option=0.5, r_price=1.0, r_loose=0.75, r_strict=0.0,
+                            r_success=0.0)
+    assert list(reward.to_dict().items()) == [("reward", 0.0), ("r_type", 1.0), ("r_att", 1.0), ("r_option", 0.5),
+                                              ("r_price", 1.0), ("r_loose", 0.75), ("r_strict", 0.0),
+                                              ("r_success", 0.0)]
 
 
 @pytest.mark.parametrize(
@@ -72,6 +76,47 @@ def test_trace_round_trip_through_jsonl(tmp_path: Path) -> None:
     assert loaded[0].schema_version == TRACE_SCHEMA_VERSION
     with pytest.raises(ValueError, match="schema_version"):
         EpisodeTrace.from_dict({**trace.to_dict(), "schema_version": "shopsimrl-episode-v4"})
+
+
+OLD_TRACE_LINE = (
+    '{"counts": {}, "duration_ms": 0, "episode_id": "task-000007__sample-001", "error": null, "private_goal": null, '
+    '"provenance": {}, "purchase": null, "reward": {"r_att": 1.0, "r_loose": 0.75, "r_option": 0.5, "r_price": 1.0, '
+    '"r_strict": 0.0, "r_success": 0.0, "r_type": 1.0, "reward": 0.0}, "reward_detail": null, "sample_id": 1, '
+    '"schema_version": "intraskill-episode-v1", "status": "completed", "task_id": 7, "task_instruction": null, '
+    '"termination_reason": null, "tokens": {}, "turns": []}\n'
+)
+"""A trace line as the dict-reward code wrote it (before the reward was typed)."""
+
+
+def test_typed_reward_round_trips_through_a_trace_file(tmp_path: Path) -> None:
+    reward = reward_from_terminal(_terminal())
+    trace = EpisodeTrace(episode_id="task-000007__sample-001", task_id=7, sample_id=1, status="completed",
+                         provenance={}, reward=reward)
+    path = tmp_path / "traces.jsonl"
+    with JsonlWriter(path) as writer:
+        writer.append(trace.to_dict())
+    assert path.read_text(encoding="utf-8") == OLD_TRACE_LINE
+    (loaded,) = read_traces(path)
+    assert isinstance(loaded.reward, Reward) and loaded.reward == reward and loaded == trace
+
+
+def test_an_old_trace_file_reads_and_writes_back_unchanged(tmp_path: Path) -> None:
+    old = tmp_path / "old.jsonl"
+    old.write_text(OLD_TRACE_LINE, encoding="utf-8")
+    (loaded,) = read_traces(old)
+    assert loaded.reward == Reward(r_type=1.0, r_att=1.0, r_option=0.5, r_price=1.0, r_loose=0.75, r_strict=0.0,
+                                   r_success=0.0)
+    again = tmp_path / "again.jsonl"
+    with JsonlWriter(again) as writer:
+        writer.append(loaded.to_dict())
+    assert again.read_bytes() == old.read_bytes()
+
+
+def test_a_tampered_reward_in_a_trace_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "traces.jsonl"
+    path.write_text(OLD_TRACE_LINE.replace('"reward": 0.0}', '"reward": 0.5}'), encoding="utf-8")
+    with pytest.raises(RewardError, match="r_strict"):
+        read_traces(path)
 
 
 GOAL = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from reward_helpers import strict_reward
 
 from intraskill.training.admission import FinishedGroup, RolloutOutcome
 from intraskill.training.triage import (
@@ -20,21 +21,17 @@ from intraskill.training.triage import (
 )
 
 
-def _reward(r: float) -> dict[str, float]:
-    return {"reward": r, "r_strict": r, "r_success": int(r == 1.0)}
-
-
 def _group(index: int, rewards: list[float | None], indices: list[int] | None = None) -> FinishedGroup:
     indices = indices or list(range(len(rewards)))
     rollouts = tuple(
-        RolloutOutcome(f"e{index}-{k}", k, f"e{index}-{k}", None if r is None else _reward(r))
+        RolloutOutcome(f"e{index}-{k}", k, f"e{index}-{k}", None if r is None else strict_reward(r))
         for k, r in zip(indices, rewards)
     )
     return FinishedGroup(index, rollouts)
 
 
 def _retry(group: FinishedGroup, reward: float | None) -> RetryOutcome:
-    scored = None if reward is None else _reward(reward)
+    scored = None if reward is None else strict_reward(reward)
     return RetryOutcome("runs/r0/group-000000001/full-skill-retry.json", retry_episode_id(group), scored)
 
 
@@ -97,12 +94,12 @@ def test_record_to_dict_schema() -> None:
     assert data["curriculum"] == {"identity": {"state_id": "s0", "sha256": "ab"}}
     assert data["assignment"]["skill_ids"] == ["c1"]
     assert [s["sample_index"] for s in data["siblings"]] == [0, 1]
-    first = {"sample_index": 0, "episode_id": "e9-0", "reward": _reward(0.0), "scored": True}
+    first = {"sample_index": 0, "episode_id": "e9-0", "reward": strict_reward(0.0).to_dict(), "scored": True}
     assert data["siblings"][0] == first
     assert data["full_skill_retry"] == {
         "trace_path": retry.trace_path,
         "episode_id": "train-group-000000009-sample-000000002-full-skill-retry",
-        "reward": _reward(0.0),
+        "reward": strict_reward(0.0).to_dict(),
         "scored": True,
     }
     assert triage_group(_group(1, [1.0]), {}, {}).to_dict()["full_skill_retry"] is None

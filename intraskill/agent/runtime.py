@@ -37,6 +37,7 @@ from intraskill.agent.views import (
 )
 from intraskill.chat.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.hashing import seed32
+from intraskill.shop.reward import Reward
 from intraskill.skills.bank import Skill
 from intraskill.skills.curriculum import GroupAssignment
 
@@ -149,7 +150,7 @@ class EpisodeResult:
     task_id: int
     sample_id: int
     status: str
-    reward: dict[str, float] | None
+    reward: Reward | None
     reward_detail: dict[str, Any] | None
     termination_reason: str | None
     steps: int

@@ -1,9 +1,10 @@
 """Episode traces (``intraskill-episode-v1``): records, reward validation and the gold-leak scan.
 
 One JSONL record per episode attempt, appended with fsync (:class:`intraskill.jsonl.JsonlWriter`).
-The reward dict follows intraskill-method.md §6.2 item 6: ``reward`` plus every ``r_*`` of the
-terminal ``reward_detail``; valid only when the episode is done, all values are finite,
-``r_success`` ∈ {0, 1} and ``reward == r_strict``. The environment's terminal ``goal`` is kept only
+The reward is a typed :class:`~intraskill.shop.reward.Reward` (intraskill-method.md §6.2 item 6:
+``reward`` plus every ``r_*`` of the terminal ``reward_detail``), valid only when the episode is done,
+all values are finite, ``r_success`` ∈ {0, 1} and ``reward == r_strict``; it becomes its JSON dict
+only in :meth:`EpisodeTrace.to_dict` and is parsed back in :meth:`EpisodeTrace.from_dict`. The environment's terminal ``goal`` is kept only
 under ``private_goal`` for analysis: it never enters a message sent to the policy
 (shopsimulator.md §8 item 3), which :func:`scan_prompts_for_gold` checks.
 """
@@ -11,7 +12,6 @@ under ``private_goal`` for analysis: it never enters a message sent to the polic
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from intraskill.jsonl import iter_jsonl
+from intraskill.shop.reward import PRIMARY_REWARD, Reward, RewardError, parse_reward
 
 TRACE_SCHEMA_VERSION = "intraskill-episode-v1"
 
@@ -30,31 +31,14 @@ class EpisodeStatus(str, Enum):
     FAILED = "failed"
 
 
-class RewardError(ValueError):
-    """A terminal payload whose reward cannot be trusted (the episode is unscored)."""
-
-
-def reward_from_terminal(payload: Mapping[str, Any]) -> dict[str, float]:
-    """The validated reward dict ``{"reward", "r_type", …, "r_success"}`` of a terminal payload."""
+def reward_from_terminal(payload: Mapping[str, Any]) -> Reward:
+    """The validated :class:`Reward` of a terminal payload (its ``reward`` and detail's ``r_*``)."""
     if not payload.get("done"):
         raise RewardError("done: the episode has not ended")
     detail = payload.get("reward_detail")
     if not isinstance(detail, Mapping):
         raise RewardError("reward_detail: missing from the terminal payload")
-    reward: dict[str, float] = {"reward": payload.get("reward")}
-    reward.update({key: value for key, value in detail.items() if key.startswith("r_")})
-    for key in ("r_strict", "r_success"):
-        if key not in reward:
-            raise RewardError(f"reward_detail.{key}: missing")
-    for key, value in reward.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise RewardError(f"{key}: must be a finite number, got {value!r}")
-        reward[key] = float(value)
-    if reward["r_success"] not in (0.0, 1.0):
-        raise RewardError(f"r_success: must be 0 or 1, got {reward['r_success']}")
-    if reward["reward"] != reward["r_strict"]:
-        raise RewardError(f"reward: {reward['reward']} differs from r_strict {reward['r_strict']}")
-    return reward
+    return Reward.from_dict({**detail, PRIMARY_REWARD: payload.get("reward")})
 
 
 @dataclass
@@ -100,7 +84,7 @@ class EpisodeTrace:
     provenance: dict[str, Any]
     task_instruction: str | None = None
     turns: list[TurnRecord] = field(default_factory=list)
-    reward: dict[str, float] | None = None
+    reward: Reward | None = None
     reward_detail: dict[str, Any] | None = None
     termination_reason: str | None = None
     purchase: dict[str, Any] | None = None
@@ -112,7 +96,10 @@ class EpisodeTrace:
     schema_version: str = TRACE_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The JSONL record (the reward as its JSON dict)."""
+        data = asdict(self)
+        data["reward"] = self.reward.to_dict() if self.reward is not None else None
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "EpisodeTrace":
@@ -123,6 +110,7 @@ class EpisodeTrace:
             )
         fields = dict(data)
         fields["turns"] = [TurnRecord(**turn) for turn in data.get("turns", [])]
+        fields["reward"] = parse_reward(data.get("reward"))
         return cls(**fields)
 
 

@@ -191,7 +191,6 @@ def episode_behaviour(trace: EpisodeTrace) -> dict[str, float]:
     tokens = [t.tokens for t in turns]
     counted = steps > 0 and all(count is not None for count in tokens)
     nan = math.nan
-    reward = trace.reward or {}
     return {
         "model_steps": float(steps),
         "tokens_per_turn": sum(tokens) / steps if counted else nan,
@@ -212,8 +211,8 @@ def episode_behaviour(trace: EpisodeTrace) -> dict[str, float]:
         "first_product_rank": float(first_rank) if first_rank is not None else nan,
         "actions": float(sum(t.action is not None for t in turns)),
         "valid_actions": float(sum(t.action is not None and t.valid is True for t in turns)),
-        "success": reward.get("r_success", nan),
-        "reward": reward.get("reward", nan),
+        "success": trace.reward.r_success if trace.reward is not None else nan,
+        "reward": trace.reward.reward if trace.reward is not None else nan,
     }
 
 

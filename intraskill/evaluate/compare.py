@@ -27,8 +27,9 @@ from typing import Any
 from intraskill.agent.traces import EpisodeTrace, read_traces
 from intraskill.evaluate.bootstrap import TEST_SEED_BASE, paired_bootstrap_ci, success_transitions
 from intraskill.evaluate.runner import EvalPlan, read_plan
-from intraskill.evaluate.summary import episode_metrics, final_records, summarize, utc_now
+from intraskill.evaluate.summary import REWARD_COMPONENTS, episode_metrics, final_records, summarize, utc_now
 from intraskill.jsonl import write_json
+from intraskill.shop.reward import PRIMARY_REWARD
 
 COMPARISON_SCHEMA_VERSION = "shopsimrl-paired-run-comparison-v1"
 KINDS: tuple[str, ...] = ("same-checkpoint", "cross-checkpoint")
@@ -129,8 +130,7 @@ def _task_values(traces: Mapping[tuple[int, int], EpisodeTrace], metric: str) ->
 def paired_metrics(a: Mapping[tuple[int, int], EpisodeTrace], b: Mapping[tuple[int, int], EpisodeTrace],
                    samples: int, seed: int, confidence: float) -> dict[str, dict[str, Any]]:
     """Per metric: means, mean difference (b − a) and the paired bootstrap interval over tasks."""
-    first = next(iter(a.values()))
-    rewards = ["reward"] + sorted(key for key in first.reward if key.startswith("r_"))
+    rewards = [PRIMARY_REWARD, *REWARD_COMPONENTS]
     metrics: dict[str, dict[str, Any]] = {}
     for metric in rewards + list(BEHAVIOR_METRICS):
         values_a, values_b = _task_values(a, metric), _task_values(b, metric)
@@ -171,8 +171,8 @@ def compare_runs(
     by_job = {label: _completed_by_job(plans[label], traces[label], label) for label in ("a", "b")}
     trace_block = check_traces(by_job["a"], by_job["b"], kind)
     jobs = list(plans["a"].jobs)
-    transitions = success_transitions([by_job["a"][j].reward["r_success"] for j in jobs],
-                                      [by_job["b"][j].reward["r_success"] for j in jobs])
+    transitions = success_transitions([by_job["a"][j].reward.r_success for j in jobs],
+                                      [by_job["b"][j].reward.r_success for j in jobs])
     metrics = paired_metrics(by_job["a"], by_job["b"], samples, seed, confidence)
     return {
         "schema_version": COMPARISON_SCHEMA_VERSION,

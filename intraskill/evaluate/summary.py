@@ -22,9 +22,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from intraskill.agent.traces import EpisodeStatus, EpisodeTrace
+from intraskill.shop.reward import Reward
 
 SUMMARY_SCHEMA_VERSION = "shopsimrl-eval-summary-v2"
-REWARD_COMPONENTS = ("r_att", "r_loose", "r_option", "r_price", "r_strict", "r_success", "r_type")
+REWARD_COMPONENTS = tuple(sorted(Reward.components()))
 POLICY_FAILURE = "generation_length"
 
 
@@ -84,7 +85,7 @@ def episode_metrics(trace: EpisodeTrace) -> dict[str, float]:
     counts, tokens = trace.counts, trace.tokens
     turns, actions = counts.get("model_steps", 0), counts.get("steps", 0)
     failures = int(trace.termination_reason == POLICY_FAILURE)
-    values: dict[str, float] = dict(trace.reward or {})
+    values: dict[str, float] = trace.reward.to_dict() if trace.reward is not None else {}
     values.update({
         "steps": float(turns),
         "actions": float(actions),
@@ -153,8 +154,8 @@ def summarize(traces: Iterable[EpisodeTrace], requested: int) -> dict[str, Any]:
         raise ValueError(f"requested: must be >= 0, got {requested}")
     completed, failed = final_records(traces)
     scored = [t for t in completed.values() if t.reward is not None]
-    rewards = [t.reward["reward"] for t in scored]
-    components = {key: _mean([t.reward[key] for t in scored if key in t.reward]) for key in REWARD_COMPONENTS}
+    rewards = [t.reward.reward for t in scored]
+    components = {key: _mean([t.reward.metric(key) for t in scored]) for key in REWARD_COMPONENTS}
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "created_at": utc_now(),

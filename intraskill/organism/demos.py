@@ -39,6 +39,7 @@ from intraskill.policy.expert_policy import (
     SkillConditionedLaw,
     click_values,
 )
+from intraskill.shop.reward import Reward, parse_reward
 from intraskill.shop.scripted_expert import Competences
 from intraskill.skills.bank import Skill, SkillBank
 
@@ -244,12 +245,12 @@ class Demonstration:
     task_id: int
     skill_ids: list[str]
     segments: list[tuple[str, str]]
-    reward: dict[str, float] | None = None
+    reward: Reward | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": DEMO_SCHEMA_VERSION, "episode_id": self.episode_id, "task_id": self.task_id,
                 "skill_ids": self.skill_ids, "segments": [list(s) for s in self.segments],
-                "reward": self.reward}
+                "reward": self.reward.to_dict() if self.reward is not None else None}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Demonstration":
@@ -257,7 +258,8 @@ class Demonstration:
             raise ValueError(f"demonstration.schema_version: expected {DEMO_SCHEMA_VERSION!r}, "
                              f"got {data.get('schema_version')!r}")
         return cls(str(data["episode_id"]), int(data["task_id"]), list(data["skill_ids"]),
-                   [(str(p), str(c)) for p, c in data["segments"]], data.get("reward"))
+                   [(str(p), str(c)) for p, c in data["segments"]],
+                   parse_reward(data.get("reward")))
 
     @property
     def text(self) -> str:

@@ -30,8 +30,8 @@ def arm_metrics(results: Sequence[EpisodeResult]) -> dict[str, Any]:
     return {
         "episodes": len(results),
         "scored": len(scored),
-        "success": sum(r.reward["r_success"] for r in scored) / max(1, len(results)),
-        "reward": sum(r.reward["reward"] for r in scored) / max(1, len(results)),
+        "success": sum(r.reward.r_success for r in scored) / max(1, len(results)),
+        "reward": sum(r.reward.reward for r in scored) / max(1, len(results)),
         "protocol_error_rate": sum(r.protocol_errors for r in results) / max(1, turns),
         "invalid_action_rate": sum(r.invalid_actions for r in results) / max(1, turns),
         "mean_turns": turns / max(1, len(results)),
@@ -59,10 +59,10 @@ def ground_truth(bank: SkillBank, bare: Sequence[EpisodeResult], alone: dict[str
     from intraskill.evaluate.bootstrap import paired_bootstrap_ci
 
     roles = {r.skill_id: r for r in chunk_roles(bank)}
-    base = {r.task_id: r.reward["r_success"] if r.scored else 0.0 for r in bare}
+    base = {r.task_id: r.reward.r_success if r.scored else 0.0 for r in bare}
     chunks = {}
     for skill_id, results in alone.items():
-        treated = {r.task_id: r.reward["r_success"] if r.scored else 0.0 for r in results}
+        treated = {r.task_id: r.reward.r_success if r.scored else 0.0 for r in results}
         tasks = [t for t in treated if t in base]
         ci = paired_bootstrap_ci([base[t] for t in tasks], [treated[t] for t in tasks],
                                  f"r_success:{skill_id}", samples=samples, seed_base=seed_base)

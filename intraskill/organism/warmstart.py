@@ -182,7 +182,7 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
         demos_s = round(time.monotonic() - started, 1)
         _, bc, data = train_organism(params, demos, out, law, plan_demos, progress=progress)
         bc_record = {"identity": bc_identity(out, params), "demos_s": demos_s, "episodes": len(demos),
-                     "expert_success": sum(d.reward["r_success"] for d in demos) / max(1, len(demos)),
+                     "expert_success": sum(d.reward.r_success for d in demos) / max(1, len(demos)),
                      "steps": bc.steps, "drill_steps": params.warmstart.drill_steps,
                      "lm_steps": params.warmstart.lm_steps, "resumed_at": bc.resumed_at,
                      "tokens": bc.tokens, "losses": bc.losses,

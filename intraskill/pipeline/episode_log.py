@@ -18,6 +18,7 @@ from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
 from intraskill.agent.traces import EpisodeStatus
 from intraskill.chat.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.jsonl import JsonlWriter, iter_jsonl
+from intraskill.shop.reward import Reward, parse_reward
 
 EpisodeCallback = Callable[[str, Mapping[str, Any]], None]
 """``on_event(name, info)``; the log calls it as ``("episode", {"episode_id": …})``."""
@@ -35,11 +36,11 @@ class EpisodeRecord:
         return self.trace["episode_id"]
 
     @property
-    def reward(self) -> dict[str, float] | None:
+    def reward(self) -> Reward | None:
         """The validated reward, or ``None`` for an unscored (failed) episode."""
         if self.trace.get("status") != EpisodeStatus.COMPLETED.value:
             return None
-        return self.trace.get("reward")
+        return parse_reward(self.trace.get("reward"))
 
     @property
     def assignment(self) -> dict[str, Any] | None:

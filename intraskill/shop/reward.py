@@ -12,9 +12,10 @@ attributes, N_opt target option values and M_att, M_opt of them matched:
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from intraskill.shop.price import PRICE_RESOLUTION_VERSION, UNVERIFIABLE, PriceResolution, resolve_price
@@ -30,6 +31,82 @@ LOW_TITLE_SCORE = 0.1
 """Below this (and above 0) R_type is 0.1; between this and the neutral score it is 0.5."""
 TERMINATION_REASONS = ("purchase", "action_limit", "generation_length")
 _CATEGORY_SPLIT_RE = re.compile(r"[›>/\\]")
+PRIMARY_REWARD = "reward"
+"""The name of the primary scalar in a reward's JSON form (it equals ``r_strict``)."""
+
+
+class RewardError(ValueError):
+    """A reward that cannot be trusted (the episode is unscored)."""
+
+
+@dataclass(frozen=True)
+class Reward:
+    """The validated score of one finished episode: every ``r_*`` component of its detail.
+
+    Values are finite floats and ``r_success`` ∈ {0, 1}. The JSON form (:meth:`to_dict`) is the trace's
+    reward dict: the primary ``reward`` (= ``r_strict``) first, then the components in detail order.
+    """
+
+    r_type: float
+    r_att: float
+    r_option: float
+    r_price: float
+    r_loose: float
+    r_strict: float
+    r_success: float
+
+    def __post_init__(self) -> None:
+        for name in self.components():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise RewardError(f"{name}: must be a finite number, got {value!r}")
+            object.__setattr__(self, name, float(value))
+        if self.r_success not in (0.0, 1.0):
+            raise RewardError(f"r_success: must be 0 or 1, got {self.r_success}")
+
+    @classmethod
+    def components(cls) -> tuple[str, ...]:
+        """The ``r_*`` names, in detail order."""
+        return tuple(f.name for f in fields(cls))
+
+    @property
+    def reward(self) -> float:
+        """The primary scalar: ``r_strict``."""
+        return self.r_strict
+
+    @property
+    def success(self) -> bool:
+        """``r_success == 1``."""
+        return self.r_success == 1.0
+
+    def metric(self, name: str) -> float:
+        """The value of ``reward`` or of an ``r_*`` component, by name."""
+        if name != PRIMARY_REWARD and name not in self.components():
+            raise KeyError(f"no reward metric {name!r}; expected {PRIMARY_REWARD!r} or one of {self.components()}")
+        return float(getattr(self, name))
+
+    def to_dict(self) -> dict[str, float]:
+        """The JSON form: ``{"reward", "r_type", …, "r_success"}``."""
+        return {PRIMARY_REWARD: self.reward, **{name: getattr(self, name) for name in self.components()}}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Reward":
+        """Parse the JSON form (or a terminal's ``reward`` plus its detail's ``r_*``); checks ``reward == r_strict``."""
+        missing = [name for name in (PRIMARY_REWARD, *cls.components()) if name not in data]
+        if missing:
+            raise RewardError(f"{missing[0]}: missing")
+        reward = cls(**{name: data[name] for name in cls.components()})
+        primary = data[PRIMARY_REWARD]
+        if isinstance(primary, bool) or not isinstance(primary, (int, float)) or not math.isfinite(primary):
+            raise RewardError(f"{PRIMARY_REWARD}: must be a finite number, got {primary!r}")
+        if primary != reward.r_strict:
+            raise RewardError(f"reward: {primary} differs from r_strict {reward.r_strict}")
+        return reward
+
+
+def parse_reward(data: Mapping[str, Any] | None) -> Reward | None:
+    """The :class:`Reward` of a JSON reward dict, or ``None`` for an unscored episode (``None``)."""
+    return Reward.from_dict(data) if data is not None else None
 
 
 @dataclass(frozen=True)

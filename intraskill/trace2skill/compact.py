@@ -144,7 +144,7 @@ def compact_trace(replayed: ReplayedTrace, max_products: int = DEFAULT_MAX_PRODU
         "task_instruction": trace.task_instruction,
         "steps": steps,
         "protocol_errors": [{"turn": t, "code": turns[t].protocol_error} for t in replayed.protocol_error_turns],
-        "outcome": {"reward": (trace.reward or {}).get("reward"),
+        "outcome": {"reward": trace.reward.reward if trace.reward is not None else None,
                     "reward_detail": {k: v for k, v in reward_detail.items() if k.startswith("r_")},
                     "termination": trace.termination_reason,
                     "purchase": public_purchase(trace.purchase)},

@@ -111,8 +111,8 @@ def recheck_item(item: AnalysisItem, bank: SkillBank) -> str | None:
         return f"split: {item.split!r} is not {TRAIN_SPLIT!r}"
     if trace.reward is None or trace.termination_reason is None:
         return "done: the trace has no scored terminal"
-    if trace.reward.get("r_success") != 0:
-        return f"r_success: expected 0, got {trace.reward.get('r_success')}"
+    if trace.reward.r_success != 0:
+        return f"r_success: expected 0, got {trace.reward.r_success}"
     if not item.diagnostic_full_skill:
         return "diagnostic_full_skill: the trace is not a full-skill diagnostic retry"
     current = [(s.skill_id, s.version, s.content) for s in bank.enabled_skills()]

@@ -19,16 +19,17 @@ late-run ``zero_std_group_drop_rate`` of 0.5 in the release.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
+
+from intraskill.shop.reward import Reward
 
 TECHNICAL_DROP_REASON = "shopsim_unscored_technical_group"
 ZERO_STD_DROP_REASON = "shopsim_zero_std_group"
 ZERO_SPREAD_TOLERANCE = 1e-6
 MAX_CONSECUTIVE_UNSCORED_GROUPS = 8
-REQUIRED_REWARD_KEYS = ("reward", "r_strict", "r_success")
 
 
 class UnscoredStreakError(RuntimeError):
@@ -39,7 +40,7 @@ class EpisodeOutcome(Protocol):
     """What admission reads from an agent-runtime ``EpisodeResult``."""
 
     episode_id: str
-    reward: dict[str, Any] | None
+    reward: Reward | None
 
 
 @dataclass(frozen=True)
@@ -55,32 +56,14 @@ class RolloutOutcome:
     episode_id
         The episode id written in traces.
     reward
-        The reward dict (``reward`` = ``r_strict``, ``r_success`` ∈ {0, 1}, other ``r_*``), or ``None``
-        when the episode is unscored (a technical failure).
+        The validated :class:`~intraskill.shop.reward.Reward`, or ``None`` when the episode is
+        unscored (a technical failure).
     """
 
     rollout_id: str
     sample_index: int
     episode_id: str
-    reward: Mapping[str, float] | None
-
-    def __post_init__(self) -> None:
-        if self.reward is None:
-            return
-        missing = [key for key in REQUIRED_REWARD_KEYS if key not in self.reward]
-        if missing:
-            raise ValueError(
-                f"reward of rollout {self.rollout_id!r} lacks {missing}; "
-                f"a scored reward needs {REQUIRED_REWARD_KEYS}"
-            )
-        if not all(math.isfinite(float(self.reward[key])) for key in REQUIRED_REWARD_KEYS):
-            raise ValueError(
-                f"reward of rollout {self.rollout_id!r} has a non-finite value: {dict(self.reward)}"
-            )
-        if self.reward["r_success"] not in (0, 1):
-            raise ValueError(
-                f"r_success of rollout {self.rollout_id!r} must be 0 or 1, got {self.reward['r_success']!r}"
-            )
+    reward: Reward | None
 
     @property
     def scored(self) -> bool:
@@ -88,7 +71,7 @@ class RolloutOutcome:
 
     @property
     def success(self) -> bool:
-        return self.reward is not None and self.reward["r_success"] == 1
+        return self.reward is not None and self.reward.success
 
     @classmethod
     def from_episode(cls, result: EpisodeOutcome, sample_index: int) -> RolloutOutcome:
@@ -124,7 +107,7 @@ class FinishedGroup:
     @property
     def reward_spread(self) -> float:
         """``max - min`` of the scored rollouts' ``reward`` (0 when fewer than two are scored)."""
-        rewards = [float(r.reward["reward"]) for r in self.rollouts if r.reward is not None]
+        rewards = [r.reward.reward for r in self.rollouts if r.reward is not None]
         return max(rewards) - min(rewards) if rewards else 0.0
 
 
@@ -268,7 +251,7 @@ def admit_groups(
     Examples
     --------
     >>> def g(i, *rewards):
-    ...     reward = lambda r: {"reward": r, "r_strict": r, "r_success": int(r == 1)}
+    ...     reward = lambda r: Reward(1.0, 1.0, 1.0, 1.0, r, r, float(r == 1))
     ...     rollouts = [RolloutOutcome(f"{i}-{k}", k, f"{i}-{k}", reward(r)) for k, r in enumerate(rewards)]
     ...     return FinishedGroup(i, tuple(rollouts))
     >>> result = admit_groups([g(0, 0, 0), g(1, 0, 1), g(2, 1, 1), g(3, 0, 1)], target=2)
@@ -316,9 +299,9 @@ def admission_metrics(result: AdmissionResult) -> dict[str, float | int | None]:
         "trajectory_count": len(rollouts),
         "group_count": len(result.generated),
         "scored_rate": _rate(len(scored), len(rollouts)),
-        "reward_mean": _mean([float(r["reward"]) for r in scored]),
-        "strict_reward_mean": _mean([float(r["r_strict"]) for r in scored]),
-        "success_rate": _mean([float(r["r_success"]) for r in scored]),
+        "reward_mean": _mean([r.reward for r in scored]),
+        "strict_reward_mean": _mean([r.r_strict for r in scored]),
+        "success_rate": _mean([r.r_success for r in scored]),
         "train_group_count": accepted,
         "train_trajectory_count": sum(len(group.rollouts) for group in result.accepted),
         "technical_group_drop_count": technical,

@@ -130,7 +130,7 @@ def train_samples_from_groups(
                     f"rollout {rollout.rollout_id!r} has no recorded SessionTokens; "
                     "train with an in-process policy"
                 )
-            rewards[rollout.rollout_id] = float(rollout.reward["reward"])
+            rewards[rollout.rollout_id] = rollout.reward.reward
         advantages = group_advantages(rewards, normalize_std=normalize_std, eps=eps)
         for rollout in group.rollouts:
             advantage = advantages[rollout.rollout_id]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from intraskill.shop.reward import Reward
 from intraskill.training.admission import FinishedGroup
 
 TRIAGE_SCHEMA = "shopsimrl-training-failure-triage-v1"
@@ -72,15 +73,13 @@ class RetryOutcome:
 
     trace_path: str
     episode_id: str
-    reward: Mapping[str, float] | None
+    reward: Reward | None
 
     def __post_init__(self) -> None:
         if not self.episode_id.endswith(RETRY_EPISODE_SUFFIX):
             raise ValueError(
                 f"retry episode_id must end with {RETRY_EPISODE_SUFFIX!r}, got {self.episode_id!r}"
             )
-        if self.reward is not None and self.reward.get("r_success") not in (0, 1):
-            raise ValueError(f"retry reward needs r_success in {{0, 1}}, got {dict(self.reward)}")
 
     @property
     def scored(self) -> bool:
@@ -88,14 +87,13 @@ class RetryOutcome:
 
     @property
     def success(self) -> bool:
-        return self.reward is not None and self.reward["r_success"] == 1
+        return self.reward is not None and self.reward.success
 
     def to_dict(self) -> dict[str, Any]:
-        reward = dict(self.reward) if self.reward is not None else None
         return {
             "trace_path": self.trace_path,
             "episode_id": self.episode_id,
-            "reward": reward,
+            "reward": self.reward.to_dict() if self.reward is not None else None,
             "scored": self.scored,
         }
 
@@ -154,7 +152,7 @@ class TriageRecord:
             {
                 "sample_index": r.sample_index,
                 "episode_id": r.episode_id,
-                "reward": dict(r.reward) if r.reward is not None else None,
+                "reward": r.reward.to_dict() if r.reward is not None else None,
                 "scored": r.scored,
             }
             for r in sorted(self.group.rollouts, key=lambda r: r.sample_index)

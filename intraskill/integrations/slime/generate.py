@@ -160,7 +160,7 @@ def fill_sample(sample: Any, result: EpisodeResult, codec: TokenCodec, assignmen
         sample.response_length = len(stream.response_ids)
         sample.loss_mask = list(stream.loss_mask)
         sample.rollout_log_probs = list(stream.log_probs)
-        sample.reward = dict(result.trace.reward)
+        sample.reward = result.trace.reward.to_dict()
         sample.status = status.TRUNCATED if result.truncated else status.COMPLETED
     else:
         sample.tokens = list(PLACEHOLDER_TOKENS)
@@ -174,7 +174,7 @@ def fill_sample(sample: Any, result: EpisodeResult, codec: TokenCodec, assignmen
     sample.metadata = {
         **(sample.metadata or {}),
         META_ASSIGNMENT: assignment.to_dict(),
-        META_REWARD: dict(result.trace.reward) if result.scored else None,
+        META_REWARD: result.trace.reward.to_dict() if result.scored else None,
         META_SCORED: result.scored,
         META_TRACE_PATH: str(trace_path),
         META_EPISODE_ID: result.trace.episode_id,
@@ -256,7 +256,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     name = f"rollout-{sample.index}.json"
     trace_path = write_trace(config.output_dir, sample.group_index, name, result.trace)
     fill_sample(sample, result, codec, assignment, trace_path)
-    outcome = RolloutOutcome(str(sample.index), sample.index, episode_id, sample.metadata[META_REWARD])
+    reward = result.trace.reward if result.scored else None
+    outcome = RolloutOutcome(str(sample.index), sample.index, episode_id, reward)
     async with lock:
         group.outcomes[sample.index] = outcome
         leader = state.registry.complete(str(sample.group_index), sample.index)

@@ -33,6 +33,7 @@ from intraskill.integrations.slime.rewards import (
     iter_samples,
 )
 from intraskill.jsonl import JsonlWriter
+from intraskill.shop.reward import parse_reward
 from intraskill.skills.curriculum import GroupAssignment
 from intraskill.training.admission import (
     AdmissionResult,
@@ -60,7 +61,7 @@ class GeneratedGroup:
 
 def triage_from_dict(data: Mapping[str, Any]) -> TriageRecord:
     """Rebuild a :class:`TriageRecord` from its ``to_dict()`` form (the leader's sample metadata)."""
-    siblings = tuple(RolloutOutcome(s["episode_id"], s["sample_index"], s["episode_id"], s["reward"])
+    siblings = tuple(RolloutOutcome(s["episode_id"], s["sample_index"], s["episode_id"], parse_reward(s["reward"]))
                      for s in data["siblings"])
     retry = data.get("full_skill_retry")
     return TriageRecord(
@@ -70,7 +71,7 @@ def triage_from_dict(data: Mapping[str, Any]) -> TriageRecord:
         assignment=data["assignment"],
         retry_enabled=data["full_skill_retry_enabled"],
         full_skill_retry=None if retry is None else RetryOutcome(retry["trace_path"], retry["episode_id"],
-                                                                 retry["reward"]),
+                                                                 parse_reward(retry["reward"])),
     )
 
 

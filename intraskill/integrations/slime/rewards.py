@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from intraskill.shop.reward import Reward
 from intraskill.training.admission import FinishedGroup, RolloutOutcome
 from intraskill.training.advantages import segment_advantages
 
@@ -53,10 +54,10 @@ def reward_value(args: Any, sample: Any) -> float:
     return float(reward)
 
 
-def scored_reward(sample: Any) -> dict[str, float] | None:
-    """The validated reward dict the generate hook stored, or ``None`` for an unscored sample."""
+def scored_reward(sample: Any) -> Reward | None:
+    """The validated reward the generate hook stored, or ``None`` for an unscored sample."""
     metadata = sample.metadata or {}
-    return dict(metadata[META_REWARD]) if metadata.get(META_SCORED) is True else None
+    return Reward.from_dict(metadata[META_REWARD]) if metadata.get(META_SCORED) is True else None
 
 
 def finished_group(samples: Sequence[Any]) -> FinishedGroup:
