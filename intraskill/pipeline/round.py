@@ -129,9 +129,9 @@ def round_plan(
 
     Progress, logging (``wandb_offline``) and the run root are not part of it.
     """
-    from intraskill.evaluate.runner import runtime_config
+    from intraskill.agent.runtime import RuntimeConfig
 
-    runtime = runtime_config(params)
+    runtime = RuntimeConfig.from_params(params.sampling, params.store, params.model)
     return {
         "pipeline_version": PIPELINE_VERSION,
         "round_index": round_index,
@@ -250,11 +250,11 @@ def bare_val(
 
 def trained_policy(params: Params, model_dir: Path) -> Any:
     """The policy of a saved round checkpoint (its identity names the weights' digest)."""
-    from intraskill.evaluate.runner import build_policy
+    from intraskill.policy.factory import build_policy
 
     spec = "organism" if params.model.spec == "organism" else str(model_dir)
-    params = params.model_copy(update={"model": params.model.model_copy(update={"spec": spec})})
-    return build_policy(params, str(model_dir))[0]
+    model = params.model.model_copy(update={"spec": spec})
+    return build_policy(model, str(model_dir), store=params.store, experiment=params.experiment)[0]
 
 
 def run_round(
@@ -326,13 +326,15 @@ class _RoundRun:
     def open(self, checkpoint: str | None) -> None:
         """Open the store, build the policy and trainer, check the plan, restore the checkpoint."""
         from intraskill.agent.env import InProcessEnvironment
-        from intraskill.evaluate.runner import build_policy, runtime_config
+        from intraskill.agent.runtime import RuntimeConfig
+        from intraskill.policy.factory import build_policy
         from intraskill.training.checkpoint import load_checkpoint, recover_checkpoint
         from intraskill.training.grpo import GRPOTrainer
 
         params = self.params
         self.store = store = open_train_store(params, self.store_root)
-        self.policy, identity = build_policy(params, checkpoint)
+        self.policy, identity = build_policy(params.model, checkpoint, store=params.store,
+                                             experiment=params.experiment)
         _require_trainable(self.policy)
         plan = round_plan(params, self.round_index, identity, self.curriculum, store.identity)
         fingerprint = write_round_plan(self.root, plan)
@@ -340,7 +342,7 @@ class _RoundRun:
             save_curriculum(self.curriculum, self.root / "curriculum.json")
         if params.round.wandb_offline:
             self.logger = _WandbLogger(params, self.root, self.round_index, fingerprint)
-        self.runtime = runtime_config(params)
+        self.runtime = RuntimeConfig.from_params(params.sampling, params.store, params.model)
         self.config = rollout_config(params)
         self.env_factory = lambda: InProcessEnvironment(store.engine)
         self.trainer = GRPOTrainer(self.policy.model, grpo_config(params, self.policy.pad_id))
