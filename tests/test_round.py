@@ -191,8 +191,8 @@ def test_round_zero_draws_do_not_depend_on_the_run_directory(tmp_path: Path) -> 
     from intraskill.pipeline.prepare import prepare_round
 
     params = load_params(project_root() / "params" / "organism.yaml")
-    near = prepare_round(params, 0, tmp_path / "a", progress=False)
-    far = prepare_round(params, 0, tmp_path / "elsewhere" / "b", progress=False)
+    near = prepare_round(params, 0, tmp_path / "a")
+    far = prepare_round(params, 0, tmp_path / "elsewhere" / "b")
     assert near.curriculum is not None and far.curriculum is not None
     assert near.curriculum.source["skillbank_path"] == "skillbank.json"
     assert near.curriculum.state_id == far.curriculum.state_id

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from intraskill.agent.prompts import prompt_identity
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl
+from intraskill.organism.shipped import resolve_checkpoint
 from intraskill.params import Params
 from intraskill.paths import project_root, runs_root
 from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, run_rollout_step
@@ -275,8 +276,8 @@ def run_round(
     params : the parameter set (``round``, ``grpo``, ``model``, ``sampling``, ``store`` sections).
     round_index : the round number (group indices, task draws and the directory derive from it).
     curriculum : the round's curriculum; default built from ``round.skillbank`` (``None`` there = no skills).
-    initial_checkpoint : the policy the round starts from (default ``model.checkpoint``; ``None`` =
-        a random-init organism).
+    initial_checkpoint : the policy the round starts from (default: ``model.checkpoint`` resolved by
+        :func:`~intraskill.organism.shipped.resolve_checkpoint`).
     out_dir : the round directory (default :func:`default_round_dir`).
     store_root : the store directory (default the cached store of ``params.store``).
     progress : show progress bars.
@@ -290,7 +291,7 @@ def run_round(
     root = Path(out_dir) if out_dir is not None else default_round_dir(params, round_index)
     if curriculum is None:
         curriculum = round_curriculum(params, round_index)
-    checkpoint = initial_checkpoint if initial_checkpoint is not None else params.model.checkpoint
+    checkpoint = initial_checkpoint if initial_checkpoint is not None else resolve_checkpoint(params)[0]
     run = _RoundRun(params, round_index, curriculum, root, store_root, progress, on_event)
     try:
         run.open(checkpoint)
