@@ -160,19 +160,20 @@ def speedups(lock: Clock, single: Clock) -> dict[str, Any]:
 def store_workload(args: argparse.Namespace) -> dict[str, Any]:
     """The warm-start organism on the first ``args.tasks`` val tasks, both arms, batch by batch."""
     from intraskill.agent.env import InProcessEnvironment
-    from intraskill.agent.runtime import EpisodeJob, run_episodes
-    from intraskill.evaluate.runner import build_policy, runtime_config
+    from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
     from intraskill.params import load_params
     from intraskill.pipeline.prepare import ensure_warmstart
     from intraskill.pipeline.round import open_train_store
+    from intraskill.policy.factory import build_policy
 
     params = load_params(args.params)
     params = params.model_copy(update={"model": params.model.model_copy(update={"device": "cpu"}),
                                        "sampling": params.sampling.model_copy(update={"temperature": args.temperature})})
     checkpoint = ensure_warmstart(params) / "checkpoint"
-    lockstep, _ = build_policy(params, str(checkpoint))
+    lockstep, _ = build_policy(params.model, str(checkpoint), store=params.store,
+                               experiment=params.experiment)
     single = GeneratePolicy(lockstep, baseline_model(lockstep, args.baseline_attention))
-    config = runtime_config(params)
+    config = RuntimeConfig.from_params(params.sampling, params.store, params.model)
     store = open_train_store(params, split="val")
     clocks = {"lockstep": Clock(), "single": Clock()}
     backend = {"lockstep": Clock(), "single": Clock()}

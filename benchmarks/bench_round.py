@@ -95,7 +95,7 @@ def main() -> None:
     start = time.perf_counter()
     curriculum, checkpoint = None, None
     if not args.random_init:
-        inputs = prepare_round(params, 0, out, progress=False)
+        inputs = prepare_round(params, 0, out)
         curriculum, checkpoint = inputs.curriculum, inputs.checkpoint
     prepare_s = time.perf_counter() - start
     clock = PhaseClock()

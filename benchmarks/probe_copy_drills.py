@@ -20,12 +20,12 @@ import json
 import random
 import time
 
-from intraskill.evaluate.runner import resolve_device
 from intraskill.hashing import seed32
 from intraskill.organism.cloning import bc_loss, collate, learning_rate, pack_batches
 from intraskill.organism.demos import read_demonstrations
 from intraskill.organism.drills import copy_drills, drill_count, ordinary_tokens
 from intraskill.params import load_params
+from intraskill.policy.factory import resolve_device
 from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
 
 

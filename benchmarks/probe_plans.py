@@ -27,7 +27,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from intraskill.agent.env import InProcessEnvironment
-    from intraskill.evaluate.runner import runtime_config
+    from intraskill.agent.runtime import RuntimeConfig
     from intraskill.organism.truth import run_arm
     from intraskill.organism.warmstart import CHECKPOINT_DIR
     from intraskill.params import load_params
@@ -48,7 +48,8 @@ def main() -> None:
                 "every_other": tuple(skills[::2])}
     policies = {"organism": load_policy("organism", checkpoint=checkpoint, device=args.device, max_batch=100),
                 "teacher": teacher_policy(params, bank)}
-    config = dataclasses.replace(runtime_config(params), max_turns=1)
+    runtime = RuntimeConfig.from_params(params.sampling, params.store, params.model)
+    config = dataclasses.replace(runtime, max_turns=1)
     store = open_train_store(params, None, split="val")
     started = time.monotonic()
     rates: dict[str, dict[str, dict[str, float]]] = {}

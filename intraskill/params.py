@@ -6,6 +6,7 @@ e.g. ``grpo.eps_high: Input should be greater than 0``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -60,8 +61,17 @@ class OrganismParams(_Section):
         return self
 
 
+UNTRAINED = "untrained"
+"""``model.checkpoint`` value naming the randomly initialised organism (never chosen by default)."""
+
+
 class ModelParams(_Section):
-    """Which policy: ``organism``, ``smollm2``, a local HF directory, or ``openai:<base_url>#<model>``."""
+    """Which policy: ``organism``, ``smollm2``, a local HF directory, or ``openai:<base_url>#<model>``.
+
+    ``checkpoint``: a checkpoint directory; ``null`` = for the organism the warm start whose manifest matches
+    (:func:`intraskill.organism.shipped.resolve_checkpoint`), for other specs their own weights;
+    ``untrained`` = the randomly initialised organism.
+    """
 
     spec: str = "organism"
     checkpoint: str | None = None
@@ -69,6 +79,12 @@ class ModelParams(_Section):
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     view: Literal["standard", "compact", "compact_hints"] = "standard"  # compact*: the organism's short pages
     organism: OrganismParams = OrganismParams()
+
+    @model_validator(mode="after")
+    def _untrained_is_the_organism(self) -> "ModelParams":
+        if self.checkpoint == UNTRAINED and self.spec != "organism":
+            raise ValueError(f"checkpoint: {UNTRAINED} names the random-init organism; spec is {self.spec!r}")
+        return self
 
 
 class SamplingParams(_Section):
@@ -313,3 +329,21 @@ def params_from_dict(data: dict, source: str = "<dict>") -> Params:
         return Params.model_validate(data)
     except ValidationError as error:
         raise ParamsError(_format_errors(source, error)) from None
+
+
+def with_overrides(params: Params, overrides: Sequence[str], source: str = "--set") -> Params:
+    """``params`` with ``section.field=value`` overrides (the CLI's ``--set``; the value is read as YAML),
+    validated again as a whole; :class:`ParamsError` names the field of a malformed or invalid one."""
+    data = params.model_dump(mode="json")
+    for override in overrides:
+        name, sep, text = override.partition("=")
+        path = name.strip().split(".")
+        if not sep or not all(path):
+            raise ParamsError(f"{source} {override!r}: expected section.field=value")
+        parent = data
+        for depth, key in enumerate(path[:-1]):
+            parent = parent.get(key) if isinstance(parent, dict) else None
+            if not isinstance(parent, dict):
+                raise ParamsError(f"{source} {override!r}: {'.'.join(path[:depth + 1])} is not a section")
+        parent[path[-1]] = yaml.safe_load(text)
+    return params_from_dict(data, source=f"{source} {' '.join(overrides)}")

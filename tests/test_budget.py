@@ -114,8 +114,10 @@ def test_budget_rejects_inconsistent_records() -> None:
 
 
 def test_cli_prints_one_json_object() -> None:
-    result = CliRunner().invoke(app, ["env", "budget", "价格在40元左右"])
+    result = CliRunner().invoke(app, ["env", "budget", "价格在40元左右", "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output) == {"price_upper": 44.0, "kind": APPROX}
-    result = CliRunner().invoke(app, ["env", "budget", "a red mug"])
-    assert json.loads(result.output) == {"price_upper": None, "kind": NONE}
+    assert json.loads(result.stdout) == {"price_upper": 44.0, "kind": APPROX}
+    result = CliRunner().invoke(app, ["env", "budget", "a red mug", "--json"])
+    assert json.loads(result.stdout) == {"price_upper": None, "kind": NONE}
+    readable = CliRunner().invoke(app, ["env", "budget", "a red mug"])
+    assert readable.stdout.splitlines() == ["price_upper: None", f"kind: {NONE}"]

@@ -147,7 +147,7 @@ def test_cli_analyze_prints_the_summary(small_store_root, items, tmp_path: Path)
     result = CliRunner().invoke(cli_app, ["trace2skill", "analyze", "--round-dir", str(round_dir), "--store",
                                           str(small_store_root), "--bank", str(bank), "--json"])
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)
+    summary = json.loads(result.stdout)
     assert summary["round_id"] == "round-000" and summary["candidates"] == 1 and summary["analyst"] == "rule"
     bad = CliRunner().invoke(cli_app, ["trace2skill", "analyze", "--round-dir", str(round_dir), "--store",
                                        str(small_store_root), "--bank", str(bank), "--analyst", "oracle"])

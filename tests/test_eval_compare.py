@@ -109,8 +109,8 @@ def test_cli_eval_and_compare(tmp_path: Path, small_store_root: Path) -> None:
     outputs = []
     for name, model in (("a", "expert:without:page_on,read_persona"), ("b", "expert")):
         result = runner.invoke(app, ["eval", "--params", str(params_path), "--split", "val", "--skills",
-                                     "none", "--out", str(tmp_path / name), "--model", model, "--limit", "5",
-                                     "--no-progress"])
+                                     "none", "--out", str(tmp_path / name), "--set", f"model.spec={model}",
+                                     "--set", "evaluation.task_limit=5", "--no-progress", "--json"])
         assert result.exit_code == 0, result.output
         outputs.append(json.loads(result.stdout))
     assert outputs[1]["counts"]["completed"] == 5 and set(outputs[1]["primary"]) == {
@@ -121,7 +121,14 @@ def test_cli_eval_and_compare(tmp_path: Path, small_store_root: Path) -> None:
     comparison = json.loads(result.stdout)
     assert comparison["paired"]["pairs"] == 5 and (tmp_path / "b" / "comparison.md").is_file()
     refused = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--samples", "200"])
-    assert refused.exit_code == 1 and "model" in refused.output
+    assert refused.exit_code == 1 and "model" in refused.output and "--kind cross-checkpoint" in refused.output
     bad = runner.invoke(app, ["eval", "--params", str(params_path), "--split", "dev", "--skills", "none",
                               "--out", str(tmp_path / "c")])
     assert bad.exit_code != 0 and "--split" in bad.output
+    unknown = runner.invoke(app, ["eval", "--params", str(params_path), "--split", "val", "--skills", "none",
+                                  "--out", str(tmp_path / "c"), "--set", "grpo.lrr=1"])
+    assert unknown.exit_code == 1 and "grpo.lrr" in unknown.stderr and "Traceback" not in unknown.output
+    untrained = runner.invoke(app, ["eval", "--params", str(params_path), "--split", "val", "--skills", "none",
+                                    "--out", str(tmp_path / "c"), "--set", "model.spec=smollm2",
+                                    "--set", "model.checkpoint=untrained"])
+    assert untrained.exit_code == 1 and "model" in untrained.stderr and "untrained" in untrained.stderr

@@ -275,9 +275,9 @@ def test_cli_gate_run_on_a_round_directory(tmp_path: Path, small_store_root: Pat
     round_dir = tmp_path / "round-000"
     save_pool(planted_pool(), round_dir / "analysis" / "candidate_pool.json")
     result = CliRunner().invoke(app, ["gate", "run", "--params", str(params_file), "--round-dir", str(round_dir),
-                                      "--task-limit", "12", "--no-progress"])
+                                      "--task-limit", "12", "--no-progress", "--json"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output.strip().splitlines()[-1])
+    report = json.loads(result.stdout)
     assert report["status"] == "complete" and report["gate_dir"] == str(round_dir / "gate")
     assert report["outcomes"]["columns"] == 4
     manifest = json.loads((round_dir / "gate" / "online_gate_manifest.json").read_text())

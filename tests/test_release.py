@@ -197,13 +197,13 @@ def test_release_dir_resolution(release_dir: Path, monkeypatch: pytest.MonkeyPat
 
 def test_cli_release_compare_json(release_dir: Path, reanalysis: ReleaseReanalysis) -> None:
     arguments = ["release", "compare", "--artifacts", str(release_dir)]
-    result = CliRunner().invoke(app, [*arguments, "--a", "iter80_free", "--b", "iter80_st", "--json"])
+    result = CliRunner().invoke(app, [*arguments, "iter80_free", "iter80_st", "--json"])
     assert result.exit_code == 0, result.output
     record = json.loads(result.output)
     final = reanalysis.to_dict()["comparisons"]["final_skill"]
     expected = {k: v for k, v in final.items() if k not in ("a", "b")}
     assert record == expected
-    bad = CliRunner().invoke(app, [*arguments, "--a", "x", "--b", "iter80_st"])
+    bad = CliRunner().invoke(app, [*arguments, "x", "iter80_st"])
     assert bad.exit_code != 0 and "unknown arm" in bad.output
 
 

@@ -66,10 +66,11 @@ def episode_ids(root: Path) -> list[str]:
 def test_real_round_trains_saves_and_compares(run_root: Path, small_store_root: Path) -> None:
     from transformers import AutoModelForCausalLM
 
-    from intraskill.evaluate.runner import build_policy
+    from intraskill.policy.factory import build_policy
 
     params = ci_params(run_root)
-    initial = {k: v.clone() for k, v in build_policy(params, None)[0].model.state_dict().items()}
+    policy = build_policy(params.model, None, store=params.store, experiment=params.experiment)[0]
+    initial = {k: v.clone() for k, v in policy.model.state_dict().items()}
     result = run_round(params, 0, curriculum=bank_curriculum(params), out_dir=run_root / "real",
                        store_root=small_store_root, progress=False)
     rows = read_jsonl(result.root / "metrics.jsonl")
@@ -190,8 +191,8 @@ def test_round_zero_draws_do_not_depend_on_the_run_directory(tmp_path: Path) -> 
     from intraskill.pipeline.prepare import prepare_round
 
     params = load_params(project_root() / "params" / "organism.yaml")
-    near = prepare_round(params, 0, tmp_path / "a", progress=False)
-    far = prepare_round(params, 0, tmp_path / "elsewhere" / "b", progress=False)
+    near = prepare_round(params, 0, tmp_path / "a")
+    far = prepare_round(params, 0, tmp_path / "elsewhere" / "b")
     assert near.curriculum is not None and far.curriculum is not None
     assert near.curriculum.source["skillbank_path"] == "skillbank.json"
     assert near.curriculum.state_id == far.curriculum.state_id

@@ -166,8 +166,8 @@ def test_env_build_command_reuses_the_store(small_store_root) -> None:
 
     manifest = json.loads((small_store_root / "manifest.json").read_text(encoding="utf-8"))
     result = CliRunner().invoke(app, ["env", "build", "--root", str(small_store_root), "--scale", "small",
-                                      "--seed", str(manifest["seed"])])
+                                      "--seed", str(manifest["seed"]), "--json"])
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)
+    summary = json.loads(result.stdout)
     assert summary["reused"] is True and summary["counts"]["products"] == 1000
     assert set(summary["split_sha256"]) == {"train", "val", "test"}

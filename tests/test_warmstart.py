@@ -31,11 +31,16 @@ from intraskill.organism.demos import (
 )
 from intraskill.organism.drills import FILLER, SPAN, copy_drills, ordinary_tokens
 from intraskill.organism.sensitivity import drop_chunk, reply_logprob, title_sensitivity
-from intraskill.organism.shipped import verify_shipped
+from intraskill.organism.shipped import (
+    MissingWarmstartError,
+    resolve_checkpoint,
+    verify_shipped,
+    warmstart_matches,
+)
 from intraskill.organism.truth import GROUND_TRUTH_SCHEMA_VERSION
 from intraskill.organism.warmstart import bc_identity, finished_bc
 from intraskill.params import ParamsError, load_params, params_from_dict
-from intraskill.pipeline.prepare import ensure_warmstart, warmstart_matches
+from intraskill.pipeline.prepare import ensure_warmstart
 from intraskill.shop.scripted_expert import Competences
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 
@@ -339,6 +344,22 @@ def test_a_shipped_organism_matches_its_manifest(params_file: str) -> None:
     assert recorded == params.warmstart.model_dump(include=set(recorded))
     assert warmstart_matches(shipped, params)  # `make round` reuses it instead of rebuilding
     assert ensure_warmstart(params) == shipped
+    assert resolve_checkpoint(params) == (str(shipped / "checkpoint"), shipped)  # eval, round and gate alike
+
+
+def test_checkpoint_null_without_a_matching_warm_start_is_refused(tmp_path: Path) -> None:
+    data = CI.model_dump(mode="json")
+    data["model"]["checkpoint"] = None
+    data["warmstart"]["out_dir"] = str(tmp_path / "none")
+    params = params_from_dict(data)
+    with pytest.raises(MissingWarmstartError, match=r"intraskill warmstart --params params/ci\.yaml"):
+        resolve_checkpoint(params, "params/ci.yaml")
+    assert resolve_checkpoint(CI) == (None, None)  # ci.yaml asks for the untrained organism by name
+    data["model"]["checkpoint"] = str(tmp_path)
+    assert resolve_checkpoint(params_from_dict(data)) == (str(tmp_path), None)
+    data["model"].update(spec="smollm2", checkpoint="untrained")
+    with pytest.raises(ParamsError, match="model"):
+        params_from_dict(data)
 
 
 def test_ground_truth_schema(shipped_ci: Path) -> None:

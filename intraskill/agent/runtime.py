@@ -37,6 +37,7 @@ from intraskill.agent.views import (
 )
 from intraskill.chat.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.hashing import seed32
+from intraskill.params import ModelParams, SamplingParams, StoreParams
 from intraskill.shop.reward import Reward
 from intraskill.skills.bank import Skill
 from intraskill.skills.curriculum import GroupAssignment
@@ -91,6 +92,13 @@ class RuntimeConfig:
         if self.language not in LANGUAGES:
             raise ValueError(f"language: expected one of {LANGUAGES}, got {self.language!r}")
         check_view(self.view)
+
+    @classmethod
+    def from_params(cls, sampling: SamplingParams, store: StoreParams, model: ModelParams) -> RuntimeConfig:
+        """The runtime of a parameter set: its sampling section, the store's language, the model's view."""
+        return cls(max_turns=sampling.max_turns, max_tokens_per_turn=sampling.max_tokens_per_turn,
+                   temperature=sampling.temperature, top_p=sampling.top_p, language=store.language,
+                   view=model.view)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -2,11 +2,17 @@
 
 The command line is the top layer: each stage's commands live in ``intraskill/cli/<stage>.py`` and import
 heavy libraries (torch, transformers) inside the command bodies, so ``intraskill env budget`` stays instant.
+Every verb prints one way and fails in one line (:mod:`intraskill.cli.common`).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+from typing import Any
+
+import click
 import typer
+from typer.core import TyperGroup
 
 from intraskill.cli import analysis as analysis_cli
 from intraskill.cli import evaluate as evaluate_cli
@@ -16,14 +22,43 @@ from intraskill.cli import report as report_cli
 from intraskill.cli import shop as shop_cli
 from intraskill.cli import trace2skill as t2s_cli
 from intraskill.cli import train as train_cli
+from intraskill.cli.common import USER_ERRORS, fail, route_notes
+
+
+class _Commands(TyperGroup):
+    """The top group: bad input (:data:`~intraskill.cli.common.USER_ERRORS`) ends in one line, no traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except USER_ERRORS as error:
+            fail(str(error))
+
 
 app = typer.Typer(
     name="intraskill",
+    cls=_Commands,
     help="Skill-model co-evolution for LLM shopping agents.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"intraskill {importlib.metadata.version('intraskill')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """Skill-model co-evolution for LLM shopping agents."""
+    route_notes()
+
 
 # --- stage mounts (one line per stage) ---
 app.add_typer(shop_cli.app, name="env")

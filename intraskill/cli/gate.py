@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
+from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load
+from intraskill.gate.masks import DEFAULT_MASK_SEED
+
 if TYPE_CHECKING:
-    from intraskill.params import Params
     from intraskill.pipeline.gate_run import GateResult
 
 app = typer.Typer(
@@ -24,7 +25,7 @@ def refit(
         exists=True,
         help="A gate contributions.json, or a folder holding round-*/gate/contributions.json.",
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Refit the no-intercept paired-delta OLS and report the max |Δβ| against the stored coefficients."""
     from intraskill.gate.ols import refit_path
@@ -32,95 +33,85 @@ def refit(
     try:
         report = refit_path(contributions)
     except (ValueError, FileNotFoundError) as error:
-        raise typer.BadParameter(str(error), param_hint="CONTRIBUTIONS_JSON") from error
-    if as_json:
-        typer.echo(json.dumps(report))
-        return
+        fail(f"{contributions}: {error}")
     rounds = report["rounds"]
-    typer.echo(f"rounds: {rounds if isinstance(rounds, int) else ', '.join(rounds)}")
-    typer.echo(f"columns: {report['columns']}")
-    typer.echo(f"observations: {report['observations']}")
-    typer.echo(f"max |dbeta|: {report['max_abs_diff']:.3e}")
+    emit(report, as_json, "\n".join([f"rounds: {rounds if isinstance(rounds, int) else ', '.join(rounds)}",
+                                     f"columns: {report['columns']}", f"observations: {report['observations']}",
+                                     f"max |dbeta|: {report['max_abs_diff']:.3e}"]))
 
 
-def _load(params: Path) -> Params:
-    from intraskill.params import ParamsError, load_params
-    from intraskill.paths import params_path
-
-    try:
-        return load_params(params if params.exists() else params_path(str(params)))
-    except ParamsError as error:
-        raise typer.BadParameter(str(error), param_hint="--params") from None
-
-
-def _echo_result(result: GateResult) -> None:
+def _echo_result(result: GateResult, as_json: bool) -> None:
     manifest = result.manifest
-    typer.echo(json.dumps({"gate_dir": str(result.gate_dir), "status": manifest["status"],
-                           "outcomes": manifest["outcomes"],
-                           "selected": list(result.contributions.selected_intervention_ids),
-                           "next_curriculum": result.curriculum.state_id if result.curriculum else None}))
+    emit({"gate_dir": str(result.gate_dir), "status": manifest["status"], "outcomes": manifest["outcomes"],
+          "selected": list(result.contributions.selected_intervention_ids),
+          "next_curriculum": result.curriculum.state_id if result.curriculum else None}, as_json)
+
+
+ROLLOUTS_OPTION = typer.Option(1, "--rollouts-per-task", min=1, help="Masked rollouts per val task (m).")
+MASK_SEED_OPTION = typer.Option(DEFAULT_MASK_SEED, "--mask-seed", help="Seed of the mask draws.")
+TASK_LIMIT_OPTION = typer.Option(None, "--task-limit", min=1, help="First val tasks (evaluation.task_limit).")
+BARE_RUN_OPTION = typer.Option(None, "--bare-run-dir", help="Bare val run to reuse (run if missing).")
 
 
 @app.command("run")
 def run_command(
     params: Path = typer.Option(..., "--params", help="Parameter file (store, model, sampling, evaluation)."),
+    overrides: list[str] = SET_OPTION,
     round_dir: Path = typer.Option(..., "--round-dir", exists=True, file_okay=False,
                                    help="Round directory: analysis/candidate_pool.json, checkpoint/model."),
     checkpoint_id: str = typer.Option(None, "--checkpoint-id", help="Checkpoint name (<round>-checkpoint)."),
     checkpoint: Path = typer.Option(None, "--checkpoint", help="Policy dir (<round-dir>/checkpoint/model)."),
     pool: Path = typer.Option(None, "--pool", help="Pool (<round-dir>/analysis/candidate_pool.json)."),
     out: Path = typer.Option(None, "--out", help="Gate directory; default <round-dir>/gate."),
-    bare_run_dir: Path = typer.Option(None, "--bare-run-dir", help="Bare val run to reuse (run if missing)."),
-    samples_per_task: int = typer.Option(1, "--samples-per-task", help="Masked rollouts per task (m)."),
-    mask_seed: int = typer.Option(20260901, "--mask-seed", help="Seed of the mask draws."),
-    task_limit: int = typer.Option(None, "--task-limit", help="First val tasks (evaluation.task_limit)."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+    bare_run_dir: Path = BARE_RUN_OPTION,
+    rollouts_per_task: int = ROLLOUTS_OPTION,
+    mask_seed: int = MASK_SEED_OPTION,
+    task_limit: int = TASK_LIMIT_OPTION,
+    progress: bool = PROGRESS_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
-    """Run (or resume) the online gate of a round on its frozen checkpoint; prints one JSON object."""
+    """Run (or resume) the online gate of a round on its frozen checkpoint."""
     from intraskill.pipeline.gate_run import GateConfig, run_online_gate
 
-    loaded = _load(params)
+    loaded = load(params, overrides)
     ledger = round_dir / "analysis" / "proposal_ledger.jsonl"
     default_checkpoint = round_dir / "checkpoint" / "model"
     if checkpoint is None and loaded.model.spec != "expert" and not loaded.model.spec.startswith("expert:"):
         checkpoint = default_checkpoint
-    try:
-        config = GateConfig(checkpoint_id=checkpoint_id or f"{round_dir.name}-checkpoint",
-                            mask_seed=mask_seed, samples_per_task=samples_per_task, task_limit=task_limit)
-        result = run_online_gate(loaded, pool or round_dir / "analysis" / "candidate_pool.json",
-                                 out or round_dir / "gate", config, checkpoint=checkpoint,
-                                 bare_run_dir=bare_run_dir, ledger=ledger if ledger.is_file() else None,
-                                 progress=progress)
-    except (ValueError, FileNotFoundError) as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(1) from error
-    _echo_result(result)
+    config = GateConfig(checkpoint_id=checkpoint_id or f"{round_dir.name}-checkpoint",
+                        mask_seed=mask_seed, samples_per_task=rollouts_per_task, task_limit=task_limit)
+    result = run_online_gate(loaded, pool or round_dir / "analysis" / "candidate_pool.json",
+                             out or round_dir / "gate", config, checkpoint=checkpoint,
+                             bare_run_dir=bare_run_dir, ledger=ledger if ledger.is_file() else None,
+                             progress=progress)
+    _echo_result(result, as_json)
 
 
 @app.command("gate-a")
 def gate_a_command(
     params: Path = typer.Option(..., "--params", help="Parameter file (store, model, sampling, evaluation)."),
+    overrides: list[str] = SET_OPTION,
     draft: Path = typer.Option(..., "--draft", exists=True, dir_okay=False, help="Draft bank (draft_only)."),
     out: Path = typer.Option(..., "--out", help="Gate A directory."),
     checkpoint_id: str = typer.Option(..., "--checkpoint-id", help="Name of the frozen checkpoint."),
-    checkpoint: Path = typer.Option(None, "--checkpoint", help="Policy dir (model.checkpoint)."),
+    checkpoint: Path = typer.Option(None, "--checkpoint", help="Policy dir (default: model.checkpoint resolved)."),
     ledger: Path = typer.Option(None, "--ledger", exists=True, dir_okay=False, help="ADD ledger to update."),
-    bare_run_dir: Path = typer.Option(None, "--bare-run-dir", help="Bare val run to reuse (run if missing)."),
-    samples_per_task: int = typer.Option(1, "--samples-per-task", help="Masked rollouts per task (m)."),
-    mask_seed: int = typer.Option(20260901, "--mask-seed", help="Seed of the mask draws."),
-    task_limit: int = typer.Option(None, "--task-limit", help="First val tasks (evaluation.task_limit)."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+    bare_run_dir: Path = BARE_RUN_OPTION,
+    rollouts_per_task: int = ROLLOUTS_OPTION,
+    mask_seed: int = MASK_SEED_OPTION,
+    task_limit: int = TASK_LIMIT_OPTION,
+    progress: bool = PROGRESS_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
-    """Run (or resume) Gate A: Bernoulli(0.5) masks over a draft bank's chunks; prints one JSON object."""
+    """Run (or resume) Gate A: Bernoulli(0.5) masks over a draft bank's chunks."""
+    from intraskill.organism.shipped import resolve_checkpoint
     from intraskill.pipeline.gate_run import GateConfig, run_gate_a
 
-    loaded = _load(params)
-    try:
-        config = GateConfig(checkpoint_id=checkpoint_id, mask_seed=mask_seed,
-                            samples_per_task=samples_per_task, task_limit=task_limit)
-        result = run_gate_a(loaded, draft, out, config, checkpoint=checkpoint or loaded.model.checkpoint,
-                            bare_run_dir=bare_run_dir, ledger=ledger, progress=progress)
-    except (ValueError, FileNotFoundError) as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(1) from error
-    _echo_result(result)
+    loaded = load(params, overrides)
+    if checkpoint is None:
+        checkpoint = resolve_checkpoint(loaded, params)[0]
+    config = GateConfig(checkpoint_id=checkpoint_id, mask_seed=mask_seed, samples_per_task=rollouts_per_task,
+                        task_limit=task_limit)
+    result = run_gate_a(loaded, draft, out, config, checkpoint=checkpoint, bare_run_dir=bare_run_dir,
+                        ledger=ledger, progress=progress)
+    _echo_result(result, as_json)

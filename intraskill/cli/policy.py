@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import typer
 
+from intraskill.cli.common import default
+from intraskill.params import ModelParams
+
 
 def serve_policy(
-    model: str = typer.Option("organism", "--model", help="organism | smollm2 | a local HF model directory"),
+    model: str = typer.Option(default(ModelParams, "spec"), "--model",
+                              help="organism | smollm2 | a local HF model directory"),
     checkpoint: str | None = typer.Option(None, "--checkpoint", help="checkpoint directory (save_pretrained)"),
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8000, "--port", min=1, max=65535),
-    device: str = typer.Option("cpu", "--device", help="cpu | cuda | cuda:N"),
-    dtype: str = typer.Option("float32", "--dtype", help="float32 | bfloat16 | float16"),
+    device: str = typer.Option(default(ModelParams, "device"), "--device", help="auto | cpu | cuda | cuda:N"),
+    dtype: str = typer.Option(default(ModelParams, "dtype"), "--dtype", help="float32 | bfloat16 | float16"),
     served_name: str | None = typer.Option(None, "--served-name", help="model id in /v1/models (default: --model)"),
     max_batch: int = typer.Option(64, "--max-batch", min=1, help="sessions per lockstep forward"),
     max_sessions: int = typer.Option(256, "--max-sessions", min=1, help="live KV caches kept (LRU)"),
@@ -21,11 +25,11 @@ def serve_policy(
     """Serve /v1/models and /v1/chat/completions (non-streaming, tools) with lockstep micro-batching."""
     import uvicorn
 
-    from intraskill.policy.factory import load_hf_policy
+    from intraskill.policy.factory import load_hf_policy, resolve_device
     from intraskill.policy.server import ServerConfig, create_app
 
-    policy = load_hf_policy(model, checkpoint=checkpoint, device=device, dtype=dtype, cache_dir=cache_dir,
-                            max_batch=max_batch)
+    policy = load_hf_policy(model, checkpoint=checkpoint, device=resolve_device(device), dtype=dtype,
+                            cache_dir=cache_dir, max_batch=max_batch)
     config = ServerConfig(model_name=served_name or model, max_sessions=max_sessions,
                           batch_window_s=batch_window_ms / 1000.0, max_batch=max_batch)
     uvicorn.run(create_app(policy, config), host=host, port=port, log_level="warning")

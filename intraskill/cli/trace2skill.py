@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
+
+from intraskill.cli.common import JSON_OPTION, emit, fail
+from intraskill.trace2skill.pool import DEFAULT_MAX_CANDIDATES
 
 app = typer.Typer(help="Trace2Skill: failure cards, candidates, pool and ledger.", no_args_is_help=True)
 
@@ -24,12 +26,13 @@ def analyze(
                                       help="Proposal checkpoint; default: the round ID."),
     ledger_history: Path = typer.Option(None, "--ledger-history", exists=True, dir_okay=False,
                                         help="The previous gate's proposal_ledger.jsonl."),
-    max_candidates: int = typer.Option(6, "--max-candidates", help="ADD/REWRITE candidates per round (1-16)."),
+    max_candidates: int = typer.Option(DEFAULT_MAX_CANDIDATES, "--max-candidates",
+                                       help="ADD/REWRITE candidates per round (1-16)."),
     base_url: str = typer.Option("http://127.0.0.1:30000/v1", "--base-url", help="llm: OpenAI-compatible root."),
     model: str = typer.Option("intraskill-policy", "--model", help="llm: served model name."),
     max_turns: int = typer.Option(20, "--max-turns", help="llm: analyst turns per card (last = submit)."),
     max_tokens: int = typer.Option(4096, "--max-tokens", help="llm: completion tokens per analyst turn."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Analyze the round's failed full-skill retries and write the candidate pool and ledger."""
     from intraskill.shop.build import open_store
@@ -41,12 +44,9 @@ def analyze(
     from intraskill.trace2skill.rule_analyst import RuleAnalyst
 
     if analyst not in ANALYSTS:
-        raise typer.BadParameter(f"expected one of {ANALYSTS}, got {analyst!r}", param_hint="--analyst")
-    try:
-        check_max_candidates(max_candidates)
-        current = load_skillbank(bank)
-    except ValueError as error:
-        raise typer.BadParameter(str(error)) from error
+        fail(f"--analyst: expected one of {', '.join(ANALYSTS)}, got {analyst!r}")
+    check_max_candidates(max_candidates)
+    current = load_skillbank(bank)
     catalog, index, _ = open_store(store)
     engine = ShopEngine(catalog.products, catalog.goals, index)
     round_id = round_id or round_dir.name
@@ -68,9 +68,6 @@ def analyze(
         index.close()
         if policy is not None:
             policy.close()
-    if as_json:
-        typer.echo(json.dumps(summary, ensure_ascii=False))
-        return
-    for key in ("triage_groups", "analyzed_cards", "eligible_cards", "candidates", "fallback_reason"):
-        typer.echo(f"{key}: {summary[key]}")
-    typer.echo(f"pool: {summary['candidate_pool_path']}")
+    keys = ("triage_groups", "analyzed_cards", "eligible_cards", "candidates", "fallback_reason")
+    emit(summary, as_json, "\n".join([*(f"{key}: {summary[key]}" for key in keys),
+                                      f"pool: {summary['candidate_pool_path']}"]))

@@ -31,7 +31,8 @@ from intraskill.chat.base import Policy
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, write_json
 from intraskill.params import Params
-from intraskill.paths import runs_root, store_dir
+from intraskill.paths import store_dir
+from intraskill.policy.factory import build_policy
 from intraskill.shop.build import open_engine
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 
@@ -204,59 +205,6 @@ def find_checkpoint(root: str | Path, pattern: str) -> Path | None:
     return max(found, key=lambda path: (path.stat().st_mtime, str(path))) if found else None
 
 
-def runtime_config(params: Params) -> RuntimeConfig:
-    """The runtime settings of ``params`` (sampling section, the store language, the model's view)."""
-    sampling = params.sampling
-    return RuntimeConfig(
-        max_turns=sampling.max_turns,
-        max_tokens_per_turn=sampling.max_tokens_per_turn,
-        temperature=sampling.temperature,
-        top_p=sampling.top_p,
-        language=params.store.language,
-        view=params.model.view,
-    )
-
-
-def resolve_device(device: str) -> str:
-    """``auto`` → ``cuda`` when available, else ``cpu``; other values unchanged."""
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def build_policy(params: Params, checkpoint: str | None) -> tuple[Policy, dict[str, Any]]:
-    """The policy of ``params.model`` and its plan identity.
-
-    ``expert`` / ``expert:without:a,b`` build an :class:`~intraskill.policy.expert_policy.ExpertPolicy`;
-    other specs go to :func:`intraskill.policy.factory.load_policy`. The identity is the policy's
-    own (for a model also the spec and dtype, and for a random-init organism its shape, the weights'
-    only source); an expert's identity already names its competences and seed.
-    """
-    spec = params.model.spec
-    if spec == "expert" or spec.startswith("expert:"):
-        from intraskill.policy.expert_policy import ExpertPolicy, competences_from_tag
-
-        competences = competences_from_tag(spec.partition(":")[2])
-        policy: Policy = ExpertPolicy(
-            competences, seed=params.experiment.seed, language=params.store.language,
-            max_actions=params.store.max_actions,
-        )
-        return policy, dict(policy.identity)
-    from intraskill.policy.factory import load_policy
-    from intraskill.policy.organism import OrganismConfig
-
-    organism = OrganismConfig(**params.model.organism.model_dump())
-    policy = load_policy(spec, checkpoint=checkpoint, device=resolve_device(params.model.device),
-                         dtype=params.model.dtype, organism=organism,
-                         cache_dir=runs_root(params.experiment.run_root) / "cache")
-    identity = {**policy.identity, "spec": spec, "dtype": params.model.dtype}
-    if spec == "organism" and checkpoint is None:
-        identity["organism"] = organism.to_dict()
-    return policy, identity
-
-
 def _attempts(traces_path: Path) -> tuple[set[str], Counter[str]]:
     """Episode IDs with a completed record, and failed-attempt counts per episode."""
     completed: set[str] = set()
@@ -298,7 +246,7 @@ def run_eval(
         ``params.model.checkpoint``); ignored when ``policy`` is given.
     skills : a SkillBank path, a loaded bank, or ``None`` / ``"none"`` for a bare run.
     out_dir : the run directory (created; an existing one must hold the same plan).
-    policy : an already built policy (default: :func:`build_policy`).
+    policy : an already built policy (default: :func:`~intraskill.policy.factory.build_policy`).
     progress : show a progress bar.
     batch_size : episodes per lockstep batch (not part of the plan).
     limit : task limit overriding ``evaluation.task_limit``.
@@ -324,10 +272,11 @@ def run_eval(
     store = open_engine(params.store, split, root)
     try:
         if policy is None:
-            policy, model_identity = build_policy(params, checkpoint)
+            policy, model_identity = build_policy(params.model, checkpoint, store=params.store,
+                                                  experiment=params.experiment)
         else:
             model_identity = dict(policy.identity)
-        config = runtime_config(params)
+        config = RuntimeConfig.from_params(params.sampling, params.store, params.model)
         pairs = eval_jobs(store.task_ids, params.evaluation.repeats,
                           limit if limit is not None else params.evaluation.task_limit)
         plan = EvalPlan(model=model_identity, split=split, jobs=tuple(pairs), environment=store.identity,

@@ -114,13 +114,13 @@ def evaluate_warmstart(params: Params, checkpoint: Path, bank: SkillBank, engine
     from tqdm.auto import tqdm
 
     from intraskill.agent.env import InProcessEnvironment
-    from intraskill.evaluate.runner import resolve_device, runtime_config
-    from intraskill.policy.factory import load_policy
+    from intraskill.agent.runtime import RuntimeConfig
+    from intraskill.policy.factory import load_policy, resolve_device
 
     ws = params.warmstart
     policy = load_policy("organism", checkpoint=str(checkpoint), device=resolve_device(params.model.device),
                          dtype=params.model.dtype, max_batch=ws.eval_batch_size)
-    config = runtime_config(params)
+    config = RuntimeConfig.from_params(params.sampling, params.store, params.model)
     factory = lambda: InProcessEnvironment(engine)  # noqa: E731
     skills = bank.enabled_skills()
     n_eval, n_truth = min(ws.eval_episodes, len(val_ids)), min(ws.ground_truth_episodes, len(val_ids))

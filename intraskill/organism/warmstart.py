@@ -59,8 +59,8 @@ def train_organism(params: Params, demos: Sequence[Demonstration], out: Path, la
     (the teacher law that played ``demos``)."""
     import torch
 
-    from intraskill.evaluate.runner import resolve_device
     from intraskill.organism.drills import copy_drills, drill_count, ordinary_tokens
+    from intraskill.policy.factory import resolve_device
     from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
 
     ws = params.warmstart

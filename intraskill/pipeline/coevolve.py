@@ -255,7 +255,7 @@ def co_evolve(
         raise ValueError(f"rounds: must be >= 1, got {rounds}")
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(params)
     if start is None:
-        start = prepare_round(params, 0, run_dir / round_id(0), progress=progress)
+        start = prepare_round(params, 0, run_dir / round_id(0))
     plan = {"pipeline_version": PIPELINE_VERSION, "params": params.model_dump(mode="json"),
             "config": asdict(config), "start": {
                 "checkpoint": start.checkpoint,

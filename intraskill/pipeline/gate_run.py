@@ -380,10 +380,11 @@ def _prepared_assignment(gate_dir: Path, assignment: MaskAssignment) -> None:
 
 
 def _policy(params: Params, checkpoint: str | Path | None) -> Policy:
-    from intraskill.evaluate.runner import build_policy
+    from intraskill.policy.factory import build_policy
 
     if checkpoint is None or params.model.spec == "expert" or params.model.spec.startswith("expert:"):
-        return build_policy(params, None if checkpoint is None else str(checkpoint))[0]
+        return build_policy(params.model, None if checkpoint is None else str(checkpoint), store=params.store,
+                            experiment=params.experiment)[0]
     from intraskill.pipeline.round import trained_policy
 
     return trained_policy(params, Path(checkpoint))

