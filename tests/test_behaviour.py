@@ -18,6 +18,8 @@ from intraskill.agent.traces import EpisodeTrace, TurnRecord, read_traces
 from intraskill.analysis.behaviour import (
     BEHAVIOUR_METRICS,
     PHASES,
+    BehaviourDelta,
+    PairedBlock,
     compare_behaviour,
     episode_behaviour,
     episode_table,
@@ -274,9 +276,9 @@ def test_paired_ci_reproduces_numpy_bootstrap(runs, comparison, metric: str, val
     a, b = _task_means(runs["a"].run_dir, value), _task_means(runs["b"].run_dir, value)
     tasks = sorted(set(a) & set(b))
     direct = numpy_paired_bootstrap([a[t] for t in tasks], [b[t] for t in tasks], metric)
-    block = comparison.paired["all"]["metrics"][metric]
-    assert block == {"n": direct.pairs, "a_mean": direct.a_mean, "b_mean": direct.b_mean,
-                     "difference": direct.mean_difference, "ci95": list(direct.ci95)}
+    block = comparison.paired["all"].metrics[metric]
+    assert block == BehaviourDelta(n=direct.pairs, a_mean=direct.a_mean, b_mean=direct.b_mean,
+                                   difference=direct.mean_difference, ci95=direct.ci95)
     assert direct.samples == 5000
     assert direct.seed == int.from_bytes(hashlib.sha256(f"20260909:{metric}".encode()).digest()[:4], "big")
 
@@ -284,10 +286,10 @@ def test_paired_ci_reproduces_numpy_bootstrap(runs, comparison, metric: str, val
 def test_pairing_averages_repeats(comparison) -> None:
     """Run b has two samples per task, one with a protocol error: each task averages to 0.5."""
     block = comparison.paired["all"]
-    assert block["paired_tasks"] == 40 and len(comparison.b_episodes) == 80
-    errors = block["metrics"]["protocol_errors"]
-    assert errors["n"] == 40 and errors["a_mean"] == 0.0 and errors["b_mean"] == 0.5
-    assert errors["ci95"] == [0.5, 0.5]
+    assert block.paired_tasks == 40 and len(comparison.b_episodes) == 80
+    errors = block.metrics["protocol_errors"]
+    assert errors.n == 40 and errors.a_mean == 0.0 and errors.b_mean == 0.5
+    assert errors.ci95 == (0.5, 0.5)
 
 
 def test_both_success_is_conditioned_and_descriptive(comparison) -> None:
@@ -295,7 +297,7 @@ def test_both_success_is_conditioned_and_descriptive(comparison) -> None:
            (("a", comparison.a_episodes), ("b", comparison.b_episodes))}
     assert comparison.paired["both_success"] == paired_block(won["a"], won["b"])
     both = comparison.paired["both_success"]
-    assert 0 < both["paired_tasks"] <= comparison.paired["all"]["paired_tasks"]
+    assert 0 < both.paired_tasks <= comparison.paired["all"].paired_tasks
     record = comparison.to_dict()
     assert record["paired"]["both_success"]["descriptive"] is True
     assert "descriptive" in record["uncertainty"]["success_conditioning"]
@@ -316,10 +318,10 @@ def test_phase_summary(comparison) -> None:
 
 def test_plain_expert_records_no_tokens(runs, comparison) -> None:
     plain = compare_behaviour(runs["a"].run_dir, runs["plain"].run_dir, samples=200)
-    assert plain.paired["all"]["metrics"]["tokens_per_turn"] == {
-        "n": 0, "a_mean": None, "b_mean": None, "difference": None, "ci95": None}
+    assert plain.paired["all"].metrics["tokens_per_turn"] == BehaviourDelta(
+        n=0, a_mean=None, b_mean=None, difference=None, ci95=None)
     assert not plain.records_tokens and set(plain.phases()["value"]) == {"output_chars"}
-    assert plain.table().set_index("metric").loc["tokens_per_turn"].isna().sum() == 5
+    assert plain.to_frame().set_index("metric").loc["tokens_per_turn"].isna().sum() == 5
 
 
 # --- release schema, tables and errors ---------------------------------------------------------------
@@ -348,13 +350,31 @@ def test_tables_and_labels(runs, comparison) -> None:
     assert len(turns) == sum(len(t.turns) for t in scored_traces(runs["b"].run_dir))
     assert {"episode_id", "task_id", "sample_id", "phase", "kind", "tokens", "reasoning_chars",
             "opened_rank"} <= set(turns.columns)
-    summary = comparison.summary()
-    assert summary.loc["protocol_errors", ("expert", "mean")] == 0.5
-    assert summary.loc["model_steps", ("expert", "n")] == 80
-    table = comparison.table()
+    means = comparison.to_frame("means")
+    assert means.loc["protocol_errors", ("expert", "mean")] == 0.5
+    assert means.loc["model_steps", ("expert", "n")] == 80
+    table = comparison.to_frame()
     assert list(table["metric"]) == list(BEHAVIOUR_METRICS)
     assert list(table.columns) == ["metric", "n", "a_mean", "b_mean", "difference", "ci_lo", "ci_hi"]
     assert run_label(runs["a"].run_dir) == f"scripted-expert ({BASE_TAG}), val"
+
+
+def test_summary_text_and_frames(comparison) -> None:
+    text = comparison.summary()
+    assert text.splitlines()[1].startswith("a: base stand-in  (40 episodes, 40 tasks, ")
+    assert "CIs: paired task bootstrap, 5000 resamples" in text
+    assert "all: 40 paired tasks\n" in text and "; descriptive, conditioned on success" in text
+    protocol = [line for line in text.splitlines() if line.startswith("protocol_errors")]
+    assert protocol[0].split()[1:] == ["40", "0", "0.5", "+0.5", "[+0.5,", "+0.5]"]
+    assert len(protocol) == 2
+    assert comparison.to_frame("phases").equals(comparison.phases())
+    assert comparison.to_frame("both_success").equals(comparison.paired["both_success"].to_frame())
+
+
+def test_paired_block_round_trips_through_json(comparison) -> None:
+    record = json.loads(json.dumps(comparison.to_dict()))
+    for name, block in comparison.paired.items():
+        assert PairedBlock.from_dict(record["paired"][name]) == block
 
 
 def test_bad_input_names_the_problem(tmp_path: Path, comparison) -> None:
@@ -365,7 +385,7 @@ def test_bad_input_names_the_problem(tmp_path: Path, comparison) -> None:
     with pytest.raises(KeyError, match="value"):
         phase_summary(comparison.a_turns, "latency")
     with pytest.raises(KeyError, match="subset"):
-        comparison.table("some")
+        comparison.to_frame("some")
     failed = _hand_built()
     failed.status, failed.reward = "failed", None
     with pytest.raises(ValueError, match="b: no scored episodes"):

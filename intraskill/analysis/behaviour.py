@@ -31,6 +31,9 @@ traces (:mod:`intraskill.agent.traces`), are:
 * **first_product_rank** — the rank, as printed on the results page it was opened from (either view,
   read by :func:`intraskill.agent.pages.result_ranks`), of the episode's first opened product (NaN
   without an open).
+
+:func:`compare_behaviour` returns a :class:`BehaviourComparison`: ``summary()`` (text), ``to_frame(part)``
+and ``to_dict()``, with one typed :class:`PairedBlock` of :class:`BehaviourDelta` per paired subset.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from intraskill.agent.pages import result_ranks
 from intraskill.agent.traces import EpisodeTrace, read_traces
+from intraskill.analysis.records import plain
 from intraskill.chat.chatml import THINK_CLOSE, THINK_OPEN
 from intraskill.evaluate.bootstrap import BEHAVIOR_SEED_BASE, numpy_paired_bootstrap
 from intraskill.shop.actions import parse_action
@@ -295,14 +299,80 @@ def task_means(episodes: "pd.DataFrame", metrics: Sequence[str] = BEHAVIOUR_METR
     return episodes.groupby("task_id")[list(metrics)].mean().sort_index()
 
 
-def _metric_block(
+DELTA_HEADER = f"{'metric':<26} {'n':>4} {'a mean':>10} {'b mean':>10} {'b - a':>10}  [95% CI]"
+"""Column header of the rows :meth:`BehaviourDelta.line` prints."""
+MISSING = "-"
+DELTA_COLUMNS = ("metric", "n", "a_mean", "b_mean", "difference", "ci_lo", "ci_hi")
+"""Columns of :meth:`PairedBlock.to_frame`."""
+
+
+@dataclass(frozen=True)
+class BehaviourDelta:
+    """Paired difference ``b − a`` of one behaviour metric over ``n`` tasks, with its 95 % bootstrap CI.
+
+    The means, the difference and the CI are ``None`` when ``n == 0`` (no common task defines the metric).
+    """
+
+    n: int
+    a_mean: float | None
+    b_mean: float | None
+    difference: float | None
+    ci95: tuple[float, float] | None
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> "BehaviourDelta":
+        """A ``paired`` metric record (ours or the release's; keys starting with ``_`` are ignored)."""
+        ci95 = record["ci95"]
+        return cls(n=record["n"], a_mean=record["a_mean"], b_mean=record["b_mean"],
+                   difference=record["difference"], ci95=None if ci95 is None else (ci95[0], ci95[1]))
+
+    def line(self, metric: str) -> str:
+        """One row under :data:`DELTA_HEADER`."""
+        if self.difference is None or self.ci95 is None:
+            return f"{metric:<26} {self.n:>4} {MISSING:>10} {MISSING:>10} {MISSING:>10}"
+        low, high = self.ci95
+        return (f"{metric:<26} {self.n:>4} {self.a_mean:>10.4g} {self.b_mean:>10.4g} "
+                f"{self.difference:>+10.4g}  [{low:+.4g}, {high:+.4g}]")
+
+
+@dataclass(frozen=True)
+class PairedBlock:
+    """The release ``paired`` block of two runs: ``paired_tasks`` common tasks and one
+    :class:`BehaviourDelta` per metric (build with :func:`paired_block`)."""
+
+    paired_tasks: int
+    metrics: Mapping[str, BehaviourDelta]
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> "PairedBlock":
+        """A ``paired`` block record, e.g. the release's ``paired["fixed_val_all"]``."""
+        metrics = {name: BehaviourDelta.from_dict(stats) for name, stats in record["metrics"].items()}
+        return cls(paired_tasks=record["paired_tasks"], metrics=metrics)
+
+    def to_frame(self) -> "pd.DataFrame":
+        """One row per metric: ``metric, n, a_mean, b_mean, difference, ci_lo, ci_hi`` (NaN where
+        ``n == 0``; the input of :func:`intraskill.plots.behaviour_deltas`)."""
+        import pandas as pd
+
+        rows = []
+        for metric, delta in self.metrics.items():
+            low, high = delta.ci95 or (None, None)
+            rows.append({"metric": metric, "n": delta.n, "a_mean": delta.a_mean, "b_mean": delta.b_mean,
+                         "difference": delta.difference, "ci_lo": low, "ci_hi": high})
+        table = pd.DataFrame(rows, columns=list(DELTA_COLUMNS))
+        numeric = list(DELTA_COLUMNS[2:])
+        table[numeric] = table[numeric].astype(float)
+        return table
+
+
+def _metric_delta(
     a: Sequence[float], b: Sequence[float], metric: str, samples: int, seed_base: int
-) -> dict[str, Any]:
+) -> BehaviourDelta:
     if not a:
-        return {"n": 0, "a_mean": None, "b_mean": None, "difference": None, "ci95": None}
+        return BehaviourDelta(n=0, a_mean=None, b_mean=None, difference=None, ci95=None)
     result = numpy_paired_bootstrap(a, b, metric, samples=samples, seed_base=seed_base)
-    return {"n": result.pairs, "a_mean": result.a_mean, "b_mean": result.b_mean,
-            "difference": result.mean_difference, "ci95": list(result.ci95)}
+    return BehaviourDelta(n=result.pairs, a_mean=result.a_mean, b_mean=result.b_mean,
+                          difference=result.mean_difference, ci95=result.ci95)
 
 
 def paired_block(
@@ -312,9 +382,8 @@ def paired_block(
     *,
     samples: int = BEHAVIOUR_SAMPLES,
     seed_base: int = BEHAVIOR_SEED_BASE,
-) -> dict[str, Any]:
-    """The release ``paired`` block of two episode tables: ``{paired_tasks, metrics{m: {n, a_mean,
-    b_mean, difference, ci95}}}``.
+) -> PairedBlock:
+    """The release ``paired`` block of two episode tables (release-data §1.2).
 
     Each task's episodes are averaged first (:func:`task_means`), then the tasks common to both runs are
     paired; a metric's ``n`` counts the common tasks where both runs define it (its values are ``None``
@@ -322,37 +391,32 @@ def paired_block(
     """
     a_means, b_means = task_means(a, metrics), task_means(b, metrics)
     common = a_means.index.intersection(b_means.index).sort_values()
-    block: dict[str, Any] = {"paired_tasks": int(len(common)), "metrics": {}}
+    deltas = {}
     for metric in metrics:
         x, y = a_means.loc[common, metric], b_means.loc[common, metric]
         keep = x.notna() & y.notna()
-        block["metrics"][metric] = _metric_block(
-            x[keep].tolist(), y[keep].tolist(), metric, samples, seed_base)
-    return block
+        deltas[metric] = _metric_delta(x[keep].tolist(), y[keep].tolist(), metric, samples, seed_base)
+    return PairedBlock(paired_tasks=len(common), metrics=deltas)
 
 
-def _json_ready(value: Any) -> Any:
-    """NaN → ``None`` and numpy scalars → Python, recursively."""
-    if isinstance(value, Mapping):
-        return {key: _json_ready(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_ready(item) for item in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    return None if isinstance(value, float) and math.isnan(value) else value
+SUBSETS = ("all", "both_success")
+"""The paired subsets of a :class:`BehaviourComparison`; ``both_success`` is descriptive."""
 
 
 @dataclass(frozen=True, eq=False)
 class BehaviourComparison:
     """Behaviour of two runs and their paired deltas ``b − a`` (build with :func:`compare_behaviour`).
 
+    ``summary()`` is a readable text of the runs and both paired blocks, ``to_frame(part)`` one table per
+    part of :attr:`FRAMES` and ``to_dict()`` the JSON-ready record.
+
     Attributes
     ----------
     a_label, b_label : display names of the reference arm ``a`` and the compared arm ``b``.
     a_turns, b_turns : :func:`turn_table` of each run.
     a_episodes, b_episodes : :func:`episode_table` of each run.
-    paired : ``{"all": block, "both_success": block}``, each a :func:`paired_block`; ``both_success`` keeps
-        each run's successful episodes only and is descriptive (post-treatment conditioning).
+    paired : one :class:`PairedBlock` per subset of :data:`SUBSETS`; ``both_success`` keeps each run's
+        successful episodes only and is descriptive (post-treatment conditioning).
     samples, seed_base : the bootstrap settings the CIs were computed with.
     sources : where each run's traces came from (``None`` for in-memory traces).
     """
@@ -363,10 +427,12 @@ class BehaviourComparison:
     b_turns: "pd.DataFrame"
     a_episodes: "pd.DataFrame"
     b_episodes: "pd.DataFrame"
-    paired: dict[str, dict[str, Any]]
+    paired: Mapping[str, PairedBlock]
     samples: int = BEHAVIOUR_SAMPLES
     seed_base: int = BEHAVIOR_SEED_BASE
-    sources: dict[str, str | None] = field(default_factory=dict)
+    sources: Mapping[str, str | None] = field(default_factory=dict)
+
+    FRAMES = (*SUBSETS, "means", "phases")
 
     @property
     def uncertainty(self) -> dict[str, str]:
@@ -404,26 +470,23 @@ class BehaviourComparison:
         table = pd.concat(parts, ignore_index=True)
         return table[["arm", "run", "value", "phase", "n", "n_values", "mean", "median", "p90"]]
 
-    def table(self, subset: str = "all") -> "pd.DataFrame":
-        """One row per metric of ``paired[subset]``: ``metric, n, a_mean, b_mean, difference, ci_lo, ci_hi``
-        (the input of :func:`intraskill.plots.behaviour_deltas`; NaN where ``n == 0``)."""
-        import pandas as pd
+    def to_frame(self, part: str = "all") -> "pd.DataFrame":
+        """One table of :attr:`FRAMES`.
 
-        if subset not in self.paired:
-            raise KeyError(f"subset: expected one of {list(self.paired)}, got {subset!r}")
-        rows = []
-        for metric, stats in self.paired[subset]["metrics"].items():
-            low, high = stats["ci95"] or (None, None)
-            rows.append({"metric": metric, "n": stats["n"], "a_mean": stats["a_mean"],
-                         "b_mean": stats["b_mean"], "difference": stats["difference"], "ci_lo": low,
-                         "ci_hi": high})
-        table = pd.DataFrame(rows)
-        numeric = ["a_mean", "b_mean", "difference", "ci_lo", "ci_hi"]
-        table[numeric] = table[numeric].astype(float)
-        return table
+        ``all`` / ``both_success``: that paired subset (:meth:`PairedBlock.to_frame`); ``means``: each run's
+        episode mean of every metric and outcome, with how many episodes define it (columns
+        ``(label, "mean" | "n")``); ``phases``: :meth:`phases` with its default value.
+        """
+        if part in self.paired:
+            return self.paired[part].to_frame()
+        if part == "phases":
+            return self.phases()
+        if part == "means":
+            return self._means()
+        raise KeyError(f"part: expected a paired subset {list(self.paired)}, 'means' or 'phases', "
+                       f"got {part!r}")
 
-    def summary(self) -> "pd.DataFrame":
-        """Per-run episode means of every metric and outcome, with how many episodes define each."""
+    def _means(self) -> "pd.DataFrame":
         import pandas as pd
 
         columns = [*BEHAVIOUR_METRICS, *OUTCOME_COLUMNS]
@@ -433,18 +496,33 @@ class BehaviourComparison:
             parts[(label, "n")] = episodes[columns].notna().sum()
         return pd.DataFrame(parts)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready record: runs, ``uncertainty``, the ``paired`` blocks and per-run ``phases``."""
-        runs = {
-            arm: {"label": label, "source": self.sources.get(arm), "episodes": int(len(episodes)),
+    def _runs(self) -> dict[str, dict[str, Any]]:
+        return {
+            arm: {"label": label, "source": self.sources.get(arm), "episodes": len(episodes),
                   "tasks": int(episodes["task_id"].nunique())}
             for arm, label, _, episodes in self._arms()
         }
-        paired = {name: {**block, "descriptive": True} if name == "both_success" else block
+
+    def summary(self) -> str:
+        """Readable text: both runs, how the CIs were computed and each paired subset, one row per metric."""
+        lines = ["Behaviour comparison (b - a)"]
+        lines += [f"{arm}: {run['label']}  ({run['episodes']} episodes, {run['tasks']} tasks"
+                  f"{', ' + run['source'] if run['source'] else ''})" for arm, run in self._runs().items()]
+        lines.append(f"CIs: {self.uncertainty['method']}")
+        for name, block in self.paired.items():
+            note = "; descriptive, conditioned on success" if name == "both_success" else ""
+            lines += ["", f"{name}: {block.paired_tasks} paired tasks{note}", DELTA_HEADER,
+                      "-" * len(DELTA_HEADER)]
+            lines += [delta.line(metric) for metric, delta in block.metrics.items()]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready record: runs, ``uncertainty``, the ``paired`` blocks and per-run ``phases``."""
+        paired = {name: {**plain(block), "descriptive": True} if name == "both_success" else plain(block)
                   for name, block in self.paired.items()}
-        return _json_ready({
+        return plain({
             "schema_version": BEHAVIOUR_SCHEMA_VERSION,
-            "runs": runs,
+            "runs": self._runs(),
             "difference": "b - a",
             "uncertainty": self.uncertainty,
             "paired": paired,
@@ -521,17 +599,10 @@ def side_by_side(
     import pandas as pd
 
     try:
-        theirs = release["paired"][cohort]["metrics"]
+        theirs = PairedBlock.from_dict(release["paired"][cohort]).to_frame().set_index("metric")
     except KeyError:
         raise KeyError(f"release: no paired[{cohort!r}].metrics") from None
-    ours = comparison.table(subset).set_index("metric")
-    fields = ["n", "a_mean", "b_mean", "difference", "ci_lo", "ci_hi"]
-    rows = {}
-    for metric in [m for m in BEHAVIOUR_METRICS if m in theirs or m in ours.index]:
-        stats = theirs.get(metric)
-        published = ([stats["n"], stats["a_mean"], stats["b_mean"], stats["difference"], *stats["ci95"]]
-                     if stats else [math.nan] * len(fields))
-        mine = ours.loc[metric, fields].tolist() if metric in ours.index else [math.nan] * len(fields)
-        rows[metric] = [*published, *mine]
-    columns = pd.MultiIndex.from_product([["release", "ours"], fields], names=["source", "field"])
-    return pd.DataFrame.from_dict(rows, orient="index", columns=columns).astype(float)
+    ours = comparison.to_frame(subset).set_index("metric")
+    table = pd.concat({"release": theirs, "ours": ours}, axis=1, names=["source", "field"])
+    order = [metric for metric in BEHAVIOUR_METRICS if metric in table.index]
+    return table.loc[order].rename_axis(index=None).astype(float)
