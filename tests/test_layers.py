@@ -100,8 +100,31 @@ def module_cycles(root: Path) -> list[list[str]]:
     return [sorted(group) for group in nx.strongly_connected_components(graph) if len(group) > 1]
 
 
+def undeclared_deferrals(root: Path) -> list[str]:
+    """Imports inside functions that no ``# deferred: reason`` comment heads (only heavy libraries, or a
+    command's stage, are imported late). One comment heads a run of consecutive late imports."""
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        late = [node for function in ast.walk(ast.parse("\n".join(lines), filename=str(path)))
+                if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+                for node in ast.walk(function) if isinstance(node, (ast.Import, ast.ImportFrom))]
+        import_lines = {number for node in late for number in range(node.lineno, node.end_lineno + 1)}
+        for node in late:
+            above = node.lineno - 1
+            while above in import_lines:
+                above -= 1
+            if not lines[above - 1].strip().startswith("# deferred: "):
+                problems.append(f"{path.relative_to(root.parent)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    return problems
+
+
 def test_imports_follow_the_layers() -> None:
     assert layer_violations(PACKAGE) == []
+
+
+def test_late_imports_say_why() -> None:
+    assert undeclared_deferrals(PACKAGE) == []
 
 
 def test_no_module_imports_itself_through_a_chain() -> None:

@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from intraskill.agent.env import Environment
 from intraskill.agent.prompts import (
     LANGUAGES,
@@ -383,8 +385,6 @@ def run_episodes(
     ``policy.end_session`` (its :class:`SessionTokens` are attached), its environment closed, and its
     trace appended to ``trace_writer`` (anything with ``append(dict)``, e.g. a ``JsonlWriter``).
     """
-    from tqdm.auto import tqdm
-
     ids = [job.episode_id for job in jobs]
     if len(set(ids)) != len(ids):
         raise ValueError("jobs: episode_id values must be unique within one run")

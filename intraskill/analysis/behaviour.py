@@ -51,6 +51,7 @@ from intraskill.agent.traces import EpisodeTrace, read_traces
 from intraskill.analysis.records import plain
 from intraskill.chat.chatml import THINK_CLOSE, THINK_OPEN
 from intraskill.evaluate.bootstrap import BEHAVIOR_SEED_BASE, numpy_paired_bootstrap
+from intraskill.evaluate.summary import final_records
 from intraskill.shop.actions import parse_action
 from intraskill.shop.observation import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE
 from intraskill.shop.text import normalize_query
@@ -227,8 +228,6 @@ def scored_traces(source: str | Path | Iterable[EpisodeTrace]) -> list[EpisodeTr
     Failed attempts are not samples (release-data §3.1 extraction rule); two completed records of one
     episode raise :class:`~intraskill.evaluate.summary.DuplicateEpisodeError`.
     """
-    from intraskill.evaluate.summary import final_records
-
     if isinstance(source, (str, Path)):
         path = Path(source)
         path = path / "traces.jsonl" if path.is_dir() else path
@@ -242,6 +241,7 @@ def scored_traces(source: str | Path | Iterable[EpisodeTrace]) -> list[EpisodeTr
 def turn_table(traces: str | Path | Iterable[EpisodeTrace]) -> "pd.DataFrame":
     """One row per model turn of the scored episodes: ``episode_id, task_id, sample_id`` and the
     :class:`TurnBehaviour` fields (``tokens`` NaN where not counted)."""
+    # deferred: pandas is heavy to import
     import pandas as pd
 
     columns = ["episode_id", "task_id", "sample_id", *TurnBehaviour.__dataclass_fields__]
@@ -257,6 +257,7 @@ def turn_table(traces: str | Path | Iterable[EpisodeTrace]) -> "pd.DataFrame":
 def episode_table(traces: str | Path | Iterable[EpisodeTrace]) -> "pd.DataFrame":
     """One row per scored episode: ``episode_id, task_id, sample_id``, the :data:`BEHAVIOUR_METRICS`,
     ``success``, ``reward`` and ``termination_reason``."""
+    # deferred: pandas is heavy to import
     import pandas as pd
 
     columns = ["episode_id", "task_id", "sample_id", *BEHAVIOUR_METRICS, *OUTCOME_COLUMNS,
@@ -275,7 +276,10 @@ def phase_summary(turns: "pd.DataFrame", value: str = "tokens") -> "pd.DataFrame
     ``n`` counts the turns in the phase (as in the release records), ``n_values`` those where ``value``
     is defined; the statistics use the latter (NaN when none). ``p90`` is numpy's linear quantile.
     """
+    # deferred: numpy is heavy to import
     import numpy as np
+
+    # deferred: pandas is heavy to import
     import pandas as pd
 
     if value not in turns.columns:
@@ -352,6 +356,7 @@ class PairedBlock:
     def to_frame(self) -> "pd.DataFrame":
         """One row per metric: ``metric, n, a_mean, b_mean, difference, ci_lo, ci_hi`` (NaN where
         ``n == 0``; the input of :func:`intraskill.plots.behaviour_deltas`)."""
+        # deferred: pandas is heavy to import
         import pandas as pd
 
         rows = []
@@ -462,6 +467,7 @@ class BehaviourComparison:
 
         ``value=None`` takes ``tokens`` when both runs record token counts, else ``output_chars``.
         """
+        # deferred: pandas is heavy to import
         import pandas as pd
 
         value = value or ("tokens" if self.records_tokens else "output_chars")
@@ -487,6 +493,7 @@ class BehaviourComparison:
                        f"got {part!r}")
 
     def _means(self) -> "pd.DataFrame":
+        # deferred: pandas is heavy to import
         import pandas as pd
 
         columns = [*BEHAVIOUR_METRICS, *OUTCOME_COLUMNS]
@@ -596,6 +603,7 @@ def side_by_side(
     Columns are ``(source, field)`` pairs with source ``release`` / ``ours`` and fields ``n, a_mean,
     b_mean, difference, ci_lo, ci_hi``; a metric missing on one side is NaN there.
     """
+    # deferred: pandas is heavy to import
     import pandas as pd
 
     try:

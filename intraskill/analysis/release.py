@@ -34,6 +34,7 @@ from intraskill.analysis.release_results import (
     WandbReconciliation,
 )
 from intraskill.evaluate.bootstrap import TEST_SEED_BASE, paired_bootstrap_ci, success_transitions
+from intraskill.gate.ols import refit_contributions
 from intraskill.paths import release_data_dir
 
 RELEASE_DIR_ENV = "INTRASKILL_RELEASE_DIR"
@@ -284,8 +285,6 @@ def rollout_rounds(artifacts_dir: str | Path) -> tuple[RolloutRound, ...]:
 
 def gate_refits(artifacts_dir: str | Path) -> tuple[GateRefit, ...]:
     """OLS refit of every gate's stored coefficients (all 8 metrics): columns, observations, max |Δβ|."""
-    from intraskill.gate.ols import refit_contributions
-
     refits = []
     for folder in round_dirs(artifacts_dir):
         report = refit_contributions(_read_json(folder / "gate" / "contributions.json"))

@@ -251,6 +251,7 @@ class ReleaseReanalysis:
 
     def to_frame(self, part: str = "conditions") -> "pd.DataFrame":
         """One part of the re-analysis as a DataFrame (``part``: one of :data:`FRAMES`)."""
+        # deferred: pandas is heavy to import
         import pandas as pd
 
         if part not in self.FRAMES:

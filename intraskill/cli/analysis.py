@@ -22,6 +22,7 @@ ARTIFACTS_HELP = (
 
 
 def _resolve(artifacts: Optional[str]) -> Any:
+    # deferred: a verb loads its stage only when it runs
     from intraskill.analysis.release import locate_release_dir
 
     try:
@@ -39,6 +40,7 @@ def compare(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Paired bootstrap comparison of two test arms (reward, r_success, success transitions)."""
+    # deferred: a verb loads its stage only when it runs
     from intraskill.analysis.release import ARMS, release_compare
 
     for name, arm in (("A", a), ("B", b)):
@@ -55,6 +57,7 @@ def reanalyse(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Recompute the test table, all six comparisons, gate rounds, W&B reconciliation and OLS refits."""
+    # deferred: a verb loads its stage only when it runs
     from intraskill.analysis.release import reanalyse_release
 
     result = reanalyse_release(_resolve(artifacts), samples=samples)

@@ -23,6 +23,7 @@ def eval_command(
 ) -> None:
     """Evaluate the params' policy on val/test (model.checkpoint: null = the matching warm start for the
     organism; choose others with --set model.checkpoint=DIR|untrained, --set model.spec=expert)."""
+    # deferred: a verb loads its stage only when it runs
     from intraskill.evaluate.runner import PlanMismatchError, run_eval
     from intraskill.organism.shipped import resolve_checkpoint
 
@@ -62,6 +63,7 @@ def compare_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Align two evaluation runs and compare them task by task with paired bootstrap CIs."""
+    # deferred: a verb loads its stage only when it runs
     from intraskill.evaluate.compare import (
         KINDS,
         AlignmentError,

@@ -28,6 +28,7 @@ def refit(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Refit the no-intercept paired-delta OLS and report the max |Δβ| against the stored coefficients."""
+    # deferred: a verb loads its stage only when it runs
     from intraskill.gate.ols import refit_path
 
     try:
@@ -71,6 +72,7 @@ def run_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Run (or resume) the online gate of a round on its frozen checkpoint."""
+    # deferred: a verb loads its stage only when it runs
     from intraskill.pipeline.gate_run import GateConfig, run_online_gate
 
     loaded = load(params, overrides)
@@ -104,6 +106,7 @@ def gate_a_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Run (or resume) Gate A: Bernoulli(0.5) masks over a draft bank's chunks."""
+    # deferred: a verb loads its stage only when it runs
     from intraskill.organism.shipped import resolve_checkpoint
     from intraskill.pipeline.gate_run import GateConfig, run_gate_a
 

@@ -23,9 +23,13 @@ def serve_policy(
     cache_dir: str | None = typer.Option(None, "--cache-dir", help="cache of the random-init organism"),
 ) -> None:
     """Serve /v1/models and /v1/chat/completions (non-streaming, tools) with lockstep micro-batching."""
+    # deferred: uvicorn is heavy to import
     import uvicorn
 
+    # deferred: a verb loads its stage only when it runs
     from intraskill.policy.factory import load_hf_policy, resolve_device
+
+    # deferred: fastapi is heavy to import
     from intraskill.policy.server import ServerConfig, create_app
 
     policy = load_hf_policy(model, checkpoint=checkpoint, device=resolve_device(device), dtype=dtype,

@@ -25,6 +25,7 @@ def build(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Execute the manifest notebooks (report/notebooks.yaml) and render the site into _site/."""
+    # deferred: a verb loads its stage only when it runs
     from intraskill.report.build import build_report
 
     result = build_report(root, run_dir=run_dir, site_dir=site_dir, quick=quick, execute=execute,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import typer
@@ -18,6 +19,7 @@ app = typer.Typer(help="The ShopSimulator-compatible store: build, serve, benchm
 def budget_command(text: str = typer.Argument(..., help="An instruction, in Chinese or English."),
                    as_json: bool = JSON_OPTION) -> None:
     """Parse the budget of TEXT: price_upper (a number or None) and its kind."""
+    # deferred: a verb loads its stage only when it runs
     from intraskill.shop.budget import parse_budget
 
     emit(parse_budget(text).to_dict(), as_json)
@@ -32,8 +34,7 @@ def build_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Generate (or reuse) the synthetic catalogue, tasks, splits and search index under ROOT."""
-    import time
-
+    # deferred: a verb loads its stage only when it runs
     from intraskill.shop.build import build_store
 
     started = time.perf_counter()
@@ -53,6 +54,7 @@ ROOT_HELP = "Store directory (built if missing); default runs/store/<scale>-<see
 
 def _ensure_store(root: str | None, scale: str, seed: int) -> str:
     """The store directory, built when it has no manifest yet (an existing store is never rebuilt)."""
+    # deferred: a verb loads its stage only when it runs
     from intraskill.paths import store_dir
     from intraskill.shop.build import StorePaths, build_store
 
@@ -74,10 +76,14 @@ def serve_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Serve the store over HTTP: POST /api/shop_agent (ShopSimulator protocol) and GET /healthz."""
+    # deferred: uvicorn is heavy to import
     import uvicorn
 
+    # deferred: a verb loads its stage only when it runs
     from intraskill.shop.build import open_store
     from intraskill.shop.engine import ShopEngine, StoreConfig
+
+    # deferred: fastapi is heavy to import
     from intraskill.shop.service import create_app
 
     config = StoreConfig(language=language)
@@ -107,6 +113,7 @@ def bench_command(
     seed: int = typer.Option(SEED_DEFAULT, "--seed", help="Seed used only when the store must be built."),
 ) -> None:
     """Benchmark the store: in-process µs per search/click step, steps/s, HTTP requests/s at N clients."""
+    # deferred: httpx is heavy to import
     from intraskill.shop.bench import BenchConfig, run_store_bench
 
     root = _ensure_store(root, scale, seed)

@@ -35,6 +35,7 @@ def analyze(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Analyze the round's failed full-skill retries and write the candidate pool and ledger."""
+    # deferred: a verb loads its stage only when it runs
     from intraskill.shop.build import open_store
     from intraskill.shop.engine import ShopEngine
     from intraskill.skills.bank import load_skillbank
@@ -57,6 +58,7 @@ def analyze(
         if analyst == "rule":
             summary = run_analysis(round_dir, engine, current, RuleAnalyst(engine), config, history)
         else:
+            # deferred: a verb loads its stage only when it runs
             from intraskill.policy.openai_backend import OpenAIPolicy
             from intraskill.trace2skill.llm_analyst import LLMAnalyst, LLMCompiler
             from intraskill.trace2skill.roles import RoleConfig

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
@@ -23,6 +24,7 @@ def warmstart_command(
 ) -> None:
     """Collect S0-gated expert demos, behaviour-clone the organism, evaluate it and write the
     checkpoint, manifest.json and ground_truth.json."""
+    # deferred: a verb loads its stage only when it runs
     from intraskill.organism.shipped import ship_warmstart
     from intraskill.organism.warmstart import run_warmstart
 
@@ -46,6 +48,7 @@ def round_command(
     """Run (or resume) a training round from the resolved model.checkpoint (the organism's matching warm
     start) and S0's curriculum: rollout steps with GRPO updates and checkpoints, then the before/after
     bare val check."""
+    # deferred: a verb loads its stage only when it runs
     from intraskill.pipeline.prepare import prepare_round, round_inputs_summary
     from intraskill.pipeline.round import RoundPlanMismatchError, run_round
 
@@ -81,8 +84,7 @@ def co_evolve_command(
     """Run (or resume, or extend) skill-model co-evolution: per round train (GRPO with the curriculum),
     analyze the failed full-skill retries (rule analyst), gate the pool on the frozen checkpoint and build
     the next curriculum from the selected bank."""
-    import json
-
+    # deferred: a verb loads its stage only when it runs
     from intraskill.pipeline.coevolve import (
         SUMMARY_FILE,
         CoEvolveConfig,

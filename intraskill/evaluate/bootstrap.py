@@ -121,6 +121,7 @@ def _mersenne_indices(seed: int, n: int, count: int) -> "np.ndarray":
     k bits of one 32-bit MT19937 output) and rejects values ``>= n``. numpy's ``MT19937`` continues the exact
     same stream once given the state of ``random.Random(seed).getstate()``.
     """
+    # deferred: numpy is heavy to import
     import numpy as np
 
     bits = n.bit_length()
@@ -146,6 +147,7 @@ def resample_means(deltas: Sequence[float], seed: int, samples: int) -> list[flo
     Indices come from :func:`_mersenne_indices`; each mean is accumulated left to right, as Python's
     ``sum`` does, so every float rounds exactly as in the reference loop.
     """
+    # deferred: numpy is heavy to import
     import numpy as np
 
     n = len(deltas)
@@ -226,6 +228,7 @@ def numpy_paired_bootstrap(
     ``boot = delta[rng.integers(0, n, size=(samples, n))].mean(axis=1)``; the interval is
     ``np.quantile(boot, [.025, .975])`` at the default confidence (numpy's default linear method).
     """
+    # deferred: numpy is heavy to import
     import numpy as np
 
     lower, upper = _tails(confidence)

@@ -23,11 +23,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from tqdm.auto import tqdm
+
 from intraskill.agent.env import Environment, InProcessEnvironment
 from intraskill.agent.prompts import prompt_identity
 from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
 from intraskill.agent.traces import EpisodeStatus, read_traces
 from intraskill.chat.base import Policy
+from intraskill.evaluate.summary import summarize
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, write_json
 from intraskill.params import Params
@@ -310,8 +313,6 @@ def _run_pending(
 ) -> None:
     """Run every job without a completed record, batch by batch, until each has completed or used
     :data:`MAX_ATTEMPTS` attempts; every attempt's trace is appended (and fsynced) as it finishes."""
-    from tqdm.auto import tqdm
-
     completed, _ = _attempts(traces_path)
     bar = tqdm(total=len(jobs), initial=sum(job.episode_id in completed for job in jobs), desc=label,
                disable=not progress)
@@ -334,8 +335,6 @@ def write_summary(run_dir: str | Path, requested: int | None = None) -> dict[str
 
     ``requested`` defaults to the number of jobs in the run's plan.
     """
-    from intraskill.evaluate.summary import summarize
-
     run_dir = Path(run_dir)
     if requested is None:
         requested = len(read_plan(run_dir).jobs)

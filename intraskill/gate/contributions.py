@@ -419,6 +419,7 @@ class GateContributions:
 
     def to_frame(self) -> "pd.DataFrame":
         """One row per design column: its record, the primary β's SE and 95 % CI, and every auxiliary β."""
+        # deferred: pandas is heavy to import
         import pandas as pd
 
         primary, auxiliary = self.primary, [m for m in self.estimates if m != PRIMARY_METRIC]

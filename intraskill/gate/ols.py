@@ -31,6 +31,7 @@ class RankDeficientDesignError(ValueError):
 
 
 def _design_matrix(X: Any, columns: Sequence[str]) -> "np.ndarray":
+    # deferred: numpy is heavy to import
     import numpy as np
 
     matrix = np.asarray(X, dtype=float)
@@ -62,6 +63,7 @@ def check_design_rank(X: Any, columns: Sequence[str]) -> int:
     ValueError
         If the shape, the column names or the entries are malformed.
     """
+    # deferred: numpy is heavy to import
     import numpy as np
 
     matrix = _design_matrix(X, columns)
@@ -123,6 +125,7 @@ class PairedDeltaResult:
 
     def summary(self) -> "pd.DataFrame":
         """One row per column: ``coef, std_err, ci_lower, ci_upper`` (95%)."""
+        # deferred: pandas is heavy to import
         import pandas as pd
 
         intervals = self.conf_int()
@@ -175,7 +178,10 @@ def fit_paired_delta(
     >>> round(fit.params["a"], 6), round(fit.params["b"], 6)
     (0.3, -0.2)
     """
+    # deferred: numpy is heavy to import
     import numpy as np
+
+    # deferred: statsmodels is heavy to import
     import statsmodels.api as sm
 
     matrix = _design_matrix(X, columns)

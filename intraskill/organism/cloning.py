@@ -4,6 +4,7 @@ assistant tokens, the learning-rate schedule and the resumable training loop."""
 from __future__ import annotations
 
 import math
+import os
 import random
 import time
 from collections.abc import Sequence
@@ -11,13 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tqdm.auto import tqdm
+
 from intraskill.hashing import seed32
 from intraskill.organism.plan_targets import SoftTarget
 
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel
-
 
 
 CHECKPOINT_DIR = "checkpoint"
@@ -80,6 +82,7 @@ def learning_rate(step: int, total: int, peak: float, warmup: int, min_ratio: fl
 
 def collate(examples: Sequence[BCExample], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded ``(input_ids, labels)``; labels are ``-100`` where the loss mask is 0."""
+    # deferred: torch is heavy to import
     import torch
 
     width = max(len(e.input_ids) for e in examples)
@@ -109,6 +112,7 @@ class SoftBatch:
 
 def collate_soft(examples: Sequence[BCExample]) -> SoftBatch | None:
     """The soft targets of a :func:`collate` batch (``None`` when no example has any)."""
+    # deferred: torch is heavy to import
     import torch
 
     entries = [(row, position, target) for row, e in enumerate(examples) for position, target in e.soft]
@@ -128,6 +132,7 @@ def bc_loss(model: PreTrainedModel, ids: torch.Tensor, labels: torch.Tensor,
             soft: SoftBatch | None = None) -> torch.Tensor:
     """Mean next-token cross-entropy over the assistant tokens (labels ≠ −100) of the batch; at the
     ``soft`` positions the cross-entropy is taken against the teacher's distribution instead."""
+    # deferred: torch is heavy to import
     import torch
 
     logits = model(input_ids=ids).logits[:, :-1].float()
@@ -158,8 +163,7 @@ def _save_state(path: Path, key: str, model: PreTrainedModel, optimizer: Any, st
                 queue: list[list[int]], rng: random.Random, losses: list[tuple[int, float]],
                 running: list[float], tokens: int, wall_s: float) -> None:
     """Write the resumable training state atomically (temp file, fsync, rename)."""
-    import os
-
+    # deferred: torch is heavy to import
     import torch
 
     tmp = path.with_suffix(".tmp")
@@ -207,8 +211,8 @@ def behaviour_clone(
     batch queue and RNG are saved every ``save_every`` steps, and a killed run resumes from there
     (only a state saved under the same ``state_key``: a changed plan starts afresh).
     """
+    # deferred: torch is heavy to import
     import torch
-    from tqdm.auto import tqdm
 
     if not examples:
         raise ValueError("behaviour_clone: no examples")

@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tqdm.auto import tqdm
+
+from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
 from intraskill.agent.tools import CLICK, TOOL_ARGUMENT
 from intraskill.chat.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.chat.chatml import IM_END, parse_tool_calls, render_messages
@@ -35,6 +38,7 @@ from intraskill.hashing import unit_draw
 from intraskill.jsonl import JsonlWriter, read_jsonl
 from intraskill.policy.expert_policy import (
     CompetenceLaw,
+    ExpertPolicy,
     IndependentLaw,
     SkillConditionedLaw,
     click_values,
@@ -371,8 +375,6 @@ def demo_jobs(task_ids: Sequence[int], count: int, skills: Sequence[Skill], mask
               seed: int, *, bare_share: float = 0.0, alone_share: float = 0.0) -> list[EpisodeJob]:
     """``count`` episode jobs over ``task_ids`` (cycled; the cycle index is the sample id), each with
     its own chunk mask (:func:`demo_mask`)."""
-    from intraskill.agent.runtime import EpisodeJob
-
     if not task_ids:
         raise ValueError("demo_jobs: no tasks")
     jobs = []
@@ -405,10 +407,6 @@ def collect_demonstrations(
     ``plan``: every reply opens with the episode's plan line (:func:`~intraskill.policy.expert_policy.plan_line`).
     Failed (unscored) episodes are dropped; the returned list keeps job order.
     """
-    from tqdm.auto import tqdm
-
-    from intraskill.agent.runtime import RuntimeConfig, run_episodes
-    from intraskill.policy.expert_policy import ExpertPolicy
 
     config = RuntimeConfig(max_turns=max_turns, max_tokens_per_turn=4096, temperature=0.0, language=language,
                            view=view)

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tqdm.auto import tqdm
+
 from intraskill.agent.views import hints_line, view_hints, view_skills
 from intraskill.organism.demos import Demonstration, tokenize_demonstration
 from intraskill.skills.bank import Skill
@@ -61,6 +63,7 @@ def drop_chunk(segments: Sequence[tuple[str, str]], shown: Sequence[Skill], chun
 
 def reply_logprob(model: PreTrainedModel, input_ids: Sequence[int], loss_mask: Sequence[int]) -> float:
     """The summed log-probability of the tokens where ``loss_mask`` is 1, each given its prefix."""
+    # deferred: torch is heavy to import
     import torch
 
     ids = torch.tensor([list(input_ids)], device=next(model.parameters()).device)
@@ -101,8 +104,6 @@ def title_sensitivity(
     it (:func:`drop_chunk` also takes the chunk out of the ``compact_hints`` pages' hints lines); a chunk no
     demonstration showed gets ``demos == 0`` and NaN statistics.
     """
-    from tqdm.auto import tqdm
-
     deltas: dict[str, list[float]] = {skill.skill_id: [] for skill in skills}
     for demo in tqdm(demos, desc="title sensitivity", disable=not progress):
         unknown = sorted(set(demo.skill_ids) - set(deltas))

@@ -4,6 +4,7 @@ manifest matches a parameter set, and the one rule that turns ``model.checkpoint
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from intraskill.hashing import sha256_file
@@ -11,6 +12,7 @@ from intraskill.organism.cloning import CHECKPOINT_DIR
 from intraskill.organism.warmstart import NOT_TRAINING, training_settings
 from intraskill.params import UNTRAINED, Params, WarmstartParams
 from intraskill.paths import project_root
+from intraskill.policy.factory import weights_digest
 from intraskill.policy.organism import splits_like_organism
 
 SHIPPED_PATTERN = "params/*_warmstart"
@@ -21,8 +23,6 @@ SHIPPED_FILES = ("manifest.json", "ground_truth.json")
 def ship_warmstart(out_dir: str | Path, dest: str | Path) -> Path:
     """Copy a finished warm start's checkpoint, ``manifest.json`` and ``ground_truth.json`` to ``dest``
     (the demonstrations stay behind; the manifest records their SHA-256). Returns ``dest``."""
-    import shutil
-
     out, dest = Path(out_dir), Path(dest)
     for name in SHIPPED_FILES:
         if not (out / name).is_file():
@@ -39,8 +39,6 @@ def ship_warmstart(out_dir: str | Path, dest: str | Path) -> Path:
 def verify_shipped(directory: str | Path) -> list[str]:
     """Problems of a shipped warm start: checkpoint files whose SHA-256 differs from the manifest,
     and a ground truth or weights digest that does not match (empty list = intact)."""
-    from intraskill.policy.factory import weights_digest
-
     directory = Path(directory)
     manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
     truth = json.loads((directory / "ground_truth.json").read_text(encoding="utf-8"))

@@ -9,11 +9,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tqdm.auto import tqdm
+
+from intraskill.agent.env import InProcessEnvironment
+from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
 from intraskill.chat.base import Policy
-from intraskill.organism.demos import (
-    chunk_roles,
-)
+from intraskill.evaluate.bootstrap import paired_bootstrap_ci
+from intraskill.organism.demos import chunk_roles
 from intraskill.params import Params
+from intraskill.policy.factory import load_policy, resolve_device, weights_digest
 from intraskill.skills.bank import Skill, SkillBank
 
 if TYPE_CHECKING:
@@ -44,8 +48,6 @@ def run_arm(policy: Policy, env_factory: Callable[[], Environment], task_ids: Se
             skills: Sequence[Skill], seed: int, config: RuntimeConfig,
             batch_size: int) -> list[EpisodeResult]:
     """One evaluation arm: each task once (sample 0) with ``skills`` injected, episode seeds from ``seed``."""
-    from intraskill.agent.runtime import EpisodeJob, run_episodes
-
     jobs = [EpisodeJob.create(task, 0, seed, skills) for task in task_ids]
     results: list[EpisodeResult] = []
     for start in range(0, len(jobs), batch_size):
@@ -56,8 +58,6 @@ def run_arm(policy: Policy, env_factory: Callable[[], Environment], task_ids: Se
 def ground_truth(bank: SkillBank, bare: Sequence[EpisodeResult], alone: dict[str, Sequence[EpisodeResult]],
                  *, samples: int, seed_base: int) -> dict[str, Any]:
     """Per-chunk paired effect on ``r_success`` (chunk alone − bare) with a paired bootstrap CI."""
-    from intraskill.evaluate.bootstrap import paired_bootstrap_ci
-
     roles = {r.skill_id: r for r in chunk_roles(bank)}
     base = {r.task_id: r.reward.r_success if r.scored else 0.0 for r in bare}
     chunks = {}
@@ -111,11 +111,6 @@ def warmstart_checks(metrics: Mapping[str, Any], truth: Mapping[str, Any]) -> di
 def evaluate_warmstart(params: Params, checkpoint: Path, bank: SkillBank, engine: Any, val_ids: Sequence[int],
                        progress: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(metrics, ground_truth)`` of a saved checkpoint: bare, with S₀ and each chunk alone on val."""
-    from tqdm.auto import tqdm
-
-    from intraskill.agent.env import InProcessEnvironment
-    from intraskill.agent.runtime import RuntimeConfig
-    from intraskill.policy.factory import load_policy, resolve_device
 
     ws = params.warmstart
     policy = load_policy("organism", checkpoint=str(checkpoint), device=resolve_device(params.model.device),
@@ -152,8 +147,6 @@ def measure_ground_truth(params: Params, checkpoint: Path, out: Path, bank: Skil
     ``store`` is the opened train store (its engine and catalogue). Returns ``(metrics, identity)``:
     the evaluation's metrics and the checkpoint, bank and catalogue digests the truth records.
     """
-    from intraskill.policy.factory import weights_digest
-
     ws = params.warmstart
     val_ids = list(store.catalog.task_ids("val"))
     metrics, truth = evaluate_warmstart(params, checkpoint, bank, store.engine, val_ids, progress=progress)

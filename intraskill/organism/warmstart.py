@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from intraskill.agent.env import InProcessEnvironment
 from intraskill.hashing import seed32, sha256_file
 from intraskill.organism.cloning import CHECKPOINT_DIR, CHECKPOINT_DTYPE, BCExample, BCResult, behaviour_clone
 from intraskill.organism.demos import (
@@ -37,9 +38,18 @@ from intraskill.organism.demos import (
     tokenize_demonstration,
     write_demonstrations,
 )
+from intraskill.organism.drills import copy_drills, drill_count, ordinary_tokens
 from intraskill.organism.plan_targets import demonstration_targets
 from intraskill.organism.truth import measure_ground_truth
 from intraskill.params import Params, WarmstartParams
+from intraskill.policy.factory import resolve_device
+from intraskill.policy.organism import (
+    OrganismConfig,
+    build_organism,
+    organism_split,
+    protocol_corpus,
+    train_tokenizer,
+)
 from intraskill.shop.build import open_engine
 from intraskill.skills.bank import SkillBank, load_skillbank
 
@@ -57,11 +67,8 @@ def train_organism(params: Params, demos: Sequence[Demonstration], out: Path, la
     present); saves ``out/checkpoint`` (bf16). ``plan_demos`` (first replies alone) join the cloning
     phase; with ``warmstart.plan_targets`` first replies are cloned on ``law``'s exact plan distribution
     (the teacher law that played ``demos``)."""
+    # deferred: torch is heavy to import
     import torch
-
-    from intraskill.organism.drills import copy_drills, drill_count, ordinary_tokens
-    from intraskill.policy.factory import resolve_device
-    from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
 
     ws = params.warmstart
     corpus = [d.text for d in demos[:ws.vocab_corpus_demos]] + protocol_corpus()
@@ -118,8 +125,6 @@ def expert_demos(params: Params, engine: Any, task_ids: Sequence[int], bank: Ski
                  progress: bool = True) -> list[Demonstration]:
     """``count`` demonstrations of the law-driven expert on ``task_ids`` under the warm start's chunk masks
     (the demonstrations themselves, or with ``max_turns=1`` first replies alone)."""
-    from intraskill.agent.env import InProcessEnvironment
-
     ws = params.warmstart
     jobs = demo_jobs(list(task_ids), count, bank.enabled_skills(), ws.mask_probability, seed,
                      bare_share=ws.bare_share, alone_share=ws.alone_share)
@@ -132,8 +137,6 @@ def expert_demos(params: Params, engine: Any, task_ids: Sequence[int], bank: Ski
 def bc_identity(out: Path, params: Params) -> dict[str, Any]:
     """What a finished BC stage in ``out`` was trained from: demonstrations, tokenizer and parameters
     (the evaluation's own settings and the output location, :data:`NOT_TRAINING`, excepted)."""
-    from intraskill.policy.organism import organism_split
-
     plan_file = out / PLAN_DEMOS_FILE
     plans = {"plan_demos_sha256": sha256_file(plan_file)} if params.warmstart.plan_examples else {}
     return {"demos_sha256": sha256_file(out / DEMOS_FILE), **plans, "tokenizer_split": organism_split(),

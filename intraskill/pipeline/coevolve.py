@@ -26,10 +26,15 @@ from intraskill.gate.masks import DEFAULT_MASK_SEED
 from intraskill.hashing import sha256_json
 from intraskill.params import Params
 from intraskill.paths import runs_root
-from intraskill.pipeline.prepare import RoundInputs
+from intraskill.pipeline.gate_run import GateConfig, run_online_gate
+from intraskill.pipeline.prepare import RoundInputs, prepare_round
+from intraskill.pipeline.round import open_train_store, run_round
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import CurriculumState, load_curriculum
-from intraskill.trace2skill.pool import DEFAULT_MAX_CANDIDATES, check_max_candidates
+from intraskill.trace2skill.analysis import AnalysisConfig, run_analysis
+from intraskill.trace2skill.ledger import read_ledger
+from intraskill.trace2skill.pool import DEFAULT_MAX_CANDIDATES, check_max_candidates, load_pool
+from intraskill.trace2skill.rule_analyst import RuleAnalyst
 
 LOGGER = logging.getLogger(__name__)
 
@@ -155,11 +160,6 @@ def _analysed(root: Path, bank: SkillBank) -> bool:
 
 def _analyse(params: Params, root: Path, index: int, bank: SkillBank, history_path: Path | None,
              config: CoEvolveConfig, store_root: str | Path | None) -> None:
-    from intraskill.pipeline.round import open_train_store
-    from intraskill.trace2skill.analysis import AnalysisConfig, run_analysis
-    from intraskill.trace2skill.ledger import read_ledger
-    from intraskill.trace2skill.rule_analyst import RuleAnalyst
-
     name = round_id(index)
     history = read_ledger(history_path) if history_path is not None else []
     store = open_train_store(params, store_root)
@@ -185,9 +185,6 @@ def _gate_limit(params: Params, config: CoEvolveConfig) -> tuple[int | None, boo
 
 def _gate(params: Params, root: Path, index: int, config: CoEvolveConfig, store_root: str | Path | None,
           progress: bool) -> tuple[str, Path | None]:
-    from intraskill.pipeline.gate_run import GateConfig, run_online_gate
-    from intraskill.trace2skill.pool import load_pool
-
     pool = load_pool(root / "analysis" / "candidate_pool.json")
     if not pool.current_skills and not pool.candidates:
         LOGGER.info("%s: empty candidate pool; the gate does not run and the next round has no skills", root)
@@ -248,9 +245,6 @@ def co_evolve(
     out_dir : the run directory (default :func:`default_run_dir`).
     store_root : the store directory (default the cached store of ``params.store``).
     """
-    from intraskill.pipeline.prepare import prepare_round
-    from intraskill.pipeline.round import run_round
-
     if rounds < 1:
         raise ValueError(f"rounds: must be >= 1, got {rounds}")
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(params)

@@ -35,7 +35,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from intraskill.agent.traces import read_traces
 from intraskill.chat.base import Policy
+from intraskill.evaluate.runner import eval_jobs, run_eval
 from intraskill.gate.contributions import (
     GateContributions,
     GateRecord,
@@ -61,6 +63,10 @@ from intraskill.gate.masks import (
 from intraskill.gate.selection import ACTIVE_SKILL_BUDGET, ContributionStatus
 from intraskill.hashing import sha256_file, sha256_json
 from intraskill.params import Params, RoundParams
+from intraskill.paths import store_dir
+from intraskill.pipeline.round import trained_policy
+from intraskill.policy.factory import build_policy, weights_digest
+from intraskill.shop.build import build_store
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank, save_skillbank
 from intraskill.skills.curriculum import (
     DEFAULT_CURRICULUM_SEED,
@@ -72,8 +78,8 @@ from intraskill.skills.curriculum import (
     load_curriculum,
     save_curriculum,
 )
-from intraskill.trace2skill.ledger import LedgerEntry, apply_gate_results, write_ledger
-from intraskill.trace2skill.pool import CANDIDATE_VERSION, CandidatePool
+from intraskill.trace2skill.ledger import LedgerEntry, apply_gate_results, read_ledger, write_ledger
+from intraskill.trace2skill.pool import CANDIDATE_VERSION, CandidatePool, load_pool
 
 MANIFEST_SCHEMA_VERSION = "intraskill-gate-manifest-v1"
 ONLINE = "online"
@@ -289,7 +295,6 @@ def _task_limit(params: Params, config: GateConfig) -> int | None:
 
 
 def _store_root(params: Params, store_root: str | Path | None) -> Path:
-    from intraskill.paths import store_dir
 
     return Path(store_root) if store_root else store_dir(params.store.scale, params.store.seed,
                                                          params.experiment.run_root)
@@ -297,15 +302,11 @@ def _store_root(params: Params, store_root: str | Path | None) -> Path:
 
 def gate_task_ids(params: Params, config: GateConfig, store_root: str | Path | None = None) -> list[int]:
     """The gate's val tasks: the evaluator's first ``task_limit`` tasks of the split, in split order."""
-    from intraskill.evaluate.runner import eval_jobs
-    from intraskill.shop.build import build_store
-
     catalog = build_store(_store_root(params, store_root), params.store.scale, params.store.seed).catalog
     return [task for task, _ in eval_jobs(catalog.task_ids(config.split), 1, _task_limit(params, config))]
 
 
 def _checkpoint_sha256(checkpoint: str | Path | None) -> str | None:
-    from intraskill.policy.factory import weights_digest
 
     if checkpoint is None:
         return None
@@ -380,18 +381,15 @@ def _prepared_assignment(gate_dir: Path, assignment: MaskAssignment) -> None:
 
 
 def _policy(params: Params, checkpoint: str | Path | None) -> Policy:
-    from intraskill.policy.factory import build_policy
 
     if checkpoint is None or params.model.spec == "expert" or params.model.spec.startswith("expert:"):
         return build_policy(params.model, None if checkpoint is None else str(checkpoint), store=params.store,
                             experiment=params.experiment)[0]
-    from intraskill.pipeline.round import trained_policy
 
     return trained_policy(params, Path(checkpoint))
 
 
 def _records(path: Path, split: str) -> list[GateRecord]:
-    from intraskill.agent.traces import read_traces
 
     return [GateRecord.from_trace(trace, split) for trace in read_traces(path)]
 
@@ -407,8 +405,6 @@ def _outcomes(contributions: GateContributions, summary: Mapping[str, Any]) -> d
 def _run(params: Params, spec: _GateSpec, checkpoint: str | Path | None, gate_dir: str | Path,
          config: GateConfig, bare_run_dir: str | Path | None, policy: Policy | None,
          store_root: str | Path | None, progress: bool) -> GateResult:
-    from intraskill.evaluate.runner import run_eval
-
     gate_dir = Path(gate_dir)
     bare_dir = Path(bare_run_dir) if bare_run_dir is not None else gate_dir / "bare-val"
     inputs = _inputs(params, spec, checkpoint, bare_dir, policy)
@@ -483,7 +479,6 @@ def _write_outputs(gate_dir: Path, spec: _GateSpec, config: GateConfig,
 
 
 def _ledger(ledger: Sequence[LedgerEntry] | str | Path | None) -> list[LedgerEntry] | None:
-    from intraskill.trace2skill.ledger import read_ledger
 
     if ledger is None:
         return None
@@ -529,8 +524,6 @@ def run_online_gate(
         When the drawn design is singular — before any rollout and before any file is written.
     """
     if not isinstance(pool, CandidatePool):
-        from intraskill.trace2skill.pool import load_pool
-
         pool = load_pool(pool)
     if not pool.current_skills and not pool.candidates:
         raise GateInputError("pool: no current chunk and no candidate; there is nothing to gate")

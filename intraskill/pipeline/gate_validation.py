@@ -32,10 +32,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from intraskill.agent.env import InProcessEnvironment
+from intraskill.agent.runtime import RuntimeConfig
 from intraskill.chat.base import Policy
 from intraskill.gate.contributions import MetricEstimate
+from intraskill.organism.demos import teacher_law
+from intraskill.organism.truth import ground_truth, run_arm
 from intraskill.params import RELEASE_SEED, Params
 from intraskill.pipeline.gate_run import GateConfig, as_draft, run_gate_a
+from intraskill.pipeline.round import open_train_store, resolve_project_path
+from intraskill.policy.expert_policy import ExpertPolicy
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 
 if TYPE_CHECKING:
@@ -55,6 +61,7 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float:
     >>> spearman([0.1, 0.3, 0.2], [1, 3, 2])
     1.0
     """
+    # deferred: scipy is heavy to import
     from scipy.stats import spearmanr
 
     if len(a) != len(b):
@@ -77,7 +84,10 @@ def attainable_spearman(effects: Sequence[float], truth_se: Sequence[float], gat
     >>> attainable_spearman([0.3, 0.2, 0.1, 0.0], [0.0] * 4, [0.001] * 4)
     1.0
     """
+    # deferred: numpy is heavy to import
     import numpy as np
+
+    # deferred: scipy is heavy to import
     from scipy.stats import rankdata
 
     if not len(effects) == len(truth_se) == len(gate_se):
@@ -242,6 +252,7 @@ class GateValidationReport:
 
     def to_frame(self) -> "pd.DataFrame":
         """One row per (mask seed, chunk): ``mask_seed, chunk, truth, beta, ci_lo, ci_hi, covered``."""
+        # deferred: pandas is heavy to import
         import pandas as pd
 
         return pd.DataFrame([{"mask_seed": s.mask_seed, "chunk": chunk, "truth": row.truth, "beta": row.beta,
@@ -329,8 +340,6 @@ def validate_on_warmstart(params: Params, warmstart_dir: str | Path, out_dir: st
                           store_root: str | Path | None = None, progress: bool = True) -> GateValidationReport:
     """:func:`validate_gate` on the organism's warm start: its checkpoint, S₀ (``warmstart.skills``) and
     its ``ground_truth.json``; the report also records the ground truth's own size."""
-    from intraskill.pipeline.round import resolve_project_path
-
     truth = load_truth(warmstart_dir)
     draft = load_skillbank(resolve_project_path(params.warmstart.skills))
     report = validate_gate(params, draft, truth["chunks"], out_dir, seeds=seeds,
@@ -343,9 +352,6 @@ def validate_on_warmstart(params: Params, warmstart_dir: str | Path, out_dir: st
 
 def teacher_policy(params: Params, draft: SkillBank) -> Policy:
     """The organism's teacher: the scripted expert behind S₀'s gate with ``warmstart.p_with/p_without``."""
-    from intraskill.organism.demos import teacher_law
-    from intraskill.policy.expert_policy import ExpertPolicy
-
     ws = params.warmstart
     return ExpertPolicy(seed=ws.seed, law=teacher_law(draft, ws),
                         language=params.store.language, max_actions=params.store.max_actions, plan=ws.plan)
@@ -355,11 +361,6 @@ def teacher_truth(params: Params, draft: SkillBank, *, tasks: int | None,
                   store_root: str | Path | None = None, batch_size: int = 64) -> dict[str, Any]:
     """Ground truth of the teacher, measured as the warm start measures the organism's: each chunk alone
     vs bare on the first ``tasks`` val tasks (sample 0, episode seeds from ``warmstart.seed``)."""
-    from intraskill.agent.env import InProcessEnvironment
-    from intraskill.agent.runtime import RuntimeConfig
-    from intraskill.organism.truth import ground_truth, run_arm
-    from intraskill.pipeline.round import open_train_store
-
     store = open_train_store(params, store_root, split="val")
     try:
         task_ids = list(store.task_ids[:tasks] if tasks is not None else store.task_ids)
@@ -385,8 +386,6 @@ def validate_on_teacher(params: Params, out_dir: str | Path, *, seeds: Sequence[
     """:func:`validate_gate` on the organism's teacher (fast, no checkpoint needed): S₀ with the gated
     expert as the policy and :func:`teacher_truth` as the ground truth (pass ``truth`` to reuse one
     measured earlier; ``truth_tasks`` is then ignored)."""
-    from intraskill.pipeline.round import resolve_project_path
-
     draft = load_skillbank(resolve_project_path(params.warmstart.skills))
     if truth is None:
         truth = teacher_truth(params, draft, tasks=truth_tasks, store_root=store_root)

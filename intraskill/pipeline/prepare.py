@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from intraskill.organism.shipped import find_warmstart, resolve_checkpoint
+from intraskill.organism.warmstart import run_warmstart
 from intraskill.params import Params
+from intraskill.pipeline.round import default_round_dir, resolve_project_path, round_curriculum
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
 from intraskill.skills.curriculum import CurriculumState
 
@@ -37,7 +39,6 @@ class RoundInputs:
 
 
 def _project_path(path: str | Path) -> Path:
-    from intraskill.pipeline.round import resolve_project_path
 
     return resolve_project_path(path)
 
@@ -45,8 +46,6 @@ def _project_path(path: str | Path) -> Path:
 def ensure_warmstart(params: Params, progress: bool = True) -> Path:
     """The warm-start directory of ``params``: the matching one :func:`find_warmstart` finds, or a fresh run
     into ``warmstart.out_dir`` (the cold start builds it on purpose; stages refuse instead)."""
-    from intraskill.organism.warmstart import run_warmstart
-
     found = find_warmstart(params)
     if found is not None:
         return found
@@ -92,8 +91,6 @@ def prepare_round(params: Params, round_index: int = 0, out_dir: str | Path | No
       from metadata or the warm start's ground truth; written to ``<round dir>/skillbank.json``;
     * curriculum: :func:`~intraskill.pipeline.round.round_curriculum` of that bank (``None`` without chunks).
     """
-    from intraskill.pipeline.round import default_round_dir, round_curriculum
-
     checkpoint, warmstart_dir = resolve_checkpoint(params)
     source = params.round.skillbank
     if source is None and params.model.spec == "organism":

@@ -30,16 +30,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
+from intraskill.agent.env import InProcessEnvironment
 from intraskill.agent.prompts import prompt_identity
+from intraskill.agent.runtime import RuntimeConfig
 from intraskill.chat.base import Policy
+from intraskill.evaluate.compare import compare_runs, write_comparison
+from intraskill.evaluate.runner import run_eval
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl
 from intraskill.organism.shipped import resolve_checkpoint
 from intraskill.params import Params, RoundParams
 from intraskill.paths import project_root, runs_root
 from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, run_rollout_step
+from intraskill.policy.factory import build_policy
 from intraskill.shop.build import StoreHandle, open_engine
+from intraskill.skills.bank import load_skillbank
 from intraskill.skills.curriculum import CurriculumState, build_curriculum, save_curriculum
+from intraskill.training.batching import train_samples_from_groups
+from intraskill.training.checkpoint import load_checkpoint, recover_checkpoint, save_checkpoint
+from intraskill.training.grpo import GRPOConfig, GRPOTrainer
 from intraskill.training.metrics import rollout_step_metrics, train_step_metrics
 
 ROUND_PLAN_SCHEMA = "intraskill-round-plan-v1"
@@ -71,8 +82,6 @@ def round_curriculum(round_params: RoundParams, round_index: int, skillbank: str
     ``round_params``.
     ``recorded_path`` is the bank path the curriculum records (and hashes; default ``skillbank`` as given).
     """
-    from intraskill.skills.bank import load_skillbank
-
     source = skillbank if skillbank is not None else round_params.skillbank
     if source is None:
         return None
@@ -99,8 +108,6 @@ def round_plan(
 
     Progress, logging (``wandb_offline``) and the run root are not part of it.
     """
-    from intraskill.agent.runtime import RuntimeConfig
-
     runtime = RuntimeConfig.from_params(params.sampling, params.store, params.model)
     return {
         "pipeline_version": PIPELINE_VERSION,
@@ -173,6 +180,7 @@ class RoundResult:
 
 def _require_wandb() -> Any:
     try:
+        # deferred: wandb is an optional extra
         import wandb
     except ImportError as error:
         raise RuntimeError(
@@ -211,8 +219,6 @@ def bare_val(
     params: Params, policy: Policy, out_dir: Path, store_root: str | Path | None, progress: bool
 ) -> dict[str, Any]:
     """Run (or resume) the bare val check of ``policy`` into ``out_dir``; returns its summary."""
-    from intraskill.evaluate.runner import run_eval
-
     run = run_eval(params, "val", None, None, out_dir, policy=policy, progress=progress,
                    limit=params.round.val_tasks, store_root=store_root)
     return run.summary
@@ -220,8 +226,6 @@ def bare_val(
 
 def trained_policy(params: Params, model_dir: Path) -> Policy:
     """The policy of a saved round checkpoint (its identity names the weights' digest)."""
-    from intraskill.policy.factory import build_policy
-
     spec = "organism" if params.model.spec == "organism" else str(model_dir)
     model = params.model.model_copy(update={"spec": spec})
     return build_policy(model, str(model_dir), store=params.store, experiment=params.experiment)[0]
@@ -253,8 +257,6 @@ def run_round(
     on_event : called as ``on_event(name, info)`` at ``round-start``, ``step-start``, ``episode``,
         ``admitted``, ``trained``, ``metrics``, ``step-done``, ``round-done``.
     """
-    from tqdm.auto import tqdm
-
     if params.round.wandb_offline:
         _require_wandb()
     root = Path(out_dir) if out_dir is not None else default_round_dir(params, round_index)
@@ -295,12 +297,6 @@ class _RoundRun:
 
     def open(self, checkpoint: str | None) -> None:
         """Open the store, build the policy and trainer, check the plan, restore the checkpoint."""
-        from intraskill.agent.env import InProcessEnvironment
-        from intraskill.agent.runtime import RuntimeConfig
-        from intraskill.policy.factory import build_policy
-        from intraskill.training.checkpoint import load_checkpoint, recover_checkpoint
-        from intraskill.training.grpo import GRPOConfig, GRPOTrainer
-
         params = self.params
         self.store = store = open_train_store(params, self.store_root)
         self.policy, identity = build_policy(params.model, checkpoint, store=params.store,
@@ -339,8 +335,6 @@ class _RoundRun:
 
     def step(self, step: int) -> None:
         """Run or resume one rollout step up to its ``step-done`` marker."""
-        from intraskill.training.checkpoint import save_checkpoint
-
         step_dir = self.files.step_dir(step)
         if (step_dir / STEP_DONE).exists():
             return
@@ -405,8 +399,6 @@ def _rollout(run: _RoundRun, step: int, timing: dict[str, float]) -> dict[str, A
 
 def _train(trainer: Any, result: Any, policy: Any) -> dict[str, Any]:
     """One trainer step on the admitted groups; the policy's model is left in eval mode."""
-    from intraskill.training.batching import train_samples_from_groups
-
     samples = train_samples_from_groups(result.admission.accepted, result.tokens_by_rollout())
     try:
         metrics = trainer.train_step(samples).to_dict()
@@ -425,8 +417,6 @@ def _append_metrics(path: Path, record: Mapping[str, Any]) -> None:
 
 def val_comparison(params: Params, root: Path) -> dict[str, Any]:
     """Paired comparison of ``val-after`` against ``val-before`` (cross-checkpoint), written to ``val-compare``."""
-    from intraskill.evaluate.compare import compare_runs, write_comparison
-
     comparison = compare_runs(root / "val-before", root / "val-after", kind="cross-checkpoint",
                               samples=params.evaluation.bootstrap_samples, seed=params.evaluation.bootstrap_seed)
     write_comparison(comparison, root / "val-compare")

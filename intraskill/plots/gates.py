@@ -23,6 +23,7 @@ def gate_tables(gate_dirs: Mapping[Any, str | Path]) -> tuple["pd.DataFrame", "p
     ``outcomes`` one row per gate (``round, bare_success, masked_success, bare_reward, masked_reward,
     columns, selected``).
     """
+    # deferred: pandas is heavy to import
     import pandas as pd
 
     tables, outcomes = [], []

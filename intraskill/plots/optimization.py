@@ -38,6 +38,7 @@ def optimization_curves(
     -------
     matplotlib.figure.Figure
     """
+    # deferred: pandas is heavy to import
     import pandas as pd
 
     table = frame(updates, ("update", *metrics), "updates").sort_values("update")

@@ -43,6 +43,7 @@ def skill_evolution(
     unknown = sorted(set(table["status"]) - set(STATUS_ORDER))
     if unknown:
         raise ValueError(f"contributions: unknown status value(s) {unknown}; expected {STATUS_ORDER}")
+    # deferred: matplotlib is heavy to import
     from matplotlib.ticker import MaxNLocator
 
     labels = Labeller.for_language(language)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import logging
 import re
 from dataclasses import dataclass
@@ -69,6 +70,7 @@ def find_cjk_font() -> str | None:
     cache can predate a font install), scans the system font files whose names look like a CJK font
     and registers them with ``fontManager.addfont``.
     """
+    # deferred: matplotlib is heavy to import
     from matplotlib import font_manager
 
     def registered() -> str | None:
@@ -143,6 +145,7 @@ class Labeller:
     @contextlib.contextmanager
     def building(self) -> Iterator[None]:
         """Context in which a figure of this language is built (text picks up the font at creation)."""
+        # deferred: matplotlib is heavy to import
         import matplotlib
 
         with matplotlib.rc_context(self.rc()):
@@ -157,7 +160,6 @@ class Labeller:
 
 
 def _repr_png(figure: "Figure") -> bytes:
-    import io
 
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=PNG_DPI, metadata={"Software": None})
@@ -168,6 +170,7 @@ def _repr_png(figure: "Figure") -> bytes:
 def _figure_class() -> type:
     """``Figure`` subclass with ``_repr_png_``, so a returned figure shows as a PNG in Jupyter without
     pyplot or an inline backend."""
+    # deferred: matplotlib is heavy to import
     from matplotlib.figure import Figure
 
     return type("IntraSkillFigure", (Figure,), {"_repr_png_": _repr_png, "__module__": __name__})
@@ -175,6 +178,7 @@ def _figure_class() -> type:
 
 def new_figure(width: float, height: float) -> "Figure":
     """A ``Figure`` of ``width`` × ``height`` inches with its own Agg canvas (no pyplot state)."""
+    # deferred: matplotlib is heavy to import
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     figure = _figure_class()(figsize=(width, height), layout="constrained")
@@ -192,6 +196,7 @@ def save_figure(figure: "Figure", name: str, out_dir: str | Path = "figures") ->
     -------
     (svg_path, png_path)
     """
+    # deferred: matplotlib is heavy to import
     import matplotlib
 
     if not NAME_PATTERN.match(name):
@@ -213,6 +218,7 @@ def frame(data: "pd.DataFrame | Sequence[Mapping[str, Any]]", required: Sequence
     ValueError
         Naming ``what`` and the missing columns, or when ``data`` is empty.
     """
+    # deferred: pandas is heavy to import
     import pandas as pd
 
     table = data.copy() if isinstance(data, pd.DataFrame) else pd.DataFrame(list(data))

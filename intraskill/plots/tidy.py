@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 def read_step_metrics(path: str | Path) -> "pd.DataFrame":
     """Per-step metrics from a CSV (release ``training_steps.csv``; empty cells → NaN) or a JSONL file
     (our per-step metrics, same column names), sorted by ``step``."""
+    # deferred: pandas is heavy to import
     import pandas as pd
 
     source = Path(path)
@@ -30,6 +31,7 @@ def behaviour_tables(behaviour: Mapping[str, Any], cohort: str = "fixed_val_all"
     ``paired`` has ``metric, n, a_mean, b_mean, difference, ci_lo, ci_hi`` for ``paired[cohort]``;
     ``phases`` has ``round, phase, n, mean, median, p90``.
     """
+    # deferred: pandas is heavy to import
     import pandas as pd
 
     try:

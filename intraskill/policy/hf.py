@@ -129,6 +129,7 @@ class HFPolicy:
         model_id: str | None = None,
         checkpoint_id: str | None = None,
     ) -> None:
+        # deferred: torch is heavy to import
         import torch
 
         if max_batch < 1:
@@ -181,6 +182,7 @@ class HFPolicy:
 
     def generate(self, requests: list[ChatRequest]) -> list[Generation]:
         """One turn for every request (distinct sessions), decoded together in lockstep."""
+        # deferred: torch is heavy to import
         import torch
 
         ids = [r.session_id for r in requests]
@@ -193,6 +195,7 @@ class HFPolicy:
         return [self._finish_row(row) for row in rows]
 
     def _open_row(self, request: ChatRequest) -> _Row:
+        # deferred: torch is heavy to import
         import torch
 
         session = self._sessions.get(request.session_id)
@@ -226,6 +229,7 @@ class HFPolicy:
         return out.logits[:, -1, :]
 
     def _run_turn(self, rows: list[_Row]) -> None:
+        # deferred: torch is heavy to import
         import torch
 
         cache = SlabCache([r.session.cache for r in rows])

@@ -42,6 +42,7 @@ class SlabCache:
 
     def prefix_valid(self, device: torch.device | str) -> torch.Tensor:
         """``(B, C_max)`` bool: which left-padded prefix positions hold a session's cached key."""
+        # deferred: torch is heavy to import
         import torch
 
         positions = torch.arange(self.prefix, device=device)
@@ -112,6 +113,7 @@ def gqa_sdpa_attention(
     and value head ``H / H_kv`` times; the lockstep decoder always passes a mask, and on the CPU the
     copy of the whole cache costs more than the grouped kernel saves it.
     """
+    # deferred: torch is heavy to import
     import torch
 
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
@@ -124,6 +126,7 @@ def gqa_sdpa_attention(
 
 def use_gqa_sdpa(model: torch.nn.Module) -> bool:
     """Switch ``model`` from ``sdpa`` to :func:`gqa_sdpa_attention` (same masks); whether it did."""
+    # deferred: transformers is heavy to import
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
@@ -149,6 +152,7 @@ def additive_mask(key_valid: torch.Tensor, query_count: int, dtype: torch.dtype)
 
     Query ``q`` (key index ``K - Q + q``) sees valid keys at or before itself, and always itself.
     """
+    # deferred: torch is heavy to import
     import torch
 
     batch, total = key_valid.shape
@@ -175,6 +179,7 @@ def sample_tokens(
     not depend on which other rows share the batch. ``top_p < 1`` keeps the smallest set of
     tokens whose probability reaches ``top_p`` (nucleus), then draws within it.
     """
+    # deferred: torch is heavy to import
     import torch
 
     logits = logits.float()
@@ -194,6 +199,7 @@ def sample_tokens(
 
 
 def _nucleus(logp: torch.Tensor, top_p: float) -> torch.Tensor:
+    # deferred: torch is heavy to import
     import torch
 
     sorted_logp, order = torch.sort(logp, descending=True)

@@ -101,6 +101,7 @@ class OpenAIPolicy:
             self._loop.close()
 
     async def _generate_all(self, requests: list[ChatRequest]) -> list[Generation]:
+        # deferred: openai is heavy to import
         from openai import AsyncOpenAI
 
         if self._client is None:
@@ -115,6 +116,7 @@ class OpenAIPolicy:
         return list(await asyncio.gather(*(bounded(r) for r in requests)))
 
     async def _complete(self, request: ChatRequest) -> Generation:
+        # deferred: openai is heavy to import
         import openai
 
         retryable = (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError,

@@ -15,6 +15,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from intraskill.agent.prompts import PERSONA_LABELS, TASK_LABELS, system_prompt
+from intraskill.agent.protocol import ProtocolErrorCode
+from intraskill.agent.tools import build_tools
 from intraskill.chat.chatml import (
     ASSISTANT_PROMPT,
     END_OF_TEXT,
@@ -25,6 +28,7 @@ from intraskill.chat.chatml import (
     render_tool_call,
     render_tools_block,
 )
+from intraskill.shop.observation import NAVIGATION_LABELS, PAGE_LABELS
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast, Qwen3ForCausalLM
@@ -85,11 +89,6 @@ def protocol_corpus() -> list[str]:
     Page labels, the system prompt, the task/persona labels, the tools and the protocol error codes
     come from the store and the agent runtime (English), so the tokenizer has merges for them.
     """
-    from intraskill.agent.prompts import PERSONA_LABELS, TASK_LABELS, system_prompt
-    from intraskill.agent.protocol import ProtocolErrorCode
-    from intraskill.agent.tools import build_tools
-    from intraskill.shop.observation import NAVIGATION_LABELS, PAGE_LABELS
-
     tools = build_tools({"search_available": True, "actions": [*NAVIGATION_LABELS, "color=red", "B0123456789"]})
     texts = [
         f"{IM_START}system\n{system_prompt('en')}\n\n{TOOL_INSTRUCTIONS}{IM_END}\n",
@@ -107,6 +106,7 @@ def protocol_corpus() -> list[str]:
 
 
 def _pre_tokenizer() -> Any:
+    # deferred: tokenizers is heavy to import
     from tokenizers import pre_tokenizers
 
     return pre_tokenizers.Sequence([
@@ -120,6 +120,7 @@ def organism_split() -> dict[str, Any]:
 
     Part of a warm start's identity: a checkpoint whose tokenizer splits otherwise is never reused.
     """
+    # deferred: tokenizers is heavy to import
     from tokenizers import Tokenizer, models
 
     tokenizer = Tokenizer(models.BPE())
@@ -158,7 +159,10 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, path: str | Path | No
     PreTrainedTokenizerFast
         With ``<|endoftext|>`` as eos/pad and the ChatML/tool-call markers as special tokens.
     """
+    # deferred: tokenizers is heavy to import
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    # deferred: transformers is heavy to import
     from transformers import PreTrainedTokenizerFast
 
     tokenizer = Tokenizer(models.BPE())
@@ -187,7 +191,10 @@ def build_organism(config: OrganismConfig, tokenizer: PreTrainedTokenizerFast) -
 
     Initialisation draws from a forked RNG seeded with ``config.seed``; global RNG state is untouched.
     """
+    # deferred: torch is heavy to import
     import torch
+
+    # deferred: transformers is heavy to import
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     eos_id = tokenizer.convert_tokens_to_ids(END_OF_TEXT)

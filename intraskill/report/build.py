@@ -15,6 +15,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from intraskill.report.site import render_static_site
+
 MANIFEST_PATH = Path("report") / "notebooks.yaml"
 DEFAULT_RUN_DIR = Path("runs") / "report"
 DEFAULT_SITE_DIR = Path("_site")
@@ -66,8 +70,6 @@ class ReportBuild:
 
 def load_manifest(path: str | Path) -> list[NotebookSpec]:
     """Parse ``report/notebooks.yaml``; errors name the entry and field at fault."""
-    import yaml
-
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     entries = data.get("notebooks")
     if not isinstance(entries, list):
@@ -92,6 +94,7 @@ def load_manifest(path: str | Path) -> list[NotebookSpec]:
 
 def check_parameters(notebook: Path, overrides: dict[str, Any]) -> None:
     """Reject overrides the notebook's ``parameters`` cell does not define (papermill only warns)."""
+    # deferred: papermill is heavy to import
     import papermill
 
     known = papermill.inspect_notebook(str(notebook))
@@ -113,6 +116,7 @@ def execute_notebooks(
     Missing notebooks are skipped with a note; a failing notebook is recorded as ``failed`` (papermill
     leaves the partly executed copy with its error) and the build goes on.
     """
+    # deferred: papermill is heavy to import
     import papermill
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -182,8 +186,6 @@ def build_report(
     -------
     ReportBuild
     """
-    from intraskill.report.site import render_static_site
-
     base = Path(root).resolve()
     runs_root = Path(run_dir) if run_dir is not None else base / DEFAULT_RUN_DIR
     executed_dir = runs_root / "notebooks"

@@ -18,6 +18,8 @@ from glob import glob
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
+import yaml
+
 EMBED_PATTERN = re.compile(r"\{\{<\s*embed\s+(?P<path>[^\s#>]+\.ipynb)#(?P<label>[\w-]+)[^>]*>\}\}")
 LABEL_PATTERN = re.compile(r"^#\|\s*label:\s*(?P<label>[\w-]+)\s*$", re.MULTILINE)
 HEADING_ID = re.compile(r"\s*\{#(?P<id>[\w-]+)\}\s*$")
@@ -91,8 +93,6 @@ def _href(item: Any) -> str:
 
 def load_site_config(root: str | Path) -> SiteConfig:
     """Parse ``<root>/_quarto.yml``: render list (globs expanded), navbar menus, landing and output dir."""
-    import yaml
-
     base = Path(root)
     config = yaml.safe_load((base / "_quarto.yml").read_text(encoding="utf-8"))
     project, website = config.get("project", {}), config.get("website", {})
@@ -109,8 +109,6 @@ def load_site_config(root: str | Path) -> SiteConfig:
 
 def front_matter(text: str) -> tuple[dict[str, Any], str]:
     """(YAML front matter, body) of a ``.qmd`` page."""
-    import yaml
-
     match = FRONT_MATTER.match(text)
     if not match:
         return {}, text
@@ -188,6 +186,7 @@ class _Renderer:
 
     @staticmethod
     def create() -> Any:
+        # deferred: mistune is heavy to import
         import mistune
 
         class Renderer(mistune.HTMLRenderer):
@@ -233,6 +232,7 @@ def _navbar(config: SiteConfig, titles: Mapping[str, str], page: str, language: 
 
 
 def _embed_html(path: str, label: str, executed_dir: Path, cache: dict[str, Any], language: str | None) -> str:
+    # deferred: nbformat is heavy to import
     import nbformat
 
     name = PurePosixPath(path).stem
@@ -293,7 +293,10 @@ def render_page(build: _Build, page: str) -> str:
 
 def export_notebooks(executed_dir: Path, out_dir: Path) -> list[str]:
     """Export every executed notebook to ``out_dir/notebooks/<name>.html`` with nbconvert; return names."""
+    # deferred: nbformat is heavy to import
     import nbformat
+
+    # deferred: nbconvert is heavy to import
     from nbconvert import HTMLExporter
 
     target = out_dir / "notebooks"

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from intraskill.shop.build import open_store
 from intraskill.shop.client import AsyncShopClient
 from intraskill.shop.engine import ShopEngine
 from intraskill.shop.observation import BACK_TO_SEARCH, NAVIGATION_LABELS, PREV_PAGE
@@ -186,8 +187,6 @@ def run_store_bench(root: str | Path, config: BenchConfig | None = None) -> dict
     --------
     >>> record = run_store_bench("runs/store/default", BenchConfig(steps=100, requests=200))  # doctest: +SKIP
     """
-    from intraskill.shop.build import open_store
-
     config = config or BenchConfig()
     catalog, index, _ = open_store(root)
     try:

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from intraskill.hashing import sha256_file
 from intraskill.jsonl import write_json
+from intraskill.paths import store_dir
 from intraskill.shop.data import Catalog, read_raw_products, write_raw_products
+from intraskill.shop.engine import ShopEngine, StoreConfig
 from intraskill.shop.search import SearchIndex
 from intraskill.shop.splits import Splits, build_splits
 from intraskill.shop.synth import GENERATOR_VERSION, generate_raw_products, scale_spec
@@ -163,10 +165,6 @@ def open_engine(store: Any, split: str, root: str | Path | None = None, run_root
     ``store`` carries ``scale, seed, page_size, top_k, max_actions, language`` (``Params.store``);
     ``root`` defaults to ``<run_root>/store/<scale>-<seed>``.
     """
-    from dataclasses import asdict
-
-    from intraskill.paths import store_dir
-    from intraskill.shop.engine import ShopEngine, StoreConfig
 
     artifacts = build_store(root if root is not None else store_dir(store.scale, store.seed, run_root),
                             store.scale, store.seed)

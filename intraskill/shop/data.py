@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from intraskill.hashing import sha256_json
+from intraskill.shop.budget import parse_budget, resolve_goal_budget
+from intraskill.shop.splits import Splits
 from intraskill.shop.synth import task_uid as make_task_uid
 from intraskill.shop.types import Goal, Product, Task, normalize_option_value
 
@@ -139,7 +141,6 @@ def load_products(records: Iterable[dict[str, Any]]) -> dict[str, Product]:
 
 
 def _budget_of(instruction: dict[str, Any], simple: str, full: str) -> tuple[float | None, str]:
-    from intraskill.shop.budget import parse_budget, resolve_goal_budget
 
     stored = _float_or_none(instruction.get("price_upper"))
     if stored is None:
@@ -213,8 +214,6 @@ class Catalog:
     @classmethod
     def load(cls, path: str | Path, splits_path: str | Path | None = None) -> "Catalog":
         """Read a raw product file (and optionally a split file) into a catalogue."""
-        from intraskill.shop.splits import Splits
-
         splits = Splits.load(splits_path) if splits_path is not None else None
         return cls.from_records(read_raw_products(path), splits=splits)
 

@@ -32,6 +32,9 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
+from intraskill.shop.budget import parse_budget
+from intraskill.shop.engine import ShopEngine
+from intraskill.shop.recall import gold_recall
 from intraskill.shop.types import Task
 
 MAX_ACTIONS = 30
@@ -145,8 +148,6 @@ class ScriptedExpert:
     # --- episode -------------------------------------------------------------------------------
     def start(self, task: Task) -> None:
         """Begin a new episode of ``task`` (called automatically by :meth:`act` on a reset page)."""
-        from intraskill.shop.budget import parse_budget
-
         active = {name: self.decide(name, task) for name in Competences.names()}
         prefs = persona_preferences(task.user_persona) if active["read_persona"] else {}
         required = instruction_words(task.instruction_simple)
@@ -320,8 +321,6 @@ def expert_ablation(store: tuple[Any, Any, Any], split: str = "val",
     ``store`` is what :func:`intraskill.shop.build.open_store` returns. Returns
     ``{"split", "tasks", "success": {"all": rate, "without_<name>": rate, …}, "mean_actions": {…}}``.
     """
-    from intraskill.shop.engine import ShopEngine
-
     catalog, index, _ = store
     engine = ShopEngine(catalog.products, catalog.goals, index)
     task_ids = list(catalog.task_ids(split))[:limit]
@@ -347,8 +346,6 @@ def query_recall(store: tuple[Any, Any, Any], split: str = "val", limit: int | N
     ``simple`` = ``instruction_simple``; ``simple_persona`` = the instruction without its budget
     phrase + persona brand + persona material (the ``read_persona`` query).
     """
-    from intraskill.shop.recall import gold_recall
-
     catalog, index, _ = store
     task_ids = list(catalog.task_ids(split))[:limit]
     arms = {"simple": Competences().without("read_persona"), "simple_persona": Competences()}

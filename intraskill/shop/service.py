@@ -332,6 +332,7 @@ def serve_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0,
     startup_timeout:
         Seconds to wait for the server to start.
     """
+    # deferred: uvicorn is heavy to import
     import uvicorn
 
     # proto=IPPROTO_TCP lets asyncio set TCP_NODELAY on accepted connections; without it, Nagle

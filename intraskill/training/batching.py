@@ -264,6 +264,7 @@ def collate(
     samples: Sequence[TrainSample], device: torch.device | str = "cpu", pad_id: int = 0
 ) -> MicroBatch:
     """Right-pad ``samples`` into a :class:`MicroBatch` on ``device`` (advantages broadcast per token)."""
+    # deferred: torch is heavy to import
     import torch
 
     width = max(len(s) for s in samples)

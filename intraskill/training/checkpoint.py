@@ -65,6 +65,7 @@ def save_checkpoint(
 
     ``history`` is stored in ``state.json`` (e.g. the train metrics of every step so far).
     """
+    # deferred: torch is heavy to import
     import torch
 
     path = Path(path)
@@ -73,6 +74,7 @@ def save_checkpoint(
     tmp.mkdir(parents=True)
     model = trainer.model
     if trainer.config.lora is not None:
+        # deferred: peft is heavy to import
         from peft import get_peft_model_state_dict
 
         torch.save(get_peft_model_state_dict(model), tmp / "adapter.pt")
@@ -109,12 +111,16 @@ def read_checkpoint_state(path: str | Path) -> dict[str, Any]:
 
 def load_checkpoint(path: str | Path, trainer: GRPOTrainer) -> dict[str, Any]:
     """Restore weights, optimizer and RNG state into ``trainer`` (in place); returns ``state.json``."""
+    # deferred: torch is heavy to import
     import torch
+
+    # deferred: transformers is heavy to import
     from transformers import AutoModelForCausalLM
 
     path = Path(path)
     state = read_checkpoint_state(path)
     if trainer.config.lora is not None:
+        # deferred: peft is heavy to import
         from peft import set_peft_model_state_dict
 
         set_peft_model_state_dict(trainer.model, torch.load(path / "adapter.pt", map_location=trainer.device))

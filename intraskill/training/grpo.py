@@ -202,6 +202,7 @@ class UpdateTotals:
 
 def apply_lora(model: torch.nn.Module, settings: LoraParams) -> torch.nn.Module:
     """Wrap ``model`` with peft LoRA adapters; base weights are frozen."""
+    # deferred: peft is heavy to import
     from peft import LoraConfig, get_peft_model
 
     config = LoraConfig(
@@ -230,6 +231,7 @@ class GRPOTrainer:
     """
 
     def __init__(self, model: torch.nn.Module, config: GRPOConfig, ref_model: torch.nn.Module | None = None):
+        # deferred: torch is heavy to import
         import torch
 
         if config.kl_coef > 0 and ref_model is None and config.lora is None:
@@ -263,6 +265,7 @@ class GRPOTrainer:
         return self.ref_model is not None or (self.config.lora is not None and self.config.kl_coef > 0)
 
     def _autocast(self) -> AbstractContextManager[Any]:
+        # deferred: torch is heavy to import
         import torch
 
         mode = self.config.autocast
@@ -277,6 +280,7 @@ class GRPOTrainer:
         return output.logits
 
     def _reference_logprobs(self, batch: MicroBatch) -> torch.Tensor:
+        # deferred: torch is heavy to import
         import torch
 
         with torch.no_grad():
@@ -297,6 +301,7 @@ class GRPOTrainer:
         Same layout as ``SessionTokens.logprobs``: 0.0 where the loss mask is 0. Useful to re-score
         rollouts with the training engine, and in tests (old == new gives ratio 1).
         """
+        # deferred: torch is heavy to import
         import torch
 
         was_training = self.model.training
@@ -355,6 +360,7 @@ class GRPOTrainer:
 
     def train_step(self, batch: list[TrainSample]) -> StepMetrics:
         """One rollout step: ``len(episodes) / global_batch_size`` optimizer updates over whole groups."""
+        # deferred: torch is heavy to import
         import torch
 
         if not batch:

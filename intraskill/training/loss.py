@@ -28,6 +28,7 @@ def _shifted_log_softmax(logits: torch.Tensor, temperature: float) -> torch.Tens
 
 def _pad_first(values: torch.Tensor) -> torch.Tensor:
     """Prepend a zero column so a ``(B, T-1)`` tensor aligns with ``input_ids`` ``(B, T)``."""
+    # deferred: torch is heavy to import
     import torch
 
     return torch.cat([values.new_zeros(values.shape[0], 1), values], dim=1)
@@ -91,6 +92,7 @@ def masked_sum_mean(
     >>> masked_sum_mean(torch.tensor([1.0, 2.0, 9.0]), torch.tensor([1, 1, 0]))
     tensor(1.5000)
     """
+    # deferred: torch is heavy to import
     import torch
 
     keep = mask.bool()
@@ -148,6 +150,7 @@ def clipped_surrogate(
     >>> round(float(loss), 4), float(clipfrac)
     (-1.28, 1.0)
     """
+    # deferred: torch is heavy to import
     import torch
 
     if eps_low < 0 or eps_high < 0:
@@ -182,6 +185,7 @@ def k3_kl(
     >>> round(float(kl), 6)  # 2 - ln 2 - 1
     0.306853
     """
+    # deferred: torch is heavy to import
     import torch
 
     delta = torch.where(mask.bool(), logp_ref.detach() - logp_new, torch.zeros_like(logp_new))

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from intraskill.agent.prompts import LANGUAGES
 from intraskill.skills.bank import SkillBank, load_skillbank
 from intraskill.skills.curriculum import CurriculumError, CurriculumState, load_curriculum
@@ -148,8 +150,6 @@ class SlimeRunConfig:
 
 def write_custom_config(config: SlimeRunConfig, path: str | Path) -> Path:
     """Write ``config`` as the YAML file slime reads with ``--custom-config-path``; returns the path."""
-    import yaml
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config.to_custom_config(), sort_keys=False), encoding="utf-8")

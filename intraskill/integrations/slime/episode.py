@@ -198,6 +198,7 @@ class TokenCodec:
 
 @functools.lru_cache(maxsize=4)
 def _pretrained_tokenizer(path: str) -> Any:
+    # deferred: transformers is heavy to import
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(path)
@@ -206,6 +207,7 @@ def _pretrained_tokenizer(path: str) -> Any:
 def load_tokenizer(args: Any) -> Any:
     """slime's rollout tokenizer (``GenerateState(args).tokenizer``); without slime, ``--hf-checkpoint``'s."""
     try:
+        # deferred: slime exists only on the scale tier's machines
         from slime.rollout.sglang_rollout import GenerateState
     except ImportError:
         checkpoint = getattr(args, "hf_checkpoint", None)

@@ -75,6 +75,7 @@ def decide_group(group: FinishedGroup) -> GroupFilterDecision:
 def _slime_output(decision: GroupFilterDecision) -> Any:
     """The decision as slime's ``DynamicFilterOutput`` (our dataclass when slime is absent)."""
     try:
+        # deferred: slime exists only on the scale tier's machines
         from slime.rollout.filter_hub.base_types import DynamicFilterOutput
     except ImportError:
         return decision
