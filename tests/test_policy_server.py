@@ -237,3 +237,21 @@ def test_serve_policy_command_serves_a_checkpoint(taught, tmp_path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_serve_policy_refuses_an_organism_without_a_matching_warm_start(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from intraskill.cli import app
+    from intraskill.paths import params_path
+
+    text = params_path("organism").read_text(encoding="utf-8")
+    changed = tmp_path / "other.yaml"
+    assert "\n  steps: 1400 " in text
+    changed.write_text(text.replace("\n  steps: 1400 ", "\n  steps: 7 ", 1), encoding="utf-8")
+    runner = CliRunner()
+    refused = runner.invoke(app, ["serve-policy", "--model", "organism", "--params", str(changed)])
+    assert refused.exit_code == 1
+    assert "intraskill warmstart --params" in refused.output and "Traceback" not in refused.output
+    untrained = runner.invoke(app, ["serve-policy", "--model", "smollm2", "--checkpoint", "untrained"])
+    assert untrained.exit_code == 1 and "random-init organism" in untrained.output

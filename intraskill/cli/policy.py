@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
-from intraskill.cli.common import default
-from intraskill.params import ModelParams
+from intraskill.cli.common import default, load, note
+from intraskill.params import UNTRAINED, ModelParams
 
 
 def serve_policy(
     model: str = typer.Option(default(ModelParams, "spec"), "--model",
                               help="organism | smollm2 | a local HF model directory"),
-    checkpoint: str | None = typer.Option(None, "--checkpoint", help="checkpoint directory (save_pretrained)"),
+    checkpoint: str | None = typer.Option(
+        None, "--checkpoint",
+        help=f"checkpoint directory (save_pretrained), or {UNTRAINED} for the random-init organism; default: "
+             "the organism's matching warm start (see --params), another model's own weights"),
+    params_path: Path = typer.Option(Path("params/organism.yaml"), "--params",
+                                     help="params whose warm start the organism serves when --checkpoint is unset"),
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8000, "--port", min=1, max=65535),
     device: str = typer.Option(default(ModelParams, "device"), "--device", help="auto | cpu | cuda | cuda:N"),
@@ -27,11 +34,19 @@ def serve_policy(
     import uvicorn
 
     # deferred: a verb loads its stage only when it runs
+    from intraskill.organism.shipped import resolve_checkpoint
     from intraskill.policy.factory import load_hf_policy, resolve_device
 
     # deferred: fastapi is heavy to import
     from intraskill.policy.server import ServerConfig, create_app
 
+    if model == "organism" and checkpoint is None:
+        checkpoint, warmstart = resolve_checkpoint(load(params_path), params_path)
+        note(f"--checkpoint unset -> the warm start {warmstart}")
+    elif checkpoint == UNTRAINED:
+        if model != "organism":
+            raise ValueError(f"--checkpoint: {UNTRAINED} names the random-init organism; --model is {model!r}")
+        checkpoint = None
     policy = load_hf_policy(model, checkpoint=checkpoint, device=resolve_device(device), dtype=dtype,
                             cache_dir=cache_dir, max_batch=max_batch)
     config = ServerConfig(model_name=served_name or model, max_sessions=max_sessions,
