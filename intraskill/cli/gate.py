@@ -80,8 +80,8 @@ def run_command(
     default_checkpoint = round_dir / "checkpoint" / "model"
     if checkpoint is None and loaded.model.spec != "expert" and not loaded.model.spec.startswith("expert:"):
         checkpoint = default_checkpoint
-    config = GateConfig(checkpoint_id=checkpoint_id or f"{round_dir.name}-checkpoint",
-                        mask_seed=mask_seed, samples_per_task=rollouts_per_task, task_limit=task_limit)
+    config = GateConfig.from_params(loaded.round, checkpoint_id or f"{round_dir.name}-checkpoint",
+                                    mask_seed=mask_seed, samples_per_task=rollouts_per_task, task_limit=task_limit)
     result = run_online_gate(loaded, pool or round_dir / "analysis" / "candidate_pool.json",
                              out or round_dir / "gate", config, checkpoint=checkpoint,
                              bare_run_dir=bare_run_dir, ledger=ledger if ledger.is_file() else None,
@@ -113,8 +113,8 @@ def gate_a_command(
     loaded = load(params, overrides)
     if checkpoint is None:
         checkpoint = resolve_checkpoint(loaded, params)[0]
-    config = GateConfig(checkpoint_id=checkpoint_id, mask_seed=mask_seed, samples_per_task=rollouts_per_task,
-                        task_limit=task_limit)
+    config = GateConfig.from_params(loaded.round, checkpoint_id, mask_seed=mask_seed,
+                                    samples_per_task=rollouts_per_task, task_limit=task_limit)
     result = run_gate_a(loaded, draft, out, config, checkpoint=checkpoint, bare_run_dir=bare_run_dir,
                         ledger=ledger, progress=progress)
     _echo_result(result, as_json)

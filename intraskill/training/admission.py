@@ -43,8 +43,22 @@ class EpisodeOutcome(Protocol):
     reward: Reward | None
 
 
+class ScoredOutcome:
+    """An episode's outcome: ``reward`` is ``None`` when the episode went unscored (a technical failure)."""
+
+    reward: Reward | None
+
+    @property
+    def scored(self) -> bool:
+        return self.reward is not None
+
+    @property
+    def success(self) -> bool:
+        return self.reward is not None and self.reward.success
+
+
 @dataclass(frozen=True)
-class RolloutOutcome:
+class RolloutOutcome(ScoredOutcome):
     """One rollout (episode) of a GRPO group.
 
     Parameters
@@ -64,14 +78,6 @@ class RolloutOutcome:
     sample_index: int
     episode_id: str
     reward: Reward | None
-
-    @property
-    def scored(self) -> bool:
-        return self.reward is not None
-
-    @property
-    def success(self) -> bool:
-        return self.reward is not None and self.reward.success
 
     @classmethod
     def from_episode(cls, result: EpisodeOutcome, sample_index: int) -> RolloutOutcome:

@@ -19,7 +19,7 @@ from enum import Enum
 from typing import Any
 
 from intraskill.shop.reward import Reward
-from intraskill.training.admission import FinishedGroup
+from intraskill.training.admission import FinishedGroup, ScoredOutcome
 
 TRIAGE_SCHEMA = "shopsimrl-training-failure-triage-v1"
 RETRY_EPISODE_SUFFIX = "-full-skill-retry"
@@ -68,7 +68,7 @@ def retry_episode_id(group: FinishedGroup, split: str = "train") -> str:
 
 
 @dataclass(frozen=True)
-class RetryOutcome:
+class RetryOutcome(ScoredOutcome):
     """The full-skill retry of an all-wrong group; ``reward`` is ``None`` when it is unscored."""
 
     trace_path: str
@@ -80,14 +80,6 @@ class RetryOutcome:
             raise ValueError(
                 f"retry episode_id must end with {RETRY_EPISODE_SUFFIX!r}, got {self.episode_id!r}"
             )
-
-    @property
-    def scored(self) -> bool:
-        return self.reward is not None
-
-    @property
-    def success(self) -> bool:
-        return self.reward is not None and self.reward.success
 
     def to_dict(self) -> dict[str, Any]:
         return {
