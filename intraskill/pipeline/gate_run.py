@@ -295,7 +295,6 @@ def _task_limit(params: Params, config: GateConfig) -> int | None:
 
 
 def _store_root(params: Params, store_root: str | Path | None) -> Path:
-
     return Path(store_root) if store_root else store_dir(params.store.scale, params.store.seed,
                                                          params.experiment.run_root)
 
@@ -307,7 +306,6 @@ def gate_task_ids(params: Params, config: GateConfig, store_root: str | Path | N
 
 
 def _checkpoint_sha256(checkpoint: str | Path | None) -> str | None:
-
     if checkpoint is None:
         return None
     try:
@@ -381,7 +379,6 @@ def _prepared_assignment(gate_dir: Path, assignment: MaskAssignment) -> None:
 
 
 def _policy(params: Params, checkpoint: str | Path | None) -> Policy:
-
     if checkpoint is None or params.model.spec == "expert" or params.model.spec.startswith("expert:"):
         return build_policy(params.model, None if checkpoint is None else str(checkpoint), store=params.store,
                             experiment=params.experiment)[0]
@@ -390,7 +387,6 @@ def _policy(params: Params, checkpoint: str | Path | None) -> Policy:
 
 
 def _records(path: Path, split: str) -> list[GateRecord]:
-
     return [GateRecord.from_trace(trace, split) for trace in read_traces(path)]
 
 
@@ -479,7 +475,6 @@ def _write_outputs(gate_dir: Path, spec: _GateSpec, config: GateConfig,
 
 
 def _ledger(ledger: Sequence[LedgerEntry] | str | Path | None) -> list[LedgerEntry] | None:
-
     if ledger is None:
         return None
     if isinstance(ledger, (str, Path)):

@@ -39,7 +39,6 @@ class RoundInputs:
 
 
 def _project_path(path: str | Path) -> Path:
-
     return resolve_project_path(path)
 
 

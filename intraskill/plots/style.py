@@ -160,7 +160,6 @@ class Labeller:
 
 
 def _repr_png(figure: "Figure") -> bytes:
-
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=PNG_DPI, metadata={"Software": None})
     return buffer.getvalue()

@@ -141,7 +141,6 @@ def load_products(records: Iterable[dict[str, Any]]) -> dict[str, Product]:
 
 
 def _budget_of(instruction: dict[str, Any], simple: str, full: str) -> tuple[float | None, str]:
-
     stored = _float_or_none(instruction.get("price_upper"))
     if stored is None:
         budget = resolve_goal_budget(None, simple, full)
