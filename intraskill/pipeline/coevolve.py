@@ -24,7 +24,7 @@ from typing import Any
 
 from intraskill.gate.masks import DEFAULT_MASK_SEED
 from intraskill.hashing import sha256_json
-from intraskill.params import Params
+from intraskill.params import ExperimentParams, Params
 from intraskill.paths import runs_root
 from intraskill.pipeline.gate_run import GateConfig, run_online_gate
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
@@ -109,9 +109,9 @@ class CoEvolveResult:
     rounds: list[CoEvolveRound]
 
 
-def default_run_dir(params: Params) -> Path:
+def default_run_dir(experiment: ExperimentParams) -> Path:
     """``<run_root>/<experiment.name>/co-evolve``."""
-    return runs_root(params.experiment.run_root) / params.experiment.name / "co-evolve"
+    return runs_root(experiment.run_root) / experiment.name / "co-evolve"
 
 
 def round_id(index: int) -> str:
@@ -247,7 +247,7 @@ def co_evolve(
     """
     if rounds < 1:
         raise ValueError(f"rounds: must be >= 1, got {rounds}")
-    run_dir = Path(out_dir) if out_dir is not None else default_run_dir(params)
+    run_dir = Path(out_dir) if out_dir is not None else default_run_dir(params.experiment)
     if start is None:
         start = prepare_round(params, 0, run_dir / round_id(0))
     plan = {"pipeline_version": PIPELINE_VERSION, "params": params.model_dump(mode="json"),

@@ -62,7 +62,7 @@ from intraskill.gate.masks import (
 )
 from intraskill.gate.selection import ACTIVE_SKILL_BUDGET, ContributionStatus
 from intraskill.hashing import sha256_file, sha256_json
-from intraskill.params import Params, RoundParams
+from intraskill.params import EvaluationParams, Params, RoundParams
 from intraskill.paths import store_dir
 from intraskill.pipeline.round import trained_policy
 from intraskill.policy.factory import build_policy, weights_digest
@@ -290,8 +290,8 @@ def _eval_params(params: Params, config: GateConfig) -> Params:
     return params.model_copy(update={"evaluation": evaluation})
 
 
-def _task_limit(params: Params, config: GateConfig) -> int | None:
-    return config.task_limit if config.task_limit is not None else params.evaluation.task_limit
+def _task_limit(evaluation: EvaluationParams, config: GateConfig) -> int | None:
+    return config.task_limit if config.task_limit is not None else evaluation.task_limit
 
 
 def _store_root(params: Params, store_root: str | Path | None) -> Path:
@@ -302,7 +302,7 @@ def _store_root(params: Params, store_root: str | Path | None) -> Path:
 def gate_task_ids(params: Params, config: GateConfig, store_root: str | Path | None = None) -> list[int]:
     """The gate's val tasks: the evaluator's first ``task_limit`` tasks of the split, in split order."""
     catalog = build_store(_store_root(params, store_root), params.store.scale, params.store.seed).catalog
-    return [task for task, _ in eval_jobs(catalog.task_ids(config.split), 1, _task_limit(params, config))]
+    return [task for task, _ in eval_jobs(catalog.task_ids(config.split), 1, _task_limit(params.evaluation, config))]
 
 
 def _checkpoint_sha256(checkpoint: str | Path | None) -> str | None:
@@ -413,7 +413,7 @@ def _run(params: Params, spec: _GateSpec, checkpoint: str | Path | None, gate_di
     record = {"status": RUNNING, "design": spec.design, "config": config.to_dict(), "inputs": inputs}
     _write_manifest(gate_dir, spec.design, record)
     policy = policy if policy is not None else _policy(params, checkpoint)
-    eval_params, limit = _eval_params(params, config), _task_limit(params, config)
+    eval_params, limit = _eval_params(params, config), _task_limit(params.evaluation, config)
     common = {"policy": policy, "progress": progress, "batch_size": config.batch_size, "limit": limit,
               "store_root": store_root}
     bare = run_eval(eval_params, config.split, None, None, bare_dir, **common)

@@ -101,7 +101,7 @@ def prepare_round(params: Params, round_index: int = 0, out_dir: str | Path | No
     if not bank.skills:
         LOGGER.warning("no chunk of %s has a positive contribution: the round runs without skills", source)
         return RoundInputs(checkpoint, None, None, warmstart_dir)
-    root = Path(out_dir) if out_dir is not None else default_round_dir(params, round_index)
+    root = Path(out_dir) if out_dir is not None else default_round_dir(params.experiment, round_index)
     path = save_skillbank(bank, root / "skillbank.json")
     # the bank sits beside curriculum.json
     curriculum = round_curriculum(params.round, round_index, path, recorded_path=path.name)

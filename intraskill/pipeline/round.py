@@ -41,7 +41,7 @@ from intraskill.evaluate.runner import run_eval
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl
 from intraskill.organism.shipped import resolve_checkpoint
-from intraskill.params import Params, RoundParams
+from intraskill.params import ExperimentParams, Params, RoundParams
 from intraskill.paths import project_root, runs_root
 from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, run_rollout_step
 from intraskill.policy.factory import build_policy
@@ -63,9 +63,9 @@ class RoundPlanMismatchError(RuntimeError):
     """The round directory already holds a different plan."""
 
 
-def default_round_dir(params: Params, round_index: int) -> Path:
+def default_round_dir(experiment: ExperimentParams, round_index: int) -> Path:
     """``<run_root>/<experiment.name>/round-<NNN>``."""
-    return runs_root(params.experiment.run_root) / params.experiment.name / f"round-{round_index:03d}"
+    return runs_root(experiment.run_root) / experiment.name / f"round-{round_index:03d}"
 
 
 def resolve_project_path(path: str | Path) -> Path:
@@ -259,7 +259,7 @@ def run_round(
     """
     if params.round.wandb_offline:
         _require_wandb()
-    root = Path(out_dir) if out_dir is not None else default_round_dir(params, round_index)
+    root = Path(out_dir) if out_dir is not None else default_round_dir(params.experiment, round_index)
     if curriculum is None:
         curriculum = round_curriculum(params.round, round_index)
     checkpoint = initial_checkpoint if initial_checkpoint is not None else resolve_checkpoint(params)[0]
