@@ -11,7 +11,6 @@ The HTTP service adds slot leases around :class:`Session`; the engine itself hol
 
 from __future__ import annotations
 
-import copy
 import itertools
 import threading
 from collections.abc import Mapping, Sequence
@@ -33,13 +32,13 @@ from intraskill.shop.observation import (
     NEXT_PAGE,
     OBSERVATION_VERSION,
     PREV_PAGE,
-    home_state,
+    HomePage,
+    PageCache,
+    ProductPage,
+    ResultsPage,
+    TerminalPage,
     last_action_record,
     option_label,
-    product_state,
-    render_observation,
-    results_state,
-    terminal_state,
 )
 from intraskill.shop.price import PRICE_RESOLUTION_VERSION, PriceResolution, resolve_price
 from intraskill.shop.reward import REWARD_VERSION, RewardDetail, score_purchase, zero_detail
@@ -110,6 +109,10 @@ class ShopEngine:
         self.config = config or StoreConfig()
         self._counter = itertools.count(1)
         self._counter_lock = threading.Lock()
+        self.pages = PageCache(self.products, self.config.language)
+        """Per-product page parts, built on first use (a product must not be replaced under its ASIN)."""
+        self.home_page = HomePage(self.pages)
+        self.terminal_page = TerminalPage(self.pages)
 
     def active_goal(self, task_id: int) -> Goal:
         """The goal of an active task; raises :class:`UnknownTaskError` otherwise."""
@@ -162,17 +165,19 @@ class Session:
         self._query_key = ""
         self._results_page = 1
         self._cache: dict[str, list[str]] = {}
+        self._result_pages: dict[tuple[str, str, int], ResultsPage] = {}
         self._asin: str | None = None
         self._selected: dict[str, str] = {}
         self._price: PriceResolution | None = None
-        self._state: dict[str, Any] = {}
+        self._view: HomePage | ResultsPage | ProductPage | TerminalPage = engine.home_page
+        self._record: dict[str, Any] = {}
 
     # ---- public API -------------------------------------------------------------------------
 
     @property
     def state(self) -> dict[str, Any]:
-        """The current public ``observation_state`` (a copy)."""
-        return copy.deepcopy(self._state)
+        """The current public ``observation_state`` (a fresh copy)."""
+        return self._view.state(self._record)
 
     def reset(self, task_id: int, persona: bool | None = None) -> dict[str, Any]:
         """Start the episode of ``task_id`` on the search home page; returns the reset payload.
@@ -186,13 +191,14 @@ class Session:
         task_mode = "persona" if use_persona and goal.user_persona else "standard"
         self.goal, self.done, self.action_count, self.termination_reason = goal, False, 0, None
         self._cache.clear()
+        self._result_pages.clear()
         self._go_home()
         message = executed_message("reset", self._language)
-        self._state = home_state(last_action_record("reset", "executed", message))
+        self._view, self._record = self.engine.home_page, last_action_record("reset", "executed", message)
         public = goal.public_task()
         return {
             "task_instruction": public.instruction_simple if task_mode == "persona" else goal.instruction_text,
-            "observation": render_observation(self._state, self._language),
+            "observation": self._view.text(self._record),
             "observation_state": self.state,
             "user_persona": public.user_persona if task_mode == "persona" else {},
             "idx": task_id,
@@ -254,7 +260,7 @@ class Session:
         return "search"
 
     def _click_results(self, value: str) -> str:
-        if value not in self._state["actions"]:
+        if value not in self._view.actions:
             raise InvalidActionError("unavailable_action")
         if value == BACK_TO_SEARCH:
             self._go_home()
@@ -267,7 +273,7 @@ class Session:
 
     def _click_product(self, value: str) -> tuple[str, RewardDetail | None]:
         product = self.engine.products[self._asin or ""]
-        if value not in self._state["actions"]:
+        if value not in self._view.actions:
             if value == BUY_NOW:
                 missing = tuple(a for a in product.options if a not in self._selected)
                 raise InvalidActionError("incomplete_options", missing)
@@ -283,8 +289,7 @@ class Session:
         if value == BUY_NOW:
             detail = score_purchase(product, self._selected, self._price, self._require_goal())
             return "purchase", detail
-        labels = {option_label(a, v): (a, v) for a, values in product.options.items() for v in values}
-        axis, option = labels[value]
+        axis, option = self.engine.pages.parts(product.asin).detail.labels[value]
         self._selected[axis] = option
         return "select_option", None
 
@@ -295,23 +300,29 @@ class Session:
     # ---- states and responses -----------------------------------------------------------------
 
     def _render_current(self, record: dict[str, Any]) -> None:
+        self._record = record
         if self._page == "search_home":
-            self._state = home_state(record)
+            self._view = self.engine.home_page
         elif self._page == "search_results":
-            self._state = results_state(self._search_text, self._query_key, self._cache[self._query_key],
-                                        self.engine.products, self._results_page, self.engine.config.page_size,
-                                        record)
+            key = (self._search_text, self._query_key, self._results_page)
+            page = self._result_pages.get(key)
+            if page is None:
+                page = self._result_pages[key] = ResultsPage(
+                    self.engine.pages, self._search_text, self._query_key, self._cache[self._query_key],
+                    self._results_page, self.engine.config.page_size)
+            self._view = page
         else:
             product = self.engine.products[self._asin or ""]
             self._price = resolve_price(product, self._selected)
-            self._state = product_state(product, self._selected, self._price.price, record)
+            self._view = ProductPage(self.engine.pages, self.engine.pages.parts(product.asin), self._selected,
+                                     self._price.price)
 
     def _response(self, record: dict[str, Any]) -> dict[str, Any]:
         return {
             "done": self.done,
             "reward": 0.0,
-            "observation": render_observation(self._state, self._language),
-            "observation_state": self.state,
+            "observation": self._view.text(record),
+            "observation_state": self._view.state(record),
             "action_feedback": dict(record),
             "message": "Continue interaction" if record["valid"] else "Invalid action",
             "idx": self.session_id,
@@ -335,7 +346,7 @@ class Session:
         self.done, self.termination_reason = True, reason
         self._go_home()
         self._page = "terminal"
-        self._state = terminal_state(record)
+        self._view, self._record = self.engine.terminal_page, record
         response = self._response(record)
         response.update({
             "reward": detail.reward,

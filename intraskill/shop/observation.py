@@ -149,6 +149,8 @@ PAGE_LABELS: dict[str, dict[str, str]] = {
 
 def _clean(value: Any, missing: str) -> str:
     text = " ".join(str(value).split()) if value not in (None, "") else missing
+    if "[" not in text:
+        return text
     return _SEP_RE.sub("SEP", _ACTION_SYNTAX_RE.sub(lambda m: f"{m.group(1)} (", text))
 
 
@@ -225,8 +227,8 @@ def _product_lines(state: Mapping[str, Any], labels: dict[str, str]) -> list[str
     return lines
 
 
-def _footer_lines(state: Mapping[str, Any], labels: dict[str, str], language: str) -> list[str]:
-    sep, last = labels["sep"], state["last_action"]
+def _last_action_lines(last: Mapping[str, Any], labels: dict[str, str], language: str) -> list[str]:
+    sep = labels["sep"]
     outcome = labels["success"] if last.get("valid") else labels["invalid"]
     reason = last.get("reason", "executed")
     if language == "zh":
@@ -239,13 +241,18 @@ def _footer_lines(state: Mapping[str, Any], labels: dict[str, str], language: st
                  f"{labels['message']}{sep}{_clean(last.get('message'), labels['missing_field'])}"]
         if reason != "executed":
             lines.append(f"{labels['reason']}{sep}{reason}")
-    actions = state["actions"]
-    if not actions:
-        lines.append(f"{labels['clickables']}{sep}{labels['none']}")
-    else:
-        lines.append(f"{labels['clickables']}{sep.rstrip()}")
-        lines += [f"- {_clean(a, labels['missing_field'])}" for a in actions]
     return lines
+
+
+def _clickable_lines(actions: Sequence[str], labels: dict[str, str]) -> list[str]:
+    if not actions:
+        return [f"{labels['clickables']}{labels['sep']}{labels['none']}"]
+    return [f"{labels['clickables']}{labels['sep'].rstrip()}"] + [f"- {_clean(a, labels['missing_field'])}"
+                                                                 for a in actions]
+
+
+def _footer_lines(state: Mapping[str, Any], labels: dict[str, str], language: str) -> list[str]:
+    return _last_action_lines(state["last_action"], labels, language) + _clickable_lines(state["actions"], labels)
 
 
 def render_observation(state: Mapping[str, Any], language: str = "en") -> str:
@@ -266,3 +273,230 @@ def render_observation(state: Mapping[str, Any], language: str = "en") -> str:
     else:
         lines += _product_lines(state, labels)
     return "\n".join(lines + _footer_lines(state, labels, language))
+
+
+# ---- precomputed page parts: the engine's hot path ------------------------------------------------
+#
+# The engine builds its pages from these trusted parts instead of validating and rendering a state
+# dict on every step. Each page's ``state`` equals the matching ``*_state`` function's result and its
+# ``text`` equals ``render_observation`` of that state, byte for byte.
+
+
+def _copy_last_action(last_action: Mapping[str, Any]) -> dict[str, Any]:
+    record = dict(last_action)
+    if "missing_option_axes" in record:
+        record["missing_option_axes"] = list(record["missing_option_axes"])
+    return record
+
+
+def _state_head(page_type: str, actions: list[str], last_action: Mapping[str, Any]) -> dict[str, Any]:
+    return {"observation_version": OBSERVATION_VERSION, "page_type": page_type, "search_available": False,
+            "actions": actions, "last_action": _copy_last_action(last_action)}
+
+
+class ProductParts:
+    """The parts of one product's pages in one language, computed once (read-only afterwards).
+
+    The result-list parts are built on construction; the product-page parts (:attr:`detail`)
+    on first use.
+    """
+
+    def __init__(self, product: Product, language: str) -> None:
+        labels = PAGE_LABELS[language]
+        self.product = product
+        self.language = language
+        self.summary = product.summary()
+        self.key_attributes = tuple(self.summary["key_attributes"])
+        self.title_text = _clean(self.summary.get("title"), labels["missing_field"])
+        self.result_text = "\n".join(_summary_lines(self.summary, labels, "   "))
+        self.click_line = f"- {_clean(product.asin, labels['missing_field'])}"
+        self._detail: ProductDetailParts | None = None
+
+    def summary_state(self) -> dict[str, Any]:
+        """A fresh copy of the product's public summary."""
+        return {**self.summary, "key_attributes": list(self.key_attributes)}
+
+    @property
+    def detail(self) -> ProductDetailParts:
+        """The product-page parts (built on first use; a race builds two equal copies, one wins)."""
+        if self._detail is None:
+            self._detail = ProductDetailParts(self)
+        return self._detail
+
+
+class ProductDetailParts:
+    """The product page's fixed parts: header lines, option axes, option clicks and their text."""
+
+    def __init__(self, parts: ProductParts) -> None:
+        labels = PAGE_LABELS[parts.language]
+        sep, miss = labels["sep"], labels["missing_field"]
+        product = parts.product
+        summary_lines = _summary_lines(parts.summary, labels, "")
+        self.head = "\n".join([f"{labels['page']}{sep}{labels['product_detail']}", f"{labels['product']}{sep.rstrip()}",
+                               f"- {labels['title']}{sep}{parts.title_text}", f"- {summary_lines[0]}"])
+        self.price_prefix = f"- {labels['price']}{sep}"
+        self.listing_price_line = f"- {summary_lines[1]}"
+        self.tail = "\n".join(f"- {line}" for line in summary_lines[2:])
+        self.available = tuple((axis, tuple(values[:MAX_OPTION_VALUES])) for axis, values in product.options.items())
+        self.axis_text = {axis: _clean(axis, miss) for axis in product.options}
+        self.values_lines = {axis: f"  {labels['values']}{sep}{_clean(' / '.join(map(str, values)), miss)}"
+                             for axis, values in self.available}
+        self.options_line = (f"{labels['options']}{sep.rstrip()}" if self.available
+                             else f"{labels['options']}{sep}{labels['no_options']}")
+        self.option_clicks = tuple((axis, value, option_label(axis, value))
+                                   for axis, values in self.available for value in values)
+        self.labels = {option_label(a, v): (a, v) for a, values in product.options.items() for v in values}
+        self.click_lines = {label: f"- {_clean(label, miss)}" for _, _, label in self.option_clicks}
+        self.click_lines.update((label, f"- {_clean(label, miss)}") for label in NAVIGATION_LABELS)
+
+
+class PageCache:
+    """Lazily built :class:`ProductParts` of a catalogue in one language, shared by sessions.
+
+    Lookups and inserts are single dict operations (atomic under the GIL); two threads that miss
+    the same product at once build equal parts and one of them is kept.
+    """
+
+    def __init__(self, products: Mapping[str, Product], language: str) -> None:
+        if language not in PAGE_LABELS:
+            raise ValueError(f"language must be one of {tuple(PAGE_LABELS)}, got {language!r}")
+        self.products = products
+        self.language = language
+        self.labels = PAGE_LABELS[language]
+        self._parts: dict[str, ProductParts] = {}
+
+    def parts(self, asin: str) -> ProductParts:
+        """The parts of the catalogue product ``asin``."""
+        parts = self._parts.get(asin)
+        if parts is None:
+            parts = self._parts.setdefault(asin, ProductParts(self.products[asin], self.language))
+        return parts
+
+    def footer(self, last_action: Mapping[str, Any]) -> str:
+        """The text of the last-action block."""
+        return "\n".join(_last_action_lines(last_action, self.labels, self.language))
+
+
+class HomePage:
+    """The search home page."""
+
+    actions: tuple[str, ...] = ()
+
+    def __init__(self, cache: PageCache) -> None:
+        labels = cache.labels
+        self.cache = cache
+        self.head = "\n".join([f"{labels['page']}{labels['sep']}{labels['search_home']}",
+                               f"{labels['features']}{labels['sep'].rstrip()}", f"- {labels['can_search']}"])
+        self.clickables = "\n".join(_clickable_lines((), labels))
+
+    def state(self, last_action: Mapping[str, Any]) -> dict[str, Any]:
+        return {**_state_head("search_home", [], last_action), "search_available": True}
+
+    def text(self, last_action: Mapping[str, Any]) -> str:
+        return f"{self.head}\n{self.cache.footer(last_action)}\n{self.clickables}"
+
+
+class TerminalPage:
+    """The page after the episode ended."""
+
+    actions: tuple[str, ...] = ()
+
+    def __init__(self, cache: PageCache) -> None:
+        self.cache = cache
+
+    def state(self, last_action: Mapping[str, Any]) -> dict[str, Any]:
+        return _state_head("terminal", [], last_action)
+
+    def text(self, last_action: Mapping[str, Any]) -> str:
+        return self.cache.labels["terminal"]
+
+
+class ResultsPage:
+    """Page ``page`` (1-based) of a result list, as :func:`results_state` describes it."""
+
+    def __init__(self, cache: PageCache, search_text: str, normalized_search_text: str, asins: Sequence[str],
+                 page: int, page_size: int) -> None:
+        total = len(asins)
+        total_pages = max(1, -(-total // page_size))
+        if not 1 <= page <= total_pages:
+            raise ValueError(f"page must be in 1..{total_pages}, got {page}")
+        start = (page - 1) * page_size
+        shown = list(asins[start : start + page_size])
+        actions = [BACK_TO_SEARCH]
+        if page > 1:
+            actions.append(PREV_PAGE)
+        if page < total_pages:
+            actions.append(NEXT_PAGE)
+        self.cache = cache
+        self.actions = actions + shown
+        self.parts = [cache.parts(asin) for asin in shown]
+        self.fields = {"search_text": search_text, "normalized_search_text": normalized_search_text, "page": page,
+                       "total_pages": total_pages, "total_results": total,
+                       "rank_start": start + 1 if shown else 0, "rank_end": start + len(shown)}
+        labels, sep = cache.labels, cache.labels["sep"]
+        lines = [f"{labels['page']}{sep}{labels['search_results']}",
+                 f"{labels['query']}{sep}{_clean(search_text, labels['missing_field'])}",
+                 f"{labels['results']}{sep}{labels['results_line'].format(**self.fields)}",
+                 f"{labels['products']}{sep.rstrip()}" if shown else f"{labels['products']}{sep}{labels['no_results']}"]
+        for i, parts in enumerate(self.parts):
+            lines += [f"{start + i + 1}. {parts.title_text}", parts.result_text]
+        self.head = "\n".join(lines)
+        nav = _clickable_lines(actions, labels)
+        self.clickables = "\n".join(nav + [parts.click_line for parts in self.parts])
+
+    def state(self, last_action: Mapping[str, Any]) -> dict[str, Any]:
+        state = _state_head("search_results", list(self.actions), last_action)
+        state.update(self.fields)
+        start = state["rank_start"]
+        state["products"] = [{**parts.summary_state(), "rank": start + i} for i, parts in enumerate(self.parts)]
+        return state
+
+    def text(self, last_action: Mapping[str, Any]) -> str:
+        return f"{self.head}\n{self.cache.footer(last_action)}\n{self.clickables}"
+
+
+class ProductPage:
+    """A product page with some options selected, as :func:`product_state` describes it."""
+
+    def __init__(self, cache: PageCache, parts: ProductParts, selected_options: Mapping[str, str],
+                 selected_price: float | None) -> None:
+        detail = parts.detail
+        self.cache, self.parts, self.detail, self.selected_price = cache, parts, detail, selected_price
+        self.selected = {axis: selected_options[axis] for axis in detail.axis_text if axis in selected_options}
+        self.missing = [axis for axis in detail.axis_text if axis not in self.selected]
+        selected = self.selected
+        actions = [BACK_TO_SEARCH, PREV_PAGE]
+        actions += [label for axis, value, label in detail.option_clicks if selected.get(axis) != value]
+        if not self.missing:
+            actions.append(BUY_NOW)
+        self.actions = list(dict.fromkeys(actions))
+
+    def state(self, last_action: Mapping[str, Any]) -> dict[str, Any]:
+        state = _state_head("product_detail", list(self.actions), last_action)
+        state.update({
+            "product": self.parts.summary_state(),
+            "selected_options": dict(self.selected),
+            "available_options": {axis: list(values) for axis, values in self.detail.available},
+            "missing_option_axes": list(self.missing),
+            "options_complete": not self.missing,
+            "selected_price": self.selected_price,
+        })
+        return state
+
+    def text(self, last_action: Mapping[str, Any]) -> str:
+        detail, labels = self.detail, self.cache.labels
+        sep, miss = labels["sep"], labels["missing_field"]
+        price = (detail.listing_price_line if self.selected_price is None
+                 else f"{detail.price_prefix}{_clean(self.selected_price, miss)}")
+        lines = [detail.head, price, detail.tail, detail.options_line]
+        for axis, _ in detail.available:
+            status = (labels["selected"].format(value=_clean(self.selected[axis], miss)) if axis in self.selected
+                      else labels["unselected"])
+            lines += [f"- {detail.axis_text[axis]}{sep}{status}", detail.values_lines[axis]]
+        if self.missing:
+            lines.append(f"{labels['missing']}{sep}{labels['axis_sep'].join(detail.axis_text[a] for a in self.missing)}")
+        else:
+            lines.append(labels["complete"])
+        lines += [self.cache.footer(last_action), f"{labels['clickables']}{sep.rstrip()}"]
+        lines += [detail.click_lines[a] for a in self.actions]
+        return "\n".join(lines)
