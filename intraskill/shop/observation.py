@@ -294,6 +294,10 @@ def _state_head(page_type: str, actions: list[str], last_action: Mapping[str, An
             "actions": actions, "last_action": _copy_last_action(last_action)}
 
 
+_NAVIGATION_CLICK_LINES = {language: {label: f"- {_clean(label, labels['missing_field'])}" for label in NAVIGATION_LABELS}
+                           for language, labels in PAGE_LABELS.items()}
+
+
 class ProductParts:
     """The parts of one product's pages in one language, computed once (read-only afterwards).
 
@@ -345,9 +349,17 @@ class ProductDetailParts:
                              else f"{labels['options']}{sep}{labels['no_options']}")
         self.option_clicks = tuple((axis, value, option_label(axis, value))
                                    for axis, values in self.available for value in values)
-        self.labels = {option_label(a, v): (a, v) for a, values in product.options.items() for v in values}
         self.click_lines = {label: f"- {_clean(label, miss)}" for _, _, label in self.option_clicks}
-        self.click_lines.update((label, f"- {_clean(label, miss)}") for label in NAVIGATION_LABELS)
+        self.click_lines.update(_NAVIGATION_CLICK_LINES[parts.language])
+        self._options = product.options
+        self._labels: dict[str, tuple[str, str]] | None = None
+
+    @property
+    def labels(self) -> dict[str, tuple[str, str]]:
+        """Click value → (axis, value) over every option value (built on the first selection)."""
+        if self._labels is None:
+            self._labels = {option_label(a, v): (a, v) for a, values in self._options.items() for v in values}
+        return self._labels
 
 
 class PageCache:
@@ -364,6 +376,7 @@ class PageCache:
         self.language = language
         self.labels = PAGE_LABELS[language]
         self._parts: dict[str, ProductParts] = {}
+        self._footers: dict[tuple[Any, Any, Any], str] = {}
 
     def parts(self, asin: str) -> ProductParts:
         """The parts of the catalogue product ``asin``."""
@@ -373,8 +386,12 @@ class PageCache:
         return parts
 
     def footer(self, last_action: Mapping[str, Any]) -> str:
-        """The text of the last-action block."""
-        return "\n".join(_last_action_lines(last_action, self.labels, self.language))
+        """The text of the last-action block (cached per outcome, reason and message)."""
+        key = (last_action.get("valid"), last_action.get("reason", "executed"), last_action.get("message"))
+        text = self._footers.get(key)
+        if text is None:
+            text = self._footers.setdefault(key, "\n".join(_last_action_lines(last_action, self.labels, self.language)))
+        return text
 
 
 class HomePage:
