@@ -1,4 +1,4 @@
-"""Click-step latency of the store in-process: median / p90 µs per click kind, and a profile.
+"""Click-step latency of the store in-process: median / p90 µs per click kind (page and target), and a profile.
 
 Plays the benchmark's browsing policy (:func:`intraskill.shop.bench.next_action`) on a store and
 times every ``Session.step`` separately; searches are timed but reported apart. With ``--profile``
@@ -21,6 +21,12 @@ import time
 from intraskill.shop.bench import next_action
 from intraskill.shop.build import open_store
 from intraskill.shop.engine import ShopEngine
+from intraskill.shop.observation import NAVIGATION_LABELS
+
+
+def _target(action: str) -> str:
+    """``navigation`` for the page's navigation clicks, ``item`` for a product or an option."""
+    return "navigation" if action[len("click["):-1] in NAVIGATION_LABELS else "item"
 
 
 def main() -> None:
@@ -48,7 +54,7 @@ def main() -> None:
         elapsed = time.perf_counter() - started
         if profiler is not None and not is_search:
             profiler.disable()
-        kind = "search" if is_search else f"click:{state['page_type']}"
+        kind = "search" if is_search else f"click:{state['page_type']}:{_target(action)}"
         times.setdefault(kind, []).append(elapsed * 1e6)
         state, turn = payload["observation_state"], turn + 1
         if payload["done"]:

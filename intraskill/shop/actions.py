@@ -8,6 +8,7 @@ the engine reports it, keeps the page, and still counts the step.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -59,6 +60,10 @@ EXECUTED_MESSAGES: dict[str, dict[str, str]] = {
 _ACTION_LINE_RE = re.compile(r"(?:^|(?<=\s))action\s*[:：]", re.IGNORECASE)
 _CHAINED_RE = re.compile(r"\]\s*[,;，；]?\s*(?:search|click)\s*\[", re.IGNORECASE)
 _CANONICAL_RE = re.compile(r"(?P<name>[A-Za-z_]+)\[(?P<argument>.*)\]", re.DOTALL)
+PARSE_CACHE_SIZE = 4096
+"""Distinct short action strings whose parse is remembered (navigation and option clicks recur)."""
+PARSE_CACHE_MAX_CHARS = 256
+"""Longer texts (free-form model output) are parsed every time."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +132,20 @@ def parse_action(text: object) -> ParsedAction:
     brackets, anything around ``name[arg]``, unknown name), ``multiple_actions_not_allowed``
     (several ``Action:`` lines or chained calls) or ``empty_argument``.
     """
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str):
+        raise InvalidActionError("invalid_format")
+    if len(text) <= PARSE_CACHE_MAX_CHARS:
+        return _parse_short(text)
+    return _parse(text)
+
+
+@functools.lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _parse_short(text: str) -> ParsedAction:
+    return _parse(text)
+
+
+def _parse(text: str) -> ParsedAction:
+    if not text.strip():
         raise InvalidActionError("invalid_format")
     body = extract_action_text(text).strip()
     if _CHAINED_RE.search(body):

@@ -40,7 +40,7 @@ from intraskill.shop.observation import (
     last_action_record,
     option_label,
 )
-from intraskill.shop.price import PRICE_RESOLUTION_VERSION, PriceResolution, resolve_price
+from intraskill.shop.price import PRICE_RESOLUTION_VERSION, PriceResolution
 from intraskill.shop.reward import REWARD_VERSION, RewardDetail, score_purchase, zero_detail
 from intraskill.shop.search import SearchIndex
 from intraskill.shop.types import ENVIRONMENT_VERSION, Goal, Product
@@ -287,7 +287,7 @@ class Session:
             self._page, self._asin, self._selected, self._price = "search_results", None, {}, None
             return "back_to_results", None
         if value == BUY_NOW:
-            detail = score_purchase(product, self._selected, self._price, self._require_goal())
+            detail = score_purchase(product, self._selected, None, self._require_goal())
             return "purchase", detail
         axis, option = self.engine.pages.parts(product.asin).detail.labels[value]
         self._selected[axis] = option
@@ -312,10 +312,10 @@ class Session:
                     self._results_page, self.engine.config.page_size)
             self._view = page
         else:
-            product = self.engine.products[self._asin or ""]
-            self._price = resolve_price(product, self._selected)
-            self._view = ProductPage(self.engine.pages, self.engine.pages.parts(product.asin), self._selected,
-                                     self._price.price)
+            pages = self.engine.pages
+            parts = pages.parts(self._asin or "")
+            self._view = ProductPage(parts, parts.detail.selection(self._selected, pages.labels), pages)
+            self._price = self._view.price
 
     def _response(self, record: dict[str, Any]) -> dict[str, Any]:
         return {

@@ -12,11 +12,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from intraskill.shop.price import resolve_price
 from intraskill.shop.types import Product
 
 OBSERVATION_VERSION = "shopping-observation-v7"
 MAX_PRODUCTS_PER_PAGE = 20
 MAX_OPTION_VALUES = 100
+MAX_CACHED_SELECTIONS = 64
+"""Selections per product whose page parts the engine keeps (the rest are built per step)."""
 BACK_TO_SEARCH = "back to search"
 PREV_PAGE = "< prev"
 NEXT_PAGE = "next >"
@@ -312,7 +315,8 @@ class ProductParts:
         self.summary = product.summary()
         self.key_attributes = tuple(self.summary["key_attributes"])
         self.title_text = _clean(self.summary.get("title"), labels["missing_field"])
-        self.result_text = "\n".join(_summary_lines(self.summary, labels, "   "))
+        self.summary_lines = tuple(_summary_lines(self.summary, labels, ""))
+        self.result_text = "\n".join(f"   {line}" for line in self.summary_lines)
         self.click_line = f"- {_clean(product.asin, labels['missing_field'])}"
         self._detail: ProductDetailParts | None = None
 
@@ -335,7 +339,7 @@ class ProductDetailParts:
         labels = PAGE_LABELS[parts.language]
         sep, miss = labels["sep"], labels["missing_field"]
         product = parts.product
-        summary_lines = _summary_lines(parts.summary, labels, "")
+        summary_lines = parts.summary_lines
         self.head = "\n".join([f"{labels['page']}{sep}{labels['product_detail']}", f"{labels['product']}{sep.rstrip()}",
                                f"- {labels['title']}{sep}{parts.title_text}", f"- {summary_lines[0]}"])
         self.price_prefix = f"- {labels['price']}{sep}"
@@ -349,17 +353,61 @@ class ProductDetailParts:
                              else f"{labels['options']}{sep}{labels['no_options']}")
         self.option_clicks = tuple((axis, value, option_label(axis, value))
                                    for axis, values in self.available for value in values)
-        self.click_lines = {label: f"- {_clean(label, miss)}" for _, _, label in self.option_clicks}
-        self.click_lines.update(_NAVIGATION_CLICK_LINES[parts.language])
-        self._options = product.options
+        self.click_lines = dict(_NAVIGATION_CLICK_LINES[parts.language])
+        for _, _, label in self.option_clicks:
+            self.click_lines[label] = f"- {_clean(label, miss)}"
+        self.product = product
         self._labels: dict[str, tuple[str, str]] | None = None
+        self._selections: dict[tuple[tuple[str, str], ...], SelectionParts] = {}
 
     @property
     def labels(self) -> dict[str, tuple[str, str]]:
         """Click value → (axis, value) over every option value (built on the first selection)."""
         if self._labels is None:
-            self._labels = {option_label(a, v): (a, v) for a, values in self._options.items() for v in values}
+            self._labels = {option_label(a, v): (a, v) for a, values in self.product.options.items() for v in values}
         return self._labels
+
+    def selection(self, selected_options: Mapping[str, str], labels: dict[str, str]) -> SelectionParts:
+        """The page parts with ``selected_options`` chosen (the first :data:`MAX_CACHED_SELECTIONS`
+        distinct selections are kept)."""
+        key = tuple((axis, selected_options[axis]) for axis in self.axis_text if axis in selected_options)
+        parts = self._selections.get(key)
+        if parts is None:
+            parts = SelectionParts(self, dict(key), labels)
+            if len(self._selections) < MAX_CACHED_SELECTIONS:
+                parts = self._selections.setdefault(key, parts)
+        return parts
+
+
+class SelectionParts:
+    """One selection's product page: selected and missing axes, clicks, the SKU price, and the
+    text around the last-action block."""
+
+    def __init__(self, detail: ProductDetailParts, selected: dict[str, str], labels: dict[str, str]) -> None:
+        sep, miss = labels["sep"], labels["missing_field"]
+        self.selected = selected
+        self.missing = tuple(axis for axis in detail.axis_text if axis not in selected)
+        self.price = resolve_price(detail.product, selected)
+        actions = [BACK_TO_SEARCH, PREV_PAGE]
+        actions += [label for axis, value, label in detail.option_clicks if selected.get(axis) != value]
+        if not self.missing:
+            actions.append(BUY_NOW)
+        self.actions = list(dict.fromkeys(actions))
+        price = (detail.listing_price_line if self.price.price is None
+                 else f"{detail.price_prefix}{_clean(self.price.price, miss)}")
+        lines = [detail.head, price, detail.tail, detail.options_line]
+        for axis, _ in detail.available:
+            status = (labels["selected"].format(value=_clean(selected[axis], miss)) if axis in selected
+                      else labels["unselected"])
+            lines += [f"- {detail.axis_text[axis]}{sep}{status}", detail.values_lines[axis]]
+        if self.missing:
+            missing = labels["axis_sep"].join(detail.axis_text[a] for a in self.missing)
+            lines.append(f"{labels['missing']}{sep}{missing}")
+        else:
+            lines.append(labels["complete"])
+        self.head = "\n".join(lines)
+        clickables = [f"{labels['clickables']}{sep.rstrip()}"] + [detail.click_lines[a] for a in self.actions]
+        self.clickables = "\n".join(clickables)
 
 
 class PageCache:
@@ -465,7 +513,8 @@ class ResultsPage:
         state = _state_head("search_results", list(self.actions), last_action)
         state.update(self.fields)
         start = state["rank_start"]
-        state["products"] = [{**parts.summary_state(), "rank": start + i} for i, parts in enumerate(self.parts)]
+        state["products"] = [{**parts.summary, "key_attributes": list(parts.key_attributes), "rank": start + i}
+                             for i, parts in enumerate(self.parts)]
         return state
 
     def text(self, last_action: Mapping[str, Any]) -> str:
@@ -475,45 +524,23 @@ class ResultsPage:
 class ProductPage:
     """A product page with some options selected, as :func:`product_state` describes it."""
 
-    def __init__(self, cache: PageCache, parts: ProductParts, selected_options: Mapping[str, str],
-                 selected_price: float | None) -> None:
-        detail = parts.detail
-        self.cache, self.parts, self.detail, self.selected_price = cache, parts, detail, selected_price
-        self.selected = {axis: selected_options[axis] for axis in detail.axis_text if axis in selected_options}
-        self.missing = [axis for axis in detail.axis_text if axis not in self.selected]
-        selected = self.selected
-        actions = [BACK_TO_SEARCH, PREV_PAGE]
-        actions += [label for axis, value, label in detail.option_clicks if selected.get(axis) != value]
-        if not self.missing:
-            actions.append(BUY_NOW)
-        self.actions = list(dict.fromkeys(actions))
+    def __init__(self, parts: ProductParts, selection: SelectionParts, cache: PageCache) -> None:
+        self.parts, self.selection, self.cache = parts, selection, cache
+        self.actions = selection.actions
+        self.price = selection.price
 
     def state(self, last_action: Mapping[str, Any]) -> dict[str, Any]:
-        state = _state_head("product_detail", list(self.actions), last_action)
+        selection = self.selection
+        state = _state_head("product_detail", list(selection.actions), last_action)
         state.update({
             "product": self.parts.summary_state(),
-            "selected_options": dict(self.selected),
-            "available_options": {axis: list(values) for axis, values in self.detail.available},
-            "missing_option_axes": list(self.missing),
-            "options_complete": not self.missing,
-            "selected_price": self.selected_price,
+            "selected_options": dict(selection.selected),
+            "available_options": {axis: list(values) for axis, values in self.parts.detail.available},
+            "missing_option_axes": list(selection.missing),
+            "options_complete": not selection.missing,
+            "selected_price": selection.price.price,
         })
         return state
 
     def text(self, last_action: Mapping[str, Any]) -> str:
-        detail, labels = self.detail, self.cache.labels
-        sep, miss = labels["sep"], labels["missing_field"]
-        price = (detail.listing_price_line if self.selected_price is None
-                 else f"{detail.price_prefix}{_clean(self.selected_price, miss)}")
-        lines = [detail.head, price, detail.tail, detail.options_line]
-        for axis, _ in detail.available:
-            status = (labels["selected"].format(value=_clean(self.selected[axis], miss)) if axis in self.selected
-                      else labels["unselected"])
-            lines += [f"- {detail.axis_text[axis]}{sep}{status}", detail.values_lines[axis]]
-        if self.missing:
-            lines.append(f"{labels['missing']}{sep}{labels['axis_sep'].join(detail.axis_text[a] for a in self.missing)}")
-        else:
-            lines.append(labels["complete"])
-        lines += [self.cache.footer(last_action), f"{labels['clickables']}{sep.rstrip()}"]
-        lines += [detail.click_lines[a] for a in self.actions]
-        return "\n".join(lines)
+        return f"{self.selection.head}\n{self.cache.footer(last_action)}\n{self.selection.clickables}"
