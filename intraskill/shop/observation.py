@@ -351,11 +351,11 @@ class ProductDetailParts:
                              for axis, values in self.available}
         self.options_line = (f"{labels['options']}{sep.rstrip()}" if self.available
                              else f"{labels['options']}{sep}{labels['no_options']}")
-        self.option_clicks = tuple((axis, value, option_label(axis, value))
-                                   for axis, values in self.available for value in values)
-        self.click_lines = dict(_NAVIGATION_CLICK_LINES[parts.language])
-        for _, _, label in self.option_clicks:
-            self.click_lines[label] = f"- {_clean(label, miss)}"
+        clicks = [(axis, value, option_label(axis, value)) for axis, values in self.available for value in values]
+        self.clicks = tuple((axis, value, label, f"- {_clean(label, miss)}") for axis, value, label in clicks)
+        """(axis, value, click value, its clickable line) of every shown option value."""
+        self.distinct_clicks = len({label for _, _, label in clicks}) == len(clicks)
+        self.navigation_lines = _NAVIGATION_CLICK_LINES[parts.language]
         self.product = product
         self._labels: dict[str, tuple[str, str]] | None = None
         self._selections: dict[tuple[tuple[str, str], ...], SelectionParts] = {}
@@ -388,11 +388,16 @@ class SelectionParts:
         self.selected = selected
         self.missing = tuple(axis for axis in detail.axis_text if axis not in selected)
         self.price = resolve_price(detail.product, selected)
-        actions = [BACK_TO_SEARCH, PREV_PAGE]
-        actions += [label for axis, value, label in detail.option_clicks if selected.get(axis) != value]
-        if not self.missing:
-            actions.append(BUY_NOW)
-        self.actions = list(dict.fromkeys(actions))
+        clicks = [c for c in detail.clicks if selected.get(c[0]) != c[1]] if selected else detail.clicks
+        navigation = [BACK_TO_SEARCH, PREV_PAGE]
+        actions = navigation + [label for _, _, label, _ in clicks] + ([] if self.missing else [BUY_NOW])
+        if detail.distinct_clicks:
+            click_lines = [line for _, _, _, line in clicks]
+        else:
+            actions = list(dict.fromkeys(actions))
+            lines_of = {label: line for _, _, label, line in clicks}
+            click_lines = [lines_of[label] for label in actions if label in lines_of]
+        self.actions = actions
         price = (detail.listing_price_line if self.price.price is None
                  else f"{detail.price_prefix}{_clean(self.price.price, miss)}")
         lines = [detail.head, price, detail.tail, detail.options_line]
@@ -406,8 +411,9 @@ class SelectionParts:
         else:
             lines.append(labels["complete"])
         self.head = "\n".join(lines)
-        clickables = [f"{labels['clickables']}{sep.rstrip()}"] + [detail.click_lines[a] for a in self.actions]
-        self.clickables = "\n".join(clickables)
+        nav_lines = [detail.navigation_lines[label] for label in navigation]
+        buy_line = [] if self.missing else [detail.navigation_lines[BUY_NOW]]
+        self.clickables = "\n".join([f"{labels['clickables']}{sep.rstrip()}", *nav_lines, *click_lines, *buy_line])
 
 
 class PageCache:
