@@ -314,6 +314,7 @@ class ProductParts:
         self.language = language
         self.summary = product.summary()
         self.key_attributes = tuple(self.summary["key_attributes"])
+        self._listed = {**self.summary, "rank": 0}
         self.title_text = _clean(self.summary.get("title"), labels["missing_field"])
         self.summary_lines = tuple(_summary_lines(self.summary, labels, ""))
         self.result_text = "\n".join(f"   {line}" for line in self.summary_lines)
@@ -322,7 +323,16 @@ class ProductParts:
 
     def summary_state(self) -> dict[str, Any]:
         """A fresh copy of the product's public summary."""
-        return {**self.summary, "key_attributes": list(self.key_attributes)}
+        summary = self.summary.copy()
+        summary["key_attributes"] = list(self.key_attributes)
+        return summary
+
+    def listed_state(self, rank: int) -> dict[str, Any]:
+        """A fresh copy of the summary with the product's ``rank`` on a results page."""
+        listed = self._listed.copy()
+        listed["key_attributes"] = list(self.key_attributes)
+        listed["rank"] = rank
+        return listed
 
     @property
     def detail(self) -> ProductDetailParts:
@@ -519,8 +529,7 @@ class ResultsPage:
         state = _state_head("search_results", list(self.actions), last_action)
         state.update(self.fields)
         start = state["rank_start"]
-        state["products"] = [{**parts.summary, "key_attributes": list(parts.key_attributes), "rank": start + i}
-                             for i, parts in enumerate(self.parts)]
+        state["products"] = [parts.listed_state(start + i) for i, parts in enumerate(self.parts)]
         return state
 
     def text(self, last_action: Mapping[str, Any]) -> str:
