@@ -265,6 +265,7 @@ def test_bench_cli_prints_one_json_line(small_store_root: Path) -> None:
     record = json.loads(lines[0])
     assert record["catalog_products"] == 1000 and record["catalog_tasks"] == 200
     assert record["search_step_us"] > 0 and record["click_step_us"] > 0 and record["steps_per_s"] > 0
+    assert 0 < record["click_step_median_us"] and 0 < record["search_step_median_us"]
     assert sum(record["in_process_steps"].values()) == 40
     assert set(record["http_requests_per_s"]) == {"1", "4"}
     assert min(record["http_requests_per_s"].values()) > 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import itertools
+import statistics
 import time
 from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -93,33 +94,33 @@ def _cycle(items: Sequence[Any]) -> Iterator[Any]:
 
 def bench_engine(engine: ShopEngine, task_ids: Sequence[int], queries: Sequence[str],
                  steps: int, max_seconds: float) -> dict[str, Any]:
-    """Time ``Session.step`` in-process: mean µs per search and per click step, and steps/s.
+    """Time ``Session.step`` in-process: mean and median µs per search and per click step, and steps/s.
 
     Resets are not timed. Each search uses the next query of ``queries`` (cycled), so a
     session's per-query result cache does not flatter the search time.
     """
     session = engine.new_session()
     tasks, texts = _cycle(task_ids), _cycle(queries)
-    spent = {"search": 0.0, "click": 0.0}
-    counts = {"search": 0, "click": 0}
+    times: dict[str, list[float]] = {"search": [], "click": []}
     deadline = time.perf_counter() + max_seconds
     state, turn = session.reset(next(tasks))["observation_state"], 0
-    while counts["search"] + counts["click"] < steps and time.perf_counter() < deadline:
+    while len(times["search"]) + len(times["click"]) < steps and time.perf_counter() < deadline:
         action = next_action(state, turn, next(texts) if state["page_type"] == "search_home" else "")
         kind = "search" if action.startswith("search[") else "click"
         started = time.perf_counter()
         payload = session.step(action)
-        spent[kind] += time.perf_counter() - started
-        counts[kind] += 1
+        times[kind].append(time.perf_counter() - started)
         state, turn = payload["observation_state"], turn + 1
         if payload["done"]:
             state, turn = session.reset(next(tasks))["observation_state"], 0
-    total = spent["search"] + spent["click"]
+    total = sum(times["search"]) + sum(times["click"])
     return {
-        "search_step_us": 1e6 * spent["search"] / counts["search"] if counts["search"] else None,
-        "click_step_us": 1e6 * spent["click"] / counts["click"] if counts["click"] else None,
-        "steps_per_s": (counts["search"] + counts["click"]) / total if total > 0 else None,
-        "in_process_steps": counts,
+        "search_step_us": 1e6 * statistics.fmean(times["search"]) if times["search"] else None,
+        "click_step_us": 1e6 * statistics.fmean(times["click"]) if times["click"] else None,
+        "search_step_median_us": 1e6 * statistics.median(times["search"]) if times["search"] else None,
+        "click_step_median_us": 1e6 * statistics.median(times["click"]) if times["click"] else None,
+        "steps_per_s": (len(times["search"]) + len(times["click"])) / total if total > 0 else None,
+        "in_process_steps": {kind: len(values) for kind, values in times.items()},
     }
 
 
@@ -179,7 +180,8 @@ def _run_in_fresh_loop(coroutine: Coroutine[Any, Any, Any]) -> Any:
 def run_store_bench(root: str | Path, config: BenchConfig | None = None) -> dict[str, Any]:
     """Benchmark the store under ``root`` in-process and over HTTP; returns one flat JSON-able record.
 
-    Keys: ``catalog_products``, ``catalog_tasks``, ``search_step_us``, ``click_step_us``,
+    Keys: ``catalog_products``, ``catalog_tasks``, ``search_step_us``, ``click_step_us`` (means),
+    ``search_step_median_us``, ``click_step_median_us``,
     ``steps_per_s``, ``in_process_steps``, ``http_requests_per_s`` and ``http_requests`` (both
     keyed by the concurrency as a string), ``config`` and ``root``.
 
