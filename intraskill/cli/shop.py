@@ -31,14 +31,16 @@ def build_command(
     scale: str = typer.Option(SCALE_DEFAULT, "--scale",
                               help="default (22,630 products, 3726/400/400 tasks) or small."),
     seed: int = typer.Option(SEED_DEFAULT, "--seed", help="Generation and split seed."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even when ROOT holds a store (also a damaged one)."),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Generate (or reuse) the synthetic catalogue, tasks, splits and search index under ROOT."""
+    """Generate (or reuse) the synthetic catalogue, tasks, splits and search index under ROOT; a store whose
+    files differ from its manifest is refused until rebuilt with --force."""
     # deferred: a verb loads its stage only when it runs
     from intraskill.shop.build import build_store
 
     started = time.perf_counter()
-    artifacts = build_store(root, scale=scale, seed=seed)
+    artifacts = build_store(root, scale=scale, seed=seed, force=force)
     summary = {
         "root": str(artifacts.paths.root),
         "reused": artifacts.reused,
