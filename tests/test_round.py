@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -197,3 +198,33 @@ def test_round_zero_draws_do_not_depend_on_the_run_directory(tmp_path: Path) -> 
     assert near.curriculum.source["skillbank_path"] == "skillbank.json"
     assert near.curriculum.state_id == far.curriculum.state_id
     assert (tmp_path / "elsewhere" / "b" / "skillbank.json").is_file()
+
+
+def test_a_damaged_checkpoint_is_refused_naming_the_file(run_root: Path, small_store_root: Path) -> None:
+    import shutil
+
+    from intraskill.training.checkpoint import CheckpointError
+
+    params = ci_params(run_root, {"max_tokens_per_turn": 16}, **{**SMALL_ROUND, "rollout_steps": 1})
+    trained = run_round(params, 0, out_dir=run_root / "intact", store_root=small_store_root, progress=False)
+    assert run_round(params, 0, out_dir=trained.root, store_root=small_store_root, progress=False).metrics
+    weights = next((trained.checkpoint / "model").glob("*.safetensors")).relative_to(trained.root)
+    damages = {"checkpoint/state.json": lambda path: path.unlink(), str(weights): _flip_last_byte,
+               "checkpoint/optimizer.pt": _flip_last_byte}
+    for name, damage in damages.items():
+        root = run_root / f"damaged-{Path(name).stem}"
+        shutil.copytree(trained.root, root)
+        damage(root / name)
+        with pytest.raises(CheckpointError, match=re.escape(str(root / name))):
+            run_round(params, 0, out_dir=root, store_root=small_store_root, progress=False)
+    root = run_root / "no-checkpoint"
+    shutil.copytree(trained.root, root)
+    shutil.rmtree(root / "checkpoint")
+    with pytest.raises(CheckpointError, match="state.json is missing"):
+        run_round(params, 0, out_dir=root, store_root=small_store_root, progress=False)
+
+
+def _flip_last_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
