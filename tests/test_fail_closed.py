@@ -76,3 +76,22 @@ def test_a_truncated_catalogue_names_the_file(store_copy: Path) -> None:
     (store_copy / "manifest.json").unlink()
     with pytest.raises(FileNotFoundError, match="manifest"):
         open_store(store_copy)
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("experiment:\n\tname: x\n", "p.yaml:2:1: "), ("experiment: {name: [x\n", "p.yaml:2:1: "),
+    ("experiment:\n  name: !foo x\n", "p.yaml:2:9: "), ("experiment: {name: a, name: b}\n", "duplicate key"),
+    (None, "is a directory"),
+])
+@pytest.mark.parametrize("verb", [["round"], ["eval", "--split", "val", "--skills", "none", "--out", "o"]])
+def test_bad_parameter_files_are_one_line_in_every_verb(tmp_path: Path, text: str | None, problem: str,
+                                                        verb: list[str]) -> None:
+    path = tmp_path / "p.yaml"
+    if text is None:
+        path.mkdir()
+    else:
+        path.write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(app, [*verb, "--params", str(path)])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and problem in lines[0], result.output
