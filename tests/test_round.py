@@ -228,3 +228,20 @@ def _flip_last_byte(path: Path) -> None:
     data = bytearray(path.read_bytes())
     data[-1] ^= 0xFF
     path.write_bytes(bytes(data))
+
+
+def test_an_explicit_checkpoint_with_the_s0_bank_uses_its_warm_start_or_is_refused(tmp_path: Path) -> None:
+    from intraskill.params import with_overrides
+    from intraskill.pipeline.prepare import prepare_round
+
+    params = load_params(project_root() / "params" / "organism.yaml")
+    default = prepare_round(params, 0, tmp_path / "default")
+    assert default.curriculum is not None and default.warmstart_dir is not None
+    explicit = with_overrides(params, [f"model.checkpoint={default.checkpoint}"])
+    chosen = prepare_round(explicit, 0, tmp_path / "explicit")
+    assert chosen.checkpoint == default.checkpoint and chosen.curriculum is not None
+    assert chosen.curriculum.state_id == default.curriculum.state_id
+    bare = tmp_path / "bare-weights"
+    bare.mkdir()
+    with pytest.raises(ValueError, match=rf"model.checkpoint {bare} is not a warm start's checkpoint.*persona-query"):
+        prepare_round(with_overrides(params, [f"model.checkpoint={bare}"]), 0, tmp_path / "refused")
