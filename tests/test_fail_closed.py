@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import gzip
 import shutil
 from pathlib import Path
@@ -95,3 +96,12 @@ def test_bad_parameter_files_are_one_line_in_every_verb(tmp_path: Path, text: st
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and problem in lines[0], result.output
+
+
+def test_tests_read_no_machine_path() -> None:
+    """Tests reach files through fixtures, ``tmp_path`` or the project root, never a literal machine path."""
+    prefixes = tuple(f"/{name}/" for name in ("work", "tmp", "home", "root", "Users", "mnt", "data", "opt"))
+    found = [f"{path.name}:{node.lineno}: {node.value!r}" for path in sorted(Path(__file__).parent.rglob("*.py"))
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(prefixes)]
+    assert not found, found
