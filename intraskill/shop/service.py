@@ -69,6 +69,8 @@ LEASE_IDLE_S = 900.0
 """Default idle time after which a lease expires and its slot returns to the pool."""
 RETRY_AFTER_S = 1
 """The ``Retry-After`` (seconds) of a 503."""
+SERVER_STACK = {"loop": "uvloop", "http": "httptools"}
+"""uvicorn's event loop and HTTP parser for the service (measured by ``intraskill env bench``)."""
 
 
 # ---- request bodies (the OpenAPI schema) -------------------------------------------------------
@@ -263,7 +265,8 @@ def _validation_message(exc: ValidationError) -> str:
     return f"{'.'.join(loc) or 'action'}: {error['msg']}"
 
 
-def _parse(raw: bytes) -> BaseModel:
+def parse_body(raw: bytes) -> BaseModel:
+    """The validated request model of a raw JSON body; :class:`RequestError` (400) naming the field."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:  # also lone surrogates, invalid UTF-8, nesting over 1024
@@ -296,7 +299,7 @@ def _slot(service: ShopService, body: _LeasedBody) -> int:
     return body.env_idx
 
 
-def _dispatch(service: ShopService, body: BaseModel) -> Callable[[], dict[str, Any]]:
+def dispatch(service: ShopService, body: BaseModel) -> Callable[[], dict[str, Any]]:
     """The synchronous call for a non-reset action (validated now, run later in a worker thread)."""
     if isinstance(body, ReleaseAllBody):
         return lambda: service.release_all(body.admin_token)
@@ -422,14 +425,14 @@ def create_app(engine: ShopEngine, slots: int = 8, *, split_sizes: Mapping[str, 
     async def shop_agent(request: Request) -> Response:
         action = None
         try:
-            body = _parse(await _read_body(request, max_body_bytes))
+            body = parse_body(await _read_body(request, max_body_bytes))
             action = body.action  # type: ignore[attr-defined]
             if isinstance(body, ResetBody):
                 result = await lessor.reset(request, body)
                 if result is None:  # 499: the nginx convention for "client closed request"; never read
                     return _error(499, "client disconnected while waiting for a slot")
             else:
-                result = await anyio.to_thread.run_sync(_dispatch(service, body))
+                result = await anyio.to_thread.run_sync(dispatch(service, body))
         except RequestError as exc:
             return _error(400, str(exc))
         except HTTPFailure as exc:
@@ -507,7 +510,8 @@ def serve_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0,
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2, lifespan="on")
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2, lifespan="on",
+                            **SERVER_STACK)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="intraskill-store",
                               daemon=True)
