@@ -148,8 +148,8 @@ def main() -> None:
     queries = [catalog.task(t).instruction_simple for t in task_ids]
     common = Counter(token for text in queries for token in tokenize(text))
     largest = " ".join(token for token, _ in common.most_common(MAX_QUERY_TOKENS))
-    with server_process("service", args.root, args.slots) as url:
-        record = asyncio.run(soak_run(url, task_ids, queries, largest, args))
+    with server_process("service", args.root, args.slots) as server:
+        record = asyncio.run(soak_run(server.url, task_ids, queries, largest, args))
     failures = [f"{status} responses" for status in record["statuses"] if status >= 500]
     failures += [key for key in record["attacker"] if key.split(":")[1].startswith("5")]
     if record["free_slots"] != record["slots"]:

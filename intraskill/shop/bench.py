@@ -7,7 +7,7 @@ is bounded by a count and by wall-clock time. The HTTP part starts the real serv
 instances (1 and 32 concurrent clients by default), and stops it. In the same run it drives a
 plain threaded Flask (werkzeug) server hosting the same engine on the same routes (the baseline),
 and a trivial endpoint under the service's server stack, which bounds what the benchmark client
-itself can send (the client ceiling). Each server runs in its own process (so it does not share
+itself can send (the client ceiling). Each server runs in its own child process (so it does not share
 the clients' interpreter lock); the clients share the benchmarking process.
 """
 
@@ -17,9 +17,11 @@ import asyncio
 import concurrent.futures
 import contextlib
 import itertools
-import multiprocessing
+import os
 import queue
 import secrets
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Coroutine, Iterator, Sequence
@@ -278,8 +280,8 @@ def serve_flask_in_thread(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
 SERVER_KINDS = ("service", "flask", "trivial")
 
 
-def _serve_forever(kind: str, root: str, slots: int, urls: Any) -> None:
-    """Child process: serve ``kind`` (over the store at ``root``) on a free port, put its URL on ``urls``."""
+def _serve_forever(kind: str, root: str, slots: int) -> None:
+    """Child process: serve ``kind`` (over the store at ``root``) on a free port, print its URL, wait."""
     with contextlib.ExitStack() as stack:
         if kind == "trivial":
             url = stack.enter_context(serve_in_thread(trivial_app())).base_url
@@ -292,33 +294,51 @@ def _serve_forever(kind: str, root: str, slots: int, urls: Any) -> None:
             else:
                 service = ShopService(engine, slots, admin_token=secrets.token_urlsafe(16))
                 url = stack.enter_context(serve_flask_in_thread(flask_baseline_app(service)))
-        urls.put(url)
-        threading.Event().wait()  # until the parent terminates this process
+        print(url, flush=True)
+        sys.stdin.read()  # until the parent closes our stdin (or terminates us)
+
+
+@dataclass(frozen=True)
+class ServerProcess:
+    """A benchmark server in a child process: its base URL and process id."""
+
+    url: str
+    pid: int
+
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU seconds the server has used so far (``None`` where ``/proc`` is missing)."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.contextmanager
-def server_process(kind: str, root: str | Path, slots: int, startup_timeout: float = 180.0) -> Iterator[str]:
-    """Run one of :data:`SERVER_KINDS` in a fresh (spawned) process on 127.0.0.1; yields its base URL."""
+def server_process(kind: str, root: str | Path, slots: int,
+                   startup_timeout: float = 180.0) -> Iterator[ServerProcess]:
+    """Run one of :data:`SERVER_KINDS` in a child Python process on 127.0.0.1.
+
+    The child is a fresh interpreter (``python -c``), so callers need no ``__main__`` guard.
+    """
     if kind not in SERVER_KINDS:
         raise ValueError(f"kind: need one of {SERVER_KINDS}, got {kind!r}")
-    context = multiprocessing.get_context("spawn")
-    urls = context.Queue()
-    process = context.Process(target=_serve_forever, args=(kind, str(root), slots, urls),
-                              name=f"intraskill-bench-{kind}", daemon=True)
-    process.start()
+    code = f"from intraskill.shop.bench import _serve_forever; _serve_forever({kind!r}, {str(root)!r}, {slots})"
+    process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True)
     try:
-        deadline = time.monotonic() + startup_timeout
-        while True:
-            try:
-                url = urls.get(timeout=0.2)
-                break
-            except queue.Empty:
-                if not process.is_alive() or time.monotonic() > deadline:
-                    raise RuntimeError(f"benchmark {kind} server did not start (exit code {process.exitcode})")
-        yield url
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: lines.put(process.stdout.readline()), daemon=True).start()  # type: ignore[union-attr]
+        try:
+            url = lines.get(timeout=startup_timeout).strip()
+        except queue.Empty:
+            url = ""
+        if not url.startswith("http://"):
+            raise RuntimeError(f"benchmark {kind} server did not start (exit code {process.poll()})")
+        yield ServerProcess(url, process.pid)
     finally:
         process.terminate()
-        process.join(10)
+        process.wait(10)
 
 
 def _rates(runs: dict[str, dict[str, Any]]) -> dict[str, float]:
@@ -338,7 +358,9 @@ def run_store_bench(root: str | Path, config: BenchConfig | None = None) -> dict
     ``steps_per_s``, ``in_process_steps``; keyed by the concurrency as a string:
     ``http_requests_per_s`` and ``http_requests`` (the service), ``http_baseline_requests_per_s``
     (the Flask baseline), ``http_speedup`` (service / baseline) and
-    ``http_client_ceiling_requests_per_s`` (the client against a constant endpoint); ``config``, ``root``.
+    ``http_client_ceiling_requests_per_s`` (the client against a constant endpoint),
+    ``http_server_cpu_us_per_request`` and ``http_baseline_server_cpu_us_per_request`` (the server
+    process's CPU time per request, which the client's own cost does not inflate); ``config``, ``root``.
 
     Examples
     --------
@@ -360,11 +382,17 @@ def run_store_bench(root: str | Path, config: BenchConfig | None = None) -> dict
         index.close()
 
     def levels(kind: str) -> dict[str, dict[str, Any]]:
-        with server_process(kind, root, config.slots) as url:
-            return {str(n): _run_in_fresh_loop(
-                bench_client_ceiling(url, n, config.requests, config.max_seconds) if kind == "trivial" else
-                bench_http(url, task_ids, queries, n, config.requests, config.max_seconds))
-                for n in config.concurrency}
+        runs = {}
+        with server_process(kind, root, config.slots) as server:
+            for n in config.concurrency:
+                before = server.cpu_seconds()
+                runs[str(n)] = _run_in_fresh_loop(
+                    bench_client_ceiling(server.url, n, config.requests, config.max_seconds) if kind == "trivial"
+                    else bench_http(server.url, task_ids, queries, n, config.requests, config.max_seconds))
+                after = server.cpu_seconds()
+                runs[str(n)]["server_cpu_us"] = (None if before is None or after is None else
+                                                 1e6 * (after - before) / runs[str(n)]["requests"])
+        return runs
 
     served, baseline, ceiling = (levels(kind) for kind in SERVER_KINDS)
     record["http_requests_per_s"] = _rates(served)
@@ -372,5 +400,7 @@ def run_store_bench(root: str | Path, config: BenchConfig | None = None) -> dict
     record["http_baseline_requests_per_s"] = _rates(baseline)
     record["http_speedup"] = {n: served[n]["requests_per_s"] / baseline[n]["requests_per_s"] for n in served}
     record["http_client_ceiling_requests_per_s"] = _rates(ceiling)
+    record["http_server_cpu_us_per_request"] = {n: served[n]["server_cpu_us"] for n in served}
+    record["http_baseline_server_cpu_us_per_request"] = {n: baseline[n]["server_cpu_us"] for n in baseline}
     record["config"] = asdict(config)
     return record
