@@ -86,7 +86,8 @@ async def attack(soak: Soak, largest_query: str, requests: int) -> Counter[str]:
         "surrogate": b'{"action": "interact", "env_idx": 0, "lease_id": "x", "response": "search[\\ud800]"}',
     }
     seen: Counter[str] = Counter()
-    async with AsyncShopClient(soak.url) as client, httpx.AsyncClient(base_url=soak.url, trust_env=False) as raw:
+    raw = httpx.AsyncClient(base_url=soak.url, trust_env=False)
+    async with AsyncShopClient(soak.url) as client, raw:
         for turn in range(requests):
             if not soak.live():
                 break
@@ -106,8 +107,9 @@ async def attack(soak: Soak, largest_query: str, requests: int) -> Counter[str]:
 def percentiles(latencies: list[float]) -> dict[str, float]:
     """p50 / p99 / max in milliseconds."""
     ordered = sorted(latencies)
-    return {"n": len(ordered), "p50_ms": 1e3 * statistics.median(ordered),
-            "p99_ms": 1e3 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], "max_ms": 1e3 * ordered[-1]}
+    p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+    return {"n": len(ordered), "p50_ms": 1e3 * statistics.median(ordered), "p99_ms": 1e3 * p99,
+            "max_ms": 1e3 * ordered[-1]}
 
 
 async def soak_run(url: str, task_ids: list[int], queries: list[str], largest: str,
@@ -131,8 +133,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default="runs/store/small-11", help="store directory")
     parser.add_argument("--scale", default="small", help="scale used only when the store must be built")
-    parser.add_argument("--clients", type=int, default=32, help="concurrent clients, victim and attacker included")
-    parser.add_argument("--slots", type=int, default=24, help="service slots (fewer than clients: resets queue)")
+    parser.add_argument("--clients", type=int, default=32, help="clients, victim and attacker included")
+    parser.add_argument("--slots", type=int, default=24, help="slots (fewer than clients: resets queue)")
     parser.add_argument("--requests", type=int, default=200, help="requests per browsing client")
     parser.add_argument("--victim-requests", type=int, default=200)
     parser.add_argument("--max-seconds", type=float, default=60.0, help="time cap of each phase")
@@ -155,7 +157,8 @@ def main() -> None:
     if record["free_slots"] != record["slots"]:
         failures.append(f"leaked leases: {record['slots'] - record['free_slots']}")
     if record["victim_loaded"]["p99_ms"] > args.max_victim_p99_ms:
-        failures.append(f"victim p99 {record['victim_loaded']['p99_ms']:.0f} ms > {args.max_victim_p99_ms} ms")
+        p99 = record["victim_loaded"]["p99_ms"]
+        failures.append(f"victim p99 {p99:.0f} ms > {args.max_victim_p99_ms} ms")
     record["failures"] = failures
     print(json.dumps(record, ensure_ascii=False))
     sys.exit(1 if failures else 0)

@@ -298,10 +298,12 @@ def test_bench_cli_prints_one_json_line(small_store_root: Path) -> None:
 
 
 def test_a_body_over_the_cap_is_413(http: httpx.Client) -> None:
-    huge = {"action": "interact", "env_idx": 0, "lease_id": "x", "response": "search[" + "a " * MAX_BODY_BYTES + "]"}
+    query = "a " * MAX_BODY_BYTES
+    huge = {"action": "interact", "env_idx": 0, "lease_id": "x", "response": f"search[{query}]"}
     response = http.post(API, json=huge)
     assert response.status_code == 413 and "body" in response.json()["result"]["error"]
-    chunked = http.post(API, content=iter([b'{"action": "release_all", "pad": "', b"x" * MAX_BODY_BYTES, b'"}']))
+    parts = [b'{"action": "release_all", "pad": "', b"x" * MAX_BODY_BYTES, b'"}']
+    chunked = http.post(API, content=iter(parts))
     assert chunked.status_code == 413  # no Content-Length: the cap holds while streaming
 
 
@@ -326,7 +328,8 @@ def test_a_failing_search_leaves_the_episode_as_it_was(http: httpx.Client, servi
     slot, lease = reset["env_idx"], reset["lease_id"]
     session = service.server.config.app.state.shop.session(slot)
     before = session.state
-    body = '{"action": "interact", "env_idx": %d, "lease_id": "%s", "response": "search[\\ud800]"}' % (slot, lease)
+    response_text = '"search[\\ud800]"'  # a lone surrogate, as JSON sends it
+    body = f'{{"action": "interact", "env_idx": {slot}, "lease_id": "{lease}", "response": {response_text}}}'
     response = http.post(API, content=body.encode(), headers={"content-type": "application/json"})
     assert response.status_code == 400 and "body" in response.json()["result"]["error"]
     assert session.action_count == 0 and session.state == before

@@ -44,8 +44,8 @@ def _task_ids(small_store: Any) -> list[int]:
     return list(small_store[2].ids("test"))[:5]
 
 
-anything = st.none() | st.booleans() | st.integers(-3, 10**12) | st.floats() | st.text(max_size=20) | st.lists(
-    st.integers(), max_size=3)
+anything = (st.none() | st.booleans() | st.integers(-3, 10**12) | st.floats() | st.text(max_size=20)
+            | st.lists(st.integers(), max_size=3))
 queries = st.text(max_size=60) | st.sampled_from(["pillow", "智能 热洗 洗地机", "\ud800", "a " * 200])
 responses = anything | st.builds(lambda verb, text: f"{verb}[{text}]",
                                  st.sampled_from(["search", "click", "Search", "buy"]), queries)
@@ -54,7 +54,7 @@ responses = anything | st.builds(lambda verb, text: f"{verb}[{text}]",
 def bodies(task_ids: list[int]) -> st.SearchStrategy[dict[str, Any]]:
     """JSON objects shaped like the request models, each field right or wrong."""
     fields = {
-        "action": st.sampled_from(["reset", "interact", "terminate", "release_one", "release_all"]) | anything,
+        "action": st.sampled_from(["reset", "interact", "terminate", "release_one", "release_all", "x"]),
         "idx": st.sampled_from(task_ids) | anything,
         "env_idx": st.integers(-1, SLOTS) | anything,
         "lease_id": st.just(LIVE) | anything,
@@ -65,8 +65,8 @@ def bodies(task_ids: list[int]) -> st.SearchStrategy[dict[str, Any]]:
         "interaction_mode": st.sampled_from(["single_turn", "multi_turn"]),
         "admin_token": st.sampled_from([ADMIN, ""]) | anything,
     }
-    return st.fixed_dictionaries({"action": fields.pop("action")},
-                                 optional=fields)  # type: ignore[arg-type]
+    action = fields.pop("action") | anything
+    return st.fixed_dictionaries({"action": action}, optional=fields)  # type: ignore[arg-type]
 
 
 raw_bodies = st.binary(max_size=200) | st.sampled_from([
@@ -76,7 +76,7 @@ raw_bodies = st.binary(max_size=200) | st.sampled_from([
 ])
 
 
-def test_no_request_gets_a_server_error(service: RunningService, http: httpx.Client, small_store: Any) -> None:
+def test_no_request_gets_a_server_error(http: httpx.Client, small_store: Any) -> None:
     live: dict[str, Any] = {"lease": "none"}
 
     def send(content: bytes) -> None:

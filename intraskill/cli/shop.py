@@ -71,12 +71,13 @@ def serve_command(
     host: str = typer.Option("127.0.0.1", "--host", help="Bind address."),
     port: int = typer.Option(5700, "--port", envvar="SHOPSIM_PORT", min=0, max=65535, help="Bind port."),
     language: str = typer.Option("en", "--language", help="Observation language: en or zh."),
-    admin_token: str | None = typer.Option(None, "--admin-token", envvar="SHOPSIM_ADMIN_TOKEN",
-                                           help="Token release_all needs; generated (printed on stderr) if omitted."),
-    lease_idle_s: float = typer.Option(900.0, "--lease-idle-s", min=0.001,
-                                       help="Idle seconds after which a lease expires and its slot returns."),
-    reset_wait_s: float = typer.Option(60.0, "--reset-wait-s", min=0.001,
-                                       help="Longest wait of a reset for a free slot, then 503 + Retry-After."),
+    admin_token: str | None = typer.Option(
+        None, "--admin-token", envvar="SHOPSIM_ADMIN_TOKEN",
+        help="Token release_all needs; generated and printed on stderr if omitted."),
+    lease_idle_s: float = typer.Option(
+        900.0, "--lease-idle-s", min=0.001, help="Idle seconds before a lease expires (its slot returns)."),
+    reset_wait_s: float = typer.Option(
+        60.0, "--reset-wait-s", min=0.001, help="Longest wait of a reset for a slot (then 503)."),
     scale: str = typer.Option(SCALE_DEFAULT, "--scale", help="Scale used only when the store must be built."),
     seed: int = typer.Option(SEED_DEFAULT, "--seed", help="Seed used only when the store must be built."),
     as_json: bool = JSON_OPTION,

@@ -201,8 +201,9 @@ async def _drive_trivial(base_url: str, budget: _Budget) -> None:
             (await http.post(API_PATH, json={"action": "noop"})).raise_for_status()
 
 
-async def bench_client_ceiling(base_url: str, clients: int, requests: int, max_seconds: float) -> dict[str, Any]:
-    """Requests/s of ``clients`` concurrent httpx loops against a constant endpoint (the client's own cost)."""
+async def bench_client_ceiling(base_url: str, clients: int, requests: int,
+                               max_seconds: float) -> dict[str, Any]:
+    """Requests/s of ``clients`` concurrent httpx loops against a constant endpoint (the client's cost)."""
     budget = _Budget(requests, max_seconds)
     started = time.perf_counter()
     await asyncio.gather(*(_drive_trivial(base_url, budget) for _ in range(clients)))
@@ -257,7 +258,7 @@ def flask_baseline_app(service: ShopService, reset_wait_s: float = RESET_WAIT_S)
 
 @contextlib.contextmanager
 def serve_flask_in_thread(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
-    """Run a WSGI ``app`` on werkzeug's threaded server (HTTP/1.1 keep-alive) on a free port; yields its URL."""
+    """Run a WSGI ``app`` on werkzeug's threaded server (HTTP/1.1 keep-alive) on a free port; yields URL."""
     # deferred: werkzeug comes with flask, needed only by the benchmark
     from werkzeug.serving import WSGIRequestHandler, make_server
 
@@ -323,7 +324,8 @@ def server_process(kind: str, root: str | Path, slots: int,
     """
     if kind not in SERVER_KINDS:
         raise ValueError(f"kind: need one of {SERVER_KINDS}, got {kind!r}")
-    code = f"from intraskill.shop.bench import _serve_forever; _serve_forever({kind!r}, {str(root)!r}, {slots})"
+    call = f"_serve_forever({kind!r}, {str(root)!r}, {slots})"
+    code = f"from intraskill.shop.bench import _serve_forever; {call}"
     process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                text=True)
     try:
@@ -386,9 +388,10 @@ def run_store_bench(root: str | Path, config: BenchConfig | None = None) -> dict
         with server_process(kind, root, config.slots) as server:
             for n in config.concurrency:
                 before = server.cpu_seconds()
-                runs[str(n)] = _run_in_fresh_loop(
-                    bench_client_ceiling(server.url, n, config.requests, config.max_seconds) if kind == "trivial"
-                    else bench_http(server.url, task_ids, queries, n, config.requests, config.max_seconds))
+                drive = (bench_client_ceiling(server.url, n, config.requests, config.max_seconds)
+                         if kind == "trivial" else
+                         bench_http(server.url, task_ids, queries, n, config.requests, config.max_seconds))
+                runs[str(n)] = _run_in_fresh_loop(drive)
                 after = server.cpu_seconds()
                 runs[str(n)]["server_cpu_us"] = (None if before is None or after is None else
                                                  1e6 * (after - before) / runs[str(n)]["requests"])
