@@ -73,6 +73,13 @@ def serve_command(
     host: str = typer.Option("127.0.0.1", "--host", help="Bind address."),
     port: int = typer.Option(5700, "--port", envvar="SHOPSIM_PORT", min=0, max=65535, help="Bind port."),
     language: str = typer.Option("en", "--language", help="Observation language: en or zh."),
+    admin_token: str | None = typer.Option(
+        None, "--admin-token", envvar="SHOPSIM_ADMIN_TOKEN",
+        help="Token release_all needs; generated and printed on stderr if omitted."),
+    lease_idle_s: float = typer.Option(
+        900.0, "--lease-idle-s", min=0.001, help="Idle seconds before a lease expires (its slot returns)."),
+    reset_wait_s: float = typer.Option(
+        60.0, "--reset-wait-s", min=0.001, help="Longest wait of a reset for a slot (then 503)."),
     scale: str = typer.Option(SCALE_DEFAULT, "--scale", help="Scale used only when the store must be built."),
     seed: int = typer.Option(SEED_DEFAULT, "--seed", help="Seed used only when the store must be built."),
     as_json: bool = JSON_OPTION,
@@ -86,17 +93,22 @@ def serve_command(
     from intraskill.shop.engine import ShopEngine, StoreConfig
 
     # deferred: fastapi is heavy to import
-    from intraskill.shop.service import create_app
+    from intraskill.shop.service import SERVER_STACK, create_app
 
     config = StoreConfig(language=language)
     root = _ensure_store(root, scale, seed)
     catalog, index, splits = open_store(root)
     engine = ShopEngine(catalog.products, catalog.goals, index, config)
-    app_ = create_app(engine, slots=slots, split_sizes={name: len(splits.ids(name)) for name in splits.names})
+    app_ = create_app(engine, slots=slots, split_sizes={name: len(splits.ids(name)) for name in splits.names},
+                      admin_token=admin_token, lease_idle_s=lease_idle_s, reset_wait_s=reset_wait_s)
+    if admin_token is None:
+        typer.echo(f"admin token (release_all): {app_.state.admin_token}", err=True)
     emit({"serving": f"http://{host}:{port}", "root": root, "slots": slots, "language": language,
-          "products": len(catalog.products)}, as_json)
+          "products": len(catalog.products), "lease_idle_s": lease_idle_s, "reset_wait_s": reset_wait_s},
+         as_json)
     try:
-        uvicorn.run(app_, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
+        uvicorn.run(app_, host=host, port=port, log_level="info", timeout_graceful_shutdown=5,
+                    **SERVER_STACK)
     finally:
         index.close()
 
