@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -30,6 +31,9 @@ import scipy.sparse as sp
 K1 = 1.2
 B = 0.75
 IDF_FLOOR = 1e-6
+_SINGLE_TERM = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]+")
+"""Tokens unicode61 keeps whole and unchanged (lowercase ASCII letters and digits, or CJK unified
+ideographs): no need to ask FTS5 how to split them."""
 PHRASE_CACHE_SIZE = 4096
 """Multi-term phrases not seen in any document, and unseen query tokens, kept per engine."""
 
@@ -81,6 +85,7 @@ class Bm25Matrix:
         (an unindexed column has weight 0.0 and counts no tokens only when omitted: pass indexed
         columns only)."""
         self.asins = list(asins)
+        self._rows = {asin: i for i, asin in enumerate(self.asins)}
         self.tokenizer = Fts5Tokenizer(tokenize)
         self.weights = np.asarray(weights, dtype=np.float64)
         n_rows = len(self.asins)
@@ -112,7 +117,8 @@ class Bm25Matrix:
         self.n_rows = n_rows
         avgdl = float(lengths.sum()) / float(n_rows) if n_rows else 1.0
         self._length_norm = K1 * (1 - B + B * lengths.astype(np.float64) / avgdl)
-        asin_order = np.argsort(np.asarray(self.asins, dtype=object), kind="stable")
+        self._asin_array = np.asarray(self.asins, dtype=object)
+        asin_order = np.argsort(self._asin_array, kind="stable")
         self._asin_rank = np.empty(n_rows, dtype=np.int64)
         self._asin_rank[asin_order] = np.arange(n_rows)
         # the matrix: one row per single term, then one per multi-term document token
@@ -126,6 +132,7 @@ class Bm25Matrix:
         self._unseen_piece = functools.lru_cache(maxsize=PHRASE_CACHE_SIZE)(self._split_piece)
         self._unseen_phrase = functools.lru_cache(maxsize=PHRASE_CACHE_SIZE)(self._phrase_row)
         self._ranked = functools.lru_cache(maxsize=cache_size)(self._rank)
+        self._postings = {piece: self._terms_postings(terms) for piece, terms in self._piece_terms.items()}
 
     # ---- precomputation ---------------------------------------------------------------------------
 
@@ -172,9 +179,13 @@ class Bm25Matrix:
 
     def phrase_postings(self, token: str) -> tuple[np.ndarray, np.ndarray]:
         """(rows, contributions) of one quoted query token (empty when it matches no row)."""
-        terms = self._piece_terms.get(token)
-        if terms is None:
-            terms = self._unseen_piece(token)
+        postings = self._postings.get(token)
+        if postings is None:
+            terms = (token,) if _SINGLE_TERM.fullmatch(token) else self._unseen_piece(token)
+            postings = self._terms_postings(terms)
+        return postings
+
+    def _terms_postings(self, terms: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
         ids = tuple(self._term_ids.get(t, -1) for t in terms)
         if not ids or -1 in ids:
             return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float64)
@@ -195,13 +206,17 @@ class Bm25Matrix:
 
     def _rank(self, tokens: tuple[str, ...], k: int) -> tuple[str, ...]:
         scores = self.scores(tokens)
-        candidates = np.flatnonzero(scores)
+        candidates = np.flatnonzero(scores > 0.0)  # every contribution is positive
         if len(candidates) > k:
             values = scores[candidates]
             kth = np.partition(values, len(values) - k)[len(values) - k]
             candidates = candidates[values >= kth]
         order = np.lexsort((self._asin_rank[candidates], -scores[candidates]))[:k]
-        return tuple(self.asins[i] for i in candidates[order])
+        return tuple(self._asin_array[candidates[order]].tolist())
+
+    def row(self, asin: str) -> int:
+        """The matrix column of a product."""
+        return self._rows[asin]
 
     def search(self, tokens: Sequence[str], k: int) -> list[str]:
         """ASINs of the rows matching any token, best first, ties by ascending ASIN, at most ``k``."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -111,6 +112,14 @@ def _products_list(products: Iterable[Product] | Mapping[str, Product]) -> list[
             seen.add(product.asin)
             unique.append(product)
     return unique
+
+
+def rankings_agree(reference: list[tuple[str, float]], candidate: list[tuple[str, float]],
+                   rel_tol: float = 1e-9) -> bool:
+    """True when two scored top-k lists agree: equal length and, rank by rank, scores equal within
+    ``rel_tol``; so the ASINs may differ only where scores tie within float rounding."""
+    return len(reference) == len(candidate) and all(
+        math.isclose(r, c, rel_tol=rel_tol) for (_, r), (_, c) in zip(reference, candidate, strict=True))
 
 
 class SearchIndex:
@@ -222,6 +231,18 @@ class SearchIndex:
         if engine == "fast":
             return self.bm25().search(tokens, k)
         return list(self._fts5_ranked(tokens, k))
+
+    def scored(self, query: str, k: int = DEFAULT_TOP_K, engine: str = "fast") -> list[tuple[str, float]]:
+        """The top ``k`` as (asin, ``bm25()`` value: negative, lower is better), uncached; for checks."""
+        tokens = tokenize(query)
+        if not tokens:
+            return []
+        if engine == "fts5":
+            with self._lock:
+                return [(a, float(s)) for a, s in self._connection.execute(self._sql, (_match_expression(tokens), k))]
+        matrix = self.bm25()
+        scores = matrix.scores(tokens)
+        return [(a, -float(scores[matrix.row(a)])) for a in self.search(query, k, engine)]
 
     def _fts5_rank(self, tokens: tuple[str, ...], k: int) -> tuple[str, ...]:
         with self._lock:
