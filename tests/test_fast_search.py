@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from intraskill.cli import app
 from intraskill.hashing import sha256_text
-from intraskill.shop.bm25 import _SINGLE_TERM, Fts5Tokenizer
+from intraskill.shop.bm25 import SINGLE_TERM, Fts5Tokenizer
 from intraskill.shop.engine import ShopEngine, StoreConfig
 from intraskill.shop.search import TOKENIZER, SearchIndex, rankings_agree
 from intraskill.shop.text import tokenize
@@ -113,8 +113,8 @@ def test_tokens_kept_whole_need_no_fts5_split(small_store) -> None:
     _, index, _ = small_store
     pieces = sorted({t for q in generated_queries(index, 300, seed=4) for t in tokenize(q)}
                     | {"不存在词", "智能", "x9", "0", "z" * 40, "洗地机"})
-    whole = [p for p in pieces if _SINGLE_TERM.fullmatch(p)]
-    assert len(whole) > 100 and not _SINGLE_TERM.fullmatch("ünknöwn") and not _SINGLE_TERM.fullmatch("x9-y8")
+    whole = [p for p in pieces if SINGLE_TERM.fullmatch(p)]
+    assert len(whole) > 100 and not SINGLE_TERM.fullmatch("ünknöwn") and not SINGLE_TERM.fullmatch("x9-y8")
     assert Fts5Tokenizer(TOKENIZER).split(whole) == [(p,) for p in whole]
 
 

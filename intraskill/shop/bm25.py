@@ -31,7 +31,7 @@ import scipy.sparse as sp
 K1 = 1.2
 B = 0.75
 IDF_FLOOR = 1e-6
-_SINGLE_TERM = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]+")
+SINGLE_TERM = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]+")
 """Tokens unicode61 keeps whole and unchanged (lowercase ASCII letters and digits, or CJK unified
 ideographs): no need to ask FTS5 how to split them."""
 PHRASE_CACHE_SIZE = 4096
@@ -181,7 +181,7 @@ class Bm25Matrix:
         """(rows, contributions) of one quoted query token (empty when it matches no row)."""
         postings = self._postings.get(token)
         if postings is None:
-            terms = (token,) if _SINGLE_TERM.fullmatch(token) else self._unseen_piece(token)
+            terms = (token,) if SINGLE_TERM.fullmatch(token) else self._unseen_piece(token)
             postings = self._terms_postings(terms)
         return postings
 
