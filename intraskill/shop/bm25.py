@@ -81,9 +81,9 @@ class Bm25Matrix:
 
     def __init__(self, asins: Sequence[str], columns: Sequence[Sequence[str]], weights: Sequence[float],
                  tokenize: str, cache_size: int = 4096) -> None:
-        """``columns[c][r]`` is the space-joined text.tokenize tokens of column ``c`` of row ``r``
-        (an unindexed column has weight 0.0 and counts no tokens only when omitted: pass indexed
-        columns only)."""
+        """``columns[c][r]``: the text of indexed column ``c`` of row ``r`` (space-joined tokens, as
+        stored in the FTS5 table); ``weights[c]`` its bm25 weight. Unindexed columns count no tokens
+        in FTS5: leave them out."""
         self.asins = list(asins)
         self._rows = {asin: i for i, asin in enumerate(self.asins)}
         self.tokenizer = Fts5Tokenizer(tokenize)
