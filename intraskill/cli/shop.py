@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from intraskill.cli.common import JSON_OPTION, default, emit
+from intraskill.cli.common import JSON_OPTION, default, emit, fail
 from intraskill.params import StoreParams
 
 SCALE_DEFAULT, SEED_DEFAULT = default(StoreParams, "scale"), default(StoreParams, "seed")
@@ -64,6 +64,31 @@ def _ensure_store(root: str | None, scale: str, seed: int) -> str:
     if not StorePaths(Path(root)).manifest.is_file():
         build_store(root, scale=scale, seed=seed)
     return root
+
+
+@app.command("search")
+def search_command(
+    query: str = typer.Argument(..., help="The search text, as an agent would type it."),
+    k: int = typer.Option(10, "--k", min=1, help="Results to print (the store keeps 150 per query)."),
+    root: str | None = typer.Option(None, "--root", help=ROOT_HELP),
+    engine: str = typer.Option("fast", "--engine", help="fast (precomputed BM25 matrix) or fts5 (SQLite bm25())."),
+    as_json: bool = JSON_OPTION,
+    scale: str = typer.Option(SCALE_DEFAULT, "--scale", help="Scale used only when the store must be built."),
+    seed: int = typer.Option(SEED_DEFAULT, "--seed", help="Seed used only when the store must be built."),
+) -> None:
+    """Rank the store's products for QUERY and print the ASINs, best first (ties by ascending ASIN)."""
+    # deferred: a verb loads its stage only when it runs
+    from intraskill.shop.build import open_store
+    from intraskill.shop.search import SEARCH_ENGINES
+
+    if engine not in SEARCH_ENGINES:
+        fail(f"--engine must be one of {', '.join(SEARCH_ENGINES)}, got {engine!r}")
+    _, index, _ = open_store(_ensure_store(root, scale, seed))
+    try:
+        asins = index.search(query, k=k, engine=engine)
+    finally:
+        index.close()
+    emit({"asins": asins, "engine": engine, "query": query}, as_json, text="\n".join(asins))
 
 
 @app.command("serve")

@@ -183,11 +183,13 @@ class StoreHandle:
         self.engine.index.close()
 
 
-def open_engine(store: Any, split: str, root: str | Path | None = None, run_root: str | Path = "runs") -> StoreHandle:
+def open_engine(store: Any, split: str, root: str | Path | None = None, run_root: str | Path = "runs",
+                search_engine: str = "fast") -> StoreHandle:
     """Build (or reuse) the store of a parameter set's ``store`` section and open an engine over it.
 
     ``store`` carries ``scale, seed, page_size, top_k, max_actions, language`` (``Params.store``);
-    ``root`` defaults to ``<run_root>/store/<scale>-<seed>``.
+    ``root`` defaults to ``<run_root>/store/<scale>-<seed>``; ``search_engine`` is ``"fast"`` or
+    ``"fts5"`` (the same ranking, see :mod:`intraskill.shop.search`).
     """
 
     artifacts = build_store(root if root is not None else store_dir(store.scale, store.seed, run_root),
@@ -195,7 +197,7 @@ def open_engine(store: Any, split: str, root: str | Path | None = None, run_root
     catalog = artifacts.catalog
     index = SearchIndex.open(artifacts.paths.index, catalog.sha256)
     config = StoreConfig(page_size=store.page_size, top_k=store.top_k, max_actions=store.max_actions,
-                         language=store.language, persona=True)
+                         language=store.language, persona=True, search_engine=search_engine)
     engine = ShopEngine(catalog.products, catalog.goals, index, config)
     identity = {
         "adapter": "in_process",
