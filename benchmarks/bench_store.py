@@ -1,5 +1,7 @@
 """Store throughput: in-process µs per search and click step, steps/s, and HTTP requests/s of the
-store service at 1 and 32 concurrent clients (the real service on 127.0.0.1, a free port).
+store service at 1 and 32 concurrent clients (the real service on 127.0.0.1, a free port), beside a
+plain threaded Flask server on the same engine (``http_baseline_requests_per_s``) and the client's own
+ceiling against a constant endpoint (``http_client_ceiling_requests_per_s``).
 
 Calls :func:`intraskill.shop.bench.run_store_bench`, the function behind ``intraskill env bench``,
 and prints one JSON object. The store is built first if ROOT has none.

@@ -49,27 +49,39 @@ class JsonlWriter:
         self.close()
 
 
-def iter_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Yield the records of a JSONL file, skipping blank lines and a torn (undecodable) last line."""
+class JsonlError(ValueError):
+    """A JSONL line that is not one JSON object; the message starts with ``file:line:``."""
+
+
+def iter_jsonl(path: str | Path, torn_tail: bool = True) -> Iterator[dict[str, Any]]:
+    """Yield the records of a JSONL file, skipping blank lines.
+
+    A torn (undecodable) last line is what a kill leaves in an append-only file: it is skipped when
+    ``torn_tail`` (crash recovery) and refused otherwise. Any other bad line raises :class:`JsonlError`
+    naming ``file:line``.
+    """
     path = Path(path)
     if not path.exists():
         return
-    with open(path, encoding="utf-8") as handle:
+    with open(path, "rb") as handle:
         lines = handle.readlines()
-    for number, line in enumerate(lines):
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            yield json.loads(line)
-        except json.JSONDecodeError:
-            if number == len(lines) - 1:
+            record = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            if torn_tail and number == len(lines) and not line.endswith(b"\n"):
                 return
-            raise
+            raise JsonlError(f"{path}:{number}: truncated or corrupt JSON line ({error})") from None
+        if not isinstance(record, dict):
+            raise JsonlError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+        yield record
 
 
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+def read_jsonl(path: str | Path, torn_tail: bool = True) -> list[dict[str, Any]]:
     """All records of a JSONL file (see :func:`iter_jsonl`)."""
-    return list(iter_jsonl(path))
+    return list(iter_jsonl(path, torn_tail))
 
 
 def write_json(path: str | Path, obj: Any, indent: int = 2) -> Path:

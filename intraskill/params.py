@@ -2,16 +2,29 @@
 
 Unknown keys are errors (typos never pass silently) and every error names its field path,
 e.g. ``grpo.eps_high: Input should be greater than 0``.
+
+Types are strict: a boolean is never an integer or a number and a string never a number (an integer is a
+valid number: ``lr: 1`` is 1.0). The YAML reader refuses duplicate keys and reads YAML 1.2 floats such as
+``1e-4`` as numbers; a syntax error, a tab, an unknown tag or a duplicate key is one :class:`ParamsError`
+line naming ``file:line:column``.
+
+Paths stay inside the run root: ``experiment.run_root`` is absolute (the user's explicit choice) or
+relative to the project root without ``..``; ``experiment.name`` (the run's folder under the run root) and
+``warmstart.out_dir`` (relative to the project root, or absolute inside the run root) may not be absolute
+nor climb with ``..``. ``experiment.allow_outside_run_root: true`` lifts these path rules.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Literal
+from pathlib import Path, PurePath
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from intraskill.paths import runs_root
 
 RELEASE_SEED = 20260901
 """The release's seed, written once: the default of the experiment, bootstrap, curriculum and warm-start
@@ -19,15 +32,26 @@ seeds below, of the gate's mask draws and of the test bootstrap."""
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _tuple_from_list(value: Any) -> Any:
+    """YAML and JSON have no tuples: a list is accepted for a tuple field (its items stay strict)."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+FloatPair = Annotated[tuple[float, float], BeforeValidator(_tuple_from_list)]
+Names = Annotated[tuple[str, ...], BeforeValidator(_tuple_from_list)]
 
 
 class ExperimentParams(_Section):
-    """Run identity and where runs live."""
+    """Run identity and where runs live (see the module docstring for the path rules)."""
 
     name: str = Field(min_length=1)
     seed: int = RELEASE_SEED
     run_root: str = "runs"
+    allow_outside_run_root: bool = False
+    """Allow an absolute or ``..`` ``experiment.name``, a ``..`` run root and a ``warmstart.out_dir`` outside."""
 
 
 class StoreParams(_Section):
@@ -111,7 +135,7 @@ class LoraParams(_Section):
     rank: int = Field(16, ge=1)
     alpha: float = Field(32.0, gt=0.0)
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
-    target_modules: tuple[str, ...] = Field(("q_proj", "k_proj", "v_proj", "o_proj"), min_length=1)
+    target_modules: Names = Field(("q_proj", "k_proj", "v_proj", "o_proj"), min_length=1)
 
 
 class GRPOParams(_Section):
@@ -126,7 +150,7 @@ class GRPOParams(_Section):
     eps_high: float = Field(0.28, ge=0.0)
     kl_coef: float = Field(0.0, ge=0.0)
     weight_decay: float = Field(0.1, ge=0.0)
-    betas: tuple[float, float] = (0.9, 0.98)
+    betas: FloatPair = (0.9, 0.98)
     max_grad_norm: float | None = Field(1.0, gt=0.0)
     micro_batch_tokens: int = Field(16384, ge=2)
     global_batch_size: int | None = Field(64, ge=1)
@@ -290,6 +314,25 @@ class Params(_Section):
     round: RoundParams = RoundParams()
 
     @model_validator(mode="after")
+    def _paths_inside_the_run_root(self) -> "Params":
+        experiment = self.experiment
+        if experiment.allow_outside_run_root:
+            return self
+        unless = "; set experiment.allow_outside_run_root: true to allow it"
+        if _climbs(experiment.name) or PurePath(experiment.name).is_absolute():
+            raise ValueError(f"experiment.name {experiment.name!r} must be a relative folder without '..' "
+                             f"(the run's folder under the run root){unless}")
+        if _climbs(experiment.run_root) and not PurePath(experiment.run_root).is_absolute():
+            raise ValueError(f"experiment.run_root {experiment.run_root!r}: a relative run root may not climb "
+                             f"out of the project with '..' (give an absolute path){unless}")
+        out_dir = PurePath(self.warmstart.out_dir)
+        inside = not out_dir.is_absolute() or Path(out_dir).is_relative_to(runs_root(experiment.run_root))
+        if _climbs(out_dir) or not inside:
+            raise ValueError(f"warmstart.out_dir {str(out_dir)!r} must be relative to the project without '..' "
+                             f"or lie inside the run root {experiment.run_root!r}{unless}")
+        return self
+
+    @model_validator(mode="after")
     def _updates_hold_whole_groups(self) -> "Params":
         size, group = self.grpo.global_batch_size, self.round.n_samples_per_prompt
         admitted = self.round.rollout_batch_size * group
@@ -302,28 +345,77 @@ class Params(_Section):
         return self
 
 
+def _climbs(path: str | PurePath) -> bool:
+    return ".." in PurePath(path).parts
+
+
 class ParamsError(ValueError):
     """A parameter file failed validation; the message lists each bad field path."""
+
+
+class _ParamsLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses duplicate keys and reads YAML 1.2 floats (``1e-4``) as numbers."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        self.flatten_mapping(node)
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first at line {seen[key]})", key_node.start_mark)
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+_ParamsLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
+def read_yaml(text: str, source: str) -> Any:
+    """``text`` parsed with the params' YAML rules; a YAML error is one ``source:line:column: problem`` line."""
+    try:
+        return yaml.load(text, Loader=_ParamsLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
+        problem = " ".join(str(part) for part in (error.context, error.problem) if part)
+        if "'\\t'" in problem:
+            problem += " (YAML indents with spaces; replace the tab)"
+        raise ParamsError(f"{where}: {problem}") from None
+    except yaml.YAMLError as error:
+        raise ParamsError(f"{source}: {' '.join(str(error).split())}") from None
 
 
 def _format_errors(source: str, error: ValidationError) -> str:
     lines = [f"invalid parameters in {source}:"]
     for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "<root>"
-        lines.append(f"  {where}: {item['msg']}")
+        where = ".".join(str(part) for part in item["loc"])
+        message = item["msg"].removeprefix("Value error, ")
+        lines.append(f"  {where}: {message}" if where else f"  {message}")
     return "\n".join(lines)
 
 
 def load_params(path: str | Path) -> Params:
-    """Read and validate a YAML parameter file; raise :class:`ParamsError` naming bad fields."""
+    """Read and validate a YAML parameter file; raise :class:`ParamsError` naming the file and line or the bad
+    fields."""
     path = Path(path)
+    if path.is_dir():
+        raise ParamsError(f"{path} is a directory, not a parameter file")
     if not path.exists():
         raise ParamsError(f"parameter file not found: {path}")
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return params_from_dict(data, source=str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ParamsError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    data = read_yaml(text, str(path))
+    return params_from_dict({} if data is None else data, source=str(path))
 
 
-def params_from_dict(data: dict, source: str = "<dict>") -> Params:
+def params_from_dict(data: Any, source: str = "<dict>") -> Params:
     """Validate a parameter mapping (used by notebooks for their injected overrides)."""
     try:
         return Params.model_validate(data)
@@ -345,5 +437,5 @@ def with_overrides(params: Params, overrides: Sequence[str], source: str = "--se
             parent = parent.get(key) if isinstance(parent, dict) else None
             if not isinstance(parent, dict):
                 raise ParamsError(f"{source} {override!r}: {'.'.join(path[:depth + 1])} is not a section")
-        parent[path[-1]] = yaml.safe_load(text)
+        parent[path[-1]] = read_yaml(text, f"{source} {override!r}")
     return params_from_dict(data, source=f"{source} {' '.join(overrides)}")

@@ -40,22 +40,18 @@ def small_store(small_store_root: Path) -> Iterator[tuple[Catalog, SearchIndex, 
 
 
 @pytest.fixture(scope="session")
-def organism_engine() -> Iterator[Any]:
-    """The ``ci`` parameter set's store as the organism plays it (5 results per page), built under
-    ``runs/`` once; ``train_ids`` lists its train tasks."""
+def organism_engine(small_store_root: Path) -> Iterator[Any]:
+    """The ``ci`` parameter set's store (the small store) as the organism plays it (5 results per page);
+    ``train_ids`` lists its train tasks."""
     from intraskill.params import load_params
-    from intraskill.paths import store_dir
-    from intraskill.shop.build import build_store
+    from intraskill.shop.build import open_store
     from intraskill.shop.engine import ShopEngine, StoreConfig
-    from intraskill.shop.search import SearchIndex
 
-    root = Path(__file__).resolve().parents[1]
-    ci = load_params(root / "params" / "ci.yaml")
-    directory = store_dir(ci.store.scale, ci.store.seed, root / "runs")
-    artifacts = build_store(directory, ci.store.scale, ci.store.seed)
-    index = SearchIndex.open(artifacts.paths.index, artifacts.catalog.sha256)
-    engine = ShopEngine(artifacts.catalog.products, artifacts.catalog.goals, index, StoreConfig(page_size=5))
-    engine.train_ids = list(artifacts.catalog.task_ids("train"))
+    ci = load_params(Path(__file__).resolve().parents[1] / "params" / "ci.yaml")
+    assert (ci.store.scale, ci.store.seed) == ("small", SMALL_STORE_SEED), "ci.yaml's store is the small store"
+    catalog, index, _ = open_store(small_store_root)
+    engine = ShopEngine(catalog.products, catalog.goals, index, StoreConfig(page_size=5))
+    engine.train_ids = list(catalog.task_ids("train"))
     yield engine
     index.close()
 

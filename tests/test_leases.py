@@ -113,3 +113,20 @@ def test_close_wakes_waiters_with_an_error() -> None:
     pool.close()
     waiter.join(timeout=2.0)
     assert not waiter.is_alive() and len(errors) == 1
+
+
+def test_an_idle_lease_expires_and_wakes_a_waiter() -> None:
+    pool = SlotLeasePool(1, idle_timeout=0.2)
+    slot, lease = pool.acquire()
+    time.sleep(0.1)
+    pool.validate(slot, lease)  # use restarts the idle clock
+    time.sleep(0.15)
+    pool.validate(slot, lease)
+    started = time.monotonic()
+    again, fresh = pool.acquire(timeout=2.0)  # wakes when the lease expires, not at the timeout
+    assert again == slot and fresh != lease and time.monotonic() - started < 1.0
+    assert pool.expired_count == 1
+    with pytest.raises(StaleLeaseError):
+        pool.validate(slot, lease)
+    with pytest.raises(ValueError, match="idle_timeout"):
+        SlotLeasePool(1, idle_timeout=0)

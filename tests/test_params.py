@@ -4,15 +4,18 @@ from pathlib import Path
 
 import pytest
 
-from intraskill.params import ParamsError, load_params, params_from_dict
+from intraskill.params import ParamsError, load_params, params_from_dict, with_overrides
 
 PARAMS = Path(__file__).resolve().parents[1] / "params"
 
 
-@pytest.mark.parametrize("name", ["organism", "ci", "smollm2", "qwen35_4b"])
-def test_shipped_parameter_sets_validate(name: str) -> None:
-    params = load_params(PARAMS / f"{name}.yaml")
-    assert params.experiment.name
+SHIPPED = sorted(PARAMS.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_shipped_parameter_sets_validate(path: Path) -> None:
+    params = load_params(path)
+    assert params.experiment.name and not params.experiment.allow_outside_run_root
 
 
 def test_release_protocol_sampling() -> None:
@@ -36,3 +39,69 @@ def test_organism_shape_is_checked() -> None:
 def test_missing_file_is_reported(tmp_path: Path) -> None:
     with pytest.raises(ParamsError, match="not found"):
         load_params(tmp_path / "nope.yaml")
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "p.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("text, message", [
+    ("experiment:\n  name: a\n  name: b\n", r"p\.yaml:3:\d+: duplicate key 'name'"),
+    ("experiment:\n\tname: a\n", r"p\.yaml:2:\d+: .*tab"),
+    ("experiment: {name: [a\n", r"p\.yaml:\d+:\d+: "),
+    ("experiment:\n  name: !shell a\n", r"p\.yaml:2:\d+: .*!shell"),
+])
+def test_yaml_errors_are_one_line_naming_file_and_line(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ParamsError, match=message) as error:
+        load_params(_write(tmp_path, text))
+    assert "\n" not in str(error.value)
+
+
+def test_a_directory_is_not_a_parameter_file(tmp_path: Path) -> None:
+    with pytest.raises(ParamsError, match="is a directory"):
+        load_params(tmp_path)
+
+
+@pytest.mark.parametrize("section, field, value", [
+    ("round", "rollout_steps", True), ("round", "rollout_steps", "20"), ("grpo", "lr", "0.001"),
+    ("round", "full_skill_retry", 1), ("grpo", "betas", ["0.9", 0.98]),
+])
+def test_types_are_strict(section: str, field: str, value: object) -> None:
+    with pytest.raises(ParamsError, match=rf"{section}\.{field}"):
+        params_from_dict({"experiment": {"name": "x"}, section: {field: value}})
+
+
+def test_ints_are_numbers_and_yaml_1_2_floats_read_as_floats(tmp_path: Path) -> None:
+    params = params_from_dict({"experiment": {"name": "x"}, "grpo": {"lr": 1, "betas": [0, 0.5]}})
+    assert params.grpo.lr == 1.0 and params.grpo.betas == (0.0, 0.5)
+    path = _write(tmp_path, "experiment: {name: x}\ngrpo: {lr: 1e-4, eps_high: 3E-1}\n")
+    assert (load_params(path).grpo.lr, load_params(path).grpo.eps_high) == (1e-4, 0.3)
+    assert with_overrides(load_params(path), ["grpo.lr=2e-5"]).grpo.lr == 2e-5
+
+
+@pytest.mark.parametrize("experiment, field", [
+    ({"name": "../escape"}, "experiment.name"), ({"name": "/abs/name"}, "experiment.name"),
+    ({"name": "a/../../b"}, "experiment.name"), ({"name": "x", "run_root": "../runs"}, "experiment.run_root"),
+])
+def test_names_and_output_paths_stay_inside_the_run_root(experiment: dict, field: str) -> None:
+    with pytest.raises(ParamsError, match=rf"{field}.*allow_outside_run_root"):
+        params_from_dict({"experiment": experiment})
+    allowed = params_from_dict({"experiment": {**experiment, "allow_outside_run_root": True}})
+    assert allowed.experiment.allow_outside_run_root
+
+
+@pytest.mark.parametrize("out_dir", ["../warmstart", "/elsewhere/warmstart"])
+def test_warmstart_out_dir_stays_inside(out_dir: str, tmp_path: Path) -> None:
+    with pytest.raises(ParamsError, match="warmstart.out_dir"):
+        params_from_dict({"experiment": {"name": "x"}, "warmstart": {"out_dir": out_dir}})
+    inside = {"experiment": {"name": "x", "run_root": str(tmp_path)}, "warmstart": {"out_dir": str(tmp_path / "w")}}
+    assert params_from_dict(inside).warmstart.out_dir == str(tmp_path / "w")
+    outside = {"experiment": {"name": "x", "allow_outside_run_root": True}, "warmstart": {"out_dir": out_dir}}
+    assert params_from_dict(outside).warmstart.out_dir == out_dir
+
+
+def test_an_absolute_run_root_is_the_users_choice(tmp_path: Path) -> None:
+    params = params_from_dict({"experiment": {"name": "nested/run", "run_root": str(tmp_path)}})
+    assert params.experiment.run_root == str(tmp_path)

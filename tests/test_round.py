@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -197,3 +198,50 @@ def test_round_zero_draws_do_not_depend_on_the_run_directory(tmp_path: Path) -> 
     assert near.curriculum.source["skillbank_path"] == "skillbank.json"
     assert near.curriculum.state_id == far.curriculum.state_id
     assert (tmp_path / "elsewhere" / "b" / "skillbank.json").is_file()
+
+
+def test_a_damaged_checkpoint_is_refused_naming_the_file(run_root: Path, small_store_root: Path) -> None:
+    import shutil
+
+    from intraskill.training.checkpoint import CheckpointError
+
+    params = ci_params(run_root, {"max_tokens_per_turn": 16}, **{**SMALL_ROUND, "rollout_steps": 1})
+    trained = run_round(params, 0, out_dir=run_root / "intact", store_root=small_store_root, progress=False)
+    assert run_round(params, 0, out_dir=trained.root, store_root=small_store_root, progress=False).metrics
+    weights = next((trained.checkpoint / "model").glob("*.safetensors")).relative_to(trained.root)
+    damages = {"checkpoint/state.json": lambda path: path.unlink(), str(weights): _flip_last_byte,
+               "checkpoint/optimizer.pt": _flip_last_byte}
+    for name, damage in damages.items():
+        root = run_root / f"damaged-{Path(name).stem}"
+        shutil.copytree(trained.root, root)
+        damage(root / name)
+        with pytest.raises(CheckpointError, match=re.escape(str(root / name))):
+            run_round(params, 0, out_dir=root, store_root=small_store_root, progress=False)
+    root = run_root / "no-checkpoint"
+    shutil.copytree(trained.root, root)
+    shutil.rmtree(root / "checkpoint")
+    with pytest.raises(CheckpointError, match="state.json is missing"):
+        run_round(params, 0, out_dir=root, store_root=small_store_root, progress=False)
+
+
+def _flip_last_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_an_explicit_checkpoint_with_the_s0_bank_uses_its_warm_start_or_is_refused(tmp_path: Path) -> None:
+    from intraskill.params import with_overrides
+    from intraskill.pipeline.prepare import prepare_round
+
+    params = load_params(project_root() / "params" / "organism.yaml")
+    default = prepare_round(params, 0, tmp_path / "default")
+    assert default.curriculum is not None and default.warmstart_dir is not None
+    explicit = with_overrides(params, [f"model.checkpoint={default.checkpoint}"])
+    chosen = prepare_round(explicit, 0, tmp_path / "explicit")
+    assert chosen.checkpoint == default.checkpoint and chosen.curriculum is not None
+    assert chosen.curriculum.state_id == default.curriculum.state_id
+    bare = tmp_path / "bare-weights"
+    bare.mkdir()
+    with pytest.raises(ValueError, match=rf"model.checkpoint {bare} is not a warm start's checkpoint.*persona-query"):
+        prepare_round(with_overrides(params, [f"model.checkpoint={bare}"]), 0, tmp_path / "refused")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,11 +19,18 @@ from typer.testing import CliRunner
 from intraskill.agent.env import Environment
 from intraskill.cli import app as cli_app
 from intraskill.shop.client import AsyncShopClient, ShopClient, ShopProtocolError, ShopServiceError
-from intraskill.shop.engine import ShopEngine
+from intraskill.shop.engine import EpisodeFinishedError, ShopEngine
 from intraskill.shop.leases import StaleLeaseError
-from intraskill.shop.service import RunningService, create_app, serve_in_thread
+from intraskill.shop.service import (
+    MAX_BODY_BYTES,
+    MAX_QUERY_TOKENS,
+    RunningService,
+    create_app,
+    serve_in_thread,
+)
 
 API = "/api/shop_agent"
+ADMIN = "test-admin-token"
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +48,8 @@ def task_ids(small_store) -> list[int]:
 @pytest.fixture(scope="module")
 def service(engine: ShopEngine, small_store) -> Iterator[RunningService]:
     _, _, splits = small_store
-    app = create_app(engine, slots=2, split_sizes={n: len(splits.ids(n)) for n in splits.names})
+    app = create_app(engine, slots=2, split_sizes={n: len(splits.ids(n)) for n in splits.names},
+                     admin_token=ADMIN)
     with serve_in_thread(app) as running:
         yield running
 
@@ -49,12 +58,16 @@ def service(engine: ShopEngine, small_store) -> Iterator[RunningService]:
 def http(service: RunningService) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=service.base_url, trust_env=False, timeout=10) as client:
         yield client
-        client.post(API, json={"action": "release_all"})  # every test starts with all slots free
+        release_all(client)  # every test starts with all slots free
 
 
 def post(http: httpx.Client, **body: Any) -> tuple[int, dict[str, Any]]:
     response = http.post(API, json=body)
     return response.status_code, response.json()["result"]
+
+
+def release_all(http: httpx.Client) -> tuple[int, dict[str, Any]]:
+    return post(http, action="release_all", admin_token=ADMIN)
 
 
 def free_slots(http: httpx.Client) -> int:
@@ -136,7 +149,7 @@ def test_stale_lease_is_409(http: httpx.Client, service: RunningService, task_id
     async def client_side() -> None:
         async with AsyncShopClient(service.base_url) as env:
             await env.reset(task_ids[1])
-            http.post(API, json={"action": "release_all"})
+            release_all(http)
             with pytest.raises(StaleLeaseError):
                 await env.step("search[pillow]")
             assert not env.has_lease
@@ -144,15 +157,22 @@ def test_stale_lease_is_409(http: httpx.Client, service: RunningService, task_id
     asyncio.run(client_side())
 
 
-def test_step_after_done_is_500(http: httpx.Client, task_ids: list[int]) -> None:
+def test_step_or_terminate_after_done_is_409_with_the_reason(http: httpx.Client, service: RunningService,
+                                                             task_ids: list[int]) -> None:
     _, reset = post(http, action="reset", idx=task_ids[0])
     slot, lease = reset["env_idx"], reset["lease_id"]
     post(http, action="terminate", env_idx=slot, lease_id=lease, termination_reason="generation_length")
     status, result = post(http, action="interact", env_idx=slot, lease_id=lease, response="search[pillow]")
-    assert status == 500 and "EpisodeFinishedError" in result["error"]
+    assert status == 409 and result["reason"] == "episode_finished" and "generation_length" in result["error"]
     status, result = post(http, action="terminate", env_idx=slot, lease_id=lease,
                           termination_reason="action_limit")
-    assert status == 500  # a finished terminal cannot be overwritten
+    assert status == 409 and result["reason"] == "episode_finished"  # a terminal cannot be overwritten
+    with ShopClient(service.base_url) as env:
+        env.reset(task_ids[1])
+        env.terminate("action_limit")
+        with pytest.raises(EpisodeFinishedError):
+            env.step("search[pillow]")
+        assert env.has_lease  # the lease is still valid: the episode ended, the slot did not
 
 
 def test_full_purchase_episode_with_the_sync_client(service: RunningService, small_store,
@@ -227,7 +247,7 @@ def test_release_all_frees_every_slot(http: httpx.Client, service: RunningServic
     for client, task_id in zip(clients, task_ids):
         client.reset(task_id)
     assert free_slots(http) == 0
-    status, result = post(http, action="release_all")
+    status, result = release_all(http)
     assert status == 200 and result["released"] == [0, 1] and free_slots(http) == 2
     for client in clients:
         with pytest.raises(StaleLeaseError):
@@ -270,3 +290,141 @@ def test_bench_cli_prints_one_json_line(small_store_root: Path) -> None:
     assert set(record["http_requests_per_s"]) == {"1", "4"}
     assert min(record["http_requests_per_s"].values()) > 0
     assert record["http_requests"] == {"1": 30, "4": 30}
+    assert set(record["http_baseline_requests_per_s"]) == {"1", "4"}  # Flask, same engine, same run
+    assert min(record["http_baseline_requests_per_s"].values()) > 0
+    assert min(record["http_server_cpu_us_per_request"].values()) > 0  # the server process did the work
+
+
+# ---- hardening: one client cannot stall or break others -----------------------------------------
+
+
+def test_a_body_over_the_cap_is_413(http: httpx.Client) -> None:
+    query = "a " * MAX_BODY_BYTES
+    huge = {"action": "interact", "env_idx": 0, "lease_id": "x", "response": f"search[{query}]"}
+    response = http.post(API, json=huge)
+    assert response.status_code == 413 and "body" in response.json()["result"]["error"]
+    parts = [b'{"action": "release_all", "pad": "', b"x" * MAX_BODY_BYTES, b'"}']
+    chunked = http.post(API, content=iter(parts))
+    assert chunked.status_code == 413  # no Content-Length: the cap holds while streaming
+
+
+def test_a_query_over_the_token_cap_is_400_and_costs_no_step(http: httpx.Client, service: RunningService,
+                                                             task_ids: list[int]) -> None:
+    _, reset = post(http, action="reset", idx=task_ids[0])
+    slot, lease = reset["env_idx"], reset["lease_id"]
+    words = " ".join(f"w{i}" for i in range(MAX_QUERY_TOKENS + 1))
+    status, result = post(http, action="interact", env_idx=slot, lease_id=lease, response=f"search[{words}]")
+    assert status == 400 and result["error"].startswith("response:")
+    assert f"at most {MAX_QUERY_TOKENS}" in result["error"]
+    session = service.server.config.app.state.shop.session(slot)
+    assert session.action_count == 0
+    allowed = " ".join(f"w{i}" for i in range(MAX_QUERY_TOKENS))
+    status, _ = post(http, action="interact", env_idx=slot, lease_id=lease, response=f"search[{allowed}]")
+    assert status == 200 and session.action_count == 1
+
+
+def test_a_failing_search_leaves_the_episode_as_it_was(http: httpx.Client, service: RunningService,
+                                                       task_ids: list[int]) -> None:
+    _, reset = post(http, action="reset", idx=task_ids[0])
+    slot, lease = reset["env_idx"], reset["lease_id"]
+    session = service.server.config.app.state.shop.session(slot)
+    before = session.state
+    response_text = '"search[\\ud800]"'  # a lone surrogate, as JSON sends it
+    body = f'{{"action": "interact", "env_idx": {slot}, "lease_id": "{lease}", "response": {response_text}}}'
+    response = http.post(API, content=body.encode(), headers={"content-type": "application/json"})
+    assert response.status_code == 400 and "body" in response.json()["result"]["error"]
+    assert session.action_count == 0 and session.state == before
+    status, step = post(http, action="interact", env_idx=slot, lease_id=lease, response="search[pillow]")
+    assert status == 200 and step["message"] == "Continue interaction"
+
+
+def test_deeply_nested_json_is_400(http: httpx.Client) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    response = http.post(API, content=('{"action": "reset", "idx": ' + deep + "}").encode())
+    assert response.status_code == 400 and response.json()["result"]["error"].startswith("body:")
+
+
+def test_searches_do_not_hold_a_service_wide_lock(engine: ShopEngine, task_ids: list[int],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    entered, finish = threading.Event(), threading.Event()
+    search = engine.search
+
+    def slow_search(query: str) -> list[str]:
+        if query == "block me":
+            entered.set()
+            finish.wait(10)
+        return search(query)
+
+    monkeypatch.setattr(engine, "search", slow_search)
+    with serve_in_thread(create_app(engine, slots=2, admin_token=ADMIN)) as running:
+        with ShopClient(running.base_url) as blocked, ShopClient(running.base_url) as other:
+            blocked.reset(task_ids[0])
+            other.reset(task_ids[1])
+            worker = threading.Thread(target=blocked.step, args=("search[block me]",))
+            worker.start()
+            assert entered.wait(5)
+            started = time.monotonic()
+            page = other.step("search[pillow]")  # served while the other search is still running
+            assert page["observation_state"]["page_type"] == "search_results"
+            assert time.monotonic() - started < 5 and worker.is_alive()
+            finish.set()
+            worker.join(5)
+
+
+# ---- leases: admin token, idle expiry, bounded reset wait -----------------------------------------
+
+
+def test_release_all_needs_the_admin_token(http: httpx.Client, task_ids: list[int]) -> None:
+    post(http, action="reset", idx=task_ids[0])
+    for body in ({"action": "release_all"}, {"action": "release_all", "admin_token": "guess"}):
+        status, result = post(http, **body)
+        assert status == 403 and result["error"].startswith("admin_token:")
+    assert free_slots(http) == 1
+    assert release_all(http)[0] == 200 and free_slots(http) == 2
+
+
+def test_an_idle_lease_expires_and_its_slot_returns(engine: ShopEngine, task_ids: list[int]) -> None:
+    app = create_app(engine, slots=1, admin_token=ADMIN, lease_idle_s=0.3)
+    with serve_in_thread(app) as running, ShopClient(running.base_url) as idle, \
+            httpx.Client(base_url=running.base_url, trust_env=False) as http:
+        idle.reset(task_ids[0])
+        assert free_slots(http) == 0
+        time.sleep(0.5)
+        assert free_slots(http) == 1 and http.get("/healthz").json()["expired_leases"] == 1
+        with pytest.raises(StaleLeaseError):
+            idle.step("search[pillow]")
+
+
+def test_a_full_service_answers_503_with_retry_after(engine: ShopEngine, task_ids: list[int]) -> None:
+    app = create_app(engine, slots=1, admin_token=ADMIN, reset_wait_s=0.3)
+    with serve_in_thread(app) as running, ShopClient(running.base_url) as holder, \
+            httpx.Client(base_url=running.base_url, trust_env=False) as http:
+        holder.reset(task_ids[0])
+        started = time.monotonic()
+        response = http.post(API, json={"action": "reset", "idx": task_ids[1]})
+        assert response.status_code == 503 and int(response.headers["retry-after"]) >= 1
+        assert "slot" in response.json()["result"]["error"] and time.monotonic() - started < 3
+        with ShopClient(running.base_url, reset_retry_s=0.5) as impatient, \
+                pytest.raises(ShopServiceError) as caught:
+            impatient.reset(task_ids[1])
+        assert caught.value.status == 503
+
+        def release_soon() -> None:
+            time.sleep(0.8)
+            holder.release()
+
+        with ShopClient(running.base_url, reset_retry_s=10) as patient:
+            threading.Thread(target=release_soon).start()
+            assert patient.reset(task_ids[1])["env_idx"] == 0  # retried after Retry-After
+
+
+# ---- OpenAPI -------------------------------------------------------------------------------------------
+
+
+def test_openapi_documents_every_request_body(engine: ShopEngine) -> None:
+    schema = create_app(engine, slots=1).openapi()
+    body = schema["paths"][API]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    actions = set(body["discriminator"]["mapping"])
+    assert actions == {"reset", "interact", "terminate", "release_one", "release_all"}
+    for name in ("ResetBody", "InteractBody", "TerminateBody", "ReleaseOneBody", "ReleaseAllBody"):
+        assert schema["components"]["schemas"][name]["properties"]["action"]

@@ -350,6 +350,7 @@ def test_a_shipped_organism_matches_its_manifest(params_file: str) -> None:
 def test_checkpoint_null_without_a_matching_warm_start_is_refused(tmp_path: Path) -> None:
     data = CI.model_dump(mode="json")
     data["model"]["checkpoint"] = None
+    data["experiment"]["run_root"] = str(tmp_path)  # an absolute out_dir lies inside the run root
     data["warmstart"]["out_dir"] = str(tmp_path / "none")
     params = params_from_dict(data)
     with pytest.raises(MissingWarmstartError, match=r"intraskill warmstart --params params/ci\.yaml"):

@@ -46,7 +46,7 @@ def note(message: str) -> None:
 def load(path: Path, overrides: list[str] | None = None) -> Params:
     """The params file (a path, one relative to the project root, or a shipped name such as ``organism``)
     with its ``--set`` overrides."""
-    found = next((p for p in (path, project_root() / path, params_path(str(path))) if p.is_file()), None)
+    found = next((p for p in (path, project_root() / path, params_path(str(path))) if p.exists()), None)
     if found is None:
         fail(f"--params: no parameter file {path}")
     try:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from intraskill.cli.common import JSON_OPTION, default, emit
+from intraskill.cli.common import JSON_OPTION, default, emit, fail
 from intraskill.params import StoreParams
 
 SCALE_DEFAULT, SEED_DEFAULT = default(StoreParams, "scale"), default(StoreParams, "seed")
@@ -31,14 +31,16 @@ def build_command(
     scale: str = typer.Option(SCALE_DEFAULT, "--scale",
                               help="default (22,630 products, 3726/400/400 tasks) or small."),
     seed: int = typer.Option(SEED_DEFAULT, "--seed", help="Generation and split seed."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even when ROOT holds a store (also a damaged one)."),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Generate (or reuse) the synthetic catalogue, tasks, splits and search index under ROOT."""
+    """Generate (or reuse) the synthetic catalogue, tasks, splits and search index under ROOT; a store whose
+    files differ from its manifest is refused until rebuilt with --force."""
     # deferred: a verb loads its stage only when it runs
     from intraskill.shop.build import build_store
 
     started = time.perf_counter()
-    artifacts = build_store(root, scale=scale, seed=seed)
+    artifacts = build_store(root, scale=scale, seed=seed, force=force)
     summary = {
         "root": str(artifacts.paths.root),
         "reused": artifacts.reused,
@@ -64,6 +66,31 @@ def _ensure_store(root: str | None, scale: str, seed: int) -> str:
     return root
 
 
+@app.command("search")
+def search_command(
+    query: str = typer.Argument(..., help="The search text, as an agent would type it."),
+    k: int = typer.Option(10, "--k", min=1, help="Results to print (the store keeps 150 per query)."),
+    root: str | None = typer.Option(None, "--root", help=ROOT_HELP),
+    engine: str = typer.Option("fast", "--engine", help="fast (precomputed BM25 matrix) or fts5 (SQLite bm25())."),
+    as_json: bool = JSON_OPTION,
+    scale: str = typer.Option(SCALE_DEFAULT, "--scale", help="Scale used only when the store must be built."),
+    seed: int = typer.Option(SEED_DEFAULT, "--seed", help="Seed used only when the store must be built."),
+) -> None:
+    """Rank the store's products for QUERY and print the ASINs, best first (ties by ascending ASIN)."""
+    # deferred: a verb loads its stage only when it runs
+    from intraskill.shop.build import open_store
+    from intraskill.shop.search import SEARCH_ENGINES
+
+    if engine not in SEARCH_ENGINES:
+        fail(f"--engine must be one of {', '.join(SEARCH_ENGINES)}, got {engine!r}")
+    _, index, _ = open_store(_ensure_store(root, scale, seed))
+    try:
+        asins = index.search(query, k=k, engine=engine)
+    finally:
+        index.close()
+    emit({"asins": asins, "engine": engine, "query": query}, as_json, text="\n".join(asins))
+
+
 @app.command("serve")
 def serve_command(
     root: str | None = typer.Option(None, "--root", help=ROOT_HELP),
@@ -71,6 +98,13 @@ def serve_command(
     host: str = typer.Option("127.0.0.1", "--host", help="Bind address."),
     port: int = typer.Option(5700, "--port", envvar="SHOPSIM_PORT", min=0, max=65535, help="Bind port."),
     language: str = typer.Option("en", "--language", help="Observation language: en or zh."),
+    admin_token: str | None = typer.Option(
+        None, "--admin-token", envvar="SHOPSIM_ADMIN_TOKEN",
+        help="Token release_all needs; generated and printed on stderr if omitted."),
+    lease_idle_s: float = typer.Option(
+        900.0, "--lease-idle-s", min=0.001, help="Idle seconds before a lease expires (its slot returns)."),
+    reset_wait_s: float = typer.Option(
+        60.0, "--reset-wait-s", min=0.001, help="Longest wait of a reset for a slot (then 503)."),
     scale: str = typer.Option(SCALE_DEFAULT, "--scale", help="Scale used only when the store must be built."),
     seed: int = typer.Option(SEED_DEFAULT, "--seed", help="Seed used only when the store must be built."),
     as_json: bool = JSON_OPTION,
@@ -84,17 +118,22 @@ def serve_command(
     from intraskill.shop.engine import ShopEngine, StoreConfig
 
     # deferred: fastapi is heavy to import
-    from intraskill.shop.service import create_app
+    from intraskill.shop.service import SERVER_STACK, create_app
 
     config = StoreConfig(language=language)
     root = _ensure_store(root, scale, seed)
     catalog, index, splits = open_store(root)
     engine = ShopEngine(catalog.products, catalog.goals, index, config)
-    app_ = create_app(engine, slots=slots, split_sizes={name: len(splits.ids(name)) for name in splits.names})
+    app_ = create_app(engine, slots=slots, split_sizes={name: len(splits.ids(name)) for name in splits.names},
+                      admin_token=admin_token, lease_idle_s=lease_idle_s, reset_wait_s=reset_wait_s)
+    if admin_token is None:
+        typer.echo(f"admin token (release_all): {app_.state.admin_token}", err=True)
     emit({"serving": f"http://{host}:{port}", "root": root, "slots": slots, "language": language,
-          "products": len(catalog.products)}, as_json)
+          "products": len(catalog.products), "lease_idle_s": lease_idle_s, "reset_wait_s": reset_wait_s},
+         as_json)
     try:
-        uvicorn.run(app_, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
+        uvicorn.run(app_, host=host, port=port, log_level="info", timeout_graceful_shutdown=5,
+                    **SERVER_STACK)
     finally:
         index.close()
 

@@ -51,13 +51,14 @@ def round_command(
     # deferred: a verb loads its stage only when it runs
     from intraskill.pipeline.prepare import prepare_round, round_inputs_summary
     from intraskill.pipeline.round import RoundPlanMismatchError, run_round
+    from intraskill.training.checkpoint import CheckpointError
 
     loaded = load(params, overrides)
     inputs = prepare_round(loaded, round_index, out)
     try:
         result = run_round(loaded, round_index, curriculum=inputs.curriculum, initial_checkpoint=inputs.checkpoint,
                            out_dir=out, progress=progress)
-    except RoundPlanMismatchError as error:
+    except (RoundPlanMismatchError, CheckpointError) as error:
         fail(str(error))
     val = None
     if result.comparison is not None:
@@ -92,13 +93,14 @@ def co_evolve_command(
         co_evolve,
     )
     from intraskill.pipeline.round import RoundPlanMismatchError
+    from intraskill.training.checkpoint import CheckpointError
 
     loaded = load(params, overrides)
     config = CoEvolveConfig(samples_per_task=rollouts_per_task, gate_task_limit=gate_task_limit,
                             max_candidates=max_candidates)
     try:
         result = co_evolve(loaded, rounds, config=config, out_dir=out, progress=progress)
-    except (CoEvolvePlanMismatchError, RoundPlanMismatchError) as error:
+    except (CoEvolvePlanMismatchError, RoundPlanMismatchError, CheckpointError) as error:
         fail(str(error))
     summary = json.loads((result.run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
     emit({"run_dir": str(result.run_dir), **summary}, as_json)

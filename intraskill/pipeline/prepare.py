@@ -21,7 +21,7 @@ from typing import Any
 
 from intraskill.organism.shipped import find_warmstart, resolve_checkpoint
 from intraskill.organism.warmstart import run_warmstart
-from intraskill.params import Params
+from intraskill.params import UNTRAINED, Params
 from intraskill.pipeline.round import default_round_dir, resolve_project_path, round_curriculum
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
 from intraskill.skills.curriculum import CurriculumState
@@ -81,13 +81,23 @@ def ground_truth_effects(warmstart_dir: Path) -> dict[str, float]:
     return {skill_id: float(chunk["effect"]) for skill_id, chunk in truth.get("chunks", {}).items()}
 
 
+def checkpoint_warmstart(checkpoint: str | None) -> Path | None:
+    """The warm-start directory an explicit checkpoint belongs to (``ground_truth.json`` in it or its parent)."""
+    if checkpoint is None:
+        return None
+    directory = _project_path(checkpoint)
+    return next((d for d in (directory, directory.parent) if (d / "ground_truth.json").is_file()), None)
+
+
 def prepare_round(params: Params, round_index: int = 0, out_dir: str | Path | None = None) -> RoundInputs:
     """Resolve the round's starting checkpoint and curriculum, building what is missing.
 
     * checkpoint: :func:`~intraskill.organism.shipped.resolve_checkpoint` (for the organism with
       ``model.checkpoint: null`` the matching warm start, refused when there is none);
     * skill bank: ``round.skillbank`` (for the organism default ``warmstart.skills``, i.e. S₀), with α
-      from metadata or the warm start's ground truth; written to ``<round dir>/skillbank.json``;
+      from metadata or the warm start's ground truth (an explicit ``model.checkpoint`` inside a warm-start
+      directory brings that directory's; an explicit one outside any is refused while chunks lack α);
+      written to ``<round dir>/skillbank.json``;
     * curriculum: :func:`~intraskill.pipeline.round.round_curriculum` of that bank (``None`` without chunks).
     """
     checkpoint, warmstart_dir = resolve_checkpoint(params)
@@ -96,8 +106,19 @@ def prepare_round(params: Params, round_index: int = 0, out_dir: str | Path | No
         source = params.warmstart.skills
     if source is None:
         return RoundInputs(checkpoint, None, None, warmstart_dir)
+    explicit = params.model.checkpoint not in (None, UNTRAINED)
+    if warmstart_dir is None and explicit:
+        warmstart_dir = checkpoint_warmstart(checkpoint)
     effects = ground_truth_effects(warmstart_dir) if warmstart_dir is not None else {}
-    bank = bank_with_effects(load_skillbank(_project_path(source)), effects)
+    source_bank = load_skillbank(_project_path(source))
+    unmeasured = [s.skill_id for s in source_bank.enabled_skills() if s.estimated_effect is None]
+    if explicit and warmstart_dir is None and unmeasured:
+        raise ValueError(
+            f"model.checkpoint {checkpoint} is not a warm start's checkpoint (no ground_truth.json in it or its "
+            f"parent), so the chunks {', '.join(unmeasured)} of {source} have no contribution α for the curriculum; "
+            "point model.checkpoint at a warm start's checkpoint, or set round.skillbank to a bank whose chunks "
+            "carry metadata.estimated_effect")
+    bank = bank_with_effects(source_bank, effects)
     if not bank.skills:
         LOGGER.warning("no chunk of %s has a positive contribution: the round runs without skills", source)
         return RoundInputs(checkpoint, None, None, warmstart_dir)

@@ -17,7 +17,10 @@ A step commits in this order: episodes, ``rollout.json``, trainer update + check
 ``step``), the metrics record, the ``step-done`` marker. On restart a step with a marker is
 skipped; a step whose update is already in the checkpoint only writes its metrics and marker;
 any other step re-runs its rollout, which re-uses every recorded episode and generates only the
-missing ones — no episode is lost or duplicated.
+missing ones — no episode is lost or duplicated. Once a step has trained (a ``step-done`` marker, a
+metrics record or a ``checkpoint/`` directory), the round resumes only from an intact checkpoint that holds
+that step: a missing ``state.json`` or a file whose checksum differs is refused
+(:class:`~intraskill.training.checkpoint.CheckpointError`, naming the file), never replaced by the warm start.
 """
 
 from __future__ import annotations
@@ -49,7 +52,14 @@ from intraskill.shop.build import StoreHandle, open_engine
 from intraskill.skills.bank import load_skillbank
 from intraskill.skills.curriculum import CurriculumState, build_curriculum, save_curriculum
 from intraskill.training.batching import train_samples_from_groups
-from intraskill.training.checkpoint import load_checkpoint, recover_checkpoint, save_checkpoint
+from intraskill.training.checkpoint import (
+    STATE_FILE,
+    CheckpointError,
+    load_checkpoint,
+    recover_checkpoint,
+    save_checkpoint,
+    verify_checkpoint,
+)
 from intraskill.training.grpo import GRPOConfig, GRPOTrainer
 from intraskill.training.metrics import rollout_step_metrics, train_step_metrics
 
@@ -280,6 +290,29 @@ def run_round(
         run.close()
 
 
+def resume_state(root: Path, checkpoint_dir: Path) -> dict[str, Any] | None:
+    """The verified ``state.json`` of the round's checkpoint, or ``None`` when no step has trained yet.
+
+    Raises :class:`~intraskill.training.checkpoint.CheckpointError` naming the file when training began but the
+    checkpoint's state is missing, a file's checksum differs, or it holds fewer steps than are marked done.
+    """
+    found = recover_checkpoint(checkpoint_dir)
+    done = [int(marker.parent.name.removeprefix("step-")) for marker in root.glob(f"steps/step-*/{STEP_DONE}")]
+    if found is None:
+        began = checkpoint_dir.exists() or done or any(iter_jsonl(root / "metrics.jsonl"))
+        if not began:
+            return None
+        raise CheckpointError(
+            f"{checkpoint_dir / STATE_FILE} is missing but {root} has trained steps: refusing to restart from "
+            f"the initial checkpoint (restore the checkpoint, or delete {root} to run the round afresh)"
+        )
+    state = verify_checkpoint(found)
+    if done and int(state["step"]) < max(done):
+        raise CheckpointError(f"{checkpoint_dir / STATE_FILE} holds step {state['step']} but step {max(done)} "
+                              f"is marked done in {root}; the checkpoint is older than the round")
+    return state
+
+
 class _RoundRun:
     """The state of one round run: store, policy, trainer, files and the trained-step counter."""
 
@@ -296,8 +329,9 @@ class _RoundRun:
         self.history: dict[str, Any] = {}
 
     def open(self, checkpoint: str | None) -> None:
-        """Open the store, build the policy and trainer, check the plan, restore the checkpoint."""
+        """Check the round's checkpoint, open the store, build the policy and trainer, check the plan, restore."""
         params = self.params
+        resumed = resume_state(self.root, self.checkpoint_dir)
         self.store = store = open_train_store(params, self.store_root)
         self.policy, identity = build_policy(params.model, checkpoint, store=params.store,
                                              experiment=params.experiment)
@@ -313,8 +347,8 @@ class _RoundRun:
         self.env_factory = lambda: InProcessEnvironment(store.engine)
         self.trainer = GRPOTrainer(self.policy.model,
                                    GRPOConfig.from_params(params.grpo, params.sampling, self.policy.pad_id))
-        if recover_checkpoint(self.checkpoint_dir) is not None:
-            state = load_checkpoint(self.checkpoint_dir, self.trainer)
+        if resumed is not None:
+            state = load_checkpoint(self.checkpoint_dir, self.trainer, resumed)
             self.trained, self.history = int(state["step"]), dict(state["history"])
         self.policy.model.eval()
         self.emit("round-start", {"root": str(self.root), "trained_steps": self.trained})

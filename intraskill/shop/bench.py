@@ -4,26 +4,51 @@ One deterministic browsing policy (search, open products, pick an option, go bac
 drives both measurements, so the numbers are comparable across machines and commits. Every loop
 is bounded by a count and by wall-clock time. The HTTP part starts the real service on
 ``127.0.0.1`` on a free port in a background thread, drives it with :class:`AsyncShopClient`
-instances (1 and 32 concurrent clients by default), and stops it.
+instances (1 and 32 concurrent clients by default), and stops it. In the same run it drives a
+plain threaded Flask (werkzeug) server hosting the same engine on the same routes (the baseline),
+and a trivial endpoint under the service's server stack, which bounds what the benchmark client
+itself can send (the client ceiling). Each server runs in its own child process (so it does not share
+the clients' interpreter lock); the clients share the benchmarking process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
+import os
+import queue
+import secrets
 import statistics
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+from fastapi import FastAPI
+from fastapi.responses import Response
+
 from intraskill.shop.build import open_store
-from intraskill.shop.client import AsyncShopClient
-from intraskill.shop.engine import ShopEngine
+from intraskill.shop.client import API_PATH, AsyncShopClient
+from intraskill.shop.engine import EpisodeFinishedError, ShopEngine
+from intraskill.shop.leases import LeaseError
 from intraskill.shop.observation import BACK_TO_SEARCH, NAVIGATION_LABELS, PREV_PAGE
-from intraskill.shop.service import create_app, serve_in_thread
+from intraskill.shop.service import (
+    RESET_WAIT_S,
+    RequestError,
+    ResetBody,
+    ShopService,
+    create_app,
+    dispatch,
+    parse_body,
+    serve_in_thread,
+)
 
 SEARCH_PERIOD = 8
 """The policy leaves a results page for a new search when ``turn % SEARCH_PERIOD >= SEARCH_PERIOD - 2``
@@ -171,6 +196,158 @@ async def bench_http(base_url: str, task_ids: Sequence[int], queries: Sequence[s
     return {"requests": budget.used, "seconds": elapsed, "requests_per_s": budget.used / elapsed}
 
 
+async def _drive_trivial(base_url: str, budget: _Budget) -> None:
+    async with httpx.AsyncClient(base_url=base_url, trust_env=False) as http:
+        while budget.take():
+            (await http.post(API_PATH, json={"action": "noop"})).raise_for_status()
+
+
+async def bench_client_ceiling(base_url: str, clients: int, requests: int,
+                               max_seconds: float) -> dict[str, Any]:
+    """Requests/s of ``clients`` concurrent httpx loops against a constant endpoint (the client's cost)."""
+    budget = _Budget(requests, max_seconds)
+    started = time.perf_counter()
+    await asyncio.gather(*(_drive_trivial(base_url, budget) for _ in range(clients)))
+    elapsed = time.perf_counter() - started
+    return {"requests": budget.used, "seconds": elapsed, "requests_per_s": budget.used / elapsed}
+
+
+def trivial_app() -> FastAPI:
+    """A constant ``POST /api/shop_agent`` (no engine, no parsing): the client-ceiling target."""
+    app = FastAPI()
+    reply = b'{"result":{}}'
+
+    @app.post(API_PATH)
+    async def constant() -> Response:
+        return Response(reply, media_type="application/json")
+
+    return app
+
+
+def flask_baseline_app(service: ShopService, reset_wait_s: float = RESET_WAIT_S) -> Any:
+    """A plain Flask app serving ``service`` on the store's routes (the benchmark baseline).
+
+    Same engine, same request models and the same lease rules as the service, each request on a
+    werkzeug worker thread with the standard-library JSON encoder.
+    """
+    # deferred: flask is needed only by the benchmark
+    import flask
+
+    app = flask.Flask("intraskill-store-baseline")
+
+    @app.get("/healthz")
+    def healthz() -> Any:
+        return flask.jsonify(service.health())
+
+    @app.post(API_PATH)
+    def shop_agent() -> Any:
+        try:
+            body = parse_body(flask.request.get_data())
+            if isinstance(body, ResetBody):
+                slot, lease = service.pool.acquire(reset_wait_s)
+                result = service.start_episode(slot, lease, body.idx, body.if_persona)
+            else:
+                result = dispatch(service, body)()
+        except RequestError as exc:
+            return flask.jsonify({"result": {"error": str(exc)}}), 400
+        except (LeaseError, EpisodeFinishedError) as exc:
+            return flask.jsonify({"result": {"error": str(exc)}}), 409
+        return flask.jsonify({"result": result})
+
+    return app
+
+
+@contextlib.contextmanager
+def serve_flask_in_thread(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
+    """Run a WSGI ``app`` on werkzeug's threaded server (HTTP/1.1 keep-alive) on a free port; yields URL."""
+    # deferred: werkzeug comes with flask, needed only by the benchmark
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    class KeepAlive(WSGIRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    server = make_server(host, 0, app, threaded=True, request_handler=KeepAlive)
+    thread = threading.Thread(target=server.serve_forever, name="intraskill-store-baseline", daemon=True)
+    thread.start()
+    try:
+        yield f"http://{host}:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(10)
+
+
+SERVER_KINDS = ("service", "flask", "trivial")
+
+
+def _serve_forever(kind: str, root: str, slots: int) -> None:
+    """Child process: serve ``kind`` (over the store at ``root``) on a free port, print its URL, wait."""
+    with contextlib.ExitStack() as stack:
+        if kind == "trivial":
+            url = stack.enter_context(serve_in_thread(trivial_app())).base_url
+        else:
+            catalog, index, _ = open_store(root)
+            stack.callback(index.close)
+            engine = ShopEngine(catalog.products, catalog.goals, index)
+            if kind == "service":
+                url = stack.enter_context(serve_in_thread(create_app(engine, slots=slots))).base_url
+            else:
+                service = ShopService(engine, slots, admin_token=secrets.token_urlsafe(16))
+                url = stack.enter_context(serve_flask_in_thread(flask_baseline_app(service)))
+        print(url, flush=True)
+        sys.stdin.read()  # until the parent closes our stdin (or terminates us)
+
+
+@dataclass(frozen=True)
+class ServerProcess:
+    """A benchmark server in a child process: its base URL and process id."""
+
+    url: str
+    pid: int
+
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU seconds the server has used so far (``None`` where ``/proc`` is missing)."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def server_process(kind: str, root: str | Path, slots: int,
+                   startup_timeout: float = 180.0) -> Iterator[ServerProcess]:
+    """Run one of :data:`SERVER_KINDS` in a child Python process on 127.0.0.1.
+
+    The child is a fresh interpreter (``python -c``), so callers need no ``__main__`` guard.
+    """
+    if kind not in SERVER_KINDS:
+        raise ValueError(f"kind: need one of {SERVER_KINDS}, got {kind!r}")
+    call = f"_serve_forever({kind!r}, {str(root)!r}, {slots})"
+    code = f"from intraskill.shop.bench import _serve_forever; {call}"
+    process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True)
+    try:
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: lines.put(process.stdout.readline()), daemon=True).start()  # type: ignore[union-attr]
+        try:
+            url = lines.get(timeout=startup_timeout).strip()
+        except queue.Empty:
+            url = ""
+        if not url.startswith("http://"):
+            raise RuntimeError(f"benchmark {kind} server did not start (exit code {process.poll()})")
+        yield ServerProcess(url, process.pid)
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def _rates(runs: dict[str, dict[str, Any]]) -> dict[str, float]:
+    return {n: run["requests_per_s"] for n, run in runs.items()}
+
+
 def _run_in_fresh_loop(coroutine: Coroutine[Any, Any, Any]) -> Any:
     """``asyncio.run`` in a worker thread, so callers inside a running loop (notebooks) work too."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
@@ -181,9 +358,13 @@ def run_store_bench(root: str | Path, config: BenchConfig | None = None) -> dict
     """Benchmark the store under ``root`` in-process and over HTTP; returns one flat JSON-able record.
 
     Keys: ``catalog_products``, ``catalog_tasks``, ``search_step_us``, ``click_step_us`` (means),
-    ``search_step_median_us``, ``click_step_median_us``,
-    ``steps_per_s``, ``in_process_steps``, ``http_requests_per_s`` and ``http_requests`` (both
-    keyed by the concurrency as a string), ``config`` and ``root``.
+    ``search_step_median_us``, ``click_step_median_us``, ``steps_per_s``, ``in_process_steps``;
+    keyed by the concurrency as a string:
+    ``http_requests_per_s`` and ``http_requests`` (the service), ``http_baseline_requests_per_s``
+    (the Flask baseline), ``http_speedup`` (service / baseline) and
+    ``http_client_ceiling_requests_per_s`` (the client against a constant endpoint),
+    ``http_server_cpu_us_per_request`` and ``http_baseline_server_cpu_us_per_request`` (the server
+    process's CPU time per request, which the client's own cost does not inflate); ``config``, ``root``.
 
     Examples
     --------
@@ -201,15 +382,30 @@ def run_store_bench(root: str | Path, config: BenchConfig | None = None) -> dict
             "catalog_tasks": len(task_ids),
             **bench_engine(engine, task_ids, queries, config.steps, config.max_seconds),
         }
-        with serve_in_thread(create_app(engine, slots=config.slots)) as service:
-            levels = {
-                str(n): _run_in_fresh_loop(bench_http(service.base_url, task_ids, queries, n, config.requests,
-                                                      config.max_seconds))
-                for n in config.concurrency
-            }
     finally:
         index.close()
-    record["http_requests_per_s"] = {n: level["requests_per_s"] for n, level in levels.items()}
-    record["http_requests"] = {n: level["requests"] for n, level in levels.items()}
+
+    def levels(kind: str) -> dict[str, dict[str, Any]]:
+        runs = {}
+        with server_process(kind, root, config.slots) as server:
+            for n in config.concurrency:
+                before = server.cpu_seconds()
+                drive = (bench_client_ceiling(server.url, n, config.requests, config.max_seconds)
+                         if kind == "trivial" else
+                         bench_http(server.url, task_ids, queries, n, config.requests, config.max_seconds))
+                runs[str(n)] = _run_in_fresh_loop(drive)
+                after = server.cpu_seconds()
+                runs[str(n)]["server_cpu_us"] = (None if before is None or after is None else
+                                                 1e6 * (after - before) / runs[str(n)]["requests"])
+        return runs
+
+    served, baseline, ceiling = (levels(kind) for kind in SERVER_KINDS)
+    record["http_requests_per_s"] = _rates(served)
+    record["http_requests"] = {n: level["requests"] for n, level in served.items()}
+    record["http_baseline_requests_per_s"] = _rates(baseline)
+    record["http_speedup"] = {n: served[n]["requests_per_s"] / baseline[n]["requests_per_s"] for n in served}
+    record["http_client_ceiling_requests_per_s"] = _rates(ceiling)
+    record["http_server_cpu_us_per_request"] = {n: served[n]["server_cpu_us"] for n in served}
+    record["http_baseline_server_cpu_us_per_request"] = {n: baseline[n]["server_cpu_us"] for n in baseline}
     record["config"] = asdict(config)
     return record

@@ -5,9 +5,11 @@
 * ``products.json.gz`` — the raw product list (reference schema, deterministic gzip);
 * ``splits.json`` — the group-disjoint train / val / test task-id lists with SHA-256s;
 * ``search.sqlite3`` — the FTS5 BM25 index (:class:`intraskill.shop.search.SearchIndex`);
-* ``manifest.json`` — generator version, scale, seed, counts and the SHA-256 of every file.
+* ``manifest.json`` — generator version, scale, seed, counts and the SHA-256 of every file (index included).
 
-A later call with the same (generator version, scale, seed) and intact files reuses them.
+A later call with the same (generator version, scale, seed) reuses the files when their checksums match the
+manifest; a store whose files differ from its manifest is refused (:class:`StoreIntegrityError`, naming the
+file) until it is rebuilt with ``force=True`` (``intraskill env build --force``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from intraskill.shop.synth import GENERATOR_VERSION, generate_raw_products, scal
 
 LOGGER = logging.getLogger(__name__)
 
-STORE_SCHEMA_VERSION = "intraskill-store-v1"
+STORE_SCHEMA_VERSION = "intraskill-store-v2"
 DEFAULT_STORE_SEED = 20260829
 
 
@@ -72,27 +74,42 @@ def _identity(scale: str, seed: int) -> dict[str, Any]:
             "scale": scale, "seed": seed}
 
 
+STORE_FILES = ("products", "splits", "index")
+
+
+class StoreIntegrityError(ValueError):
+    """A store file is missing or differs from the checksum its manifest records."""
+
+
 def _read_manifest(paths: StorePaths) -> dict[str, Any] | None:
     if not paths.manifest.is_file():
         return None
     try:
-        return json.loads(paths.manifest.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return None
+        manifest = json.loads(paths.manifest.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise StoreIntegrityError(f"{paths.manifest}: truncated or corrupt ({error}); rebuild the store with "
+                                  f"`intraskill env build --root {paths.root} --force`") from None
+    if not isinstance(manifest, dict):
+        raise StoreIntegrityError(f"{paths.manifest}: expected a JSON object, got {type(manifest).__name__}")
+    return manifest
 
 
-def _reusable(paths: StorePaths, manifest: dict[str, Any] | None, identity: dict[str, Any]) -> bool:
-    if manifest is None or any(manifest.get(k) != v for k, v in identity.items()):
-        return False
+def verify_store(paths: StorePaths, manifest: dict[str, Any]) -> None:
+    """Check every file of :data:`STORE_FILES` against the manifest's SHA-256; raise naming the first bad one."""
     files = manifest.get("files", {})
-    for name in ("products", "splits"):
-        path = getattr(paths, name)
-        if not path.is_file() or files.get(name) != sha256_file(path):
-            return False
-    return paths.index.is_file()
+    for name in STORE_FILES:
+        path: Path = getattr(paths, name)
+        problem = ("is missing" if not path.is_file() else "has no checksum in the manifest" if name not in files
+                   else "differs from the checksum in the manifest" if sha256_file(path) != files[name] else None)
+        if problem is not None:
+            raise StoreIntegrityError(
+                f"{path} {problem} ({paths.manifest}); rebuild the store with "
+                f"`intraskill env build --root {paths.root} --force`"
+            )
 
 
-def build_store(root: str | Path, scale: str = "default", seed: int = DEFAULT_STORE_SEED) -> StoreArtifacts:
+def build_store(root: str | Path, scale: str = "default", seed: int = DEFAULT_STORE_SEED,
+                force: bool = False) -> StoreArtifacts:
     """Generate the catalogue, tasks, splits and search index under ``root`` (or reuse them).
 
     Parameters
@@ -100,18 +117,22 @@ def build_store(root: str | Path, scale: str = "default", seed: int = DEFAULT_ST
     root : directory of the store (created if missing).
     scale : ``"default"`` (22,630 products, 3726 / 400 / 400 tasks) or ``"small"`` (1,000 / 120 / 40 / 40).
     seed : generation seed; the split uses the same seed.
+    force : rebuild even when a store of this identity is there (also one refused as damaged).
+
+    A store of another identity (generator version, scale, seed) is rebuilt; one of this identity whose files
+    differ from its manifest raises :class:`StoreIntegrityError` unless ``force``.
     """
     spec = scale_spec(scale)
     paths = StorePaths(Path(root))
     identity = _identity(scale, seed)
-    manifest = _read_manifest(paths)
-    if _reusable(paths, manifest, identity):
-        assert manifest is not None
+    manifest = None if force else _read_manifest(paths)
+    if manifest is not None and all(manifest.get(k) == v for k, v in identity.items()):
         catalog, index, splits = open_store(paths.root)
         index.close()
         return StoreArtifacts(paths, catalog, splits, manifest, reused=True)
     LOGGER.info("building the store (scale %s, seed %s) in %s", scale, seed, paths.root)
     paths.root.mkdir(parents=True, exist_ok=True)
+    paths.manifest.unlink(missing_ok=True)  # an interrupted rebuild leaves no manifest, so the next call rebuilds
     records = generate_raw_products(scale, seed)
     write_raw_products(records, paths.products)
     catalog = Catalog.from_records(records)
@@ -125,7 +146,7 @@ def build_store(root: str | Path, scale: str = "default", seed: int = DEFAULT_ST
         "counts": {"products": len(catalog.products), "tasks": len(catalog.goals),
                    **{f"{n}_tasks": len(splits.ids(n)) for n in splits.names}},
         "split_sha256": {n: splits.sha256(n) for n in splits.names},
-        "files": {"products": sha256_file(paths.products), "splits": sha256_file(paths.splits)},
+        "files": {name: sha256_file(getattr(paths, name)) for name in STORE_FILES},
     }
     write_json(paths.manifest, manifest, indent=1)
     return StoreArtifacts(paths, catalog, splits, manifest, reused=False)
@@ -134,11 +155,14 @@ def build_store(root: str | Path, scale: str = "default", seed: int = DEFAULT_ST
 def open_store(root: str | Path) -> tuple[Catalog, SearchIndex, Splits]:
     """Open a built store: the catalogue (splits attached), its search index and the splits.
 
-    The index is checked against the catalogue's product SHA-256 (fail closed).
+    Every file is checked against the manifest's SHA-256 (:class:`StoreIntegrityError`) and the index
+    against the catalogue's product SHA-256 (fail closed).
     """
     paths = StorePaths(Path(root))
-    if _read_manifest(paths) is None:
+    manifest = _read_manifest(paths)
+    if manifest is None:
         raise FileNotFoundError(f"no store manifest at {paths.manifest} (run `intraskill env build --root {root}`)")
+    verify_store(paths, manifest)
     splits = Splits.load(paths.splits)
     catalog = Catalog.from_records(read_raw_products(paths.products), splits=splits)
     index = SearchIndex.open(paths.index, catalog.sha256)
@@ -159,11 +183,13 @@ class StoreHandle:
         self.engine.index.close()
 
 
-def open_engine(store: Any, split: str, root: str | Path | None = None, run_root: str | Path = "runs") -> StoreHandle:
+def open_engine(store: Any, split: str, root: str | Path | None = None, run_root: str | Path = "runs",
+                search_engine: str = "fast") -> StoreHandle:
     """Build (or reuse) the store of a parameter set's ``store`` section and open an engine over it.
 
     ``store`` carries ``scale, seed, page_size, top_k, max_actions, language`` (``Params.store``);
-    ``root`` defaults to ``<run_root>/store/<scale>-<seed>``.
+    ``root`` defaults to ``<run_root>/store/<scale>-<seed>``; ``search_engine`` is ``"fast"`` or
+    ``"fts5"`` (the same ranking, see :mod:`intraskill.shop.search`).
     """
 
     artifacts = build_store(root if root is not None else store_dir(store.scale, store.seed, run_root),
@@ -171,7 +197,7 @@ def open_engine(store: Any, split: str, root: str | Path | None = None, run_root
     catalog = artifacts.catalog
     index = SearchIndex.open(artifacts.paths.index, catalog.sha256)
     config = StoreConfig(page_size=store.page_size, top_k=store.top_k, max_actions=store.max_actions,
-                         language=store.language, persona=True)
+                         language=store.language, persona=True, search_engine=search_engine)
     engine = ShopEngine(catalog.products, catalog.goals, index, config)
     identity = {
         "adapter": "in_process",

@@ -1,8 +1,11 @@
 """Clients of the store service (reference ``shopsimulator.md`` §4.5, §6 "Clients", §8 item 10).
 
 Each client owns at most one slot lease. ``reset`` first releases a lease it still holds, then
-waits for a slot with a connect timeout only (no read timeout), so a full service simply queues it.
-A 409 raises :class:`~intraskill.shop.leases.StaleLeaseError`. Responses must carry
+waits for a slot with a connect timeout only (no read timeout), so a full service queues it; when
+the service gives up waiting (503), the client waits ``Retry-After`` and asks again, for at most
+``reset_retry_s`` in all. A 409 for a stale lease raises
+:class:`~intraskill.shop.leases.StaleLeaseError` (the lease is dropped); a 409 for a finished episode
+raises :class:`~intraskill.shop.engine.EpisodeFinishedError` (the lease is kept). Responses must carry
 ``observation_state`` and ``observation``; the legacy ``instruction`` field is rejected. The
 lease id is kept inside the client and stripped from every returned payload, so it cannot leak
 into traces or prompts. ``close()`` releases the lease; ``trust_env=False`` keeps proxies off
@@ -14,13 +17,18 @@ implements the agent runtime's ``Environment`` protocol (``reset/step/terminate/
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import httpx
 
+from intraskill.shop.engine import EpisodeFinishedError
 from intraskill.shop.leases import StaleLeaseError
 
 API_PATH = "/api/shop_agent"
+RESET_RETRY_S = 600.0
+"""Default total time a client keeps retrying a ``reset`` the service answered with 503."""
 
 
 class ShopServiceError(RuntimeError):
@@ -39,11 +47,14 @@ class ShopProtocolError(ValueError):
 class _LeaseHolder:
     """Request bodies and response checks shared by the two clients (no I/O here)."""
 
-    def __init__(self, base_url: str, timeout: float) -> None:
+    def __init__(self, base_url: str, timeout: float, reset_retry_s: float) -> None:
         if timeout <= 0:
             raise ValueError(f"timeout: need a positive number of seconds, got {timeout!r}")
+        if reset_retry_s < 0:
+            raise ValueError(f"reset_retry_s: need seconds >= 0, got {reset_retry_s!r}")
         self.base_url = base_url.rstrip("/")
         self.timeout = float(timeout)
+        self.reset_retry_s = float(reset_retry_s)
         self.env_idx: int | None = None
         self._lease: str | None = None
 
@@ -59,6 +70,16 @@ class _LeaseHolder:
     def _reset_body(task_id: int, persona: bool) -> dict[str, Any]:
         return {"action": "reset", "idx": int(task_id), "if_persona": bool(persona)}
 
+    def _retry_delay(self, response: httpx.Response, deadline: float) -> float | None:
+        """Seconds to wait before asking again after a 503 reset; ``None``: give up (no time left)."""
+        if response.status_code != 503:
+            return None
+        try:
+            delay = max(0.0, float(response.headers.get("retry-after", "1")))
+        except ValueError:
+            delay = 1.0
+        return delay if time.monotonic() + delay <= deadline else None
+
     def _leased_body(self, action: str, **fields: Any) -> dict[str, Any]:
         if self._lease is None:
             raise RuntimeError(f"{action}: this client holds no slot lease; call reset() first")
@@ -72,8 +93,11 @@ class _LeaseHolder:
         if not isinstance(result, dict):
             raise ShopProtocolError(f"HTTP {response.status_code}: response has no result object")
         if response.status_code == 409:
+            message = str(result.get("error", "stale lease"))
+            if result.get("reason") == "episode_finished":
+                raise EpisodeFinishedError(message)
             self._forget_lease()
-            raise StaleLeaseError(str(result.get("error", "stale lease")))
+            raise StaleLeaseError(message)
         if response.status_code >= 400:
             raise ShopServiceError(response.status_code, str(result.get("error", "")))
         return result
@@ -108,10 +132,13 @@ class AsyncShopClient(_LeaseHolder):
     base_url:
         Service root, e.g. ``"http://127.0.0.1:5700"``.
     timeout:
-        Seconds for every request; ``reset`` uses it as connect timeout only and waits
-        indefinitely for a free slot.
+        Seconds for every request; ``reset`` uses it as connect timeout only and waits as long
+        as the service holds it for a free slot.
     trust_env:
         Whether httpx honours proxy environment variables (off: local service).
+    reset_retry_s:
+        Total seconds ``reset`` keeps retrying after 503 (no free slot in time), waiting
+        ``Retry-After`` between tries.
 
     Examples
     --------
@@ -120,8 +147,9 @@ class AsyncShopClient(_LeaseHolder):
     ...     state = await env.step("search[white floor washer]")
     """
 
-    def __init__(self, base_url: str, timeout: float = 30.0, trust_env: bool = False) -> None:
-        super().__init__(base_url, timeout)
+    def __init__(self, base_url: str, timeout: float = 30.0, trust_env: bool = False,
+                 reset_retry_s: float = RESET_RETRY_S) -> None:
+        super().__init__(base_url, timeout, reset_retry_s)
         self._http = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout, trust_env=trust_env)
 
     async def _post(self, body: dict[str, Any], timeout: httpx.Timeout | None = None) -> httpx.Response:
@@ -130,11 +158,16 @@ class AsyncShopClient(_LeaseHolder):
         return await self._http.post(API_PATH, json=body, timeout=timeout)
 
     async def reset(self, task_id: int, persona: bool = True) -> dict[str, Any]:
-        """Release any held lease, lease a slot (waiting if all are busy) and start ``task_id``."""
+        """Release any held lease, lease a slot (waiting, and retrying after 503) and start ``task_id``."""
         if self.has_lease:
             await self._release_quietly()
-        response = await self._post(self._reset_body(task_id, persona), self._reset_timeout())
-        return self._observed(response, take_lease=True)
+        deadline = time.monotonic() + self.reset_retry_s
+        while True:
+            response = await self._post(self._reset_body(task_id, persona), self._reset_timeout())
+            delay = self._retry_delay(response, deadline)
+            if delay is None:
+                return self._observed(response, take_lease=True)
+            await asyncio.sleep(delay)
 
     async def step(self, action: str) -> dict[str, Any]:
         """Send one canonical action (``search[...]`` / ``click[...]``); returns the step payload."""
@@ -185,8 +218,9 @@ class ShopClient(_LeaseHolder):
     (no event loop involved).
     """
 
-    def __init__(self, base_url: str, timeout: float = 30.0, trust_env: bool = False) -> None:
-        super().__init__(base_url, timeout)
+    def __init__(self, base_url: str, timeout: float = 30.0, trust_env: bool = False,
+                 reset_retry_s: float = RESET_RETRY_S) -> None:
+        super().__init__(base_url, timeout, reset_retry_s)
         self._http = httpx.Client(base_url=self.base_url, timeout=self.timeout, trust_env=trust_env)
 
     def _post(self, body: dict[str, Any], timeout: httpx.Timeout | None = None) -> httpx.Response:
@@ -195,11 +229,16 @@ class ShopClient(_LeaseHolder):
         return self._http.post(API_PATH, json=body, timeout=timeout)
 
     def reset(self, task_id: int, persona: bool = True) -> dict[str, Any]:
-        """Release any held lease, lease a slot (waiting if all are busy) and start ``task_id``."""
+        """Release any held lease, lease a slot (waiting, and retrying after 503) and start ``task_id``."""
         if self.has_lease:
             self._release_quietly()
-        response = self._post(self._reset_body(task_id, persona), self._reset_timeout())
-        return self._observed(response, take_lease=True)
+        deadline = time.monotonic() + self.reset_retry_s
+        while True:
+            response = self._post(self._reset_body(task_id, persona), self._reset_timeout())
+            delay = self._retry_delay(response, deadline)
+            if delay is None:
+                return self._observed(response, take_lease=True)
+            time.sleep(delay)
 
     def step(self, action: str) -> dict[str, Any]:
         """Send one canonical action; returns the step payload."""

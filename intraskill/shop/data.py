@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
@@ -35,11 +36,17 @@ GZIP_LEVEL = 6
 
 
 def read_raw_products(path: str | Path) -> list[dict[str, Any]]:
-    """Read a raw product file: one JSON list, plain or gzip-compressed (by the ``.gz`` suffix)."""
+    """Read a raw product file: one JSON list, plain or gzip-compressed (by the ``.gz`` suffix).
+
+    A truncated or corrupt file raises ``ValueError`` naming it.
+    """
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        records = json.load(handle)
+    try:
+        with opener(path, "rt", encoding="utf-8") as handle:
+            records = json.load(handle)
+    except (EOFError, gzip.BadGzipFile, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: truncated or corrupt product file ({type(error).__name__}: {error})") from None
     if not isinstance(records, list):
         kind = type(records).__name__
         raise ValueError(f"{path}: a raw product file must hold a JSON list of products, got {kind}")

@@ -42,7 +42,7 @@ from intraskill.shop.observation import (
 )
 from intraskill.shop.price import PRICE_RESOLUTION_VERSION, PriceResolution
 from intraskill.shop.reward import REWARD_VERSION, RewardDetail, score_purchase, zero_detail
-from intraskill.shop.search import SearchIndex
+from intraskill.shop.search import SEARCH_ENGINES, SearchIndex
 from intraskill.shop.types import ENVIRONMENT_VERSION, Goal, Product
 
 INTERACTION_MODE = "single_turn"
@@ -60,6 +60,7 @@ class StoreConfig:
     max_actions : environment actions per episode before ``action_limit`` (30, single_turn).
     language : "en" or "zh", the language of observations and feedback messages.
     persona : default task mode of ``reset``: persona (``instruction_simple`` + persona) or standard.
+    search_engine : "fast" (precomputed BM25 matrix) or "fts5" (SQLite's ``bm25()``); same ranking.
     """
 
     page_size: int = 20
@@ -67,6 +68,7 @@ class StoreConfig:
     max_actions: int = 30
     language: str = "en"
     persona: bool = True
+    search_engine: str = "fast"
 
     def __post_init__(self) -> None:
         if not 1 <= self.page_size <= MAX_PRODUCTS_PER_PAGE:
@@ -77,6 +79,8 @@ class StoreConfig:
             raise ValueError(f"StoreConfig.max_actions must be >= 1, got {self.max_actions}")
         if self.language not in ("en", "zh"):
             raise ValueError(f"StoreConfig.language must be 'en' or 'zh', got {self.language!r}")
+        if self.search_engine not in SEARCH_ENGINES:
+            raise ValueError(f"StoreConfig.search_engine must be one of {SEARCH_ENGINES}, got {self.search_engine!r}")
 
 
 class UnknownTaskError(LookupError):
@@ -107,6 +111,8 @@ class ShopEngine:
         self.goals: dict[int, Goal] = dict(goals)
         self.index = index
         self.config = config or StoreConfig()
+        if self.config.search_engine == "fast":
+            index.bm25()  # built now, not inside the first search step
         self._counter = itertools.count(1)
         self._counter_lock = threading.Lock()
         self.pages = PageCache(self.products, self.config.language)
@@ -139,7 +145,8 @@ class ShopEngine:
 
     def search(self, query: str) -> list[str]:
         """Result ASINs of a query (those present in the catalogue), at most ``top_k``."""
-        return [a for a in self.index.search(query, k=self.config.top_k) if a in self.products]
+        return [a for a in self.index.search(query, k=self.config.top_k, engine=self.config.search_engine)
+                if a in self.products]
 
     def new_session(self, session_id: str | None = None) -> Session:
         """A fresh session; ids default to ``session-1``, ``session-2``, … in creation order."""

@@ -2,8 +2,10 @@
 
 A service runs ``n`` environment slots over one shared engine. A ``reset`` acquires a free slot
 and receives a fresh uuid4 lease for it; every later call on that slot must present the lease.
-A slot is never released automatically (not even when its episode ends), because that would race
-with the caller's own ``release_one``; the caller releases it, normally in a ``finally``.
+A slot is never released when its episode ends, because that would race with the caller's own
+``release_one``; the caller releases it, normally in a ``finally``. The one automatic release is
+idle expiry: with ``idle_timeout`` set, a lease unused (no acquire, validate) for that long expires
+and its slot returns to the pool, so a client that died cannot hold a slot forever.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ class SlotLeasePool:
     ----------
     n:
         Number of slots, numbered ``0 .. n-1``. Must be at least 1.
+    idle_timeout:
+        Seconds after which an unused lease expires (its slot is freed); ``None`` never expires.
 
     Examples
     --------
@@ -47,12 +51,17 @@ class SlotLeasePool:
     2
     """
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, idle_timeout: float | None = None) -> None:
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"slots: need an integer >= 1, got {n!r}")
+        if idle_timeout is not None and not idle_timeout > 0:
+            raise ValueError(f"idle_timeout: need a positive number of seconds or None, got {idle_timeout!r}")
         self._size = n
+        self._idle_timeout = idle_timeout
         self._free: set[int] = set(range(n))
         self._leases: dict[int, str] = {}
+        self._used: dict[int, float] = {}
+        self._expired = 0
         self._closed = False
         self._cond = threading.Condition()
 
@@ -65,7 +74,15 @@ class SlotLeasePool:
     def free_count(self) -> int:
         """Number of slots not currently leased."""
         with self._cond:
+            self._expire_idle()
             return len(self._free)
+
+    @property
+    def expired_count(self) -> int:
+        """Number of leases freed by idle expiry so far."""
+        with self._cond:
+            self._expire_idle()
+            return self._expired
 
     def acquire(self, timeout: float | None = None) -> tuple[int, str]:
         """Lease the lowest-numbered free slot, blocking while none is free.
@@ -89,10 +106,14 @@ class SlotLeasePool:
         """
         deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
         with self._cond:
-            while not self._free and not self._closed:
-                remaining = None if deadline is None else deadline - time.monotonic()
+            while not self._expire_idle() and not self._closed:
+                now = time.monotonic()
+                remaining = None if deadline is None else deadline - now
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError(f"no free slot within {timeout} s ({self._size} slots, all leased)")
+                expiry = self._next_expiry()
+                if expiry is not None:
+                    remaining = expiry - now if remaining is None else min(remaining, expiry - now)
                 self._cond.wait(remaining)
             if self._closed:
                 raise PoolClosedError("the slot pool is closed")
@@ -100,10 +121,11 @@ class SlotLeasePool:
             self._free.remove(slot)
             lease = uuid.uuid4().hex
             self._leases[slot] = lease
+            self._used[slot] = time.monotonic()
             return slot, lease
 
     def validate(self, slot: int, lease: str) -> None:
-        """Check that ``lease`` is the current lease of ``slot``.
+        """Check that ``lease`` is the current lease of ``slot`` and mark it used (idle clock restarts).
 
         Raises
         ------
@@ -114,9 +136,10 @@ class SlotLeasePool:
         """
         self._check_slot(slot)
         with self._cond:
-            current = self._leases.get(slot)
-        if current is None or current != lease:
-            raise StaleLeaseError(f"stale lease for slot {slot}")
+            self._expire_idle()
+            if self._leases.get(slot) != lease:
+                raise StaleLeaseError(f"stale lease for slot {slot}")
+            self._used[slot] = time.monotonic()
 
     def release(self, slot: int, lease: str) -> None:
         """Free ``slot`` if ``lease`` is its current lease and wake one waiting acquirer.
@@ -135,16 +158,15 @@ class SlotLeasePool:
                 raise LeaseMismatchError(f"slot {slot} is not leased (duplicate release?)")
             if current != lease:
                 raise LeaseMismatchError(f"slot {slot} is leased under another lease")
-            del self._leases[slot]
-            self._free.add(slot)
+            self._free_slot(slot)
             self._cond.notify()
 
     def release_all(self) -> list[int]:
         """Free every leased slot (all outstanding leases become stale); returns the freed slots."""
         with self._cond:
             freed = sorted(self._leases)
-            self._leases.clear()
-            self._free.update(freed)
+            for slot in freed:
+                self._free_slot(slot)
             self._cond.notify_all()
             return freed
 
@@ -153,6 +175,25 @@ class SlotLeasePool:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+
+    def _free_slot(self, slot: int) -> None:
+        del self._leases[slot], self._used[slot]
+        self._free.add(slot)
+
+    def _expire_idle(self) -> bool:
+        """Free every lease idle for ``idle_timeout`` (caller holds the lock); True if a slot is free."""
+        if self._idle_timeout is not None and self._used:
+            cutoff = time.monotonic() - self._idle_timeout
+            for slot in [s for s, used in self._used.items() if used <= cutoff]:
+                self._free_slot(slot)
+                self._expired += 1
+                self._cond.notify()
+        return bool(self._free)
+
+    def _next_expiry(self) -> float | None:
+        if self._idle_timeout is None or not self._used:
+            return None
+        return min(self._used.values()) + self._idle_timeout
 
     def _check_slot(self, slot: int) -> None:
         if not isinstance(slot, int) or isinstance(slot, bool) or not 0 <= slot < self._size:

@@ -6,13 +6,20 @@ attributes, options, bullets. Every field is tokenised in Python with :func:`tex
 A query is the OR of its quoted tokens, scored by ``bm25()`` with one weight per column (asin's
 0.0 placeholder keeps the weights aligned), best first, ties by ascending ASIN, at most ``k`` rows.
 
+Two engines rank identically: ``"fts5"`` asks SQLite's ``bm25()``; ``"fast"`` (the default) adds
+rows of a precomputed phrase × product matrix built from the index's own columns
+(:class:`intraskill.shop.bm25.Bm25Matrix`, bit-identical scores). Results are cached per query
+tokens (an LRU per engine).
+
 A manifest table records everything the ranking depends on; :meth:`SearchIndex.open` refuses an
 index whose manifest differs (:class:`StaleIndexError`). Rebuild with ``force=True``.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -20,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from intraskill.shop.bm25 import Bm25Matrix
 from intraskill.shop.text import normalize_query, tokenize
 from intraskill.shop.types import Product
 
@@ -29,6 +37,9 @@ OPTION_DOCUMENT_VERSION = "public-axis-value-v1"
 TOKENIZER = "unicode61 remove_diacritics 2"
 TIE_BREAKER = "asin_ascending"
 DEFAULT_TOP_K = 150
+SEARCH_ENGINES = ("fast", "fts5")
+RESULT_CACHE_SIZE = 4096
+"""Result lists kept per engine (keyed by the query's tokens and ``k``)."""
 FIELD_WEIGHTS: dict[str, float] = {
     "asin": 0.0, "title": 3.0, "brand": 2.0, "category": 2.0, "model": 2.5,
     "attributes": 1.5, "options": 1.2, "bullets": 0.8,
@@ -67,7 +78,11 @@ def field_documents(product: Product) -> dict[str, str]:
 
 def fts_query(query: str) -> str:
     """The FTS5 MATCH expression: the query's quoted tokens joined with OR ('' when no tokens)."""
-    return " OR ".join('"' + token.replace('"', '""') + '"' for token in tokenize(query))
+    return _match_expression(tokenize(query))
+
+
+def _match_expression(tokens: Iterable[str]) -> str:
+    return " OR ".join('"' + token.replace('"', '""') + '"' for token in tokens)
 
 
 def expected_manifest(product_count: int | None, products_sha256: str) -> dict[str, Any]:
@@ -99,12 +114,22 @@ def _products_list(products: Iterable[Product] | Mapping[str, Product]) -> list[
     return unique
 
 
+def rankings_agree(reference: list[tuple[str, float]], candidate: list[tuple[str, float]],
+                   rel_tol: float = 1e-9) -> bool:
+    """True when two scored top-k lists agree: equal length and, rank by rank, scores equal within
+    ``rel_tol``; so the ASINs may differ only where scores tie within float rounding."""
+    return len(reference) == len(candidate) and all(
+        math.isclose(r, c, rel_tol=rel_tol) for (_, r), (_, c) in zip(reference, candidate, strict=True))
+
+
 class SearchIndex:
     """A read-only multi-field BM25 searcher; one instance can serve many threads."""
 
     def __init__(self, connection: sqlite3.Connection, path: Path, manifest: dict[str, Any]) -> None:
         self._connection = connection
         self._lock = threading.Lock()
+        self._bm25: Bm25Matrix | None = None
+        self._fts5_ranked = functools.lru_cache(maxsize=RESULT_CACHE_SIZE)(self._fts5_rank)
         self.path = path
         self.manifest = manifest
         weights = ", ".join(str(FIELD_WEIGHTS[c]) for c in COLUMNS)
@@ -178,15 +203,50 @@ class SearchIndex:
     def product_count(self) -> int:
         return int(self.manifest["product_count"])
 
-    def search(self, query: str, k: int = DEFAULT_TOP_K) -> list[str]:
-        """ASINs matching any query token, best BM25 first, ties by ascending ASIN, at most ``k``."""
+    def bm25(self) -> Bm25Matrix:
+        """The fast engine over this index's columns, built on first use (about 2 s at default scale)."""
+        if self._bm25 is None:
+            with self._lock:
+                if self._bm25 is None:
+                    indexed = COLUMNS[1:]
+                    rows = self._connection.execute(
+                        f"SELECT asin, {', '.join(indexed)} FROM {_TABLE} ORDER BY rowid").fetchall()
+                    self._bm25 = Bm25Matrix([r[0] for r in rows], [[r[i] for r in rows] for i in range(1, len(COLUMNS))],
+                                            [FIELD_WEIGHTS[c] for c in indexed], TOKENIZER, RESULT_CACHE_SIZE)
+        return self._bm25
+
+    def search(self, query: str, k: int = DEFAULT_TOP_K, engine: str = "fast") -> list[str]:
+        """ASINs matching any query token, best BM25 first, ties by ascending ASIN, at most ``k``.
+
+        ``engine`` is ``"fast"`` (the precomputed matrix) or ``"fts5"`` (SQLite's ``bm25()``); both
+        give the same list.
+        """
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        expression = fts_query(query)
-        if not expression:
+        if engine not in SEARCH_ENGINES:
+            raise ValueError(f"engine must be one of {SEARCH_ENGINES}, got {engine!r}")
+        tokens = tuple(tokenize(query))
+        if not tokens:
             return []
+        if engine == "fast":
+            return self.bm25().search(tokens, k)
+        return list(self._fts5_ranked(tokens, k))
+
+    def scored(self, query: str, k: int = DEFAULT_TOP_K, engine: str = "fast") -> list[tuple[str, float]]:
+        """The top ``k`` as (asin, ``bm25()`` value: negative, lower is better), uncached; for checks."""
+        tokens = tokenize(query)
+        if not tokens:
+            return []
+        if engine == "fts5":
+            with self._lock:
+                return [(a, float(s)) for a, s in self._connection.execute(self._sql, (_match_expression(tokens), k))]
+        matrix = self.bm25()
+        scores = matrix.scores(tokens)
+        return [(a, -float(scores[matrix.row(a)])) for a in self.search(query, k, engine)]
+
+    def _fts5_rank(self, tokens: tuple[str, ...], k: int) -> tuple[str, ...]:
         with self._lock:
-            return [asin for asin, _ in self._connection.execute(self._sql, (expression, k))]
+            return tuple(asin for asin, _ in self._connection.execute(self._sql, (_match_expression(tokens), k)))
 
     @staticmethod
     def normalize(query: str) -> str:

@@ -2,10 +2,16 @@
 
 Reference ``shopsimulator.md`` §4.5 (payloads) and §6 (server): ``n`` slots share one
 :class:`~intraskill.shop.engine.ShopEngine` (products, goals and search index loaded once); each
-slot owns its own :class:`~intraskill.shop.engine.Session`. ``reset`` leases a slot and blocks
-until one is free; ``interact``/``terminate`` check the lease (409 when stale); a slot is freed
-only by ``release_one``/``release_all``. Errors are 400 (bad arguments), 409 (stale lease) and
-500 (engine exceptions, e.g. stepping a finished episode), each as ``{"result": {"error": ...}}``.
+slot owns its own :class:`~intraskill.shop.engine.Session`. ``reset`` leases a slot, waiting at
+most ``reset_wait_s`` for one (then 503 with ``Retry-After``); ``interact``/``terminate`` check the
+lease; a slot is freed by ``release_one``, by ``release_all`` (admin token only) or when its lease
+sits idle for ``lease_idle_s``. Every body is one of the pydantic models below (the OpenAPI schema
+documents them), parsed with orjson under a size cap.
+
+Errors, each as ``{"result": {"error": ...}}``: 400 bad argument or malformed JSON (the message
+names the field), 403 wrong admin token, 409 stale lease (``reason: stale_lease``) or finished
+episode (``reason: episode_finished``), 413 body over the cap, 503 no slot in time or shutting
+down, 500 anything else. A rejected request never reaches the session, so its episode is unchanged.
 
 The app is a thin shell: request parsing and lease checks here, all store behaviour in the engine.
 """
@@ -13,37 +19,128 @@ The app is a thin shell: request parsing and lease checks here, all store behavi
 from __future__ import annotations
 
 import contextlib
+import hmac
 import itertools
 import logging
+import secrets
 import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Annotated, Any, AsyncIterator, Literal
 
 import anyio
 import anyio.to_thread
+import orjson
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from intraskill.shop.engine import EXTERNAL_TERMINATIONS, INTERACTION_MODE, Session, ShopEngine
+from intraskill.shop.actions import InvalidActionError, parse_action
+from intraskill.shop.engine import (
+    EXTERNAL_TERMINATIONS,
+    INTERACTION_MODE,
+    EpisodeFinishedError,
+    Session,
+    ShopEngine,
+)
 from intraskill.shop.leases import LeaseError, PoolClosedError, SlotLeasePool
+from intraskill.shop.text import tokenize
 
 if TYPE_CHECKING:
     import uvicorn
 
 logger = logging.getLogger(__name__)
 
+API_PATH = "/api/shop_agent"
 PRIMARY_REWARD = "r_strict"
 ACQUIRE_POLL_S = 0.25
-"""A waiting ``reset`` re-checks for a client disconnect or shutdown this often (seconds)."""
+"""A waiting ``reset`` re-checks for a client disconnect, shutdown or its deadline this often (seconds)."""
 MAX_WAITING_RESETS = 1024
 """Threads a service may park in blocking slot acquires, separate from the engine threadpool."""
+MAX_BODY_BYTES = 64 * 1024
+"""Largest accepted request body (bytes); larger bodies get 413."""
+MAX_QUERY_TOKENS = 128
+"""Most search tokens (``shop.text.tokenize``) one ``search[...]`` may carry; more get 400."""
+RESET_WAIT_S = 60.0
+"""Default longest wait of a ``reset`` for a free slot before 503."""
+LEASE_IDLE_S = 900.0
+"""Default idle time after which a lease expires and its slot returns to the pool."""
+RETRY_AFTER_S = 1
+"""The ``Retry-After`` (seconds) of a 503."""
+SERVER_STACK = {"loop": "uvloop", "http": "httptools"}
+"""uvicorn's event loop and HTTP parser for the service (measured by ``intraskill env bench``)."""
+
+
+# ---- request bodies (the OpenAPI schema) -------------------------------------------------------
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class ResetBody(_Body):
+    """Lease a free slot and start the episode of task ``idx``."""
+
+    action: Literal["reset"]
+    idx: int = Field(description="An active task id.")
+    if_persona: bool | None = Field(None, description="Persona mode; null uses the store default.")
+    include_private_goal: Literal[False] = Field(
+        False, description="Must be false: the goal is revealed only in the terminal response.")
+    interaction_mode: Literal["single_turn"] = INTERACTION_MODE
+    env_idx: None = Field(None, description="Must not be sent: the server assigns the slot.")
+
+
+class _LeasedBody(_Body):
+    env_idx: int = Field(ge=0, description="The slot returned by reset.")
+    lease_id: str = Field(max_length=64, description="The lease returned by reset.")
+
+
+class InteractBody(_LeasedBody):
+    """One canonical action, ``search[...]`` or ``click[...]`` (or text with one ``Action:`` line)."""
+
+    action: Literal["interact"]
+    response: str = Field(min_length=1, pattern=r"\S", description="The action text.")
+
+
+class TerminateBody(_LeasedBody):
+    """A zero-reward terminal."""
+
+    action: Literal["terminate"]
+    termination_reason: Literal[EXTERNAL_TERMINATIONS]  # type: ignore[valid-type]
+
+
+class ReleaseOneBody(_LeasedBody):
+    """Free the caller's slot."""
+
+    action: Literal["release_one"]
+
+
+class ReleaseAllBody(_Body):
+    """Free every slot (all leases become stale); needs the service's admin token."""
+
+    action: Literal["release_all"]
+    admin_token: str = Field("", description="The token printed when the service started.")
+
+
+ShopAgentBody = Annotated[ResetBody | InteractBody | TerminateBody | ReleaseOneBody | ReleaseAllBody,
+                          Field(discriminator="action")]
+_BODY = TypeAdapter(ShopAgentBody)
+_ACTIONS = ("reset", "interact", "terminate", "release_one", "release_all")
 
 
 class RequestError(ValueError):
     """A bad request argument (HTTP 400); the message names the field."""
+
+
+class HTTPFailure(RuntimeError):
+    """A refusal with its own status (403, 413, 503) and optional headers."""
+
+    def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.headers = dict(headers or {})
 
 
 @dataclass
@@ -64,16 +161,31 @@ class ShopService:
         Number of environment slots (concurrent episodes).
     split_sizes:
         Task counts per split, reported by ``/healthz`` under ``tasks`` next to the active count.
+    admin_token:
+        The token ``release_all`` must present.
+    lease_idle_s:
+        Idle seconds after which a lease expires (``None``: never).
+    max_query_tokens:
+        Most tokens of one search query.
     """
 
-    def __init__(self, engine: ShopEngine, slots: int = 8,
-                 split_sizes: Mapping[str, int] | None = None) -> None:
+    def __init__(self, engine: ShopEngine, slots: int = 8, split_sizes: Mapping[str, int] | None = None, *,
+                 admin_token: str, lease_idle_s: float | None = LEASE_IDLE_S,
+                 max_query_tokens: int = MAX_QUERY_TOKENS) -> None:
+        if not admin_token:
+            raise ValueError("admin_token: need a non-empty token")
         self.engine = engine
-        self.pool = SlotLeasePool(slots)
+        self.pool = SlotLeasePool(slots, idle_timeout=lease_idle_s)
+        self.max_query_tokens = max_query_tokens
+        self._admin_token = admin_token.encode()
         self._slots = [_Slot(session=engine.new_session(), lock=threading.Lock()) for _ in range(slots)]
         self._episodes = itertools.count(1)
         active = sum(1 for task_id in engine.goals if engine.has_task(task_id))
         self._task_counts = {"active": active, **dict(split_sizes or {})}
+
+    def session(self, slot: int) -> Session:
+        """The session of ``slot`` (for inspection; requests go through the lease-checked methods)."""
+        return self._slots[slot].session
 
     def start_episode(self, slot: int, lease: str, task_id: int, persona: bool | None) -> dict[str, Any]:
         """Reset the session of a freshly leased ``slot`` on ``task_id`` (the reset payload)."""
@@ -109,10 +221,24 @@ class ShopService:
             self.pool.release(slot, lease)
         return {"released": [slot], "free_slots": self.pool.free_count}
 
-    def release_all(self) -> dict[str, Any]:
-        """Free every slot; all outstanding leases become stale."""
+    def release_all(self, admin_token: str) -> dict[str, Any]:
+        """Free every slot (all outstanding leases become stale); 403 without the admin token."""
+        if not hmac.compare_digest(admin_token.encode(), self._admin_token):
+            raise HTTPFailure(403, "admin_token: release_all needs the service's admin token")
         freed = self.pool.release_all()
         return {"released": freed, "free_slots": self.pool.free_count}
+
+    def check_query(self, response: str) -> None:
+        """Refuse a search whose query has more than ``max_query_tokens`` tokens (400)."""
+        try:
+            parsed = parse_action(response)
+        except InvalidActionError:
+            return  # the engine answers it as an invalid action
+        if parsed.name == "search":
+            count = len(tokenize(parsed.argument))
+            if count > self.max_query_tokens:
+                raise RequestError(
+                    f"response: the search query has {count} tokens, at most {self.max_query_tokens} allowed")
 
     def health(self) -> dict[str, Any]:
         """The ``/healthz`` body: readiness, slot counts, task counts, version pins, primary reward."""
@@ -120,6 +246,7 @@ class ShopService:
             "ready": True,
             "environment_slots": self.pool.size,
             "free_slots": self.pool.free_count,
+            "expired_leases": self.pool.expired_count,
             "tasks": self._task_counts,
             "versions": self.engine.versions(),
             "primary_reward": PRIMARY_REWARD,
@@ -130,104 +257,123 @@ class ShopService:
         self.pool.close()
 
 
-def _field(body: Mapping[str, Any], name: str, kind: type, default: Any = ...) -> Any:
-    value = body.get(name, default)
-    if value is ...:
-        raise RequestError(f"{name}: required")
-    if value is None and default is None:
-        return None
-    if kind is int and (not isinstance(value, int) or isinstance(value, bool)):
-        raise RequestError(f"{name}: need an integer, got {value!r}")
-    if kind is not int and not isinstance(value, kind):
-        raise RequestError(f"{name}: need {kind.__name__}, got {value!r}")
-    return value
+def _validation_message(exc: ValidationError) -> str:
+    error = exc.errors(include_url=False)[0]
+    loc = [str(part) for part in error["loc"]]
+    if loc and loc[0] in _ACTIONS:
+        loc = loc[1:]
+    return f"{'.'.join(loc) or 'action'}: {error['msg']}"
 
 
-def _slot_args(service: ShopService, body: Mapping[str, Any]) -> tuple[int, str]:
-    slot = _field(body, "env_idx", int)
-    if not 0 <= slot < service.pool.size:
-        raise RequestError(f"env_idx: need a slot index in [0, {service.pool.size}), got {slot}")
-    return slot, _field(body, "lease_id", str)
-
-
-def _reset_args(service: ShopService, body: Mapping[str, Any]) -> tuple[int, bool | None]:
-    if "env_idx" in body:
-        raise RequestError("env_idx: must not be sent with reset; the server assigns a slot")
-    task_id = _field(body, "idx", int)
-    if not service.engine.has_task(task_id):
-        raise RequestError(f"idx: unknown task id {task_id}")
-    persona = _field(body, "if_persona", bool, None)
-    if _field(body, "include_private_goal", bool, False):
-        raise RequestError("include_private_goal: the goal is revealed only in the terminal response")
-    mode = _field(body, "interaction_mode", str, INTERACTION_MODE)
-    if mode != INTERACTION_MODE:
-        raise RequestError(f"interaction_mode: only {INTERACTION_MODE!r} is served, got {mode!r}")
-    return task_id, persona
-
-
-async def _lease_slot(service: ShopService, request: Request,
-                      limiter: anyio.CapacityLimiter) -> tuple[int, str] | None:
-    """Block (in a worker thread) until a slot is free; ``None`` if the client went away first."""
-    while True:
-        try:
-            return await anyio.to_thread.run_sync(service.pool.acquire, ACQUIRE_POLL_S, limiter=limiter)
-        except TimeoutError:
-            if await request.is_disconnected():
-                return None
-
-
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"result": {"error": message}}, status_code=status)
-
-
-async def _reset(service: ShopService, request: Request, body: Mapping[str, Any],
-                 limiter: anyio.CapacityLimiter) -> dict[str, Any] | None:
-    task_id, persona = _reset_args(service, body)
-    leased = await _lease_slot(service, request, limiter)
-    if leased is None:
-        return None
-    slot, lease = leased
-    if await request.is_disconnected():  # nobody will ever release this slot: give it back now
-        _give_back(service, slot, lease)
-        return None
+def parse_body(raw: bytes) -> BaseModel:
+    """The validated request model of a raw JSON body; :class:`RequestError` (400) naming the field."""
     try:
-        return await anyio.to_thread.run_sync(service.start_episode, slot, lease, task_id, persona)
-    except BaseException:
-        _give_back(service, slot, lease)
-        raise
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:  # also lone surrogates, invalid UTF-8, nesting over 1024
+        raise RequestError(f"body: need a JSON object ({exc})") from None
+    if not isinstance(data, dict):
+        raise RequestError("body: need a JSON object")
+    try:
+        return _BODY.validate_python(data)
+    except ValidationError as exc:
+        raise RequestError(_validation_message(exc)) from None
 
 
-def _give_back(service: ShopService, slot: int, lease: str) -> None:
-    """Release a slot the caller never received (already freed by ``release_all`` is fine)."""
-    with contextlib.suppress(LeaseError):
-        service.pool.release(slot, lease)
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it is known to exceed ``limit`` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise HTTPFailure(413, f"body: {declared} bytes, at most {limit} allowed")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise HTTPFailure(413, f"body: over {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
-def _dispatch(service: ShopService, body: Mapping[str, Any]) -> Callable[[], dict[str, Any]]:
+def _slot(service: ShopService, body: _LeasedBody) -> int:
+    if body.env_idx >= service.pool.size:
+        raise RequestError(f"env_idx: need a slot index in [0, {service.pool.size}), got {body.env_idx}")
+    return body.env_idx
+
+
+def dispatch(service: ShopService, body: BaseModel) -> Callable[[], dict[str, Any]]:
     """The synchronous call for a non-reset action (validated now, run later in a worker thread)."""
-    action = body.get("action")
-    if action == "release_all":
-        return service.release_all
-    if action not in ("interact", "terminate", "release_one"):
-        raise RequestError(
-            f"action: need one of reset, interact, terminate, release_one, release_all; got {action!r}")
-    slot, lease = _slot_args(service, body)
-    if action == "interact":
-        response = _field(body, "response", str)
-        if not response.strip():
-            raise RequestError("response: empty")
-        return lambda: service.interact(slot, lease, response)
-    if action == "terminate":
-        reason = _field(body, "termination_reason", str)
-        if reason not in EXTERNAL_TERMINATIONS:
-            raise RequestError(
-                f"termination_reason: need one of {list(EXTERNAL_TERMINATIONS)}, got {reason!r}")
-        return lambda: service.terminate(slot, lease, reason)
+    if isinstance(body, ReleaseAllBody):
+        return lambda: service.release_all(body.admin_token)
+    assert isinstance(body, _LeasedBody)
+    slot, lease = _slot(service, body), body.lease_id
+    if isinstance(body, InteractBody):
+        service.check_query(body.response)
+        return lambda: service.interact(slot, lease, body.response)
+    if isinstance(body, TerminateBody):
+        return lambda: service.terminate(slot, lease, body.termination_reason)
     return lambda: service.release(slot, lease)
 
 
-def create_app(engine: ShopEngine, slots: int = 8, *,
-               split_sizes: Mapping[str, int] | None = None) -> FastAPI:
+def _json(status: int, content: Any, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(content, option=orjson.OPT_NON_STR_KEYS), status_code=status,
+                    media_type="application/json", headers=headers)
+
+
+def _error(status: int, message: str, headers: Mapping[str, str] | None = None, **extra: str) -> Response:
+    return _json(status, {"result": {"error": message, **extra}}, headers)
+
+
+class _Lessor:
+    """Leases slots for resets: a free slot at once, else a wait of at most ``wait_s``."""
+
+    def __init__(self, service: ShopService, wait_s: float) -> None:
+        self.service = service
+        self.wait_s = wait_s
+        self.waiters = anyio.CapacityLimiter(MAX_WAITING_RESETS)
+
+    async def lease(self, request: Request) -> tuple[int, str] | None:
+        """A ``(slot, lease)``; ``None`` if the client went away first; 503 after ``wait_s``."""
+        pool = self.service.pool
+        with contextlib.suppress(TimeoutError):
+            return pool.acquire(0)
+        deadline = time.monotonic() + self.wait_s
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                return await anyio.to_thread.run_sync(pool.acquire, min(ACQUIRE_POLL_S, left),
+                                                      limiter=self.waiters)
+            except TimeoutError:
+                if await request.is_disconnected():
+                    return None
+        raise HTTPFailure(503, f"no free slot within {self.wait_s:g} s ({pool.size} slots, all leased)",
+                          {"Retry-After": str(RETRY_AFTER_S)})
+
+    async def reset(self, request: Request, body: ResetBody) -> dict[str, Any] | None:
+        """Lease a slot and start the episode; the slot goes back if anything fails on the way."""
+        if not self.service.engine.has_task(body.idx):
+            raise RequestError(f"idx: unknown task id {body.idx}")
+        leased = await self.lease(request)
+        if leased is None:
+            return None
+        slot, lease = leased
+        if await request.is_disconnected():  # nobody will ever release this slot: give it back now
+            self._give_back(slot, lease)
+            return None
+        try:
+            return await anyio.to_thread.run_sync(self.service.start_episode, slot, lease, body.idx,
+                                                  body.if_persona)
+        except BaseException:
+            self._give_back(slot, lease)
+            raise
+
+    def _give_back(self, slot: int, lease: str) -> None:
+        """Release a slot the caller never received (already freed by ``release_all`` is fine)."""
+        with contextlib.suppress(LeaseError):
+            self.service.pool.release(slot, lease)
+
+
+def create_app(engine: ShopEngine, slots: int = 8, *, split_sizes: Mapping[str, int] | None = None,
+               admin_token: str | None = None, lease_idle_s: float | None = LEASE_IDLE_S,
+               reset_wait_s: float = RESET_WAIT_S, max_body_bytes: int = MAX_BODY_BYTES,
+               max_query_tokens: int = MAX_QUERY_TOKENS) -> FastAPI:
     """Build the FastAPI app serving ``POST /api/shop_agent`` and ``GET /healthz`` over ``engine``.
 
     Parameters
@@ -235,17 +381,29 @@ def create_app(engine: ShopEngine, slots: int = 8, *,
     engine:
         The shared store engine (one per process).
     slots:
-        Number of environment slots; resets beyond this queue until a slot is released.
+        Number of environment slots; resets beyond this wait for a release or an expiry.
     split_sizes:
         Task counts per split for ``/healthz``.
+    admin_token:
+        The token ``release_all`` needs; ``None`` generates one (read it from ``app.state.admin_token``).
+    lease_idle_s:
+        Idle seconds after which a lease expires and its slot returns (``None``: never).
+    reset_wait_s:
+        Longest wait of a ``reset`` for a free slot; then 503 with ``Retry-After``.
+    max_body_bytes, max_query_tokens:
+        Caps on a request body (413) and on the tokens of one search query (400).
 
     Returns
     -------
     FastAPI
         The app; ``app.state.shop`` is its :class:`ShopService`.
     """
-    service = ShopService(engine, slots, split_sizes)
-    waiters = anyio.CapacityLimiter(MAX_WAITING_RESETS)
+    if reset_wait_s <= 0 or max_body_bytes < 1 or max_query_tokens < 1:
+        raise ValueError("reset_wait_s, max_body_bytes and max_query_tokens must be positive")
+    token = admin_token or secrets.token_urlsafe(24)
+    service = ShopService(engine, slots, split_sizes, admin_token=token, lease_idle_s=lease_idle_s,
+                          max_query_tokens=max_query_tokens)
+    lessor = _Lessor(service, reset_wait_s)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -254,37 +412,49 @@ def create_app(engine: ShopEngine, slots: int = 8, *,
 
     app = FastAPI(title="intraskill store", lifespan=lifespan)
     app.state.shop = service
+    app.state.admin_token = token
+    body_schema = _BODY.json_schema(ref_template="#/components/schemas/{model}")
+    body_models = body_schema.pop("$defs")
 
     @app.get("/healthz")
-    async def healthz() -> dict[str, Any]:
-        return service.health()
+    async def healthz() -> Response:
+        return _json(200, service.health())
 
-    @app.post("/api/shop_agent")
-    async def shop_agent(request: Request) -> JSONResponse:
+    @app.post(API_PATH, openapi_extra={"requestBody": {
+        "required": True, "content": {"application/json": {"schema": body_schema}}}})
+    async def shop_agent(request: Request) -> Response:
+        action = None
         try:
-            body = await request.json()
-        except ValueError:
-            return _error(400, "body: need a JSON object")
-        if not isinstance(body, dict):
-            return _error(400, "body: need a JSON object")
-        try:
-            if body.get("action") == "reset":
-                result = await _reset(service, request, body, waiters)
+            body = parse_body(await _read_body(request, max_body_bytes))
+            action = body.action  # type: ignore[attr-defined]
+            if isinstance(body, ResetBody):
+                result = await lessor.reset(request, body)
                 if result is None:  # 499: the nginx convention for "client closed request"; never read
                     return _error(499, "client disconnected while waiting for a slot")
             else:
-                result = await anyio.to_thread.run_sync(_dispatch(service, body))
+                result = await anyio.to_thread.run_sync(dispatch(service, body))
         except RequestError as exc:
             return _error(400, str(exc))
+        except HTTPFailure as exc:
+            return _error(exc.status, str(exc), exc.headers)
         except PoolClosedError as exc:
-            return _error(503, str(exc))
+            return _error(503, str(exc), {"Retry-After": str(RETRY_AFTER_S)})
         except LeaseError as exc:
-            return _error(409, str(exc))
-        except Exception as exc:  # engine failures, e.g. stepping a finished episode
-            logger.exception("shop_agent %s failed", body.get("action"))
+            return _error(409, str(exc), reason="stale_lease")
+        except EpisodeFinishedError as exc:
+            return _error(409, str(exc), reason="episode_finished")
+        except Exception as exc:  # engine failures
+            logger.exception("shop_agent %s failed", action)
             return _error(500, f"{type(exc).__name__}: {exc}")
-        return JSONResponse({"result": result})
+        return _json(200, {"result": result})
 
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = FastAPI.openapi(app)
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(body_models)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app
 
 
@@ -340,7 +510,8 @@ def serve_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0,
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2, lifespan="on")
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2, lifespan="on",
+                            **SERVER_STACK)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="intraskill-store",
                               daemon=True)

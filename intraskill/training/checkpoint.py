@@ -2,10 +2,12 @@
 
 A checkpoint directory holds ``model/`` (``save_pretrained`` weights and tokenizer, loadable as a
 policy checkpoint), ``optimizer.pt``, ``rng.pt`` (torch CPU/CUDA RNG states) and ``state.json``
-(``step`` and the per-step trainer metrics). With LoRA, ``model/`` holds merged weights and
+(``step``, the per-step trainer metrics and the SHA-256 of every other file). With LoRA, ``model/`` holds merged weights and
 ``adapter.pt`` the adapter state the trainer resumes from. It is written to a temporary sibling
 and swapped in by renames, so a kill leaves either the previous or the new checkpoint, never a
-mix: :func:`recover_checkpoint` completes or undoes an interrupted swap.
+mix: :func:`recover_checkpoint` completes or undoes an interrupted swap. :func:`verify_checkpoint` refuses a
+checkpoint whose ``state.json`` is missing or whose files differ from their recorded checksums
+(:class:`CheckpointError`, naming the file).
 """
 
 from __future__ import annotations
@@ -18,12 +20,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from intraskill.hashing import sha256_file
+
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
     from intraskill.training.grpo import GRPOTrainer
 
-CHECKPOINT_SCHEMA = "intraskill-train-checkpoint-v1"
+CHECKPOINT_SCHEMA = "intraskill-train-checkpoint-v2"
+STATE_FILE = "state.json"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be trusted: its state is missing or unreadable, or a file's checksum differs."""
 
 
 def _fsync_dir(path: Path) -> None:
@@ -86,7 +95,8 @@ def save_checkpoint(
     if torch.cuda.is_available():
         rng["cuda"] = torch.cuda.get_rng_state_all()
     torch.save(rng, tmp / "rng.pt")
-    state = {"schema_version": CHECKPOINT_SCHEMA, "step": step, "history": dict(history)}
+    files = {p.relative_to(tmp).as_posix(): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
+    state = {"schema_version": CHECKPOINT_SCHEMA, "step": step, "history": dict(history), "files": files}
     with open(tmp / "state.json", "w", encoding="utf-8") as handle:
         json.dump(state, handle, indent=1)
         handle.flush()
@@ -102,15 +112,43 @@ def save_checkpoint(
 
 
 def read_checkpoint_state(path: str | Path) -> dict[str, Any]:
-    """``state.json`` of a checkpoint (``step``, ``history``)."""
-    state = json.loads((Path(path) / "state.json").read_text(encoding="utf-8"))
-    if state.get("schema_version") != CHECKPOINT_SCHEMA:
-        raise ValueError(f"{path}/state.json: schema_version must be {CHECKPOINT_SCHEMA!r}")
+    """``state.json`` of a checkpoint (``step``, ``history``, ``files``); :class:`CheckpointError` naming it when
+    it is missing, unreadable or of another schema."""
+    file = Path(path) / STATE_FILE
+    try:
+        state = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{file} is missing: the checkpoint cannot be resumed") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"{file}: truncated or corrupt ({error})") from None
+    if not isinstance(state, dict) or state.get("schema_version") != CHECKPOINT_SCHEMA:
+        found = state.get("schema_version") if isinstance(state, dict) else type(state).__name__
+        raise CheckpointError(f"{file}: schema_version must be {CHECKPOINT_SCHEMA!r}, got {found!r}")
     return state
 
 
-def load_checkpoint(path: str | Path, trainer: GRPOTrainer) -> dict[str, Any]:
-    """Restore weights, optimizer and RNG state into ``trainer`` (in place); returns ``state.json``."""
+def verify_checkpoint(path: str | Path) -> dict[str, Any]:
+    """``state.json`` of a checkpoint whose files all match their recorded SHA-256.
+
+    Raises :class:`CheckpointError` naming the missing ``state.json``, a missing file or the first file whose
+    checksum differs.
+    """
+    path = Path(path)
+    state = read_checkpoint_state(path)
+    for name, digest in state["files"].items():
+        file = path / name
+        if not file.is_file():
+            raise CheckpointError(f"{file} is missing (listed in {path / STATE_FILE})")
+        if sha256_file(file) != digest:
+            raise CheckpointError(f"{file} differs from the checksum recorded in {path / STATE_FILE}")
+    return state
+
+
+def load_checkpoint(path: str | Path, trainer: GRPOTrainer, state: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Restore weights, optimizer and RNG state into ``trainer`` (in place); returns ``state.json``.
+
+    ``state`` is what :func:`verify_checkpoint` returned for ``path`` (default: verify it now).
+    """
     # deferred: torch is heavy to import
     import torch
 
@@ -118,7 +156,7 @@ def load_checkpoint(path: str | Path, trainer: GRPOTrainer) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM
 
     path = Path(path)
-    state = read_checkpoint_state(path)
+    state = dict(state) if state is not None else verify_checkpoint(path)
     if trainer.config.lora is not None:
         # deferred: peft is heavy to import
         from peft import set_peft_model_state_dict
