@@ -116,7 +116,9 @@ class ShopEngine:
         self._counter = itertools.count(1)
         self._counter_lock = threading.Lock()
         self.pages = PageCache(self.products, self.config.language)
-        """Per-product page parts, built on first use (a product must not be replaced under its ASIN)."""
+        """Per-product page parts: the result-list parts built here, the product pages on first use (a product
+        must not be replaced under its ASIN)."""
+        self.pages.warm()
         self.home_page = HomePage(self.pages)
         self.terminal_page = TerminalPage(self.pages)
 

@@ -449,6 +449,12 @@ class PageCache:
             parts = self._parts.setdefault(asin, ProductParts(self.products[asin], self.language))
         return parts
 
+    def warm(self) -> None:
+        """Build every product's result-list parts now (about 45 µs a product), so that no results page
+        pays for a product it shows for the first time; the product-page parts stay lazy."""
+        for asin in self.products:
+            self.parts(asin)
+
     def footer(self, last_action: Mapping[str, Any]) -> str:
         """The text of the last-action block (cached per outcome, reason and message)."""
         key = (last_action.get("valid"), last_action.get("reason", "executed"), last_action.get("message"))
