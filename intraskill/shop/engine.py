@@ -111,8 +111,11 @@ class ShopEngine:
         self.goals: dict[int, Goal] = dict(goals)
         self.index = index
         self.config = config or StoreConfig()
+        self._filter_results = True
+        """Whether search results may name products outside ``products`` (checked per result when so)."""
         if self.config.search_engine == "fast":
-            index.bm25()  # built now, not inside the first search step
+            indexed = index.bm25().asins  # built now, not inside the first search step
+            self._filter_results = not self.products.keys() >= set(indexed)
         self._counter = itertools.count(1)
         self._counter_lock = threading.Lock()
         self.pages = PageCache(self.products, self.config.language)
@@ -147,8 +150,8 @@ class ShopEngine:
 
     def search(self, query: str) -> list[str]:
         """Result ASINs of a query (those present in the catalogue), at most ``top_k``."""
-        return [a for a in self.index.search(query, k=self.config.top_k, engine=self.config.search_engine)
-                if a in self.products]
+        found = self.index.search(query, k=self.config.top_k, engine=self.config.search_engine)
+        return [a for a in found if a in self.products] if self._filter_results else found
 
     def new_session(self, session_id: str | None = None) -> Session:
         """A fresh session; ids default to ``session-1``, ``session-2``, … in creation order."""
