@@ -64,21 +64,26 @@ def terminal_state(last_action: Mapping[str, Any]) -> dict[str, Any]:
     return _common("terminal", False, [], last_action)
 
 
-def results_state(search_text: str, normalized_search_text: str, asins: Sequence[str],
-                  products: Mapping[str, Product], page: int, page_size: int,
-                  last_action: Mapping[str, Any]) -> dict[str, Any]:
-    """Page ``page`` (1-based) of a result list ``asins``, ``page_size`` products per page."""
-    total = len(asins)
-    total_pages = max(1, -(-total // page_size))
+def _results_window(asins: Sequence[str], page: int, page_size: int) -> tuple[int, int, list[str], list[str]]:
+    """Page ``page`` of ``asins``: its first index, the page count, the navigation actions and the ASINs shown."""
+    total_pages = max(1, -(-len(asins) // page_size))
     if not 1 <= page <= total_pages:
         raise ValueError(f"page must be in 1..{total_pages}, got {page}")
     start = (page - 1) * page_size
-    shown = list(asins[start : start + page_size])
     actions = [BACK_TO_SEARCH]
     if page > 1:
         actions.append(PREV_PAGE)
     if page < total_pages:
         actions.append(NEXT_PAGE)
+    return start, total_pages, actions, list(asins[start : start + page_size])
+
+
+def results_state(search_text: str, normalized_search_text: str, asins: Sequence[str],
+                  products: Mapping[str, Product], page: int, page_size: int,
+                  last_action: Mapping[str, Any]) -> dict[str, Any]:
+    """Page ``page`` (1-based) of a result list ``asins``, ``page_size`` products per page."""
+    total = len(asins)
+    start, total_pages, actions, shown = _results_window(asins, page, page_size)
     state = _common("search_results", False, actions + shown, last_action)
     state.update({
         "search_text": search_text,
@@ -504,16 +509,7 @@ class ResultsPage:
     def __init__(self, cache: PageCache, search_text: str, normalized_search_text: str, asins: Sequence[str],
                  page: int, page_size: int) -> None:
         total = len(asins)
-        total_pages = max(1, -(-total // page_size))
-        if not 1 <= page <= total_pages:
-            raise ValueError(f"page must be in 1..{total_pages}, got {page}")
-        start = (page - 1) * page_size
-        shown = list(asins[start : start + page_size])
-        actions = [BACK_TO_SEARCH]
-        if page > 1:
-            actions.append(PREV_PAGE)
-        if page < total_pages:
-            actions.append(NEXT_PAGE)
+        start, total_pages, actions, shown = _results_window(asins, page, page_size)
         self.cache = cache
         self.actions = actions + shown
         self.parts = [cache.parts(asin) for asin in shown]
