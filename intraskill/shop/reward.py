@@ -39,6 +39,13 @@ class RewardError(ValueError):
     """A reward that cannot be trusted (the episode is unscored)."""
 
 
+def _finite(name: str, value: object) -> float:
+    """``value`` as a float when it is a finite number (not a bool), else :class:`RewardError` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise RewardError(f"{name}: must be a finite number, got {value!r}")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class Reward:
     """The validated score of one finished episode: every ``r_*`` component of its detail.
@@ -57,10 +64,7 @@ class Reward:
 
     def __post_init__(self) -> None:
         for name in self.components():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise RewardError(f"{name}: must be a finite number, got {value!r}")
-            object.__setattr__(self, name, float(value))
+            object.__setattr__(self, name, _finite(name, getattr(self, name)))
         if self.r_success not in (0.0, 1.0):
             raise RewardError(f"r_success: must be 0 or 1, got {self.r_success}")
 
@@ -96,9 +100,7 @@ class Reward:
         if missing:
             raise RewardError(f"{missing[0]}: missing")
         reward = cls(**{name: data[name] for name in cls.components()})
-        primary = data[PRIMARY_REWARD]
-        if isinstance(primary, bool) or not isinstance(primary, (int, float)) or not math.isfinite(primary):
-            raise RewardError(f"{PRIMARY_REWARD}: must be a finite number, got {primary!r}")
+        primary = _finite(PRIMARY_REWARD, data[PRIMARY_REWARD])
         if primary != reward.r_strict:
             raise RewardError(f"reward: {primary} differs from r_strict {reward.r_strict}")
         return reward

@@ -48,6 +48,13 @@ COLUMNS = tuple(FIELD_WEIGHTS)
 _TABLE = "products"
 
 
+@functools.lru_cache(maxsize=RESULT_CACHE_SIZE)
+def query_tokens(query: str) -> tuple[str, ...]:
+    """The search tokens of a query (:func:`text.tokenize`), cached: the service's token cap and the
+    index read the same query once."""
+    return tuple(tokenize(query))
+
+
 class StaleIndexError(RuntimeError):
     """The index on disk was built for other products or another ranking contract."""
 
@@ -225,7 +232,7 @@ class SearchIndex:
             raise ValueError(f"k must be >= 1, got {k}")
         if engine not in SEARCH_ENGINES:
             raise ValueError(f"engine must be one of {SEARCH_ENGINES}, got {engine!r}")
-        tokens = tuple(tokenize(query))
+        tokens = query_tokens(query)
         if not tokens:
             return []
         if engine == "fast":

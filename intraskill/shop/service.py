@@ -46,7 +46,7 @@ from intraskill.shop.engine import (
     ShopEngine,
 )
 from intraskill.shop.leases import LeaseError, PoolClosedError, SlotLeasePool
-from intraskill.shop.text import tokenize
+from intraskill.shop.search import query_tokens
 
 if TYPE_CHECKING:
     import uvicorn
@@ -235,7 +235,7 @@ class ShopService:
         except InvalidActionError:
             return  # the engine answers it as an invalid action
         if parsed.name == "search":
-            count = len(tokenize(parsed.argument))
+            count = len(query_tokens(parsed.argument))
             if count > self.max_query_tokens:
                 raise RequestError(
                     f"response: the search query has {count} tokens, at most {self.max_query_tokens} allowed")
