@@ -301,6 +301,96 @@ class WarmstartParams(_Section):
         return self
 
 
+ARM_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class ArmParams(_Section):
+    """One arm of the control experiment: how skills enter training, as an overlay on the base parameters.
+
+    Every arm starts from the same warm start and trains the same rounds, rollout steps, groups, task
+    order and optimizer; it differs only here. ``skills`` is round 0's context (``none``: every group
+    skill-free; ``s0``: S₀ as the curriculum); ``evolve`` runs the analyst and the gate between rounds, so
+    the gate's selected bank becomes the next curriculum (otherwise S₀ stays). ``q``, ``rho_min``,
+    ``rho_max`` and ``full_skill_retry`` replace the ``round`` values when set (``null``: the base's).
+    """
+
+    description: str = ""
+    skills: Literal["none", "s0"] = "s0"
+    evolve: bool = True
+    q: float | None = Field(None, ge=0.0, le=1.0)
+    rho_min: float | None = Field(None, ge=0.0, le=1.0)
+    rho_max: float | None = Field(None, ge=0.0, le=1.0)
+    full_skill_retry: bool | None = None
+
+    @model_validator(mode="after")
+    def _skills_to_work_with(self) -> "ArmParams":
+        if self.skills == "none":
+            unused = [name for name in ("q", "rho_min", "rho_max") if getattr(self, name) is not None]
+            if self.evolve or unused or self.full_skill_retry:
+                settings = ["evolve: true"] * self.evolve + [f"{n} set" for n in unused]
+                settings += ["full_skill_retry: true"] * bool(self.full_skill_retry)
+                raise ValueError(f"skills: none trains without skills; {', '.join(settings)} needs skills: s0")
+        return self
+
+    def round_overlay(self) -> dict[str, Any]:
+        """The ``round`` fields this arm replaces (a skill-free arm never retries: it has no skill)."""
+        overlay = {name: getattr(self, name) for name in ("q", "rho_min", "rho_max", "full_skill_retry")
+                   if getattr(self, name) is not None}
+        return {**overlay, "full_skill_retry": False} if self.skills == "none" else overlay
+
+
+BUILTIN_ARMS: dict[str, ArmParams] = {
+    "coevolve": ArmParams(description="the method: group-shared masks with q and ρ, full-skill retries, "
+                                      "analyst and gate between rounds"),
+    "grpo": ArmParams(description="plain GRPO: no skill in any group, no retry, no analyst, no gate",
+                      skills="none", evolve=False),
+    "fixed": ArmParams(description="S₀ in every group, no masks, no retry, no analyst, no gate",
+                       evolve=False, q=0.0, rho_min=1.0, rho_max=1.0, full_skill_retry=False),
+    "nomask": ArmParams(description="the whole current bank in every group, with retries, analyst and gate "
+                                    "(isolates the masks)", q=0.0, rho_min=1.0, rho_max=1.0),
+    "uniform": ArmParams(description="masks at a fixed inclusion probability 0.5 instead of the contribution "
+                                     "map, q kept (isolates ρ)", rho_min=0.5, rho_max=0.5),
+}
+"""The control experiment's named arms (reference: the controls the release lacked); the names are fixed so
+that results and commands line up. ``matrix.define`` adds more."""
+
+
+class MatrixParams(_Section):
+    """The control experiment: arms × training seeds × rounds, each cell evaluated on the test split.
+
+    Seed index k trains with ``experiment.seed + k``, ``round.curriculum_seed + k`` and the gate's mask seed + k
+    (index 0 is the base run); every evaluation keeps the base seeds, so cells are paired by task and
+    episode seed. ``test_tasks`` limits the test split (``null``: all of it); ``threads`` is torch's thread
+    count in each cell (results depend on it, so it is fixed and recorded).
+    """
+
+    arms: Names = tuple(BUILTIN_ARMS)
+    seeds: int = Field(3, ge=1)
+    rounds: int = Field(2, ge=1)
+    test_tasks: int | None = Field(None, ge=1)
+    threads: int = Field(1, ge=1)
+    define: dict[str, ArmParams] = {}
+
+    @model_validator(mode="after")
+    def _known_arms(self) -> "MatrixParams":
+        for name in self.define:
+            if name in BUILTIN_ARMS:
+                raise ValueError(f"define.{name}: a built-in arm; give the new arm another name")
+            if not ARM_NAME.match(name):
+                raise ValueError(f"define.{name}: arm names are lower-case letters, digits and _")
+        unknown = [name for name in self.arms if name not in BUILTIN_ARMS and name not in self.define]
+        if unknown:
+            raise ValueError(f"arms: unknown arm {', '.join(unknown)} (built-in: {', '.join(BUILTIN_ARMS)}; "
+                             "add others under matrix.define)")
+        if len(set(self.arms)) != len(self.arms) or not self.arms:
+            raise ValueError(f"arms: need distinct arm names, got {list(self.arms)}")
+        return self
+
+    def arm(self, name: str) -> ArmParams:
+        """The arm called ``name`` (built-in or defined)."""
+        return self.define.get(name) or BUILTIN_ARMS[name]
+
+
 class Params(_Section):
     """One experiment's full parameter set."""
 
@@ -312,6 +402,7 @@ class Params(_Section):
     warmstart: WarmstartParams = WarmstartParams()
     grpo: GRPOParams = GRPOParams()
     round: RoundParams = RoundParams()
+    matrix: MatrixParams = MatrixParams()
 
     @model_validator(mode="after")
     def _paths_inside_the_run_root(self) -> "Params":

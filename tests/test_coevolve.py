@@ -12,13 +12,15 @@ from intraskill.params import Params, load_params, params_from_dict
 from intraskill.paths import project_root
 from intraskill.pipeline.coevolve import (
     GATE_SKIPPED,
+    NOT_EVOLVING,
     CoEvolveConfig,
     CoEvolvePlanMismatchError,
     co_evolve,
     curriculum_bank,
 )
 from intraskill.pipeline.prepare import RoundInputs
-from intraskill.skills.bank import Skill, SkillBank
+from intraskill.pipeline.round import round_curriculum
+from intraskill.skills.bank import Skill, SkillBank, save_skillbank
 from intraskill.skills.curriculum import build_curriculum
 
 ROUND = {"n_samples_per_prompt": 2, "rollout_batch_size": 1, "over_sampling_batch_size": 2, "rollout_steps": 1,
@@ -94,3 +96,24 @@ def test_two_rounds_write_every_artifact_resume_and_refuse_another_plan(tmp_path
     with pytest.raises(CoEvolvePlanMismatchError, match="config"):
         co_evolve(params, 2, start=start(params), config=CoEvolveConfig(max_candidates=3), out_dir=run_dir,
                   store_root=small_store_root, progress=False)
+
+
+def test_without_evolution_every_round_trains_with_the_starting_bank_redrawn(tmp_path: Path,
+                                                                             small_store_root: Path) -> None:
+    params = ci_params(tmp_path / "runs")
+    bank = SkillBank("ci-1", (Skill("tidy", "### Be tidy\n- Click only listed values.",
+                                    metadata={"estimated_effect": 0.05}),))
+    path = save_skillbank(bank, tmp_path / "bank" / "skillbank.json")
+    first = round_curriculum(params.round, 0, path, recorded_path=path.name)
+    inputs = RoundInputs(checkpoint=None, skillbank=path, curriculum=first, warmstart_dir=None)
+    result = co_evolve(params, 2, start=inputs, config=CoEvolveConfig(evolve=False), out_dir=tmp_path / "chain",
+                       store_root=small_store_root, progress=False)
+    assert [r.gate_status for r in result.rounds] == [NOT_EVOLVING, NOT_EVOLVING]
+    assert not any((r.root / "analysis").exists() or r.gate_dir.exists() for r in result.rounds)
+    second = json.loads((result.rounds[1].root / "plan.json").read_text())["curriculum_state_id"]
+    assert second == round_curriculum(params.round, 1, path, recorded_path=path.name).state_id != first.state_id
+    assert [c.skill_id for c in result.rounds[1].curriculum().chunks] == ["tidy"]
+    skill_free = co_evolve(params, 1, start=RoundInputs(None, None, None, None), out_dir=tmp_path / "bare",
+                           config=CoEvolveConfig(evolve=False), store_root=small_store_root, progress=False)
+    assert skill_free.rounds[0].curriculum_path is None
+    assert json.loads((skill_free.rounds[0].root / "plan.json").read_text())["curriculum_state_id"] is None

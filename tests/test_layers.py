@@ -1,7 +1,7 @@
 """The layer contract, read from the code's own imports (module-level and in-function alike).
 
 Imports point one way: store → skills → agent → policy → evaluation / training core / analysts → gate →
-organism testbed → stage orchestration → integrations / analysis / plots → report → command line.
+organism testbed → stage orchestration → control experiment → integrations / analysis / plots → report → command line.
 A subpackage may import itself and the layers below it; no two modules import each other, even through
 a chain.
 """
@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gate",),
     ("organism",),
     ("pipeline",),
+    ("experiment",),
     ("integrations", "analysis", "plots"),
     ("report",),
     ("cli",),

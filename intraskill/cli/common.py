@@ -43,15 +43,16 @@ def note(message: str) -> None:
     typer.echo(message, err=True)
 
 
-def load(path: Path, overrides: list[str] | None = None) -> Params:
+def load(path: Path, overrides: list[str] | None = None, flags: list[str] | None = None) -> Params:
     """The params file (a path, one relative to the project root, or a shipped name such as ``organism``)
-    with its ``--set`` overrides."""
+    with its ``--set`` overrides, then a verb's own flags given as ``field=value`` settings."""
     found = next((p for p in (path, project_root() / path, params_path(str(path))) if p.exists()), None)
     if found is None:
         fail(f"--params: no parameter file {path}")
     try:
         params = load_params(found)
-        return with_overrides(params, overrides) if overrides else params
+        params = with_overrides(params, overrides) if overrides else params
+        return with_overrides(params, flags, source="flag") if flags else params
     except ParamsError as error:
         head, *fields = str(error).splitlines()
         fail(" ".join([head, "; ".join(field.strip() for field in fields)]).strip())

@@ -127,6 +127,13 @@ def _task_values(traces: Mapping[tuple[int, int], EpisodeTrace], metric: str) ->
     return {task: sum(values) / len(values) for task, values in per_task.items()}
 
 
+def run_task_values(run_dir: str | Path, metrics: Sequence[str]) -> dict[str, dict[int, float]]:
+    """``metric → task → value`` of one evaluation run (the mean over a task's samples); every job of its plan
+    needs a scored completed trace (:class:`AlignmentError` otherwise)."""
+    by_job = _completed_by_job(read_plan(run_dir), read_traces(Path(run_dir) / "traces.jsonl"), str(run_dir))
+    return {metric: _task_values(by_job, metric) for metric in metrics}
+
+
 def paired_metrics(a: Mapping[tuple[int, int], EpisodeTrace], b: Mapping[tuple[int, int], EpisodeTrace],
                    samples: int, seed: int, confidence: float) -> dict[str, dict[str, Any]]:
     """Per metric: means, mean difference (b − a) and the paired bootstrap interval over tasks."""

@@ -28,9 +28,9 @@ from intraskill.params import ExperimentParams, Params
 from intraskill.paths import runs_root
 from intraskill.pipeline.gate_run import GateConfig, run_online_gate
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
-from intraskill.pipeline.round import open_train_store, run_round
+from intraskill.pipeline.round import open_train_store, round_curriculum, run_round
 from intraskill.skills.bank import Skill, SkillBank
-from intraskill.skills.curriculum import CurriculumState, load_curriculum
+from intraskill.skills.curriculum import CurriculumState, load_curriculum, save_curriculum
 from intraskill.trace2skill.analysis import AnalysisConfig, run_analysis
 from intraskill.trace2skill.ledger import read_ledger
 from intraskill.trace2skill.pool import DEFAULT_MAX_CANDIDATES, check_max_candidates, load_pool
@@ -42,6 +42,8 @@ PLAN_SCHEMA_VERSION = "intraskill-co-evolve-plan-v1"
 PIPELINE_VERSION = "intraskill-co-evolve-v1"
 SUMMARY_FILE = "co_evolve_summary.json"
 GATE_SKIPPED = "skipped_empty_pool"
+NOT_EVOLVING = "not_evolving"
+NEXT_CURRICULUM = "next_curriculum.json"
 
 
 class CoEvolvePlanMismatchError(RuntimeError):
@@ -60,12 +62,15 @@ class CoEvolveConfig:
         ``val-after`` run is then reused as the gate's bare run), or ``evaluation.task_limit`` when
         ``round.val_tasks`` is 0.
     max_candidates : ADD/REWRITE candidates per round (6).
+    evolve : run the analysis and the gate after each round (the method). ``False`` chains plain rounds:
+        every round trains with the starting bank's curriculum, redrawn per round (the control arms).
     """
 
     samples_per_task: int = 1
     mask_seed: int = DEFAULT_MASK_SEED
     gate_task_limit: int | None = None
     max_candidates: int = DEFAULT_MAX_CANDIDATES
+    evolve: bool = True
 
     def __post_init__(self) -> None:
         if self.samples_per_task < 1:
@@ -263,17 +268,29 @@ def co_evolve(
         if not _trained(root, params):
             run_round(train_params, index, curriculum=curriculum, initial_checkpoint=checkpoint, out_dir=root,
                       store_root=store_root, progress=progress)
-        bank = curriculum_bank(curriculum, round_id(index))
-        if not _analysed(root, bank):
-            history = _ledger_after(finished[-1] if finished else None)
-            _analyse(params, root, index, bank, history, config, store_root)
-        status, curriculum_path = _gate(params, root, index, config, store_root, progress)
+        if config.evolve:
+            bank = curriculum_bank(curriculum, round_id(index))
+            if not _analysed(root, bank):
+                history = _ledger_after(finished[-1] if finished else None)
+                _analyse(params, root, index, bank, history, config, store_root)
+            status, curriculum_path = _gate(params, root, index, config, store_root, progress)
+        else:
+            status, curriculum_path = NOT_EVOLVING, _same_bank_next(params, root, index, start)
         done = CoEvolveRound(index, root, root / "checkpoint" / "model",
                              root / "analysis" / "candidate_pool.json", status, curriculum_path)
         finished.append(done)
         _write_summary(run_dir, fingerprint, finished)
         checkpoint, curriculum = str(done.checkpoint), done.curriculum()
     return CoEvolveResult(run_dir, fingerprint, finished)
+
+
+def _same_bank_next(params: Params, root: Path, index: int, start: RoundInputs) -> Path | None:
+    """Without evolution the next round trains with the starting bank again: its curriculum for round
+    ``index + 1`` (``None`` when the run has no skills), written beside the round."""
+    if start.skillbank is None or start.curriculum is None:
+        return None
+    curriculum = round_curriculum(params.round, index + 1, start.skillbank, recorded_path=start.skillbank.name)
+    return save_curriculum(curriculum, root / NEXT_CURRICULUM)
 
 
 def _write_summary(run_dir: Path, fingerprint: str, finished: Sequence[CoEvolveRound]) -> None:

@@ -7,6 +7,7 @@ English with a logged warning when none is installed.
 
 from intraskill.plots.behaviour import behaviour_deltas, behaviour_phases
 from intraskill.plots.contributions import chunk_contributions
+from intraskill.plots.controls import control_learning_curves, control_outcomes
 from intraskill.plots.optimization import optimization_curves
 from intraskill.plots.results import four_condition_results
 from intraskill.plots.skills import skill_evolution
@@ -21,6 +22,8 @@ __all__ = [
     "chunk_contributions",
     "chunk_effects",
     "cloning_losses",
+    "control_learning_curves",
+    "control_outcomes",
     "find_cjk_font",
     "optimization_curves",
     "save_figure",

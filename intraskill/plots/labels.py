@@ -109,6 +109,20 @@ LABELS: dict[str, tuple[str, str]] = {
     "role_helpful": ("planted helpful", "预设有益"),
     "role_neutral": ("planted neutral", "预设中性"),
     "role_harmful": ("planted harmful", "预设有害"),
+    # the control experiment
+    "title_control_curves": ("Bare val success per round (mean, band: seeds' range)",
+                             "逐轮无技能验证集成功率（均值，色带：各种子范围）"),
+    "curve_warmstart": ("warm start", "热启动"),
+    "curve_after_round": ("after round {round}", "第 {round} 轮后"),
+    "title_control_levels": ("Test {metric} per arm ({condition})", "各实验组测试{metric}（{condition}）"),
+    "title_control_contrasts": ("Arm differences ({condition}; 95% CI: seeds, then tasks)",
+                                "组间差值（{condition}；95% CI：先种子后任务）"),
+    "control_metric_success": ("success (%)", "成功率（%）"),
+    "control_metric_reward": ("strict reward", "严格奖励"),
+    "control_condition_deployed": ("deployed: final checkpoint + its bank", "部署：最终检查点 + 其技能库"),
+    "control_condition_bare": ("final checkpoint, no skill", "最终检查点·无技能"),
+    "control_delta_success": ("difference, points", "差值（百分点）"),
+    "control_delta_reward": ("strict-reward difference", "严格奖励差值"),
 }
 """key → (English, Simplified Chinese). Values may hold ``str.format`` fields."""
 

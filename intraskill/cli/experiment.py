@@ -1,0 +1,45 @@
+"""``intraskill experiment``: the control experiment (arms × seeds × rounds, each cell tested; heavy imports
+inside the command body)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load
+
+
+def experiment_command(
+    params: Path = typer.Option(Path("params/organism.yaml"), "--params",
+                                help="Parameter file; its matrix: section gives the defaults below."),
+    overrides: list[str] = SET_OPTION,
+    arms: str = typer.Option(None, "--arms", help="Comma-separated arms, e.g. coevolve,grpo,fixed,nomask,uniform."),
+    seeds: int = typer.Option(None, "--seeds", help="Training seeds per arm (seed indices 0 … n−1)."),
+    rounds: int = typer.Option(None, "--rounds", help="Rounds per cell."),
+    test_tasks: int = typer.Option(None, "--test-tasks", help="Test tasks per evaluation (default: the split)."),
+    repeats: int = typer.Option(None, "--repeats", help="Rollouts per test task (evaluation.repeats)."),
+    out: Path = typer.Option(None, "--out", help="Matrix dir (<run_root>/<experiment>/controls)."),
+    jobs: int = typer.Option(1, "--jobs", min=1, help="Cells run at once, one process each."),
+    progress: bool = PROGRESS_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Run (or resume, or extend) the control experiment: every arm trains from the same warm start with the
+    same rounds and differs only in how skills enter; every cell's final checkpoint is tested bare and with
+    its final bank; arms are compared to grpo (and coevolve to every arm) per seed and across seeds."""
+    # deferred: a verb loads its stage only when it runs
+    from intraskill.experiment.matrix import MatrixPlanMismatchError, run_matrix
+    from intraskill.pipeline.coevolve import CoEvolvePlanMismatchError
+    from intraskill.pipeline.round import RoundPlanMismatchError
+    from intraskill.training.checkpoint import CheckpointError
+
+    flags = {"matrix.arms": f"[{arms}]" if arms is not None else None, "matrix.seeds": seeds,
+             "matrix.rounds": rounds, "matrix.test_tasks": test_tasks, "evaluation.repeats": repeats}
+    settings = [f"{field}={value}" for field, value in flags.items() if value is not None]
+    loaded = load(params, overrides, settings)
+    try:
+        result = run_matrix(loaded, out, jobs=jobs, progress=progress)
+    except (MatrixPlanMismatchError, CoEvolvePlanMismatchError, RoundPlanMismatchError, CheckpointError) as error:
+        fail(str(error))
+    emit(json.loads(json.dumps(result.to_dict())), as_json, text=result.summary())

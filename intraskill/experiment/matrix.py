@@ -1,0 +1,255 @@
+"""The control experiment: every (arm, seed) cell trained, evaluated on the test split, resumable cell by cell.
+
+A matrix directory (``<run_root>/<experiment.name>/controls`` by default) holds:
+
+* ``matrix.json`` — the plan: base parameters (without the ``matrix`` section's arm and seed lists, so a
+  matrix can be extended), rounds, test tasks and torch threads per cell, fingerprinted; a directory
+  refuses a different plan (:class:`MatrixPlanMismatchError`);
+* ``shared/`` — S₀ with its contributions α (``skillbank.json``) and the shared warm start's two test runs
+  (``test-warmstart-bare``, ``test-warmstart-s0``), run once for all arms;
+* ``cells/<arm>/seed-<k>/`` — the cell's chained rounds (:func:`~intraskill.pipeline.coevolve.co_evolve`
+  with the arm's overlay, :mod:`intraskill.experiment.arms`), its test runs ``test-final-bare`` and
+  ``test-final-bank``, ``final_skillbank.json``, ``timings.jsonl`` (wall time per finished stage,
+  append-only) and ``cell.json`` (the finished cell's :class:`~intraskill.experiment.records.CellResult`);
+* ``matrix_summary.json`` — :meth:`~intraskill.experiment.results.MatrixResult.to_dict`.
+
+Every stage below a cell resumes from its own records (rollout steps, evaluation traces), and a cell with a
+``cell.json`` is skipped, so a killed matrix resumes cell by cell with no episode lost or repeated. Every
+evaluation uses the base parameters' seeds: all test runs are paired by task and episode seed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import multiprocessing
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from intraskill.evaluate.runner import run_eval
+from intraskill.evaluate.summary import utc_now
+from intraskill.experiment.arms import Cell, CellSeeds, cell_params
+from intraskill.experiment.records import (
+    FINAL_BANK,
+    FINAL_BARE,
+    WARMSTART_BARE,
+    WARMSTART_S0,
+    CellResult,
+    RoundRecord,
+    TestRun,
+)
+from intraskill.experiment.results import MatrixResult, load_matrix
+from intraskill.hashing import sha256_json
+from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
+from intraskill.params import Params, params_from_dict
+from intraskill.paths import runs_root
+from intraskill.pipeline.coevolve import CoEvolveConfig, co_evolve, curriculum_bank
+from intraskill.pipeline.prepare import RoundInputs, prepare_round
+from intraskill.pipeline.round import round_curriculum
+from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
+
+LOGGER = logging.getLogger(__name__)
+
+MATRIX_SCHEMA = "intraskill-control-matrix-v1"
+PLAN_FILE = "matrix.json"
+SUMMARY_FILE = "matrix_summary.json"
+CELL_FILE = "cell.json"
+TEST_SPLIT = "test"
+
+
+class MatrixPlanMismatchError(RuntimeError):
+    """The matrix directory already holds a different plan."""
+
+
+def default_matrix_dir(params: Params) -> Path:
+    """``<run_root>/<experiment.name>/controls``."""
+    return runs_root(params.experiment.run_root) / params.experiment.name / "controls"
+
+
+def matrix_plan(params: Params) -> dict[str, Any]:
+    """What every cell's numbers depend on, beside its arm and seed: the base parameters, rounds, test tasks
+    and threads."""
+    base = params.model_dump(mode="json")
+    matrix = base.pop("matrix")
+    return {"schema_version": MATRIX_SCHEMA, "params": base, "rounds": matrix["rounds"],
+            "test_tasks": matrix["test_tasks"], "threads": matrix["threads"]}
+
+
+def _write_plan(out: Path, plan: dict[str, Any]) -> str:
+    fingerprint = sha256_json(plan)
+    path = out / PLAN_FILE
+    if path.is_file():
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if stored.get("fingerprint") != fingerprint:
+            differing = sorted(k for k in plan if stored.get(k) != plan[k])
+            raise MatrixPlanMismatchError(
+                f"{out} holds a different control-matrix plan; differing fields: {', '.join(differing)}. "
+                "Use another --out directory for a different plan (arms and seeds may be added).")
+        return fingerprint
+    write_json(path, {**plan, "fingerprint": fingerprint, "created_at": utc_now()}, indent=1)
+    return fingerprint
+
+
+@contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """torch's intra-op thread count set to ``count`` for the block (results depend on it)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+@contextmanager
+def _timed(out: Path, stage: str) -> Iterator[None]:
+    start = time.perf_counter()
+    yield
+    with JsonlWriter(out / "timings.jsonl") as writer:
+        writer.append({"stage": stage, "seconds": time.perf_counter() - start, "finished_at": utc_now()})
+
+
+def _test(params: Params, condition: str, checkpoint: str | None, bank: SkillBank | None, out: Path,
+          run_dir: Path, store_root: Path | None, progress: bool) -> TestRun:
+    """The test run ``run_dir`` (resumed, or skipped when complete); its record names it relative to ``out``."""
+    limit = params.matrix.test_tasks
+    if not (run_dir / "summary.json").is_file() or not _complete(run_dir):
+        with _timed(run_dir.parent, condition):
+            run_eval(params, TEST_SPLIT, checkpoint, bank, run_dir, progress=progress, limit=limit,
+                     store_root=store_root)
+    skills = [s.skill_id for s in bank.enabled_skills()] if bank is not None else []
+    return TestRun.read(condition, run_dir, out, checkpoint or str(params.model.checkpoint), skills)
+
+
+def _complete(run_dir: Path) -> bool:
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    return summary["counts"]["completed"] + summary["counts"]["failed"] >= summary["counts"]["requested"]
+
+
+def shared_start(params: Params, out: Path, store_root: Path | None = None,
+                 progress: bool = True) -> tuple[RoundInputs, dict[str, TestRun]]:
+    """The warm start and S₀ (with α) every arm starts from, and their two test runs."""
+    start = prepare_round(params, 0, out / "shared")
+    s0 = load_skillbank(start.skillbank) if start.skillbank is not None else None
+    tests = {WARMSTART_BARE: _test(params, WARMSTART_BARE, start.checkpoint, None, out,
+                                   out / "shared" / f"test-{WARMSTART_BARE}", store_root, progress)}
+    if s0 is not None:
+        tests[WARMSTART_S0] = _test(params, WARMSTART_S0, start.checkpoint, s0, out,
+                                    out / "shared" / f"test-{WARMSTART_S0}", store_root, progress)
+    write_json(out / "shared" / "warmstart.json", {name: run.to_dict() for name, run in tests.items()}, indent=1)
+    return start, tests
+
+
+def run_cell(params: Params, out: Path, cell: Cell, start: RoundInputs, store_root: Path | None = None,
+             progress: bool = True) -> CellResult:
+    """Train, evaluate and record one cell (resuming whatever it already holds)."""
+    arm = params.matrix.arm(cell.arm)
+    if arm.skills == "s0" and start.skillbank is None:
+        raise ValueError(f"arm {cell.arm}: trains with S₀, but no chunk of S₀ has a positive contribution α")
+    trained = cell_params(params, arm, cell.seed_index)
+    seeds = CellSeeds.derive(params, cell.seed_index)
+    root = out / "cells" / cell.name
+    with torch_threads(params.matrix.threads):
+        if arm.skills == "s0":
+            curriculum = round_curriculum(trained.round, 0, start.skillbank, recorded_path=start.skillbank.name)
+            cell_start = replace(start, curriculum=curriculum)
+        else:
+            cell_start = replace(start, skillbank=None, curriculum=None)
+        with _timed(root, "rounds"):
+            chain = co_evolve(trained, params.matrix.rounds, start=cell_start, out_dir=root, store_root=store_root,
+                              progress=progress,
+                              config=CoEvolveConfig(mask_seed=seeds.mask, evolve=arm.evolve))
+        s0 = load_skillbank(start.skillbank) if start.skillbank is not None else None
+        final_bank = _final_bank(chain.rounds[-1].curriculum(), s0) if arm.evolve else s0
+        if final_bank is not None:
+            save_skillbank(final_bank, root / "final_skillbank.json")
+        checkpoint = str(chain.rounds[-1].checkpoint)
+        tests = {FINAL_BARE: _test(params, FINAL_BARE, checkpoint, None, out, root / f"test-{FINAL_BARE}", store_root,
+                                    progress)}
+        if final_bank is not None and final_bank.enabled_skills():
+            tests[FINAL_BANK] = _test(params, FINAL_BANK, checkpoint, final_bank, out,
+                                      root / f"test-{FINAL_BANK}",
+                                      store_root, progress)
+    summary = json.loads((root / "co_evolve_summary.json").read_text(encoding="utf-8"))
+    deployed = FINAL_BANK if arm.skills == "s0" and FINAL_BANK in tests else FINAL_BARE
+    result = CellResult(
+        arm=cell.arm, seed_index=cell.seed_index,
+        seeds={"experiment": seeds.experiment, "curriculum": seeds.curriculum, "mask": seeds.mask},
+        rounds=tuple(RoundRecord.read(r) for r in summary["rounds"]), tests=tests, deployed=deployed,
+        final_bank=tuple(s.skill_id for s in final_bank.enabled_skills()) if final_bank is not None else (),
+        wall_seconds=_wall_seconds(root))
+    write_json(root / CELL_FILE, result.to_dict(), indent=1)
+    return result
+
+
+def _final_bank(curriculum: Any, s0: SkillBank | None) -> SkillBank | None:
+    """An evolving arm's final bank: its last gate's selection (an empty bank when the gate kept nothing)."""
+    if curriculum is None:
+        return SkillBank("final-empty", ()) if s0 is not None else None
+    return curriculum_bank(curriculum, "final")
+
+
+def _wall_seconds(root: Path) -> float:
+    """The cell's wall time: its finished stages as ``timings.jsonl`` recorded them (a stage killed midway
+    counts from where it resumed)."""
+    return math.fsum(record["seconds"] for record in iter_jsonl(root / "timings.jsonl"))
+
+
+def _run_cell_in_worker(params_data: dict[str, Any], out: str, arm: str, seed_index: int,
+                        start: RoundInputs, store_root: Path | None) -> dict[str, Any]:
+    """:func:`run_cell` in a worker process (spawned: a fresh interpreter and torch)."""
+    params = params_from_dict(params_data, source="control matrix")
+    return run_cell(params, Path(out), Cell(arm, seed_index), start, store_root, progress=False).to_dict()
+
+
+def run_matrix(params: Params, out_dir: str | Path | None = None, *, jobs: int = 1,
+               store_root: str | Path | None = None, progress: bool = True) -> MatrixResult:
+    """Run (or resume, or extend) the control experiment of ``params.matrix``.
+
+    Parameters
+    ----------
+    params : the base parameters; ``matrix`` names the arms, seeds, rounds, test tasks and threads.
+    out_dir : the matrix directory (default :func:`default_matrix_dir`).
+    jobs : cells run at once, each in its own process with ``matrix.threads`` torch threads (results do
+        not depend on it).
+    store_root : the store directory (default the cached store of ``params.store``).
+    progress : progress bars (per cell with ``jobs`` 1, per matrix otherwise).
+    """
+    if jobs < 1:
+        raise ValueError(f"jobs: must be >= 1, got {jobs}")
+    out = Path(out_dir) if out_dir is not None else default_matrix_dir(params)
+    store = Path(store_root) if store_root is not None else None
+    _write_plan(out, matrix_plan(params))
+    with torch_threads(params.matrix.threads):
+        start, _ = shared_start(params, out, store, progress)
+    cells = [Cell(arm, k) for arm in params.matrix.arms for k in range(params.matrix.seeds)]
+    pending = [cell for cell in cells if not (out / "cells" / cell.name / CELL_FILE).is_file()]
+    LOGGER.info("control matrix %s: %d cells, %d to run", out, len(cells), len(pending))
+    if jobs == 1:
+        for cell in tqdm(pending, desc="cells", disable=not progress or len(pending) < 2):
+            run_cell(params, out, cell, start, store, progress)
+    else:
+        _run_parallel(params, out, pending, start, store, jobs, progress)
+    result = load_matrix(out, params.matrix.arms, params.matrix.seeds)
+    write_json(out / SUMMARY_FILE, result.to_dict(), indent=1)
+    return result
+
+
+def _run_parallel(params: Params, out: Path, cells: Sequence[Cell], start: RoundInputs, store_root: Path | None,
+                  jobs: int, progress: bool) -> None:
+    context = multiprocessing.get_context("spawn")
+    data = params.model_dump(mode="json")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = {pool.submit(_run_cell_in_worker, data, str(out), c.arm, c.seed_index, start,
+                               store_root): c for c in cells}
+        for future in tqdm(as_completed(futures), total=len(futures), desc="cells", disable=not progress):
+            future.result()

@@ -1,0 +1,154 @@
+"""What one cell of the control experiment produced: per-round learning and compute, and its test runs.
+
+Compute parity is shown, not assumed: per round the episodes generated (rollouts and full-skill retries),
+their completion tokens, the episodes and tokens the trainer received, the gate's masked episodes and the
+training time, all read from the round directory once, when the cell finishes, and kept in ``cell.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from intraskill.jsonl import iter_jsonl
+from intraskill.shop.reward import PRIMARY_REWARD
+
+SUCCESS = "r_success"
+METRICS: tuple[str, ...] = (SUCCESS, PRIMARY_REWARD)
+"""The outcomes the experiment compares: test success and strict reward (``reward`` = ``r_strict``)."""
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """One training round of a cell: bare val success before and after, the gate, and its compute."""
+
+    round_index: int
+    val_before: float | None
+    val_after: float | None
+    gate_status: str
+    chunks_in: int
+    chunks_out: int | None
+    rollout_episodes: int
+    retry_episodes: int
+    generated_tokens: int
+    trained_episodes: int
+    trained_tokens: int
+    gate_episodes: int
+    train_seconds: float
+
+    @classmethod
+    def read(cls, summary: Mapping[str, Any]) -> RoundRecord:
+        """The record of one ``co_evolve_summary.json`` round (its directory is read for the compute)."""
+        root = Path(summary["root"])
+        val = summary.get("val_success") or {}
+        metrics = list(iter_jsonl(root / "metrics.jsonl"))
+        rollouts = list(_traces(sorted(root.glob("steps/step-*/traces.jsonl"))))
+        retries = list(_traces([root / "retries.jsonl"]))
+        curriculum = json.loads((root / "curriculum.json").read_text(encoding="utf-8")) \
+            if (root / "curriculum.json").is_file() else {"chunks": []}
+        outcomes = summary.get("gate_outcomes") or {}
+        next_path = summary.get("curriculum_path")
+        chunks_out = outcomes.get("selected_count")
+        if chunks_out is None and next_path is not None:
+            chunks_out = len(json.loads(Path(next_path).read_text(encoding="utf-8"))["chunks"])
+        return cls(
+            round_index=summary["round_index"], val_before=val.get("before"), val_after=val.get("after"),
+            gate_status=summary["gate_status"], chunks_in=len(curriculum["chunks"]), chunks_out=chunks_out,
+            rollout_episodes=len(rollouts), retry_episodes=len(retries),
+            generated_tokens=sum(_completion_tokens(t) for t in rollouts + retries),
+            trained_episodes=int(_total(metrics, "rollout/shopsim/train_trajectory_count")),
+            trained_tokens=int(_total(metrics, "train/model_tokens")),
+            gate_episodes=sum(1 for _ in iter_jsonl(root / "gate" / "traces.jsonl")),
+            train_seconds=sum(_total(metrics, key) for key in {k for m in metrics for k in m if k.startswith("time/")}),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _traces(paths: Iterable[Path]) -> Iterable[dict[str, Any]]:
+    for path in paths:
+        yield from iter_jsonl(path)
+
+
+def _completion_tokens(trace: Mapping[str, Any]) -> int:
+    return int((trace.get("tokens") or {}).get("completion") or 0)
+
+
+def _total(records: Iterable[Mapping[str, Any]], key: str) -> float:
+    return math.fsum(float(r.get(key) or 0.0) for r in records)
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """One test-split evaluation: its condition, directory (relative to the matrix directory), checkpoint,
+    skills and headline outcomes."""
+
+    condition: str
+    run_dir: str
+    checkpoint: str
+    skills: tuple[str, ...]
+    success: float
+    reward: float
+    steps: float
+    episodes: int
+
+    @classmethod
+    def read(cls, condition: str, run_dir: Path, out: Path, checkpoint: str, skills: Iterable[str]) -> TestRun:
+        """The run's ``summary.json`` headline."""
+        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        return cls(condition, str(run_dir.relative_to(out)), checkpoint, tuple(skills), summary["primary"]["success_rate"],
+                   summary["primary"]["reward_mean"], summary["behavior"]["steps_mean"],
+                   summary["counts"]["scored"])
+
+    def to_dict(self) -> dict[str, Any]:
+        record = asdict(self)
+        record["skills"] = list(self.skills)
+        return record
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> TestRun:
+        return cls(**{**record, "skills": tuple(record["skills"])})
+
+
+FINAL_BARE = "final-bare"
+FINAL_BANK = "final-bank"
+WARMSTART_BARE = "warmstart-bare"
+WARMSTART_S0 = "warmstart-s0"
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """A finished cell: its seeds, rounds, test runs and which of them is the arm's deployed condition.
+
+    ``tests`` holds ``final-bare`` and, unless the arm ended with an empty bank, ``final-bank`` (the final
+    checkpoint with the arm's final bank: the gate's selection, S₀ for ``fixed``; S₀ for skill-free arms, so
+    that their four-condition table is complete). ``deployed`` is what the arm ships: ``final-bank`` for
+    arms trained with skills and a non-empty bank, else ``final-bare``.
+    """
+
+    arm: str
+    seed_index: int
+    seeds: dict[str, int]
+    rounds: tuple[RoundRecord, ...]
+    tests: dict[str, TestRun]
+    deployed: str
+    final_bank: tuple[str, ...]
+    wall_seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"arm": self.arm, "seed_index": self.seed_index, "seeds": dict(self.seeds),
+                "rounds": [r.to_dict() for r in self.rounds],
+                "tests": {name: run.to_dict() for name, run in self.tests.items()},
+                "deployed": self.deployed, "final_bank": list(self.final_bank), "wall_seconds": self.wall_seconds}
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> CellResult:
+        return cls(record["arm"], record["seed_index"], dict(record["seeds"]),
+                   tuple(RoundRecord(**r) for r in record["rounds"]),
+                   {name: TestRun.from_dict(run) for name, run in record["tests"].items()},
+                   record["deployed"], tuple(record["final_bank"]), record["wall_seconds"])

@@ -1,0 +1,295 @@
+"""The control experiment's result: cells, four-condition tables, learning curves, compute and comparisons.
+
+Each comparison ``a-b`` is the difference a − b on the test split in one condition — ``deployed`` (what each
+arm ships: its final checkpoint with its final bank, bare for a skill-free arm) or ``bare`` (the final
+checkpoint alone) — for test success and strict reward. Per seed index (cells with the same index share
+their training draws) it is the release's task-paired bootstrap; across seeds a hierarchical bootstrap
+(seeds, then tasks; :func:`~intraskill.evaluate.bootstrap.hierarchical_bootstrap`). A difference is
+*supported* when its 95 % interval excludes 0; everything is seeded from ``evaluation.bootstrap_seed``.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from intraskill.evaluate.bootstrap import (
+    BootstrapResult,
+    HierarchicalBootstrapResult,
+    hierarchical_bootstrap,
+    paired_bootstrap_ci,
+    success_transitions,
+)
+from intraskill.evaluate.compare import run_task_values
+from intraskill.experiment.records import FINAL_BARE, METRICS, SUCCESS, CellResult, TestRun
+from intraskill.params import BUILTIN_ARMS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+RESULT_SCHEMA = "intraskill-control-matrix-result-v1"
+REFERENCE_ARM = "grpo"
+METHOD_ARM = "coevolve"
+CONDITIONS: tuple[str, ...] = ("deployed", "bare")
+METRIC_LABELS = {SUCCESS: "success", "reward": "reward"}
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """Arm ``a`` − arm ``b`` on one metric in one condition, per seed and across seeds."""
+
+    a: str
+    b: str
+    condition: str
+    metric: str
+    across_seeds: HierarchicalBootstrapResult
+    per_seed: tuple[BootstrapResult, ...]
+    transitions: dict[str, int] | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.a}-{self.b}"
+
+    @property
+    def verdict(self) -> str:
+        """``a > b``, ``a < b`` (the 95 % interval excludes 0) or ``unresolved``."""
+        low, high = self.across_seeds.ci
+        return f"{self.a} > {self.b}" if low > 0 else f"{self.a} < {self.b}" if high < 0 else "unresolved"
+
+    def statement(self) -> str:
+        """One sentence: the difference in points, its interval and what the data supports."""
+        low, high = self.across_seeds.ci
+        label = METRIC_LABELS[self.metric]
+        size = (f"{100 * self.across_seeds.mean_difference:+.1f} points [{100 * low:+.1f}, {100 * high:+.1f}] "
+                f"over {self.across_seeds.seeds} seed(s) × {self.across_seeds.tasks} tasks")
+        if self.verdict == "unresolved":
+            return f"{self.name} ({self.condition}, {label}): {size}; the interval covers 0, no difference resolved"
+        return f"{self.name} ({self.condition}, {label}): {size}; supported: {self.verdict}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """``mean``, ``ci_low``, ``ci_high`` and the rest, JSON-ready."""
+        low, high = self.across_seeds.ci
+        return {"mean": self.across_seeds.mean_difference, "ci_low": low, "ci_high": high,
+                "seeds": self.across_seeds.seeds, "tasks": self.across_seeds.tasks,
+                "per_seed": [{"mean": r.mean_difference, "ci_low": r.ci95[0], "ci_high": r.ci95[1]}
+                             for r in self.per_seed],
+                "transitions": self.transitions, "verdict": self.verdict, "statement": self.statement(),
+                "bootstrap": {"across_seeds": self.across_seeds.method, "per_seed": "task_level_paired_percentile",
+                              "samples": self.across_seeds.samples, "seed": self.across_seeds.seed}}
+
+
+@dataclass(frozen=True)
+class MatrixResult:
+    """A control matrix as far as it has finished: cells by arm and seed, the shared warm start's test runs
+    and the comparisons."""
+
+    out_dir: Path
+    plan: dict[str, Any]
+    warmstart: dict[str, TestRun]
+    cells: tuple[CellResult, ...]
+    contrasts: tuple[Contrast, ...]
+
+    @property
+    def arms(self) -> list[str]:
+        return list(dict.fromkeys(cell.arm for cell in self.cells))
+
+    def cell(self, arm: str, seed_index: int) -> CellResult:
+        return next(c for c in self.cells if c.arm == arm and c.seed_index == seed_index)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``arms`` → per-seed results, ``comparisons`` → ``{"<a>-<b>": {condition: {"success"|"reward":
+        {"mean", "ci_low", "ci_high", ...}}}}``, ``statements``."""
+        comparisons: dict[str, Any] = {}
+        for contrast in self.contrasts:
+            block = comparisons.setdefault(contrast.name, {}).setdefault(contrast.condition, {})
+            block[METRIC_LABELS[contrast.metric]] = contrast.to_dict()
+        return {
+            "schema_version": RESULT_SCHEMA, "out_dir": str(self.out_dir), "fingerprint": self.plan["fingerprint"],
+            "rounds": self.plan["rounds"], "test_tasks": self.plan["test_tasks"], "threads": self.plan["threads"],
+            "warmstart": {name: run.to_dict() for name, run in self.warmstart.items()},
+            "arms": {arm: {str(c.seed_index): c.to_dict() for c in self.cells if c.arm == arm} for arm in self.arms},
+            "comparisons": comparisons,
+            "statements": [c.statement() for c in self.contrasts],
+        }
+
+    def summary(self) -> str:
+        """Final test success and reward per arm (mean over seeds) and every comparison's statement."""
+        lines = [f"control matrix {self.out_dir}: {len(self.cells)} cells, {self.plan['rounds']} round(s)"]
+        for name, run in self.warmstart.items():
+            lines.append(f"  {name:<16} success {100 * run.success:5.1f} %  reward {run.reward:.3f}")
+        finals = self.finals()
+        if not finals.empty:
+            table = finals[finals.condition == "deployed"].groupby("arm", sort=False)[["success", "reward"]]
+            for arm, row in table.mean().iterrows():
+                seeds = sum(c.arm == arm for c in self.cells)
+                lines.append(f"  {arm:<16} success {100 * row.success:5.1f} %  reward {row.reward:.3f}  "
+                             f"(deployed, {seeds} seed(s))")
+        lines += [f"  {c.statement()}" for c in self.contrasts]
+        return "\n".join(lines)
+
+    def learning_curves(self) -> pd.DataFrame:
+        """One row per (arm, seed, point): bare val success before round 0 (point 0) and after each round."""
+        # deferred: pandas is heavy to import and only the frames need it
+        import pandas as pd
+
+        rows = []
+        for cell in self.cells:
+            for record in cell.rounds:
+                if record.round_index == 0 and record.val_before is not None:
+                    rows.append({"arm": cell.arm, "seed": cell.seed_index, "point": 0, "val_success": record.val_before})
+                if record.val_after is not None:
+                    rows.append({"arm": cell.arm, "seed": cell.seed_index, "point": record.round_index + 1,
+                                 "val_success": record.val_after})
+        return pd.DataFrame(rows, columns=["arm", "seed", "point", "val_success"])
+
+    def finals(self) -> pd.DataFrame:
+        """One row per (arm, seed, condition ``deployed`` / ``bare``) with test success and reward."""
+        # deferred: pandas is heavy to import and only the frames need it
+        import pandas as pd
+
+        rows = []
+        for cell in self.cells:
+            for condition, run in (("deployed", cell.tests[cell.deployed]), ("bare", cell.tests[FINAL_BARE])):
+                rows.append({"arm": cell.arm, "seed": cell.seed_index, "condition": condition,
+                             "success": run.success, "reward": run.reward, "skills": len(run.skills)})
+        return pd.DataFrame(rows, columns=["arm", "seed", "condition", "success", "reward", "skills"])
+
+    def four_conditions(self) -> pd.DataFrame:
+        """The release's four-condition table per arm: warm start bare and with S₀ (shared), final checkpoint
+        bare and with the arm's final bank; means over seeds (± standard deviation across seeds)."""
+        # deferred: pandas is heavy to import and only the frames need it
+        import pandas as pd
+
+        rows = []
+        for arm in self.arms:
+            cells = [c for c in self.cells if c.arm == arm]
+            for name, run in self.warmstart.items():
+                rows.append(_condition_row(arm, name, [run]))
+            for name in dict.fromkeys(n for c in cells for n in c.tests):
+                rows.append(_condition_row(arm, name, [c.tests[name] for c in cells if name in c.tests]))
+        return pd.DataFrame(rows)
+
+    def compute(self) -> pd.DataFrame:
+        """Per (arm, seed, round): episodes and tokens generated and trained, gate episodes, training time."""
+        # deferred: pandas is heavy to import and only the frames need it
+        import pandas as pd
+
+        rows = [{"arm": c.arm, "seed": c.seed_index, **r.to_dict(), "cell_wall_seconds": c.wall_seconds}
+                for c in self.cells for r in c.rounds]
+        return pd.DataFrame(rows)
+
+    def arm_intervals(self, samples: int = 2000) -> pd.DataFrame:
+        """Per arm, condition and metric: the mean over seeds and tasks with its hierarchical 95 % interval
+        (seeds, then tasks), for plotting each arm's level beside the paired comparisons."""
+        # deferred: pandas is heavy to import and only the frames need it
+        import pandas as pd
+
+        seed_base = self.plan["params"]["evaluation"]["bootstrap_seed"]
+        rows = []
+        for arm in self.arms:
+            cells = [c for c in self.cells if c.arm == arm]
+            for condition in CONDITIONS:
+                values = [run_task_values(_run_dir(self.out_dir, c, condition), METRICS) for c in cells]
+                for metric in METRICS:
+                    table = [[v[metric][t] for t in sorted(v[metric])] for v in values]
+                    level = hierarchical_bootstrap(table, f"{arm}:{condition}:{metric}", samples=samples,
+                                                   seed_base=seed_base)
+                    rows.append({"arm": arm, "condition": condition, "metric": METRIC_LABELS[metric],
+                                 "mean": level.mean_difference, "ci_low": level.ci[0], "ci_high": level.ci[1],
+                                 "per_seed": list(level.per_seed)})
+        return pd.DataFrame(rows)
+
+    def comparisons(self) -> pd.DataFrame:
+        """One row per comparison, condition and metric."""
+        # deferred: pandas is heavy to import and only the frames need it
+        import pandas as pd
+
+        rows = []
+        for c in self.contrasts:
+            record = c.to_dict()
+            rows.append({"comparison": c.name, "condition": c.condition, "metric": METRIC_LABELS[c.metric],
+                         "mean": record["mean"], "ci_low": record["ci_low"], "ci_high": record["ci_high"],
+                         "seeds": record["seeds"], "tasks": record["tasks"],
+                         "fixed (0→1)": (c.transitions or {}).get("0->1"),
+                         "broken (1→0)": (c.transitions or {}).get("1->0"), "verdict": c.verdict})
+        return pd.DataFrame(rows)
+
+
+def _condition_row(arm: str, condition: str, runs: Sequence[TestRun]) -> dict[str, Any]:
+    success = [r.success for r in runs]
+    reward = [r.reward for r in runs]
+    return {"arm": arm, "condition": condition, "seeds": len(runs), "skills": len(runs[0].skills),
+            "success": statistics.fmean(success), "success_sd": statistics.stdev(success) if len(runs) > 1 else None,
+            "reward": statistics.fmean(reward), "reward_sd": statistics.stdev(reward) if len(runs) > 1 else None,
+            "steps": statistics.fmean(r.steps for r in runs)}
+
+
+def comparison_pairs(arms: Sequence[str]) -> list[tuple[str, str]]:
+    """Every arm against ``grpo``, and ``coevolve`` against every other arm."""
+    pairs = [(arm, REFERENCE_ARM) for arm in arms if arm != REFERENCE_ARM and REFERENCE_ARM in arms]
+    if METHOD_ARM in arms:
+        pairs += [(METHOD_ARM, arm) for arm in arms if arm not in (METHOD_ARM, REFERENCE_ARM)]
+    return pairs
+
+
+def _run_dir(out: Path, cell: CellResult, condition: str) -> Path:
+    return out / cell.tests[cell.deployed if condition == "deployed" else FINAL_BARE].run_dir
+
+
+def contrast(out: Path, cells_a: Sequence[CellResult], cells_b: Sequence[CellResult], condition: str, metric: str,
+             samples: int, seed_base: int) -> Contrast:
+    """Arm a − arm b over the seed indices both finished (paired by seed index, then by task)."""
+    by_seed = {c.seed_index: c for c in cells_b}
+    pairs = [(a, by_seed[a.seed_index]) for a in sorted(cells_a, key=lambda c: c.seed_index)
+             if a.seed_index in by_seed]
+    if not pairs:
+        raise ValueError("contrast: the two arms share no finished seed")
+    rows, per_seed, successes = [], [], ([], [])
+    for a, b in pairs:
+        values_a = run_task_values(_run_dir(out, a, condition), [metric])[metric]
+        values_b = run_task_values(_run_dir(out, b, condition), [metric])[metric]
+        if values_a.keys() != values_b.keys():
+            raise ValueError(f"{a.arm} and {b.arm} seed {a.seed_index}: the test runs hold different tasks")
+        tasks = sorted(values_a)
+        treated, reference = [values_a[t] for t in tasks], [values_b[t] for t in tasks]
+        rows.append([x - y for x, y in zip(treated, reference)])
+        per_seed.append(paired_bootstrap_ci(reference, treated, metric, samples=samples, seed_base=seed_base))
+        successes[0].extend(reference)
+        successes[1].extend(treated)
+    binary = metric == SUCCESS and all(v in (0.0, 1.0) for v in successes[0] + successes[1])
+    return Contrast(cells_a[0].arm, cells_b[0].arm, condition, metric,
+                    hierarchical_bootstrap(rows, metric, samples=samples, seed_base=seed_base),
+                    tuple(per_seed), success_transitions(*successes) if binary else None)
+
+
+def load_matrix(out_dir: str | Path, arms: Sequence[str] | None = None, seeds: int | None = None) -> MatrixResult:
+    """The finished part of a matrix directory (``arms`` / ``seeds`` restrict it; default every finished
+    cell)."""
+    out = Path(out_dir)
+    plan_path = out / "matrix.json"
+    if not plan_path.is_file():
+        raise FileNotFoundError(f"{plan_path}: not a control-matrix directory (no matrix.json)")
+    plan = json.loads(plan_path.read_text(encoding="utf-8"))
+    shared = out / "shared" / "warmstart.json"
+    warmstart = {name: TestRun.from_dict(run) for name, run in json.loads(shared.read_text(encoding="utf-8")).items()} \
+        if shared.is_file() else {}
+    cells = []
+    for path in sorted(out.glob("cells/*/seed-*/cell.json")):
+        cell = CellResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        if (arms is None or cell.arm in arms) and (seeds is None or cell.seed_index < seeds):
+            cells.append(cell)
+    found = {c.arm for c in cells}
+    order = list(arms) if arms is not None else [a for a in BUILTIN_ARMS if a in found] + sorted(found - set(BUILTIN_ARMS))
+    cells.sort(key=lambda c: (order.index(c.arm), c.seed_index))
+    evaluation = plan["params"]["evaluation"]
+    finished = list(dict.fromkeys(c.arm for c in cells))
+    contrasts = tuple(
+        contrast(out, [c for c in cells if c.arm == a], [c for c in cells if c.arm == b], condition, metric,
+                 evaluation["bootstrap_samples"], evaluation["bootstrap_seed"])
+        for a, b in comparison_pairs(finished) for condition in CONDITIONS for metric in METRICS
+        if {c.seed_index for c in cells if c.arm == a} & {c.seed_index for c in cells if c.arm == b})
+    return MatrixResult(out, plan, warmstart, tuple(cells), contrasts)

@@ -1,0 +1,174 @@
+"""The control experiment: arms as overlays, a real tiny matrix (two arms × two seeds × one round on the ci
+organism), its summary, resume cell by cell, plan refusal, the CLI, and the hierarchical bootstrap."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from intraskill.cli import app
+from intraskill.evaluate.bootstrap import hierarchical_bootstrap
+from intraskill.experiment import matrix as matrix_module
+from intraskill.experiment.arms import CellSeeds, cell_params, overlay_fields
+from intraskill.experiment.matrix import MatrixPlanMismatchError, run_matrix
+from intraskill.experiment.results import comparison_pairs, load_matrix
+from intraskill.params import BUILTIN_ARMS, MatrixParams, Params, ParamsError, load_params, params_from_dict
+from intraskill.paths import project_root
+from intraskill.skills.bank import Skill, SkillBank, save_skillbank
+
+SKILL_FIELDS = {"round.q", "round.rho_min", "round.rho_max", "round.full_skill_retry"}
+
+
+def matrix_params(tmp_path: Path, **matrix: object) -> Params:
+    """``params/ci.yaml`` with one rollout step per round, 8 val tasks, a two-chunk S₀ with α, 6 test tasks."""
+    bank = SkillBank("ci-s0", (Skill("tidy", "### Be tidy\n- Click only listed values.",
+                                     metadata={"estimated_effect": 0.05}),
+                               Skill("budget", "### Budget\n- Compare prices.", metadata={"estimated_effect": 0.01})))
+    save_skillbank(bank, tmp_path / "s0.json")
+    data = load_params(project_root() / "params" / "ci.yaml").model_dump(mode="json")
+    data["experiment"]["run_root"] = str(tmp_path / "runs")
+    data["round"].update({"n_samples_per_prompt": 2, "rollout_batch_size": 1, "over_sampling_batch_size": 2,
+                          "rollout_steps": 1, "val_tasks": 8, "skillbank": str(tmp_path / "s0.json")})
+    data["sampling"].update({"max_turns": 4, "max_tokens_per_turn": 32})
+    data["matrix"] = {"arms": ["coevolve", "grpo"], "seeds": 2, "rounds": 1, "test_tasks": 6, **matrix}
+    return params_from_dict(data)
+
+
+def trace_lines(root: Path) -> dict[Path, int]:
+    return {p: p.read_text(encoding="utf-8").count("\n") for p in root.rglob("traces.jsonl")}
+
+
+def test_arms_differ_from_each_other_only_in_how_skills_enter_and_seeds_only_in_seeds() -> None:
+    base = load_params(project_root() / "params" / "organism.yaml")
+    method = cell_params(base, BUILTIN_ARMS["coevolve"], 0)
+    assert set(overlay_fields(base, method)) <= {f"matrix.{f}" for f in MatrixParams.model_fields}
+    for name, arm in BUILTIN_ARMS.items():
+        fields = set(overlay_fields(method, cell_params(base, arm, 0)))
+        assert fields <= SKILL_FIELDS, (name, fields)
+        assert bool(fields) == (name != "coevolve")
+    assert overlay_fields(method, cell_params(base, BUILTIN_ARMS["coevolve"], 2)) == \
+        ["experiment.seed", "round.curriculum_seed"]
+    seeds = CellSeeds.derive(base, 2)
+    assert (seeds.experiment, seeds.curriculum) == (base.experiment.seed + 2, base.round.curriculum_seed + 2)
+    fixed = cell_params(base, BUILTIN_ARMS["fixed"], 0).round
+    assert (fixed.q, fixed.rho_min, fixed.rho_max, fixed.full_skill_retry) == (0.0, 1.0, 1.0, False)
+    assert cell_params(base, BUILTIN_ARMS["grpo"], 0).round.full_skill_retry is False
+
+
+def test_matrix_parameters_name_the_bad_field() -> None:
+    base = load_params(project_root() / "params" / "ci.yaml").model_dump(mode="json")
+    for matrix, message in (({"arms": ["coevolve", "foo"]}, "matrix: arms: unknown arm foo"),
+                            ({"define": {"grpo": {}}}, "define.grpo: a built-in arm"),
+                            ({"define": {"bare": {"skills": "none"}}, "arms": ["bare"]}, "needs skills: s0"),
+                            ({"define": {"half": {"rho_min": 0.6, "rho_max": 0.4}}, "arms": ["half"]}, None),
+                            ({"seeds": True}, "matrix.seeds")):
+        with pytest.raises(ParamsError) as error:
+            params = params_from_dict({**base, "matrix": matrix})
+            cell_params(params, params.matrix.arm(params.matrix.arms[0]), 0)
+        if message is not None:
+            assert message in str(error.value)
+    defined = params_from_dict({**base, "matrix": {"define": {"sparse": {"rho_min": 0.3, "rho_max": 0.3}},
+                                                   "arms": ["coevolve", "sparse"]}})
+    assert cell_params(defined, defined.matrix.arm("sparse"), 0).round.rho_max == 0.3
+    assert comparison_pairs(["coevolve", "grpo", "fixed"]) == [("coevolve", "grpo"), ("fixed", "grpo"),
+                                                               ("coevolve", "fixed")]
+
+
+def test_hierarchical_bootstrap_resamples_seeds_then_tasks() -> None:
+    steady = hierarchical_bootstrap([[1.0, 0.0, 1.0, 0.0] * 25] * 3, "r_success", samples=2000)
+    assert steady.mean_difference == 0.5 and steady.seeds == 3 and steady.tasks == 100
+    assert steady.ci[0] < 0.5 < steady.ci[1]
+    assert hierarchical_bootstrap([[0.2] * 50] * 2, "reward", samples=500).ci == pytest.approx((0.2, 0.2))
+    # seeds that disagree widen the interval beyond the task-level spread
+    spread = hierarchical_bootstrap([[1.0, 0.0, 1.0, 0.0] * 25, [1.0] * 100, [0.0] * 100], "r_success", samples=2000)
+    assert spread.ci[1] - spread.ci[0] > 2 * (steady.ci[1] - steady.ci[0])
+    again = hierarchical_bootstrap([[1.0, 0.0, 1.0, 0.0] * 25, [1.0] * 100, [0.0] * 100], "r_success", samples=2000)
+    assert again == spread
+    with pytest.raises(ValueError, match="same tasks"):
+        hierarchical_bootstrap([[1.0, 0.0], [1.0]], "reward")
+    with pytest.raises(ValueError, match="non-finite"):
+        hierarchical_bootstrap([[1.0, float("nan")]], "reward")
+
+
+def test_tiny_matrix_runs_compares_resumes_cell_by_cell_and_refuses_another_plan(
+        tmp_path: Path, small_store_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    params = matrix_params(tmp_path)
+    out = tmp_path / "matrix"
+    # a kill between cells: the first cell finishes, the second one never starts
+    real_run_cell = matrix_module.run_cell
+    finished: list[str] = []
+
+    def killed_after_one(*args: object, **kwargs: object) -> object:
+        if finished:
+            raise KeyboardInterrupt
+        result = real_run_cell(*args, **kwargs)
+        finished.append(result.arm)
+        return result
+
+    monkeypatch.setattr(matrix_module, "run_cell", killed_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        run_matrix(params, out, store_root=small_store_root, progress=False)
+    monkeypatch.setattr(matrix_module, "run_cell", real_run_cell)
+    first_cell = out / "cells" / "coevolve" / "seed-0"
+    before = trace_lines(first_cell)
+    assert (first_cell / "cell.json").is_file() and not (out / "cells" / "coevolve" / "seed-1").exists()
+
+    result = run_matrix(params, out, store_root=small_store_root, progress=False)
+    assert trace_lines(first_cell) == before  # the finished cell ran nothing again
+    assert [(c.arm, c.seed_index) for c in result.cells] == [("coevolve", 0), ("coevolve", 1), ("grpo", 0),
+                                                             ("grpo", 1)]
+    summary = json.loads((out / "matrix_summary.json").read_text())
+    assert set(summary["arms"]) == {"coevolve", "grpo"} and set(summary["arms"]["grpo"]) == {"0", "1"}
+    block = summary["comparisons"]["coevolve-grpo"]
+    for condition in ("deployed", "bare"):
+        for metric in ("success", "reward"):
+            record = block[condition][metric]
+            assert record["ci_low"] <= record["mean"] <= record["ci_high"]
+            assert record["seeds"] == 2 and record["tasks"] == 6 and len(record["per_seed"]) == 2
+    assert set(summary["warmstart"]) == {"warmstart-bare", "warmstart-s0"}
+
+    # every cell trains with the base parameters plus its overlay and seed, nothing else
+    plans = {(c.arm, c.seed_index): Params.model_validate(
+        json.loads((out / "cells" / c.arm / f"seed-{c.seed_index}" / "plan.json").read_text())["params"])
+        for c in result.cells}
+    assert set(overlay_fields(plans["coevolve", 0], plans["grpo", 0])) <= SKILL_FIELDS
+    assert overlay_fields(plans["grpo", 0], plans["grpo", 1]) == ["experiment.seed", "round.curriculum_seed"]
+    coevolve, grpo = result.cell("coevolve", 0), result.cell("grpo", 0)
+    assert coevolve.rounds[0].chunks_in == 2 and coevolve.rounds[0].gate_status == "complete"
+    assert grpo.rounds[0].chunks_in == 0 and grpo.rounds[0].retry_episodes == 0
+    assert grpo.rounds[0].gate_status == "not_evolving" and grpo.deployed == "final-bare"
+    assert grpo.rounds[0].rollout_episodes >= 4 and grpo.rounds[0].trained_episodes >= 2
+    assert grpo.tests["final-bank"].skills == ("tidy", "budget")  # S₀ completes a skill-free arm's table
+    # every test run is paired: the same jobs and the base seed, whatever the cell's training seed
+    test_plans = [json.loads(p.read_text()) for p in out.rglob("test-*/plan.json")]
+    assert len(test_plans) == 2 + 2 * 4 - sum(1 for c in result.cells if "final-bank" not in c.tests)
+    assert {p["seed"] for p in test_plans} == {params.experiment.seed}
+    assert len({json.dumps(p["jobs"]) for p in test_plans}) == 1
+    frames = result.four_conditions(), result.learning_curves(), result.compute(), result.comparisons()
+    assert all(not frame.empty for frame in frames)
+    assert set(frames[0].condition) >= {"warmstart-bare", "warmstart-s0", "final-bare"}
+
+    # a cell killed after its tests but before cell.json: resumed without a new episode
+    all_lines = trace_lines(out)
+    (first_cell / "cell.json").unlink()
+    again = run_matrix(params, out, store_root=small_store_root, progress=False)
+    assert trace_lines(out) == all_lines and (first_cell / "cell.json").is_file()
+    assert again.to_dict()["comparisons"] == result.to_dict()["comparisons"]
+    with pytest.raises(MatrixPlanMismatchError, match="rounds"):
+        run_matrix(matrix_params(tmp_path, rounds=2), out, store_root=small_store_root, progress=False)
+
+    # the command line prints the same summary as one JSON object
+    path = tmp_path / "matrix.yaml"
+    path.write_text(yaml.safe_dump(params.model_dump(mode="json")), encoding="utf-8")
+    monkeypatch.setattr(matrix_module, "run_cell", killed_after_one)  # nothing may run again
+    cli = CliRunner().invoke(app, ["experiment", "--params", str(path), "--out", str(out), "--no-progress",
+                                   "--json", "--set", f"experiment.run_root={tmp_path / 'runs'}"])
+    assert cli.exit_code == 0, cli.output
+    printed = json.loads(cli.stdout)
+    assert printed["comparisons"]["coevolve-grpo"]["deployed"]["success"]["mean"] == \
+        block["deployed"]["success"]["mean"]
+    assert load_matrix(out).to_dict()["arms"].keys() == {"coevolve", "grpo"}
