@@ -18,21 +18,17 @@ from intraskill.experiment.matrix import MatrixPlanMismatchError, run_matrix
 from intraskill.experiment.results import comparison_pairs, load_matrix
 from intraskill.params import BUILTIN_ARMS, MatrixParams, Params, ParamsError, load_params, params_from_dict
 from intraskill.paths import project_root
-from intraskill.skills.bank import Skill, SkillBank, save_skillbank
 
 SKILL_FIELDS = {"round.q", "round.rho_min", "round.rho_max", "round.full_skill_retry"}
 
 
 def matrix_params(tmp_path: Path, **matrix: object) -> Params:
-    """``params/ci.yaml`` with one rollout step per round, 8 val tasks, a two-chunk S₀ with α, 6 test tasks."""
-    bank = SkillBank("ci-s0", (Skill("tidy", "### Be tidy\n- Click only listed values.",
-                                     metadata={"estimated_effect": 0.05}),
-                               Skill("budget", "### Budget\n- Compare prices.", metadata={"estimated_effect": 0.01})))
-    save_skillbank(bank, tmp_path / "s0.json")
+    """``params/ci.yaml`` with one rollout step per round, 8 val tasks, the ci S₀ (two chunks with stated α) and
+    6 test tasks."""
     data = load_params(project_root() / "params" / "ci.yaml").model_dump(mode="json")
     data["experiment"]["run_root"] = str(tmp_path / "runs")
     data["round"].update({"n_samples_per_prompt": 2, "rollout_batch_size": 1, "over_sampling_batch_size": 2,
-                          "rollout_steps": 1, "val_tasks": 8, "skillbank": str(tmp_path / "s0.json")})
+                          "rollout_steps": 1, "val_tasks": 8, "skillbank": "params/ci_s0.json"})
     data["sampling"].update({"max_turns": 4, "max_tokens_per_turn": 32})
     data["matrix"] = {"arms": ["coevolve", "grpo"], "seeds": 2, "rounds": 1, "test_tasks": 6, **matrix}
     return params_from_dict(data)

@@ -7,7 +7,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from intraskill.report.build import MANIFEST_PATH, load_manifest
+
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+REPORT = {spec.name: spec for spec in load_manifest(NOTEBOOKS.parent / MANIFEST_PATH)}
 ALL = sorted(NOTEBOOKS.glob("*.ipynb"))
 
 
@@ -28,7 +31,7 @@ EXECUTIONS = {
     "04_evaluate": {"limit": 6, "max_turns": 12},
     "05_behaviour": {"limit": 8, "samples": 500},
     "06_release_reanalysis": {"samples": 500},
-}
+    "08_controls": REPORT["08_controls"].overrides(quick=True),  # the report's quick build: a tiny ci matrix
 
 
 @pytest.mark.slow
