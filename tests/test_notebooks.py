@@ -32,6 +32,7 @@ EXECUTIONS = {
     "05_behaviour": {"limit": 8, "samples": 500},
     "06_release_reanalysis": {"samples": 500},
     "08_controls": REPORT["08_controls"].overrides(quick=True),  # the report's quick build: a tiny ci matrix
+}
 
 
 @pytest.mark.slow
