@@ -28,11 +28,14 @@ from reward_helpers import strict_reward
 from intraskill.agent.traces import EpisodeTrace
 from intraskill.chat.chatml import IM_END, render_tool_call
 from intraskill.integrations.slime import config as slime_config
+from intraskill.integrations.slime.config import SlimeRunConfig, arm_round_config, load_checked_curriculum
 from intraskill.integrations.slime.data import TASKS_SCHEMA_VERSION, task_from_metadata, write_slime_tasks
 from intraskill.integrations.slime.filters import GroupFilterDecision
 from intraskill.integrations.slime.metrics import METRICS_FILE
 from intraskill.integrations.slime.rewards import META_GROUP_TRIAGE, finished_group
 from intraskill.jsonl import read_jsonl
+from intraskill.params import load_params
+from intraskill.paths import project_root
 from intraskill.policy.organism import protocol_corpus, train_tokenizer
 from intraskill.shop.engine import ShopEngine
 from intraskill.shop.service import create_app, serve_in_thread
@@ -492,3 +495,19 @@ def test_a_curriculum_change_inside_a_group_is_fatal(services, tokenizer_dir, cu
     args.intraskill_curriculum_path = str(other_path)
     with pytest.raises(CurriculumError, match="curriculum changed inside the group"):
         asyncio.run(hook(args, Sample(group_index=8, index=17, metadata=dict(metadata)), dict(PARAMS)))
+
+
+def test_each_control_arm_is_a_slime_round_config(tmp_path: Path) -> None:
+    params = load_params(project_root() / "params" / "organism.yaml")
+    bank = project_root() / "params" / "ci_s0.json"
+    expected = {"coevolve": (0.2, True), "grpo": (1.0, False), "fixed": (0.0, False), "nomask": (0.0, True),
+                "uniform": (0.2, True)}
+    fixed_rho = {"fixed": 1.0, "nomask": 1.0, "uniform": 0.5}
+    for arm, (q, retry) in expected.items():
+        config = arm_round_config(params, arm, 1, 0, bank, tmp_path / arm, episode_concurrency=8)
+        curriculum = load_checked_curriculum(config.curriculum_path, config.skillbank_path)
+        assert (curriculum.skill_free_probability, config.full_skill_retry) == (q, retry), arm
+        assert curriculum.seed == params.round.curriculum_seed + 1 and config.episode_concurrency == 8
+        if arm in fixed_rho:
+            assert {c.inclusion_probability for c in curriculum.chunks} == {fixed_rho[arm]}, arm
+        assert SlimeRunConfig.from_args(SimpleNamespace(**config.to_custom_config())) == config

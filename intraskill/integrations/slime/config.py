@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -19,8 +20,16 @@ from typing import Any
 import yaml
 
 from intraskill.agent.prompts import LANGUAGES
+from intraskill.experiment.arms import cell_params
+from intraskill.params import Params
 from intraskill.skills.bank import SkillBank, load_skillbank
-from intraskill.skills.curriculum import CurriculumError, CurriculumState, load_curriculum
+from intraskill.skills.curriculum import (
+    CurriculumError,
+    CurriculumState,
+    build_curriculum,
+    load_curriculum,
+    save_curriculum,
+)
 
 CONFIG_PREFIX = "intraskill_"
 TOOL_PARSERS = ("hermes",)
@@ -205,3 +214,27 @@ def load_checked_curriculum(curriculum_path: str, skillbank_path: str) -> Curric
     curriculum = load_curriculum(curriculum_path)
     _check_against_bank(curriculum, load_skillbank(skillbank_path), skillbank_path)
     return curriculum
+
+
+def arm_round_config(params: Params, arm_name: str, seed_index: int, round_index: int, skillbank_path: str | Path,
+                     training_output_dir: str | Path, **settings: Any) -> SlimeRunConfig:
+    """The slime run of one control-experiment cell's round (:mod:`intraskill.experiment`).
+
+    Writes ``<training_output_dir>/curriculum.json`` for the bank at ``skillbank_path`` (S₀ in round 0; the
+    gate's selection later for evolving arms, S₀ again for the others) under the cell's overlay and seeds, and
+    returns the config with the arm's ``full_skill_retry``. A skill-free arm (``grpo``) gets q = 1: every group
+    draws the skill-free context, so the same hooks train plain GRPO. ``settings`` are further
+    :class:`SlimeRunConfig` fields (store URL, concurrency, …).
+    """
+    arm = params.matrix.arm(arm_name)
+    cell = cell_params(params, arm, seed_index).round
+    if arm.skills == "none":
+        cell = cell.model_copy(update={"q": 1.0})
+    out = Path(training_output_dir)
+    curriculum = build_curriculum(load_skillbank(skillbank_path), round_id=f"round-{round_index:03d}",
+                                  skill_free_probability=cell.q, rho_min=cell.rho_min, rho_max=cell.rho_max,
+                                  seed=cell.curriculum_seed,
+                                  skillbank_path=os.path.relpath(skillbank_path, out))
+    path = save_curriculum(curriculum, out / "curriculum.json")
+    return SlimeRunConfig(curriculum_path=str(path), skillbank_path=str(skillbank_path),
+                          training_output_dir=str(out), full_skill_retry=cell.full_skill_retry, **settings)
