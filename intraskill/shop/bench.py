@@ -3,8 +3,9 @@
 One deterministic browsing policy (search, open products, pick an option, go back; never buy)
 drives both measurements, so the numbers are comparable across machines and commits. Every loop
 is bounded by a count and by wall-clock time. The HTTP part starts the real service on
-``127.0.0.1`` on a free port in a background thread, drives it with :class:`AsyncShopClient`
-instances (1 and 32 concurrent clients by default), and stops it. In the same run it drives a
+``127.0.0.1`` on a free port, drives it with the benchmark's own lean client (one raw HTTP/1.1
+connection per simulated client, 1 and 32 by default; non-2xx replies count as errors, and the
+client's own CPU time per request is reported), and stops it. In the same run it drives a
 plain threaded Flask (werkzeug) server hosting the same engine on the same routes (the baseline),
 and a trivial endpoint under the service's server stack, which bounds what the benchmark client
 itself can send (the client ceiling). Each server runs in its own child process (so it does not share
