@@ -14,6 +14,8 @@ episode (``reason: episode_finished``), 413 body over the cap, 503 no slot in ti
 down, 500 anything else. A rejected request never reaches the session, so its episode is unchanged.
 
 The app is a thin shell: request parsing and lease checks here, all store behaviour in the engine.
+``POST /api/shop_agent`` is a plain Starlette route (no per-request dependency solving); its steps
+run on the event loop, except searches, which run in a worker thread so a slow one stalls nobody.
 """
 
 from __future__ import annotations
@@ -407,7 +409,8 @@ def create_app(engine: ShopEngine, slots: int = 8, *, split_sizes: Mapping[str, 
     Returns
     -------
     FastAPI
-        The app; ``app.state.shop`` is its :class:`ShopService`.
+        The app; ``app.state.shop`` is its :class:`ShopService`. Its startup calls ``gc.freeze()``:
+        the process's heap so far (the loaded engine) is left out of later garbage collections.
     """
     if reset_wait_s <= 0 or max_body_bytes < 1 or max_query_tokens < 1:
         raise ValueError("reset_wait_s, max_body_bytes and max_query_tokens must be positive")
