@@ -3,8 +3,9 @@
 One deterministic browsing policy (search, open products, pick an option, go back; never buy)
 drives both measurements, so the numbers are comparable across machines and commits. Every loop
 is bounded by a count and by wall-clock time. The HTTP part starts the real service on
-``127.0.0.1`` on a free port in a background thread, drives it with :class:`AsyncShopClient`
-instances (1 and 32 concurrent clients by default), and stops it. In the same run it drives a
+``127.0.0.1`` on a free port, drives it with the benchmark's own lean client (one raw HTTP/1.1
+connection per simulated client, 1 and 32 by default; non-2xx replies count as errors, and the
+client's own CPU time per request is reported), and stops it. In the same run it drives a
 plain threaded Flask (werkzeug) server hosting the same engine on the same routes (the baseline),
 and a trivial endpoint under the service's server stack, which bounds what the benchmark client
 itself can send (the client ceiling). Each server runs in its own child process (so it does not share
@@ -29,17 +30,18 @@ from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-import httpx
+import orjson
 from fastapi import FastAPI
 from fastapi.responses import Response
 
 from intraskill.shop.build import open_store
-from intraskill.shop.client import API_PATH, AsyncShopClient
 from intraskill.shop.engine import EpisodeFinishedError, ShopEngine
 from intraskill.shop.leases import LeaseError
 from intraskill.shop.observation import BACK_TO_SEARCH, NAVIGATION_LABELS, PREV_PAGE
 from intraskill.shop.service import (
+    API_PATH,
     RESET_WAIT_S,
     RequestError,
     ResetBody,
@@ -155,6 +157,7 @@ class _Budget:
     def __init__(self, requests: int, max_seconds: float) -> None:
         self.left = requests
         self.used = 0
+        self.errors = 0
         self.deadline = time.perf_counter() + max_seconds
 
     def take(self) -> bool:
@@ -164,52 +167,201 @@ class _Budget:
         self.used += 1
         return True
 
+    def count(self, status: int) -> None:
+        """Record a reply's status: anything outside 2xx is an error."""
+        if not 200 <= status < 300:
+            self.errors += 1
+
+
+class ProtocolError(RuntimeError):
+    """A benchmark server's reply the benchmark client cannot read."""
+
+
+def _content_length(head: bytes) -> int:
+    """The ``Content-Length`` of a reply's lower-cased head (status line and headers)."""
+    at = head.find(b"\r\ncontent-length:")
+    if at < 0:
+        raise ProtocolError("benchmark reply: no Content-Length header")
+    stop = head.find(b"\r\n", at + 2)
+    return int(head[at + 17:stop if stop >= 0 else len(head)])
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection of the benchmark client: a pre-encoded POST out, one reply in.
+
+    Only the status line, ``Content-Length`` (both servers send one) and ``Connection: close`` of a
+    reply are read, so the client spends its time on the protocol's JSON, not on HTTP machinery. A
+    server that closes after each reply (werkzeug does) costs the client a reconnect per request.
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        self._head = (f"POST {API_PATH} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                      "Content-Type: application/json\r\nContent-Length: ").encode()
+        self._buffer = bytearray()
+        self._reply: asyncio.Future[tuple[int, bytes]] | None = None
+        self._transport: asyncio.Transport | None = None
+        self._total = -1  # bytes of the reply being read, once its head is complete
+        self._body_at = 0
+        self._last = False  # the reply being read closes the connection
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    @property
+    def closed(self) -> bool:
+        """Whether the connection is closed or closing (a server may close after an error reply)."""
+        return self._transport is None or self._transport.is_closing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._reply is not None and not self._reply.done():
+            self._reply.set_exception(ConnectionError(f"the server closed the connection ({exc})"))
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        if self._total < 0:
+            end = self._buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            self._body_at = end + 4
+            head = bytes(self._buffer[:end]).lower()
+            self._last = b"\r\nconnection: close" in head
+            try:
+                self._total = self._body_at + _content_length(head)
+            except ProtocolError as exc:
+                self._fail(exc)
+                return
+        if len(self._buffer) >= self._total and self._reply is not None:
+            status, body = int(self._buffer[9:12]), bytes(self._buffer[self._body_at:self._total])
+            del self._buffer[:self._total]
+            self._total = -1
+            self._reply.set_result((status, body))
+            if self._last:  # werkzeug answers each request on its own connection
+                self._transport.close()  # type: ignore[union-attr]
+
+    def _fail(self, exc: Exception) -> None:
+        if self._reply is not None and not self._reply.done():
+            self._reply.set_exception(exc)
+
+    async def post(self, body: bytes) -> tuple[int, bytes]:
+        """Send ``body`` as ``POST /api/shop_agent``; the reply's status and body."""
+        if self._transport is None or self._transport.is_closing():
+            raise ConnectionError("the benchmark connection is closed")
+        self._reply = asyncio.get_running_loop().create_future()
+        self._transport.write(b"%s%d\r\n\r\n%s" % (self._head, len(body), body))
+        return await self._reply
+
+    def close(self) -> None:
+        """Close the connection."""
+        if self._transport is not None:
+            self._transport.close()
+
+
+
+async def _connect(base_url: str) -> _Connection:
+    parts = urlsplit(base_url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    _, connection = await asyncio.get_running_loop().create_connection(lambda: _Connection(host, port),
+                                                                       host, port)
+    return connection
+
+
+@dataclass
+class _Episode:
+    """One client's episode as the benchmark policy sees it: its lease and the current page."""
+
+    slot: int | None = None
+    lease: str = ""
+    state: dict[str, Any] | None = None
+    turn: int = 0
+
+    def next_body(self, tasks: Iterator[int], texts: Iterator[str]) -> dict[str, Any]:
+        """The next request: reset without a lease, release at the end of an episode, else a step."""
+        if self.slot is None:
+            return {"action": "reset", "idx": next(tasks), "if_persona": True}
+        leased = {"env_idx": self.slot, "lease_id": self.lease}
+        if self.state is None or self.state["page_type"] == "terminal":
+            return {"action": "release_one", **leased}
+        page = self.state["page_type"]
+        action = next_action(self.state, self.turn, next(texts) if page == "search_home" else "")
+        return {"action": "interact", "response": action, **leased}
+
+    def update(self, sent: str, status: int, reply: bytes) -> None:
+        """Follow a reply; a refused request (non-2xx) gives the episode up (release, then reset)."""
+        if sent == "release_one" or (sent == "reset" and not 200 <= status < 300):
+            self.slot, self.state = None, None
+            return
+        if not 200 <= status < 300:
+            self.state = None
+            return
+        result = orjson.loads(reply)["result"]
+        if sent == "reset":
+            self.slot, self.lease, self.turn = result["env_idx"], result["lease_id"], 0
+        else:
+            self.turn += 1
+        self.state = result["observation_state"]
+
 
 async def _drive_client(base_url: str, budget: _Budget, tasks: Iterator[int], texts: Iterator[str]) -> None:
-    async with AsyncShopClient(base_url) as client:
-        state: dict[str, Any] | None = None
-        turn = 0
+    connection = await _connect(base_url)
+    episode = _Episode()
+    try:
         while budget.take():
-            if state is None:
-                state, turn = (await client.reset(next(tasks)))["observation_state"], 0
-                continue
-            if state["page_type"] == "terminal":
-                await client.release()
-                state = None
-                continue
-            action = next_action(state, turn, next(texts) if state["page_type"] == "search_home" else "")
-            state, turn = (await client.step(action))["observation_state"], turn + 1
+            if connection.closed:
+                connection = await _connect(base_url)
+            body = episode.next_body(tasks, texts)
+            status, reply = await connection.post(orjson.dumps(body))
+            budget.count(status)
+            episode.update(body["action"], status, reply)
+        if episode.slot is not None:  # not counted: the lease goes back for the next level
+            if connection.closed:
+                connection = await _connect(base_url)
+            await connection.post(orjson.dumps({"action": "release_one", "env_idx": episode.slot,
+                                                "lease_id": episode.lease}))
+    finally:
+        connection.close()
+
+
+def _level(budget: _Budget, elapsed: float, cpu_s: float) -> dict[str, Any]:
+    return {"requests": budget.used, "errors": budget.errors, "seconds": elapsed,
+            "requests_per_s": budget.used / elapsed, "client_cpu_us": 1e6 * cpu_s / max(budget.used, 1)}
 
 
 async def bench_http(base_url: str, task_ids: Sequence[int], queries: Sequence[str], clients: int,
                      requests: int, max_seconds: float) -> dict[str, Any]:
-    """HTTP requests/s of ``clients`` concurrent :class:`AsyncShopClient` loops against a service.
+    """HTTP requests/s of ``clients`` concurrent benchmark-policy loops against a store server.
 
-    Counts every reset, interact and release request sent within the budget; the final
-    lease releases on close are not timed.
+    Each loop holds one keep-alive connection and plays :func:`next_action` (reset, interact until
+    the episode ends, release_one). Counts every request sent within the budget, the non-2xx ones
+    as ``errors``, and the benchmark process's CPU time per request (``client_cpu_us``); the final
+    lease releases are not counted.
     """
     budget = _Budget(requests, max_seconds)
     tasks, texts = _cycle(task_ids), _cycle(queries)
-    started = time.perf_counter()
+    cpu, started = time.process_time(), time.perf_counter()
     await asyncio.gather(*(_drive_client(base_url, budget, tasks, texts) for _ in range(clients)))
-    elapsed = time.perf_counter() - started
-    return {"requests": budget.used, "seconds": elapsed, "requests_per_s": budget.used / elapsed}
+    return _level(budget, time.perf_counter() - started, time.process_time() - cpu)
 
 
 async def _drive_trivial(base_url: str, budget: _Budget) -> None:
-    async with httpx.AsyncClient(base_url=base_url, trust_env=False) as http:
+    connection = await _connect(base_url)
+    body = orjson.dumps({"action": "noop"})
+    try:
         while budget.take():
-            (await http.post(API_PATH, json={"action": "noop"})).raise_for_status()
+            if connection.closed:
+                connection = await _connect(base_url)
+            budget.count((await connection.post(body))[0])
+    finally:
+        connection.close()
 
 
 async def bench_client_ceiling(base_url: str, clients: int, requests: int,
                                max_seconds: float) -> dict[str, Any]:
-    """Requests/s of ``clients`` concurrent httpx loops against a constant endpoint (the client's cost)."""
+    """Requests/s of ``clients`` concurrent benchmark connections against a constant endpoint."""
     budget = _Budget(requests, max_seconds)
-    started = time.perf_counter()
+    cpu, started = time.process_time(), time.perf_counter()
     await asyncio.gather(*(_drive_trivial(base_url, budget) for _ in range(clients)))
-    elapsed = time.perf_counter() - started
-    return {"requests": budget.used, "seconds": elapsed, "requests_per_s": budget.used / elapsed}
+    return _level(budget, time.perf_counter() - started, time.process_time() - cpu)
 
 
 def trivial_app() -> FastAPI:
@@ -247,7 +399,7 @@ def flask_baseline_app(service: ShopService, reset_wait_s: float = RESET_WAIT_S)
                 slot, lease = service.pool.acquire(reset_wait_s)
                 result = service.start_episode(slot, lease, body.idx, body.if_persona)
             else:
-                result = dispatch(service, body)()
+                result = dispatch(service, body).run()
         except RequestError as exc:
             return flask.jsonify({"result": {"error": str(exc)}}), 400
         except (LeaseError, EpisodeFinishedError) as exc:
@@ -259,17 +411,19 @@ def flask_baseline_app(service: ShopService, reset_wait_s: float = RESET_WAIT_S)
 
 @contextlib.contextmanager
 def serve_flask_in_thread(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
-    """Run a WSGI ``app`` on werkzeug's threaded server (HTTP/1.1 keep-alive) on a free port; yields URL."""
+    """Run a WSGI ``app`` on werkzeug's threaded server on a free port; yields its URL.
+
+    Werkzeug closes the connection after every response (``Connection: close``), so each request of a
+    client costs a new connection, as it does for any client of a plain Flask server.
+    """
     # deferred: werkzeug comes with flask, needed only by the benchmark
     from werkzeug.serving import WSGIRequestHandler, make_server
 
-    class KeepAlive(WSGIRequestHandler):
-        protocol_version = "HTTP/1.1"
-
+    class Quiet(WSGIRequestHandler):
         def log_request(self, *args: Any, **kwargs: Any) -> None:
             return None
 
-    server = make_server(host, 0, app, threaded=True, request_handler=KeepAlive)
+    server = make_server(host, 0, app, threaded=True, request_handler=Quiet)
     thread = threading.Thread(target=server.serve_forever, name="intraskill-store-baseline", daemon=True)
     thread.start()
     try:
@@ -361,8 +515,10 @@ def run_store_bench(root: str | Path, config: BenchConfig | None = None) -> dict
     ``search_step_median_us``, ``click_step_median_us``, ``steps_per_s``, ``in_process_steps``;
     keyed by the concurrency as a string:
     ``http_requests_per_s`` and ``http_requests`` (the service), ``http_baseline_requests_per_s``
-    (the Flask baseline), ``http_speedup`` (service / baseline) and
+    (the Flask baseline), ``http_speedup`` (service / baseline),
+    ``http_errors`` and ``http_baseline_errors`` (non-2xx replies),
     ``http_client_ceiling_requests_per_s`` (the client against a constant endpoint),
+    ``http_client_cpu_us_per_request`` (the benchmark client's own CPU time per request to the service),
     ``http_server_cpu_us_per_request`` and ``http_baseline_server_cpu_us_per_request`` (the server
     process's CPU time per request, which the client's own cost does not inflate); ``config``, ``root``.
 
@@ -405,6 +561,9 @@ def run_store_bench(root: str | Path, config: BenchConfig | None = None) -> dict
     record["http_baseline_requests_per_s"] = _rates(baseline)
     record["http_speedup"] = {n: served[n]["requests_per_s"] / baseline[n]["requests_per_s"] for n in served}
     record["http_client_ceiling_requests_per_s"] = _rates(ceiling)
+    record["http_errors"] = {n: level["errors"] for n, level in served.items()}
+    record["http_baseline_errors"] = {n: level["errors"] for n, level in baseline.items()}
+    record["http_client_cpu_us_per_request"] = {n: level["client_cpu_us"] for n, level in served.items()}
     record["http_server_cpu_us_per_request"] = {n: served[n]["server_cpu_us"] for n in served}
     record["http_baseline_server_cpu_us_per_request"] = {n: baseline[n]["server_cpu_us"] for n in baseline}
     record["config"] = asdict(config)

@@ -14,11 +14,14 @@ episode (``reason: episode_finished``), 413 body over the cap, 503 no slot in ti
 down, 500 anything else. A rejected request never reaches the session, so its episode is unchanged.
 
 The app is a thin shell: request parsing and lease checks here, all store behaviour in the engine.
+``POST /api/shop_agent`` is a plain Starlette route (no per-request dependency solving); its steps
+run on the event loop, except searches, which run in a worker thread so a slow one stalls nobody.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import hmac
 import itertools
 import logging
@@ -28,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, AsyncIterator, Literal
+from typing import TYPE_CHECKING, Annotated, Any, AsyncIterator, Literal, NamedTuple
 
 import anyio
 import anyio.to_thread
@@ -36,6 +39,7 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from starlette.routing import Route
 
 from intraskill.shop.actions import InvalidActionError, parse_action
 from intraskill.shop.engine import (
@@ -69,8 +73,9 @@ LEASE_IDLE_S = 900.0
 """Default idle time after which a lease expires and its slot returns to the pool."""
 RETRY_AFTER_S = 1
 """The ``Retry-After`` (seconds) of a 503."""
-SERVER_STACK = {"loop": "uvloop", "http": "httptools"}
-"""uvicorn's event loop and HTTP parser for the service (measured by ``intraskill env bench``)."""
+SERVER_STACK = {"loop": "uvloop", "http": "httptools", "access_log": False, "proxy_headers": False}
+"""uvicorn's event loop, HTTP parser and per-request extras (none) for the service, as measured by
+``intraskill env bench``: no access log line and no ``X-Forwarded-*`` rewriting per request."""
 
 
 # ---- request bodies (the OpenAPI schema) -------------------------------------------------------
@@ -228,17 +233,19 @@ class ShopService:
         freed = self.pool.release_all()
         return {"released": freed, "free_slots": self.pool.free_count}
 
-    def check_query(self, response: str) -> None:
-        """Refuse a search whose query has more than ``max_query_tokens`` tokens (400)."""
+    def check_query(self, response: str) -> bool:
+        """Whether ``response`` is a search; refuse one over ``max_query_tokens`` tokens (400)."""
         try:
             parsed = parse_action(response)
         except InvalidActionError:
-            return  # the engine answers it as an invalid action
-        if parsed.name == "search":
-            count = len(query_tokens(parsed.argument))
-            if count > self.max_query_tokens:
-                raise RequestError(
-                    f"response: the search query has {count} tokens, at most {self.max_query_tokens} allowed")
+            return False  # the engine answers it as an invalid action
+        if parsed.name != "search":
+            return False
+        count = len(query_tokens(parsed.argument))
+        if count > self.max_query_tokens:
+            raise RequestError(
+                f"response: the search query has {count} tokens, at most {self.max_query_tokens} allowed")
+        return True
 
     def health(self) -> dict[str, Any]:
         """The ``/healthz`` body: readiness, slot counts, task counts, version pins, primary reward."""
@@ -299,18 +306,25 @@ def _slot(service: ShopService, body: _LeasedBody) -> int:
     return body.env_idx
 
 
-def dispatch(service: ShopService, body: BaseModel) -> Callable[[], dict[str, Any]]:
-    """The synchronous call for a non-reset action (validated now, run later in a worker thread)."""
+class Call(NamedTuple):
+    """A validated non-reset action: the synchronous call, and whether it searches (the one slow step)."""
+
+    run: Callable[[], dict[str, Any]]
+    searches: bool = False
+
+
+def dispatch(service: ShopService, body: BaseModel) -> Call:
+    """The call for a non-reset action, validated now and run later."""
     if isinstance(body, ReleaseAllBody):
-        return lambda: service.release_all(body.admin_token)
+        return Call(lambda: service.release_all(body.admin_token))
     assert isinstance(body, _LeasedBody)
     slot, lease = _slot(service, body), body.lease_id
     if isinstance(body, InteractBody):
-        service.check_query(body.response)
-        return lambda: service.interact(slot, lease, body.response)
+        searches = service.check_query(body.response)
+        return Call(lambda: service.interact(slot, lease, body.response), searches)
     if isinstance(body, TerminateBody):
-        return lambda: service.terminate(slot, lease, body.termination_reason)
-    return lambda: service.release(slot, lease)
+        return Call(lambda: service.terminate(slot, lease, body.termination_reason))
+    return Call(lambda: service.release(slot, lease))
 
 
 def _json(status: int, content: Any, headers: Mapping[str, str] | None = None) -> Response:
@@ -358,8 +372,7 @@ class _Lessor:
             self._give_back(slot, lease)
             return None
         try:
-            return await anyio.to_thread.run_sync(self.service.start_episode, slot, lease, body.idx,
-                                                  body.if_persona)
+            return self.service.start_episode(slot, lease, body.idx, body.if_persona)
         except BaseException:
             self._give_back(slot, lease)
             raise
@@ -396,7 +409,8 @@ def create_app(engine: ShopEngine, slots: int = 8, *, split_sizes: Mapping[str, 
     Returns
     -------
     FastAPI
-        The app; ``app.state.shop`` is its :class:`ShopService`.
+        The app; ``app.state.shop`` is its :class:`ShopService`. Its startup calls ``gc.freeze()``:
+        the process's heap so far (the loaded engine) is left out of later garbage collections.
     """
     if reset_wait_s <= 0 or max_body_bytes < 1 or max_query_tokens < 1:
         raise ValueError("reset_wait_s, max_body_bytes and max_query_tokens must be positive")
@@ -407,6 +421,7 @@ def create_app(engine: ShopEngine, slots: int = 8, *, split_sizes: Mapping[str, 
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        gc.freeze()  # the loaded engine is permanent: collections no longer walk its objects
         yield
         service.close()
 
@@ -420,8 +435,6 @@ def create_app(engine: ShopEngine, slots: int = 8, *, split_sizes: Mapping[str, 
     async def healthz() -> Response:
         return _json(200, service.health())
 
-    @app.post(API_PATH, openapi_extra={"requestBody": {
-        "required": True, "content": {"application/json": {"schema": body_schema}}}})
     async def shop_agent(request: Request) -> Response:
         action = None
         try:
@@ -432,7 +445,10 @@ def create_app(engine: ShopEngine, slots: int = 8, *, split_sizes: Mapping[str, 
                 if result is None:  # 499: the nginx convention for "client closed request"; never read
                     return _error(499, "client disconnected while waiting for a slot")
             else:
-                result = await anyio.to_thread.run_sync(dispatch(service, body))
+                call = dispatch(service, body)
+                # A search runs in a worker thread, so a slow one cannot stall the event loop;
+                # everything else takes microseconds and runs inline (no thread hop).
+                result = await anyio.to_thread.run_sync(call.run) if call.searches else call.run()
         except RequestError as exc:
             return _error(400, str(exc))
         except HTTPFailure as exc:
@@ -448,10 +464,18 @@ def create_app(engine: ShopEngine, slots: int = 8, *, split_sizes: Mapping[str, 
             return _error(500, f"{type(exc).__name__}: {exc}")
         return _json(200, {"result": result})
 
+    # A plain Starlette route, matched first: FastAPI's dependency solving would cost every request.
+    app.router.routes.insert(0, Route(API_PATH, shop_agent, methods=["POST"]))
+
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = FastAPI.openapi(app)
             schema.setdefault("components", {}).setdefault("schemas", {}).update(body_models)
+            schema["paths"][API_PATH] = {"post": {
+                "summary": "Shop Agent", "operationId": "shop_agent",
+                "requestBody": {"required": True, "content": {"application/json": {"schema": body_schema}}},
+                "responses": {"200": {"description": "Successful Response",
+                                      "content": {"application/json": {"schema": {}}}}}}}
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
