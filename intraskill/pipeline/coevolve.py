@@ -7,7 +7,7 @@ bank defines the next curriculum with q 0.20, ρ 0.20–0.90).
 
 A co-evolution run directory (``<run_root>/<experiment>/co-evolve`` by default) holds ``plan.json``
 (parameters, co-evolution settings and the starting point, fingerprinted; a directory refuses a
-different plan), one ``round-<NNN>/`` per round (the round directory of
+different plan; the run's :mod:`~intraskill.provenance` beside the fingerprint), one ``round-<NNN>/`` per round (the round directory of
 :func:`~intraskill.pipeline.round.run_round`, with ``analysis/`` and ``gate/`` inside) and
 ``co_evolve_summary.json`` (one record per finished round). Every stage is resumable and skipped
 when its outputs are complete, so re-running with more rounds extends the run.

@@ -4,7 +4,8 @@ Reference: ``intraskill-method.md`` §6.2–6.4 (per-sample loop, hyperparameter
 per round and one checkpoint per round). The round directory
 (``<run_root>/<experiment>/round-<NNN>/`` by default) holds:
 
-* ``plan.json`` — the semantic plan and its fingerprint; a directory refuses a different plan;
+* ``plan.json`` — the semantic plan and its fingerprint (a directory refuses a different plan), and the
+  run's provenance outside the fingerprint (a resume under another one warns);
 * ``curriculum.json`` — the round's curriculum (its ``state_id`` is part of the plan);
 * ``steps/step-<NNNN>/`` — ``traces.jsonl`` and ``tokens.jsonl`` (appended with fsync as episodes
   finish), ``rollout.json`` (admitted groups, decisions, rollout metrics) and the ``step-done`` marker;
