@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test round lab warmstart warmstart-additive report bench smollm2 clean
+.PHONY: venv test round controls lab warmstart warmstart-additive report bench smollm2 clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ test: $(STAMP)
 round: $(STAMP)
 	mkdir -p runs/notebooks
 	$(BIN)/papermill notebooks/02_train_round.ipynb runs/notebooks/02_train_round.ipynb --cwd notebooks
+
+# The control experiment on the organism (5 arms x 3 seeds x 2 rounds, two cells at a time; resumable):
+# runs/organism/controls/matrix_summary.json and docs/results.md.
+controls: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/intraskill experiment --params params/organism.yaml --jobs 2
 
 # JupyterLab on the notebooks (the package is meant for interactive exploration); Ctrl-C stops it.
 lab: $(STAMP)

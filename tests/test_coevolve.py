@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from intraskill.pipeline.coevolve import (
 )
 from intraskill.pipeline.prepare import RoundInputs
 from intraskill.pipeline.round import round_curriculum
+from intraskill.provenance import run_provenance
 from intraskill.skills.bank import Skill, SkillBank, save_skillbank
 from intraskill.skills.curriculum import build_curriculum
 
@@ -49,8 +51,8 @@ def line_count(path: Path) -> int:
     return path.read_text(encoding="utf-8").count("\n")
 
 
-def test_two_rounds_write_every_artifact_resume_and_refuse_another_plan(tmp_path: Path,
-                                                                        small_store_root: Path) -> None:
+def test_two_rounds_write_every_artifact_resume_and_refuse_another_plan(
+        tmp_path: Path, small_store_root: Path, caplog: pytest.LogCaptureFixture) -> None:
     params = ci_params(tmp_path / "runs")
     config = CoEvolveConfig(max_candidates=2)
     run_dir = tmp_path / "co-evolve"
@@ -87,10 +89,18 @@ def test_two_rounds_write_every_artifact_resume_and_refuse_another_plan(tmp_path
     summary = json.loads((run_dir / "co_evolve_summary.json").read_text())
     assert [r["gate_status"] for r in summary["rounds"]] == [first.gate_status, second.gate_status]
     assert summary["rounds"][0]["gate_outcomes"]["columns"] == len(contributions.columns)
-    # resume: a finished run is skipped stage by stage (no new episode anywhere)
+    # the plan records its provenance outside the fingerprint
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert plan["provenance"] == run_provenance() and plan["fingerprint"] == result.fingerprint
+    assert json.loads((first.root / "plan.json").read_text())["provenance"] == run_provenance()
+    plan["provenance"]["torch_threads"] += 1  # as if written on another machine
+    (run_dir / "plan.json").write_text(json.dumps(plan))
+    # resume: a finished run is skipped stage by stage (no new episode anywhere), warning of the provenance
     traces = {p: line_count(p) for p in run_dir.rglob("traces.jsonl")}
-    again = co_evolve(params, 2, start=start(params), config=config, out_dir=run_dir, store_root=small_store_root,
-                      progress=False)
+    with caplog.at_level(logging.WARNING, logger="intraskill.provenance"):
+        again = co_evolve(params, 2, start=start(params), config=config, out_dir=run_dir,
+                          store_root=small_store_root, progress=False)
+    assert [r.getMessage().count("torch_threads") for r in caplog.records] == [1]
     assert [r.to_dict() for r in again.rounds] == [r.to_dict() for r in result.rounds]
     assert {p: line_count(p) for p in run_dir.rglob("traces.jsonl")} == traces
     with pytest.raises(CoEvolvePlanMismatchError, match="config"):

@@ -12,6 +12,7 @@ bare" evaluations of the same tasks and episode seeds.
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -140,6 +141,22 @@ def test_online_gate_recovers_planted_effects(tmp_path: Path, small_store_root: 
     injected = {t.episode_id: [s["skill_id"] for s in t.provenance["selected_skills"]]
                 for t in read_traces(gate / "traces.jsonl")}
     assert all(injected[job.episode_id] == list(job.included_chunk_ids) for job in assignment.jobs)
+
+
+def test_next_curriculum_is_independent_of_the_run_directory(tmp_path: Path, small_store_root: Path) -> None:
+    params, pool = make_params(tmp_path), planted_pool()
+    config = GateConfig(checkpoint_id="round-000-checkpoint")
+    first = run_online_gate(params, pool, tmp_path / "a" / "gate", config, policy=planted_policy(),
+                            store_root=small_store_root, progress=False)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    # the copy's rollouts are reused; only the fit runs again
+    moved = run_online_gate(params, pool, tmp_path / "b" / "gate", config,
+                            policy=MustNotRun(planted_policy()), store_root=small_store_root, progress=False)
+    assert moved.manifest["inputs"]["bare_run_dir"] != first.manifest["inputs"]["bare_run_dir"]
+    assert moved.contributions.bare_baseline["run_dir"] == "bare-val"
+    assert moved.selected_bank.sha256 == first.selected_bank.sha256
+    assert first.curriculum is not None and moved.curriculum is not None
+    assert moved.curriculum.state_id == first.curriculum.state_id  # the next round draws the same treatments
 
 
 def test_rank_deficient_design_is_rejected_before_any_rollout(tmp_path: Path, small_store_root: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "intraskill"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("hashing", "jsonl", "paths", "params", "chat"),
+    ("hashing", "jsonl", "paths", "params", "chat", "provenance"),
     ("shop",),
     ("skills",),
     ("agent",),

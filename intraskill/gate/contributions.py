@@ -258,7 +258,12 @@ def bare_baseline_block(
     plan_fingerprint: str,
     checkpoint_id: str,
 ) -> dict[str, Any]:
-    """The ``bare_baseline`` block: the bare run's own completed observations and their means."""
+    """The ``bare_baseline`` block: the bare run's own completed observations and their means.
+
+    The block enters the selected bank, whose SHA-256 enters the next curriculum's ``state_id`` and so
+    every draw of the next round: pass ``run_dir`` relative to the gate directory (the release recorded
+    an absolute path), so that a run's draws do not depend on where it lives.
+    """
     jobs = {job.episode_id: job for job in assignment.jobs}
     completed = sorted(pairing.bare_rewards, key=lambda e: (jobs[e].task_id, jobs[e].sample_id))
     table = [{"episode_id": e, "split": jobs[e].split, "task_id": jobs[e].task_id,

@@ -7,7 +7,7 @@ bank defines the next curriculum with q 0.20, ρ 0.20–0.90).
 
 A co-evolution run directory (``<run_root>/<experiment>/co-evolve`` by default) holds ``plan.json``
 (parameters, co-evolution settings and the starting point, fingerprinted; a directory refuses a
-different plan), one ``round-<NNN>/`` per round (the round directory of
+different plan; the run's :mod:`~intraskill.provenance` beside the fingerprint), one ``round-<NNN>/`` per round (the round directory of
 :func:`~intraskill.pipeline.round.run_round`, with ``analysis/`` and ``gate/`` inside) and
 ``co_evolve_summary.json`` (one record per finished round). Every stage is resumable and skipped
 when its outputs are complete, so re-running with more rounds extends the run.
@@ -29,6 +29,7 @@ from intraskill.paths import runs_root
 from intraskill.pipeline.gate_run import GateConfig, run_online_gate
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
 from intraskill.pipeline.round import open_train_store, round_curriculum, run_round
+from intraskill.provenance import run_provenance, warn_on_changes
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import CurriculumState, load_curriculum, save_curriculum
 from intraskill.trace2skill.analysis import AnalysisConfig, run_analysis
@@ -132,8 +133,11 @@ def curriculum_bank(curriculum: CurriculumState | None, round_name: str) -> Skil
 
 
 def _write_plan(run_dir: Path, plan: dict[str, Any]) -> str:
+    """Write ``plan.json`` with the run's provenance beside the fingerprint, or check the stored plan
+    (a different provenance only warns: the same plan resumes on another machine)."""
     fingerprint = sha256_json(plan)
     path = run_dir / "plan.json"
+    provenance = run_provenance()
     if path.exists():
         stored = json.loads(path.read_text(encoding="utf-8"))
         if stored.get("fingerprint") != fingerprint:
@@ -141,9 +145,11 @@ def _write_plan(run_dir: Path, plan: dict[str, Any]) -> str:
             raise CoEvolvePlanMismatchError(
                 f"{run_dir} holds a different co-evolution plan; differing fields: {', '.join(differing)}. "
                 "Use another --out directory to run a different plan.")
+        warn_on_changes(path, stored.get("provenance"), provenance)
         return fingerprint
     run_dir.mkdir(parents=True, exist_ok=True)
-    record = {"schema_version": PLAN_SCHEMA_VERSION, **plan, "fingerprint": fingerprint}
+    record = {"schema_version": PLAN_SCHEMA_VERSION, **plan, "provenance": provenance,
+              "fingerprint": fingerprint}
     path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return fingerprint
 

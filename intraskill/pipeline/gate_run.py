@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -424,7 +425,7 @@ def _run(params: Params, spec: _GateSpec, checkpoint: str | Path | None, gate_di
         raise PairingError("masked plan: jobs differ from the mask assignment's")
     pairing = pair_records(assignment, _records(bare.traces_path, config.split),
                            _records(masked.traces_path, config.split))
-    baseline = bare_baseline_block(pairing, assignment, run_dir=str(bare_dir),
+    baseline = bare_baseline_block(pairing, assignment, run_dir=os.path.relpath(bare_dir, gate_dir),
                                    plan_fingerprint=bare.plan.fingerprint, checkpoint_id=config.checkpoint_id)
     contributions = build_contributions(assignment, pairing.observations, bare_baseline=baseline,
                                         dropped_episode_ids=pairing.dropped_episode_ids,

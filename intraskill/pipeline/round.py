@@ -4,7 +4,8 @@ Reference: ``intraskill-method.md`` §6.2–6.4 (per-sample loop, hyperparameter
 per round and one checkpoint per round). The round directory
 (``<run_root>/<experiment>/round-<NNN>/`` by default) holds:
 
-* ``plan.json`` — the semantic plan and its fingerprint; a directory refuses a different plan;
+* ``plan.json`` — the semantic plan and its fingerprint (a directory refuses a different plan), and the
+  run's provenance outside the fingerprint (a resume under another one warns);
 * ``curriculum.json`` — the round's curriculum (its ``state_id`` is part of the plan);
 * ``steps/step-<NNNN>/`` — ``traces.jsonl`` and ``tokens.jsonl`` (appended with fsync as episodes
   finish), ``rollout.json`` (admitted groups, decisions, rollout metrics) and the ``step-done`` marker;
@@ -48,6 +49,7 @@ from intraskill.params import ExperimentParams, Params, RoundParams
 from intraskill.paths import project_root, runs_root
 from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, run_rollout_step
 from intraskill.policy.factory import build_policy
+from intraskill.provenance import run_provenance, warn_on_changes
 from intraskill.shop.build import StoreHandle, open_engine
 from intraskill.skills.bank import load_skillbank
 from intraskill.skills.curriculum import CurriculumState, build_curriculum, save_curriculum
@@ -64,6 +66,8 @@ from intraskill.training.grpo import GRPOConfig, GRPOTrainer
 from intraskill.training.metrics import rollout_step_metrics, train_step_metrics
 
 ROUND_PLAN_SCHEMA = "intraskill-round-plan-v1"
+_UNHASHED_PLAN_FIELDS = ("schema_version", "provenance", "fingerprint")
+"""``plan.json`` fields outside the fingerprint."""
 PIPELINE_VERSION = "intraskill-round-v1"
 STEP_DONE = "step-done"
 RoundEvent = Callable[[str, Mapping[str, Any]], None]
@@ -137,22 +141,27 @@ def round_plan(
 def write_round_plan(root: Path, plan: Mapping[str, Any]) -> str:
     """Write ``plan.json`` or check the existing one; returns the fingerprint.
 
-    Raises :class:`RoundPlanMismatchError` naming the differing top-level fields.
+    The plan records the run's ``provenance`` (:func:`~intraskill.provenance.run_provenance`) outside the
+    fingerprint; a resume under a different one logs a warning. Raises :class:`RoundPlanMismatchError`
+    naming the differing top-level fields.
     """
     fingerprint = sha256_json(plan)
     path = root / "plan.json"
+    provenance = run_provenance()
     if path.exists():
         stored = json.loads(path.read_text(encoding="utf-8"))
         if stored.get("fingerprint") != fingerprint:
-            differing = sorted(k for k in set(stored) | set(plan)
-                               if k not in ("schema_version", "fingerprint") and stored.get(k) != plan.get(k))
+            differing = sorted(k for k in set(stored) | set(plan) if k not in _UNHASHED_PLAN_FIELDS
+                               and stored.get(k) != plan.get(k))
             raise RoundPlanMismatchError(
                 f"{root} holds a different round plan; differing fields: {', '.join(differing) or 'fingerprint'}. "
                 "Use another round directory (or delete this one) to run a different plan."
             )
+        warn_on_changes(path, stored.get("provenance"), provenance)
         return fingerprint
     root.mkdir(parents=True, exist_ok=True)
-    _write_json_atomic(path, {"schema_version": ROUND_PLAN_SCHEMA, **plan, "fingerprint": fingerprint})
+    _write_json_atomic(path, {"schema_version": ROUND_PLAN_SCHEMA, **plan, "provenance": provenance,
+                              "fingerprint": fingerprint})
     return fingerprint
 
 
