@@ -84,6 +84,9 @@ def test_two_rounds_write_every_artifact_resume_and_refuse_another_plan(
     assert round_plan["curriculum_state_id"] == expected
     assert json.loads((second.root / "val-before" / "plan.json").read_text())["model"] == \
         json.loads((first.root / "val-after" / "plan.json").read_text())["model"]  # round 1 starts from round 0
+    # round 1's val check before training is round 0's after it: carried over, not run again
+    assert (second.root / "val-before" / "traces.jsonl").read_text() == \
+        (first.root / "val-after" / "traces.jsonl").read_text()
     if first.curriculum_path is None:
         assert second.gate_status == GATE_SKIPPED and curriculum_bank(None, "round-001").skills == ()
     summary = json.loads((run_dir / "co_evolve_summary.json").read_text())

@@ -55,6 +55,7 @@ from intraskill.paths import runs_root
 from intraskill.pipeline.coevolve import CoEvolveConfig, co_evolve, curriculum_bank
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
 from intraskill.pipeline.round import round_curriculum
+from intraskill.provenance import run_provenance, warn_on_changes
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
 
 LOGGER = logging.getLogger(__name__)
@@ -85,8 +86,11 @@ def matrix_plan(params: Params) -> dict[str, Any]:
 
 
 def _write_plan(out: Path, plan: dict[str, Any]) -> str:
+    """Write ``matrix.json`` with the provenance beside the fingerprint, or check the stored plan (a different
+    provenance only warns; every cell's own plans record theirs too)."""
     fingerprint = sha256_json(plan)
     path = out / PLAN_FILE
+    provenance = run_provenance()
     if path.is_file():
         stored = json.loads(path.read_text(encoding="utf-8"))
         if stored.get("fingerprint") != fingerprint:
@@ -94,8 +98,10 @@ def _write_plan(out: Path, plan: dict[str, Any]) -> str:
             raise MatrixPlanMismatchError(
                 f"{out} holds a different control-matrix plan; differing fields: {', '.join(differing)}. "
                 "Use another --out directory for a different plan (arms and seeds may be added).")
+        warn_on_changes(path, stored.get("provenance"), provenance)
         return fingerprint
-    write_json(path, {**plan, "fingerprint": fingerprint, "created_at": utc_now()}, indent=1)
+    write_json(path, {**plan, "provenance": provenance, "fingerprint": fingerprint, "created_at": utc_now()},
+               indent=1)
     return fingerprint
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -272,6 +273,8 @@ def co_evolve(
     for index in range(rounds):
         root = run_dir / round_id(index)
         if not _trained(root, params):
+            if finished:
+                _carry_val(finished[-1].root / "val-after", root / "val-before")
             run_round(train_params, index, curriculum=curriculum, initial_checkpoint=checkpoint, out_dir=root,
                       store_root=store_root, progress=progress)
         if config.evolve:
@@ -288,6 +291,18 @@ def co_evolve(
         _write_summary(run_dir, fingerprint, finished)
         checkpoint, curriculum = str(done.checkpoint), done.curriculum()
     return CoEvolveResult(run_dir, fingerprint, finished)
+
+
+def _carry_val(source: Path, target: Path) -> None:
+    """Round r's bare val check before training is round r − 1's after it (the same checkpoint, seed and val
+    tasks), so its records are copied: the round's evaluation then checks the plan and finds every episode
+    done."""
+    if target.exists() or not (source / "summary.json").is_file():
+        return
+    staging = target.with_name(target.name + ".copying")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(source, staging)
+    staging.replace(target)
 
 
 def _same_bank_next(params: Params, root: Path, index: int, start: RoundInputs) -> Path | None:
