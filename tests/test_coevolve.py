@@ -103,7 +103,8 @@ def test_two_rounds_write_every_artifact_resume_and_refuse_another_plan(
     with caplog.at_level(logging.WARNING, logger="intraskill.provenance"):
         again = co_evolve(params, 2, start=start(params), config=config, out_dir=run_dir,
                           store_root=small_store_root, progress=False)
-    assert [r.getMessage().count("torch_threads") for r in caplog.records] == [1]
+    # one warning names the changed thread count (others may name a commit that changed while the suite ran)
+    assert sum("torch_threads" in r.getMessage() for r in caplog.records) == 1
     assert [r.to_dict() for r in again.rounds] == [r.to_dict() for r in result.rounds]
     assert {p: line_count(p) for p in run_dir.rglob("traces.jsonl")} == traces
     with pytest.raises(CoEvolvePlanMismatchError, match="config"):
