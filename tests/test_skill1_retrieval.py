@@ -6,7 +6,9 @@ import math
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
+from intraskill.params import Skill1Params
 from intraskill.skills.library import SkillLibrary
 from intraskill.skills.retrieval import RetrievalConfig, SentenceEncoder, retrieve, ucb_score
 
@@ -69,3 +71,20 @@ def test_config_validation() -> None:
         RetrievalConfig(mode="bm25")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="top_k must be >= 1"):
         RetrievalConfig(top_k=0)
+
+
+def test_skill1_params_defaults_and_validation() -> None:
+    params = Skill1Params()
+    assert (params.capacity, params.ema_rate, params.top_k, params.lambda_rerank, params.lambda_distill) == (
+        5000,
+        0.05,
+        5,
+        0.3,
+        0.3,
+    )
+    assert RetrievalConfig.from_params(params) == RetrievalConfig()
+    assert RetrievalConfig.from_params(Skill1Params(retrieval="ucb", top_k=3)).mode == "ucb"
+    with pytest.raises(ValidationError, match="ema_rate"):
+        Skill1Params(ema_rate=0.0)
+    with pytest.raises(ValidationError, match="unknown"):
+        Skill1Params(unknown=1)  # type: ignore[call-arg]

@@ -35,13 +35,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from intraskill.jsonl import JsonlError, JsonlWriter, iter_jsonl, write_json
+from intraskill.params import Skill1Params
 
 LIBRARY_SCHEMA_VERSION = "intraskill-skill1-library-v1"
-DEFAULT_CAPACITY = 5000
+_DEFAULTS = Skill1Params()
+DEFAULT_CAPACITY = _DEFAULTS.capacity
 """N_max (§A.3, §A.4: 5000 in the paper)."""
-DEFAULT_EMA_RATE = 0.05
+DEFAULT_EMA_RATE = _DEFAULTS.ema_rate
 """α of the utility EMA (§A.3, §A.4)."""
-DEFAULT_INITIAL_UTILITY = 0.5
+DEFAULT_INITIAL_UTILITY = _DEFAULTS.initial_utility
 """U of a newly admitted skill (see the module docstring)."""
 HISTORY_FILE = "history.jsonl"
 SNAPSHOT_FILE = "snapshot.json"

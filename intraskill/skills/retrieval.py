@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from intraskill.params import Skill1Params
 from intraskill.skills.library import LibrarySkill, SkillLibrary
 
 if TYPE_CHECKING:
@@ -29,11 +30,7 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 RetrievalMode = Literal["cosine", "ucb"]
-DEFAULT_TOP_K = 5
-"""K of the paper (§A.4; the released scripts use 3)."""
-DEFAULT_UCB_WEIGHT = 0.6
-DEFAULT_UCB_SCALE = 1.0
-DEFAULT_UCB_MIN_SIMILARITY = 0.4
+_DEFAULTS = Skill1Params()
 
 
 class Encoder(Protocol):
@@ -99,11 +96,17 @@ class SentenceEncoder:
 class RetrievalConfig:
     """How candidates are scored: ``mode``, K and the SimUtil-UCB weights (module docstring)."""
 
-    mode: RetrievalMode = "cosine"
-    top_k: int = DEFAULT_TOP_K
-    ucb_weight: float = DEFAULT_UCB_WEIGHT
-    ucb_scale: float = DEFAULT_UCB_SCALE
-    ucb_min_similarity: float = DEFAULT_UCB_MIN_SIMILARITY
+    mode: RetrievalMode = _DEFAULTS.retrieval
+    top_k: int = _DEFAULTS.top_k
+    ucb_weight: float = _DEFAULTS.ucb_weight
+    ucb_scale: float = _DEFAULTS.ucb_scale
+    ucb_min_similarity: float = _DEFAULTS.ucb_min_similarity
+
+    @classmethod
+    def from_params(cls, params: Skill1Params) -> RetrievalConfig:
+        return cls(
+            params.retrieval, params.top_k, params.ucb_weight, params.ucb_scale, params.ucb_min_similarity
+        )
 
     def __post_init__(self) -> None:
         if self.mode not in ("cosine", "ucb"):

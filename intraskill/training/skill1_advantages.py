@@ -22,15 +22,17 @@ from dataclasses import dataclass
 from typing import Literal
 
 from intraskill.chat.base import SessionTokens
+from intraskill.params import Skill1Params
 from intraskill.training.advantages import GRPO_STD_EPS, group_advantages
 from intraskill.training.batching import TrainSample
 from intraskill.training.skill1_rewards import Skill1RolloutRewards
 
 SegmentKind = Literal["query", "rerank", "act", "distill"]
 SEGMENT_KINDS: tuple[SegmentKind, ...] = ("query", "rerank", "act", "distill")
-DEFAULT_LAMBDA_RERANK = 0.3
+_DEFAULTS = Skill1Params()
+DEFAULT_LAMBDA_RERANK = _DEFAULTS.lambda_rerank
 """λ1 (§A.3, §A.4)."""
-DEFAULT_LAMBDA_DISTILL = 0.3
+DEFAULT_LAMBDA_DISTILL = _DEFAULTS.lambda_distill
 """λ2 (§A.3, §A.4)."""
 
 
