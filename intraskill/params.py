@@ -164,6 +164,29 @@ class GRPOParams(_Section):
         return self
 
 
+class Skill1Params(_Section):
+    """Skill1 (skill1-slime-peers.md §A.3–§A.4): library, retrieval and objective; not yet part of :class:`Params`.
+
+    Paper values: N_max 5000, α 0.05, K 5 (the released scripts use 3), λ1 = λ2 = 0.3. ``retrieval`` is Eq. 3's
+    pure cosine by default; ``"ucb"`` switches to SimUtil-UCB with the paper's w_sim 0.6 and scale 1.0 over
+    skills with cosine ≥ 0.4. ``initial_utility`` 0.5 (RetroAgent's initial score) is this package's choice,
+    the reference leaves it open (:mod:`intraskill.skills.library`). ``ndcg_cutoff`` 1 scores only the top
+    choice (the scripts' ``rerank_train_top1``); ``null`` scores the whole ranking.
+    """
+
+    capacity: int = Field(5000, ge=1)
+    ema_rate: float = Field(0.05, gt=0.0, le=1.0)
+    initial_utility: float = Field(0.5, ge=0.0, le=1.0)
+    top_k: int = Field(5, ge=1)
+    retrieval: Literal["cosine", "ucb"] = "cosine"
+    ucb_weight: float = Field(0.6, ge=0.0, le=1.0)
+    ucb_scale: float = Field(1.0, ge=0.0)
+    ucb_min_similarity: float = Field(0.4, ge=-1.0, le=1.0)
+    lambda_rerank: float = Field(0.3, ge=0.0)
+    lambda_distill: float = Field(0.3, ge=0.0)
+    ndcg_cutoff: int | None = Field(None, ge=1)
+
+
 class RoundParams(_Section):
     """One training round: rollout steps of oversampled GRPO groups with group-shared skill masks.
 

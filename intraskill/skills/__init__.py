@@ -1,4 +1,4 @@
-"""SkillBank records, chunk rendering and the training curriculum (intraskill-method.md §1–§2)."""
+"""SkillBank records, chunk rendering, the training curriculum (intraskill-method.md §1–§2) and Skill1's library."""
 
 from intraskill.skills.bank import (
     SKILLBANK_SCHEMA_VERSION,
@@ -25,6 +25,13 @@ from intraskill.skills.curriculum import (
     save_curriculum,
     treatment_draw,
 )
+from intraskill.skills.library import (
+    LibrarySkill,
+    LibraryStore,
+    SkillLibrary,
+    SkillLibraryError,
+    SkillProvenance,
+)
 from intraskill.skills.render import (
     SKILL_RENDERER_VERSION,
     Chunk,
@@ -43,9 +50,14 @@ __all__ = [
     "CurriculumState",
     "GroupAssignment",
     "GroupAssignmentRegistry",
+    "LibrarySkill",
+    "LibraryStore",
     "Skill",
     "SkillBank",
     "SkillBankError",
+    "SkillLibrary",
+    "SkillLibraryError",
+    "SkillProvenance",
     "assign_group",
     "build_curriculum",
     "content_sha256",
