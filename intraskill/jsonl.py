@@ -85,10 +85,14 @@ def read_jsonl(path: str | Path, torn_tail: bool = True) -> list[dict[str, Any]]
 
 
 def write_json(path: str | Path, obj: Any, indent: int = 2) -> Path:
-    """Write ``obj`` as indented UTF-8 JSON with a trailing newline, atomically (temp file + rename)."""
+    """Write ``obj`` as indented UTF-8 JSON with a trailing newline, atomically and durably (temp file, fsync,
+    rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    temporary.write_text(json.dumps(obj, ensure_ascii=False, indent=indent) + "\n", encoding="utf-8")
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(obj, ensure_ascii=False, indent=indent) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
     os.replace(temporary, path)
     return path

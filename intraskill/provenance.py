@@ -7,6 +7,7 @@ different provenance is allowed and :func:`provenance_changes` names what change
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import platform
@@ -16,11 +17,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from intraskill.hashing import sha256_json
+from intraskill.jsonl import write_json
 from intraskill.paths import project_root
 
 LOGGER = logging.getLogger(__name__)
 
 PROVENANCE_SCHEMA_VERSION = "intraskill-provenance-v1"
+UNHASHED_PLAN_FIELDS = ("schema_version", "provenance", "fingerprint", "created_at")
+"""Fields a plan file holds beside the plan itself (never part of its fingerprint)."""
 LIBRARIES = ("torch", "transformers", "numpy", "scipy", "statsmodels")
 """The libraries a round's numbers pass through (training and sampling, the gate's OLS fit)."""
 
@@ -98,3 +103,28 @@ def warn_on_changes(where: str | os.PathLike[str], stored: Mapping[str, Any] | N
         LOGGER.warning("%s: resuming under a different provenance (%s); its numbers may differ from a run "
                        "under the recorded one", where, "; ".join(changes))
     return changes
+
+
+def write_plan(path: Path, plan: Mapping[str, Any], *, what: str, error: type[Exception], hint: str,
+               schema: str | None = None) -> str:
+    """Write a run's plan file (``schema_version`` when given, the plan, this process's provenance, the plan's
+    fingerprint) or check the stored one; returns the fingerprint.
+
+    A stored plan with another fingerprint raises ``error`` naming the differing top-level fields and ``hint``
+    (what to do instead); a stored provenance that differs only warns (:func:`warn_on_changes`), so a run
+    resumes on another machine. ``what`` names the plan in the message (``round``, ``co-evolution``, …).
+    """
+    fingerprint = sha256_json(plan)
+    provenance = run_provenance()
+    if path.exists():
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if stored.get("fingerprint") != fingerprint:
+            differing = sorted(k for k in set(stored) | set(plan)
+                               if k not in UNHASHED_PLAN_FIELDS and stored.get(k) != plan.get(k))
+            raise error(f"{path.parent} holds a different {what} plan; differing fields: "
+                        f"{', '.join(differing) or 'fingerprint'}. {hint}")
+        warn_on_changes(path, stored.get("provenance"), provenance)
+        return fingerprint
+    header = {"schema_version": schema} if schema is not None else {}
+    write_json(path, {**header, **plan, "provenance": provenance, "fingerprint": fingerprint}, indent=1)
+    return fingerprint

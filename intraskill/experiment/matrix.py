@@ -48,14 +48,13 @@ from intraskill.experiment.records import (
     TestRun,
 )
 from intraskill.experiment.results import MatrixResult, load_matrix
-from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.params import Params, params_from_dict
 from intraskill.paths import runs_root
 from intraskill.pipeline.coevolve import CoEvolveConfig, co_evolve, curriculum_bank
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
 from intraskill.pipeline.round import round_curriculum
-from intraskill.provenance import run_provenance, warn_on_changes
+from intraskill.provenance import write_plan
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
 
 LOGGER = logging.getLogger(__name__)
@@ -86,23 +85,10 @@ def matrix_plan(params: Params) -> dict[str, Any]:
 
 
 def _write_plan(out: Path, plan: dict[str, Any]) -> str:
-    """Write ``matrix.json`` with the provenance beside the fingerprint, or check the stored plan (a different
-    provenance only warns; every cell's own plans record theirs too)."""
-    fingerprint = sha256_json(plan)
-    path = out / PLAN_FILE
-    provenance = run_provenance()
-    if path.is_file():
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        if stored.get("fingerprint") != fingerprint:
-            differing = sorted(k for k in plan if stored.get(k) != plan[k])
-            raise MatrixPlanMismatchError(
-                f"{out} holds a different control-matrix plan; differing fields: {', '.join(differing)}. "
-                "Use another --out directory for a different plan (arms and seeds may be added).")
-        warn_on_changes(path, stored.get("provenance"), provenance)
-        return fingerprint
-    write_json(path, {**plan, "provenance": provenance, "fingerprint": fingerprint, "created_at": utc_now()},
-               indent=1)
-    return fingerprint
+    """Write ``matrix.json`` (provenance beside the fingerprint) or check the stored plan; every cell's own
+    plans record theirs too."""
+    return write_plan(out / PLAN_FILE, plan, what="control-matrix", error=MatrixPlanMismatchError,
+                      hint="Use another --out directory for a different plan (arms and seeds may be added).")
 
 
 @contextmanager

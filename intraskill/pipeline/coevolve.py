@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from intraskill.gate.masks import DEFAULT_MASK_SEED
-from intraskill.hashing import sha256_json
+from intraskill.jsonl import write_json
 from intraskill.params import ExperimentParams, Params
 from intraskill.paths import runs_root
 from intraskill.pipeline.gate_run import GateConfig, run_online_gate
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
 from intraskill.pipeline.round import open_train_store, round_curriculum, run_round
-from intraskill.provenance import run_provenance, warn_on_changes
+from intraskill.provenance import write_plan
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import CurriculumState, load_curriculum, save_curriculum
 from intraskill.trace2skill.analysis import AnalysisConfig, run_analysis
@@ -134,25 +134,9 @@ def curriculum_bank(curriculum: CurriculumState | None, round_name: str) -> Skil
 
 
 def _write_plan(run_dir: Path, plan: dict[str, Any]) -> str:
-    """Write ``plan.json`` with the run's provenance beside the fingerprint, or check the stored plan
-    (a different provenance only warns: the same plan resumes on another machine)."""
-    fingerprint = sha256_json(plan)
-    path = run_dir / "plan.json"
-    provenance = run_provenance()
-    if path.exists():
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        if stored.get("fingerprint") != fingerprint:
-            differing = sorted(k for k in plan if stored.get(k) != plan[k])
-            raise CoEvolvePlanMismatchError(
-                f"{run_dir} holds a different co-evolution plan; differing fields: {', '.join(differing)}. "
-                "Use another --out directory to run a different plan.")
-        warn_on_changes(path, stored.get("provenance"), provenance)
-        return fingerprint
-    run_dir.mkdir(parents=True, exist_ok=True)
-    record = {"schema_version": PLAN_SCHEMA_VERSION, **plan, "provenance": provenance,
-              "fingerprint": fingerprint}
-    path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return fingerprint
+    """Write ``plan.json`` (provenance beside the fingerprint) or check the stored plan."""
+    return write_plan(run_dir / "plan.json", plan, what="co-evolution", error=CoEvolvePlanMismatchError,
+                      schema=PLAN_SCHEMA_VERSION, hint="Use another --out directory to run a different plan.")
 
 
 def _trained(root: Path, params: Params) -> bool:
@@ -315,8 +299,5 @@ def _same_bank_next(params: Params, root: Path, index: int, start: RoundInputs) 
 
 
 def _write_summary(run_dir: Path, fingerprint: str, finished: Sequence[CoEvolveRound]) -> None:
-    record = {"fingerprint": fingerprint, "rounds": [_round_summary(r) for r in finished]}
-    path = run_dir / SUMMARY_FILE
-    staging = path.with_name(path.name + ".tmp")
-    staging.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    staging.replace(path)
+    write_json(run_dir / SUMMARY_FILE, {"fingerprint": fingerprint, "rounds": [_round_summary(r) for r in finished]},
+               indent=1)

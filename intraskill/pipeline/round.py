@@ -42,14 +42,13 @@ from intraskill.agent.runtime import RuntimeConfig
 from intraskill.chat.base import Policy
 from intraskill.evaluate.compare import compare_runs, write_comparison
 from intraskill.evaluate.runner import run_eval
-from intraskill.hashing import sha256_json
-from intraskill.jsonl import JsonlWriter, iter_jsonl
+from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.organism.shipped import resolve_checkpoint
 from intraskill.params import ExperimentParams, Params, RoundParams
 from intraskill.paths import project_root, runs_root
 from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, run_rollout_step
 from intraskill.policy.factory import build_policy
-from intraskill.provenance import run_provenance, warn_on_changes
+from intraskill.provenance import write_plan
 from intraskill.shop.build import StoreHandle, open_engine
 from intraskill.skills.bank import load_skillbank
 from intraskill.skills.curriculum import CurriculumState, build_curriculum, save_curriculum
@@ -66,7 +65,6 @@ from intraskill.training.grpo import GRPOConfig, GRPOTrainer
 from intraskill.training.metrics import rollout_step_metrics, train_step_metrics
 
 ROUND_PLAN_SCHEMA = "intraskill-round-plan-v1"
-_UNHASHED_PLAN_FIELDS = ("schema_version", "provenance", "fingerprint")
 """``plan.json`` fields outside the fingerprint."""
 PIPELINE_VERSION = "intraskill-round-v1"
 STEP_DONE = "step-done"
@@ -145,34 +143,9 @@ def write_round_plan(root: Path, plan: Mapping[str, Any]) -> str:
     fingerprint; a resume under a different one logs a warning. Raises :class:`RoundPlanMismatchError`
     naming the differing top-level fields.
     """
-    fingerprint = sha256_json(plan)
-    path = root / "plan.json"
-    provenance = run_provenance()
-    if path.exists():
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        if stored.get("fingerprint") != fingerprint:
-            differing = sorted(k for k in set(stored) | set(plan) if k not in _UNHASHED_PLAN_FIELDS
-                               and stored.get(k) != plan.get(k))
-            raise RoundPlanMismatchError(
-                f"{root} holds a different round plan; differing fields: {', '.join(differing) or 'fingerprint'}. "
-                "Use another round directory (or delete this one) to run a different plan."
-            )
-        warn_on_changes(path, stored.get("provenance"), provenance)
-        return fingerprint
-    root.mkdir(parents=True, exist_ok=True)
-    _write_json_atomic(path, {"schema_version": ROUND_PLAN_SCHEMA, **plan, "provenance": provenance,
-                              "fingerprint": fingerprint})
-    return fingerprint
-
-
-def _write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=1, ensure_ascii=False)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    return write_plan(root / "plan.json", plan, what="round", error=RoundPlanMismatchError,
+                      schema=ROUND_PLAN_SCHEMA,
+                      hint="Use another round directory (or delete this one) to run a different plan.")
 
 
 def _touch_marker(path: Path) -> None:
@@ -434,7 +407,7 @@ def _rollout(run: _RoundRun, step: int, timing: dict[str, float]) -> dict[str, A
         "generated_episodes": result.generated_episodes,
         "metrics": rollout_step_metrics(result, run.curriculum, run.params.round.q),
     }
-    _write_json_atomic(files.step_dir(step) / "rollout.json", rollout)
+    write_json(files.step_dir(step) / "rollout.json", rollout, indent=1)
     timing["io_s"] += time.perf_counter() - start
     run.emit("admitted", {"step": step, "admitted": len(result.admission.accepted)})
     return {**rollout, "_result": result}
