@@ -11,9 +11,11 @@ from intraskill.agent.runtime import RuntimeConfig
 from intraskill.agent.skill1_episode import SKILL1_SKILL_PREFIX, protocol_error_counts
 from intraskill.agent.skill1_replies import ReplyFailure
 from intraskill.params import Skill1Params, load_params
-from intraskill.pipeline.skill1 import run_skill1_groups, skill1_segments, skill1_update
+from intraskill.pipeline.skill1 import run_skill1_groups, skill1_rollout, skill1_segments, skill1_update
+from intraskill.policy.expert_policy import ExpertPolicy
 from intraskill.skills.library import SkillLibrary
 from intraskill.skills.retrieval import RetrievalConfig, SentenceEncoder
+from intraskill.training.skill1_rewards import skill1_step
 
 CI_PARAMS = Path(__file__).resolve().parents[1] / "params" / "ci.yaml"
 SEEDS = (("buying clothes in a given colour and size", "Select every option axis before buying.", 0.9),
@@ -95,3 +97,27 @@ def test_empty_library_gives_no_rank_reply(organism, organism_engine, encoder) -
     update = skill1_update(run, library)
     assert all(r.u_hat == 0.0 and r.r_rerank is None for r in update.step.rewards)
     assert len(update.samples) == 3 * 2 and len(library) == 0
+
+
+def test_expert_writes_well_formed_replies_and_successes_are_admitted(organism_engine, encoder) -> None:
+
+    library = SkillLibrary()
+    for desc, strat, utility in SEEDS:
+        library.seed(desc, strat, utility)
+    runtime = RuntimeConfig(max_turns=30, temperature=0.0)
+    run = run_skill1_groups(ExpertPolicy(seed=1), lambda: InProcessEnvironment(organism_engine), library, encoder,
+                            organism_engine.train_ids[:3], 2, runtime, seed=5, round_index=0, step=1)
+    episodes = run.episodes
+    assert protocol_error_counts(episodes) == {"query": 0, "rank": 0, "act": 0, "distill": 0}
+    for episode in episodes:
+        assert episode.query_text == " ".join(episode.task.instruction.split())
+        assert episode.ranking == tuple(range(len(episode.candidates))) and len(episode.candidates) == 3
+        assert episode.distill.task_success is episode.success
+        assert episode.reply_tokens == {}  # the expert records no token stream
+    winners = [e for e in episodes if e.success]
+    assert winners, "the expert buys the right product on some small-store tasks"
+    rollouts = [skill1_rollout(e) for e in episodes]
+    result = skill1_step(library, rollouts, 0, 1)
+    assert [a.skill.provenance.task_id for a in result.admissions] == [e.job.task_id for e in winners]
+    assert len(library) == 3 + len(winners)
+    assert all(a.skill.desc == winners[0].distill.desc for a in result.admissions)

@@ -18,6 +18,7 @@ from intraskill.agent.skill1_replies import (
     parse_rank,
     query_messages,
     rank_messages,
+    reply_kind,
 )
 from intraskill.chat.base import Generation
 
@@ -96,6 +97,8 @@ def test_prompts_show_the_task_and_public_persona_only(language: str) -> None:
     assert "[1]" in rank[1]["content"] and "[2]" in rank[1]["content"] and "check the size" in rank[1]["content"]
     assert "<query></query>" in query[0]["content"] and "<rank></rank>" in rank[0]["content"]
     assert all(f'"{key}"' in distill[0]["content"] for key in DISTILL_KEYS)
+    assert [reply_kind(chat, language) for chat in (query, rank, distill)] == ["query", "rank", "distill"]
+    assert reply_kind([{"role": "system", "content": "You are a shopping agent."}], language) is None
     assert "search[red mug]" in summary and "no_tool_call" in summary and "click[buy now]" in summary
     with pytest.raises(ValueError, match="candidates"):
         rank_messages("buy a red mug", PERSONA, [], language)

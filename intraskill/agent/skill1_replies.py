@@ -207,6 +207,17 @@ def distill_messages(
     return _chat(_languages(DISTILL_PROMPTS, language), persona, user, language)
 
 
+def reply_kind(messages: Sequence[Mapping[str, Any]], language: str = "en") -> ReplyKind | None:
+    """Which extra reply a chat asks for (read from its system prompt); ``None`` for a shopping turn."""
+    system = next((m.get("content") for m in messages if m.get("role") == "system"), None)
+    if not isinstance(system, str):
+        return None
+    for kind, prompts in (("query", QUERY_PROMPTS), ("rank", RANK_PROMPTS), ("distill", DISTILL_PROMPTS)):
+        if system.startswith(_languages(prompts, language)):
+            return kind
+    return None
+
+
 def _tagged(kind: ReplyKind, text: str, pattern: re.Pattern[str], tag: str) -> str | ReplyFailure:
     """The inside of the reply's single tag; the reply may hold nothing else (a leading think block aside)."""
     body = drop_reasoning(text).strip()
