@@ -130,10 +130,11 @@ class Skill1Episode:
     @property
     def protocol_errors(self) -> dict[str, int]:
         """Malformed replies per type: ``query``, ``rank``, ``distill`` (0/1) and the episode's ``act`` turns."""
-        counts = {kind: int(isinstance(reply, ReplyFailure) and reply.is_protocol_error)
-                  for kind, reply in (("query", self.query), ("rank", self.rank), ("distill", self.distill))}
-        return {"query": counts["query"], "rank": counts["rank"], "act": self.result.protocol_errors,
-                "distill": counts["distill"]}
+        def malformed(reply: object) -> int:
+            return int(isinstance(reply, ReplyFailure) and reply.is_protocol_error)
+
+        return {"query": malformed(self.query), "rank": malformed(self.rank), "act": self.result.protocol_errors,
+                "distill": malformed(self.distill)}
 
     def failures(self) -> list[ReplyFailure]:
         """Every reply failure of the rollout (protocol errors and generation errors)."""
