@@ -274,7 +274,7 @@ def _request(episode: _Episode, config: RuntimeConfig) -> ChatRequest:
     )
 
 
-def _generate(policy: Policy, requests: list[ChatRequest]) -> list[Generation | BaseException]:
+def generate_isolated(policy: Policy, requests: list[ChatRequest]) -> list[Generation | BaseException]:
     """One batched call; if it raises, retry each request alone so only the culprits fail."""
     try:
         generations = policy.generate(requests)
@@ -285,7 +285,7 @@ def _generate(policy: Policy, requests: list[ChatRequest]) -> list[Generation | 
         if len(requests) == 1:
             return [error]
         LOGGER.warning("batched generate failed (%s); isolating %d requests", error, len(requests))
-        return [outcome for request in requests for outcome in _generate(policy, [request])]
+        return [outcome for request in requests for outcome in generate_isolated(policy, [request])]
 
 
 def _apply(episode: _Episode, generation: Generation, config: RuntimeConfig) -> None:
@@ -406,7 +406,7 @@ def run_episodes(
         else:
             live.append(episode)
     while live:
-        outcomes = _generate(policy, [_request(episode, config) for episode in live])
+        outcomes = generate_isolated(policy, [_request(episode, config) for episode in live])
         for episode, outcome in zip(live, outcomes):
             try:
                 if isinstance(outcome, BaseException):

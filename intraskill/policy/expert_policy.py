@@ -25,6 +25,10 @@ With ``slip_rate`` the expert makes the clone's typical mistake on purpose — `
 not offered, at most once per episode — and then carries on from the page that reports the invalid
 action, so behaviour cloning sees recoveries (:mod:`intraskill.organism.demos` never trains on the slip
 itself). Slips draw from their own seeded source: the competence draws are the same with or without.
+
+Skill1's extra replies (:mod:`intraskill.agent.skill1_replies`, recognised by their system prompt) get
+well-formed answers: the task instruction as the ``<query>``, the candidates in retrieval order as the
+``<rank>``, and :data:`SKILL1_LESSONS` with the episode's stated outcome as the distillation JSON.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from typing import Any, Protocol
 
 from intraskill.agent.pages import latest_page_text, parse_page
 from intraskill.agent.prompts import PERSONA_LABELS, TASK_LABELS
+from intraskill.agent.skill1_replies import EPISODE_LABELS, ReplyKind, reply_kind
 from intraskill.agent.tools import CLICK, SEARCH, TOOL_ARGUMENT
 from intraskill.chat.base import ChatRequest, Generation, SessionTokens
 from intraskill.chat.chatml import (
@@ -60,6 +65,16 @@ EXPERT_BACKEND = "expert"
 _SKILL_ID_RE = re.compile(r'<skill id=("(?:[^"\\]|\\.)*") version=')
 PLAN_LABELS = {"en": ("Plan: ", ", ", "none"), "zh": ("计划：", "、", "无")}
 """Per language: the plan line's label, separator and the word for a plan without competences."""
+SKILL1_LESSONS = {
+    "en": ("Select a value on every option axis and check the price before buying.",
+           "Search with the task's key words, open the best-matching result, go back to search if none fits.",
+           "buying a product that must match given attributes, options and a price limit"),
+    "zh": ("购买前为每个规格选好值并核对价格。",
+           "用任务中的关键词搜索，打开最匹配的结果；都不合适时返回搜索。",
+           "购买必须符合指定属性、规格和价格上限的商品"),
+}
+"""The expert's distillation reply per language: action lesson, navigation lesson, description head."""
+_CANDIDATE_ID_RE = re.compile(r"^\[(\d+)\] ", re.MULTILINE)
 PLAN_WORDS = {"read_persona": "profile", "refine_query": "refine", "inspect_candidates": "compare",
               "page_on": "page", "choose_options": "options", "check_budget": "budget"}
 """The plan line's word for each competence of :class:`~intraskill.shop.scripted_expert.Competences`."""
@@ -326,7 +341,28 @@ class ExpertPolicy:
         session.slipped = session.slips.random() < self.slip_rate
         return session.slipped
 
+    def _skill1_reply(self, kind: ReplyKind, request: ChatRequest) -> Generation:
+        """A well-formed Skill1 reply: the instruction as the query, the retrieval order as the ranking, and
+        :data:`SKILL1_LESSONS` with the episode's outcome as the distillation."""
+        user = next(message_text(m) for m in request.messages if m.get("role") == "user")
+        instruction = user[len(TASK_LABELS[self.language]):].split("\n\n", 1)[0].strip()
+        if kind == "query":
+            text = f"<query>{' '.join(instruction.split())}</query>"
+        elif kind == "rank":
+            text = f"<rank>{', '.join(_CANDIDATE_ID_RE.findall(user))}</rank>"
+        else:
+            labels = EPISODE_LABELS[self.language]
+            action, navigation, description = SKILL1_LESSONS[self.language]
+            success = user.rstrip().endswith(labels["outcome"] + labels["success"])
+            text = json.dumps({"task_success": success, "action_lesson": action, "navigation_lesson": navigation,
+                               "description_head": description}, ensure_ascii=False)
+        return Generation(text=text, content=text, tool_calls=[], finish_reason="stop", prompt_tokens=0,
+                          completion_tokens=0)
+
     def _reply(self, request: ChatRequest) -> Generation:
+        kind = reply_kind(request.messages, self.language)
+        if kind is not None:
+            return self._skill1_reply(kind, request)
         session = self._session(request)
         state = page_state(latest_page_text(request.messages, self.language), request.tools, self.language)
         if self._slip(session, state):
