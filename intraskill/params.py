@@ -376,6 +376,8 @@ BUILTIN_ARMS: dict[str, ArmParams] = {
 }
 """The control experiment's named arms (reference: the controls the release lacked); the names are fixed so
 that results and commands line up. ``matrix.define`` adds more."""
+DEFAULT_ARMS = ("coevolve", "grpo", "fixed", "nomask", "uniform")
+"""The arms a matrix runs by default (an arm added to :data:`BUILTIN_ARMS` later does not change it)."""
 
 
 class MatrixParams(_Section):
@@ -387,7 +389,7 @@ class MatrixParams(_Section):
     count in each cell (results depend on it, so it is fixed and recorded).
     """
 
-    arms: Names = tuple(BUILTIN_ARMS)
+    arms: Names = DEFAULT_ARMS
     seeds: int = Field(3, ge=1)
     rounds: int = Field(2, ge=1)
     test_tasks: int | None = Field(None, ge=1)
