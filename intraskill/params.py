@@ -165,13 +165,16 @@ class GRPOParams(_Section):
 
 
 class Skill1Params(_Section):
-    """Skill1 (skill1-slime-peers.md §A.3–§A.4): library, retrieval and objective; not yet part of :class:`Params`.
+    """Skill1 (skill1-slime-peers.md §A.3–§A.4): library, retrieval and objective (``skill1:``; used when
+    ``round.method: skill1``).
 
     Paper values: N_max 5000, α 0.05, K 5 (the released scripts use 3), λ1 = λ2 = 0.3. ``retrieval`` is Eq. 3's
     pure cosine by default; ``"ucb"`` switches to SimUtil-UCB with the paper's w_sim 0.6 and scale 1.0 over
     skills with cosine ≥ 0.4. ``initial_utility`` 0.5 (RetroAgent's initial score) is this package's choice,
     the reference leaves it open (:mod:`intraskill.skills.library`). ``ndcg_cutoff`` 1 scores only the top
-    choice (the scripts' ``rerank_train_top1``); ``null`` scores the whole ranking.
+    choice (the scripts' ``rerank_train_top1``); ``null`` scores the whole ranking. ``seed_library`` is an
+    optional JSON list of ``{"desc", "strat"[, "utility"][, "uses"]}`` skills a fresh library starts with
+    (relative to the project root; ``null`` = start empty).
     """
 
     capacity: int = Field(5000, ge=1)
@@ -185,6 +188,7 @@ class Skill1Params(_Section):
     lambda_rerank: float = Field(0.3, ge=0.0)
     lambda_distill: float = Field(0.3, ge=0.0)
     ndcg_cutoff: int | None = Field(None, ge=1)
+    seed_library: str | None = None
 
 
 class RoundParams(_Section):
@@ -196,8 +200,17 @@ class RoundParams(_Section):
     bank S (path relative to the project root; ``null`` = no skills, every group skill-free).
     ``val_tasks`` is the number of val tasks of the before/after bare check (``null`` = the whole
     split, 0 = skip it). ``wandb_offline`` also logs each step to W&B in offline mode.
+
+    ``method`` selects what a rollout step does: ``intraskill`` (the curriculum's group-shared masks above) or
+    ``skill1`` (Skill1's query → retrieve → rank → act → distill trajectory over its own library, the
+    ``skill1:`` section; :mod:`intraskill.pipeline.skill1`). A Skill1 step draws ``rollout_batch_size`` tasks
+    (the first tasks of the GRPO step's draw) with ``n_samples_per_prompt`` rollouts each and trains on all of
+    them; ``skillbank`` must be ``null``, and ``q``, ``rho_*``, ``curriculum_seed``, ``full_skill_retry``,
+    ``over_sampling_batch_size`` and ``max_consecutive_failed_groups`` mean nothing (there is no curriculum,
+    retry or oversampling). Select it with ``--set round.method=skill1``.
     """
 
+    method: Literal["intraskill", "skill1"] = "intraskill"
     n_samples_per_prompt: int = Field(8, ge=2)
     rollout_batch_size: int = Field(16, ge=1)
     over_sampling_batch_size: int = Field(32, ge=1, le=1000)
@@ -221,6 +234,9 @@ class RoundParams(_Section):
             )
         if self.rho_min > self.rho_max:
             raise ValueError(f"rho_min ({self.rho_min}) must be <= rho_max ({self.rho_max})")
+        if self.method == "skill1" and self.skillbank is not None:
+            raise ValueError(f"skillbank ({self.skillbank!r}) must be null for method: skill1 (Skill1 retrieves "
+                             "from its own library, skill1.seed_library)")
         return self
 
 
@@ -427,6 +443,7 @@ class Params(_Section):
     warmstart: WarmstartParams = WarmstartParams()
     grpo: GRPOParams = GRPOParams()
     round: RoundParams = RoundParams()
+    skill1: Skill1Params = Skill1Params()
     matrix: MatrixParams = MatrixParams()
 
     @model_validator(mode="after")

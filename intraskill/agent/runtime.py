@@ -179,6 +179,17 @@ class EpisodeResult:
         """A completed episode with a validated reward."""
         return self.status == EpisodeStatus.COMPLETED.value and self.reward is not None
 
+    @classmethod
+    def from_trace(cls, trace: EpisodeTrace, session_tokens: SessionTokens | None = None,
+                   assignment: GroupAssignment | None = None) -> "EpisodeResult":
+        """The result a finished trace records (its counts, reward and tokens)."""
+        return cls(
+            episode_id=trace.episode_id, task_id=trace.task_id, sample_id=trace.sample_id, status=trace.status,
+            reward=trace.reward, reward_detail=trace.reward_detail, termination_reason=trace.termination_reason,
+            tokens=dict(trace.tokens), duration_ms=trace.duration_ms, session_tokens=session_tokens,
+            assignment=assignment, error=trace.error, trace=trace, **trace.counts,
+        )
+
 
 @dataclass
 class _Episode:
@@ -362,12 +373,7 @@ def _finish(policy: Policy, episode: _Episode) -> EpisodeResult:
         "completion": sum(turn.completion_tokens for turn in turns),
     }
     trace.duration_ms = int(round((time.monotonic() - episode.started) * 1000))
-    return EpisodeResult(
-        episode_id=trace.episode_id, task_id=trace.task_id, sample_id=trace.sample_id, status=trace.status,
-        reward=trace.reward, reward_detail=trace.reward_detail, termination_reason=trace.termination_reason,
-        tokens=dict(trace.tokens), duration_ms=trace.duration_ms, session_tokens=session_tokens,
-        assignment=episode.job.assignment, error=trace.error, trace=trace, **trace.counts,
-    )
+    return EpisodeResult.from_trace(trace, session_tokens, episode.job.assignment)
 
 
 def run_episodes(

@@ -24,7 +24,7 @@ exact token stream, kept in :attr:`Skill1Episode.reply_tokens` for the trainer's
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from intraskill.agent.env import Environment
@@ -45,6 +45,7 @@ from intraskill.agent.skill1_replies import (
     query_messages,
     rank_messages,
 )
+from intraskill.agent.traces import EpisodeTrace
 from intraskill.agent.views import view_persona
 from intraskill.chat.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.hashing import seed32
@@ -54,6 +55,8 @@ from intraskill.skills.retrieval import Candidate, Encoder, RetrievalConfig, ret
 
 SKILL1_SKILL_PREFIX = "skill1-"
 """``skill_id`` prefix of a library skill injected into an episode."""
+SKILL1_EPISODE_SCHEMA = "intraskill-skill1-episode-v1"
+"""``schema_version`` of a :meth:`Skill1Episode.to_dict` record."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,66 @@ class Skill1Episode:
     def failures(self) -> list[ReplyFailure]:
         """Every reply failure of the rollout (protocol errors and generation errors)."""
         return [reply for reply in (self.query, self.rank, self.distill) if isinstance(reply, ReplyFailure)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSONL record of the rollout: job, task view, replies, candidates, trace and token streams."""
+        job, result = self.job, self.result
+        if result.trace is None:
+            raise ValueError(f"episode {job.episode_id}: a result without its trace cannot be recorded")
+        return {
+            "schema_version": SKILL1_EPISODE_SCHEMA,
+            "job": {"episode_id": job.episode_id, "task_id": job.task_id, "sample_id": job.sample_id,
+                    "seed": job.seed},
+            "task": {"task_id": self.task.task_id, "instruction": self.task.instruction,
+                     "persona": dict(self.task.persona)},
+            "query": _reply_record(self.query),
+            "candidates": [{"skill": c.skill.to_dict(), "similarity": c.similarity, "score": c.score}
+                           for c in self.candidates],
+            "rank": _reply_record(self.rank),
+            "trace": result.trace.to_dict(),
+            "session_tokens": result.session_tokens.to_dict() if result.session_tokens is not None else None,
+            "distill": _reply_record(self.distill),
+            "reply_tokens": {kind: tokens.to_dict() for kind, tokens in self.reply_tokens.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Skill1Episode:
+        """Parse a :meth:`to_dict` record; refuses another schema version."""
+        if data.get("schema_version") != SKILL1_EPISODE_SCHEMA:
+            raise ValueError(f"schema_version: expected {SKILL1_EPISODE_SCHEMA!r}, got {data.get('schema_version')!r}")
+        job, task = data["job"], data["task"]
+        tokens = data["session_tokens"]
+        return cls(
+            EpisodeJob(job["episode_id"], int(job["task_id"]), int(job["sample_id"]), seed=int(job["seed"])),
+            TaskView(int(task["task_id"]), task["instruction"], dict(task["persona"])),
+            _reply_from_record("query", data["query"]),
+            tuple(Candidate(LibrarySkill.from_dict(c["skill"]), float(c["similarity"]), float(c["score"]))
+                  for c in data["candidates"]),
+            _reply_from_record("rank", data["rank"]),
+            EpisodeResult.from_trace(EpisodeTrace.from_dict(data["trace"]),
+                                     SessionTokens.from_dict(tokens) if tokens is not None else None),
+            _reply_from_record("distill", data["distill"]),
+            {kind: SessionTokens.from_dict(record) for kind, record in data["reply_tokens"].items()},
+        )
+
+
+def _reply_record(reply: QueryReply | RankReply | DistillReply | ReplyFailure | None) -> dict[str, Any] | None:
+    if reply is None:
+        return None
+    if isinstance(reply, ReplyFailure):
+        return {"failure": {"code": reply.code, "detail": reply.detail}}
+    return {"reply": asdict(reply)}
+
+
+def _reply_from_record(kind: ReplyKind, record: Mapping[str, Any] | None) -> Any:
+    if record is None:
+        return None
+    if "failure" in record:
+        return ReplyFailure(kind, record["failure"]["code"], record["failure"]["detail"])
+    reply = record["reply"]
+    if kind == "rank":
+        return RankReply(tuple(int(i) for i in reply["order"]))
+    return QueryReply(**reply) if kind == "query" else DistillReply(**reply)
 
 
 def protocol_error_counts(episodes: Sequence[Skill1Episode]) -> dict[str, int]:

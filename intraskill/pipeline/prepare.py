@@ -99,8 +99,12 @@ def prepare_round(params: Params, round_index: int = 0, out_dir: str | Path | No
       directory brings that directory's; an explicit one outside any is refused while chunks lack α);
       written to ``<round dir>/skillbank.json``;
     * curriculum: :func:`~intraskill.pipeline.round.round_curriculum` of that bank (``None`` without chunks).
+
+    A Skill1 round (``round.method: skill1``) has neither bank nor curriculum: it starts from the checkpoint.
     """
     checkpoint, warmstart_dir = resolve_checkpoint(params)
+    if params.round.method == "skill1":
+        return RoundInputs(checkpoint, None, None, warmstart_dir)
     source = params.round.skillbank
     if source is None and params.model.spec == "organism":
         source = params.warmstart.skills

@@ -14,11 +14,17 @@ per round and one checkpoint per round). The round directory
 * ``checkpoint/`` — model, optimizer, RNG state and step counter, replaced atomically per step;
 * ``val-before/``, ``val-after/``, ``val-compare/`` — the bare val check and its paired comparison.
 
-A step commits in this order: episodes, ``rollout.json``, trainer update + checkpoint (its
-``step``), the metrics record, the ``step-done`` marker. On restart a step with a marker is
-skipped; a step whose update is already in the checkpoint only writes its metrics and marker;
-any other step re-runs its rollout, which re-uses every recorded episode and generates only the
-missing ones — no episode is lost or duplicated. Once a step has trained (a ``step-done`` marker, a
+With ``round.method: skill1`` a step runs Skill1's rollouts instead (:class:`~intraskill.pipeline.skill1.Skill1Round`:
+``steps/step-<NNNN>/skill1_episodes.jsonl`` instead of traces and tokens, no retries or triage) and the round
+directory also holds ``library/`` (the skill library's append-only ``history.jsonl`` and ``snapshot.json``);
+its metrics add ``skill1/*``.
+
+A step commits in this order: episodes, (Skill1: the library's EMA and admissions, uncommitted)
+``rollout.json``, trainer update + checkpoint (its ``step``), (Skill1: the library's ``commit(step)``), the
+metrics record, the ``step-done`` marker. On restart a step with a marker is skipped; a step whose update is
+already in the checkpoint only commits the library (replaying its update from the recorded rollouts when
+the kill came first), writes its metrics and marker; any other step re-runs its rollout, which re-uses
+every recorded episode and generates only the missing ones — no episode is lost or duplicated. Once a step has trained (a ``step-done`` marker, a
 metrics record or a ``checkpoint/`` directory), the round resumes only from an intact checkpoint that holds
 that step: a missing ``state.json`` or a file whose checksum differs is refused
 (:class:`~intraskill.training.checkpoint.CheckpointError`, naming the file), never replaced by the warm start.
@@ -42,17 +48,20 @@ from intraskill.agent.runtime import RuntimeConfig
 from intraskill.chat.base import Policy
 from intraskill.evaluate.compare import compare_runs, write_comparison
 from intraskill.evaluate.runner import run_eval
+from intraskill.hashing import sha256_file
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.organism.shipped import resolve_checkpoint
 from intraskill.params import ExperimentParams, Params, RoundParams
 from intraskill.paths import project_root, runs_root
 from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, run_rollout_step
+from intraskill.pipeline.skill1 import Skill1Round
 from intraskill.policy.factory import build_policy
 from intraskill.provenance import write_plan
 from intraskill.shop.build import StoreHandle, open_engine
 from intraskill.skills.bank import load_skillbank
 from intraskill.skills.curriculum import CurriculumState, build_curriculum, save_curriculum
-from intraskill.training.batching import train_samples_from_groups
+from intraskill.skills.retrieval import encoder_identity
+from intraskill.training.batching import TrainSample, train_samples_from_groups
 from intraskill.training.checkpoint import (
     STATE_FILE,
     CheckpointError,
@@ -118,10 +127,12 @@ def round_plan(
 ) -> dict[str, Any]:
     """The semantic plan of a round: everything that changes which episodes run or how they train.
 
-    Progress, logging (``wandb_offline``) and the run root are not part of it.
+    Progress, logging (``wandb_offline``) and the run root are not part of it. A Skill1 round adds its
+    ``skill1`` section (the seed library by its digest) and encoder (an IntraSkill round's plan is as before
+    the method switch existed).
     """
     runtime = RuntimeConfig.from_params(params.sampling, params.store, params.model)
-    return {
+    plan = {
         "pipeline_version": PIPELINE_VERSION,
         "round_index": round_index,
         "seed": params.experiment.seed,
@@ -130,10 +141,26 @@ def round_plan(
         "environment": dict(store_identity),
         "runtime": runtime.to_dict(),
         "prompt": prompt_identity(runtime.language).to_dict(),
-        "round": params.round.model_dump(mode="json", exclude={"wandb_offline", "skillbank"}),
+        "round": params.round.model_dump(mode="json", exclude={"wandb_offline", "skillbank", "method"}),
         "grpo": params.grpo.model_dump(mode="json"),
         "evaluation": params.evaluation.model_dump(mode="json"),
     }
+    if params.round.method == "skill1":
+        seeds = skill1_seed_path(params)
+        plan["skill1"] = {"method": "skill1", **params.skill1.model_dump(mode="json", exclude={"seed_library"}),
+                          "seed_library_sha256": sha256_file(seeds) if seeds is not None else None,
+                          "encoder": encoder_identity()}
+    return plan
+
+
+def skill1_seed_path(params: Params) -> Path | None:
+    """``skill1.seed_library`` resolved against the project root (``None`` when unset)."""
+    if params.skill1.seed_library is None:
+        return None
+    path = resolve_project_path(params.skill1.seed_library)
+    if not path.is_file():
+        raise FileNotFoundError(f"skill1.seed_library: no seed library file at {path}")
+    return path
 
 
 def write_round_plan(root: Path, plan: Mapping[str, Any]) -> str:
@@ -240,7 +267,8 @@ def run_round(
     ----------
     params : the parameter set (``round``, ``grpo``, ``model``, ``sampling``, ``store`` sections).
     round_index : the round number (group indices, task draws and the directory derive from it).
-    curriculum : the round's curriculum; default built from ``round.skillbank`` (``None`` there = no skills).
+    curriculum : the round's curriculum; default built from ``round.skillbank`` (``None`` there = no skills);
+        none for ``round.method: skill1``.
     initial_checkpoint : the policy the round starts from (default: ``model.checkpoint`` resolved by
         :func:`~intraskill.organism.shipped.resolve_checkpoint`).
     out_dir : the round directory (default :func:`default_round_dir`).
@@ -252,6 +280,9 @@ def run_round(
     if params.round.wandb_offline:
         _require_wandb()
     root = Path(out_dir) if out_dir is not None else default_round_dir(params.experiment, round_index)
+    if params.round.method == "skill1" and curriculum is not None:
+        raise ValueError("round.method: skill1 retrieves from its own library; a curriculum was given "
+                         "(pass none, or set round.method: intraskill)")
     if curriculum is None:
         curriculum = round_curriculum(params.round, round_index)
     checkpoint = initial_checkpoint if initial_checkpoint is not None else resolve_checkpoint(params)[0]
@@ -309,6 +340,7 @@ class _RoundRun:
         self.logger: _WandbLogger | None = None
         self.trained = 0
         self.history: dict[str, Any] = {}
+        self.skill1: Skill1Round | None = None
 
     def open(self, checkpoint: str | None) -> None:
         """Check the round's checkpoint, open the store, build the policy and trainer, check the plan, restore."""
@@ -332,6 +364,10 @@ class _RoundRun:
         if resumed is not None:
             state = load_checkpoint(self.checkpoint_dir, self.trainer, resumed)
             self.trained, self.history = int(state["step"]), dict(state["history"])
+        if params.round.method == "skill1":
+            self.skill1 = Skill1Round(params, self.root, self.round_index, self.policy, self.env_factory,
+                                      store.task_ids, self.runtime, self.trained, skill1_seed_path(params),
+                                      self.emit)
         self.policy.model.eval()
         self.emit("round-start", {"root": str(self.root), "trained_steps": self.trained})
 
@@ -359,15 +395,26 @@ class _RoundRun:
         if step <= self.trained:
             rollout = json.loads((step_dir / "rollout.json").read_text(encoding="utf-8"))
         else:
-            rollout = _rollout(self, step, timing)
             start = time.perf_counter()
-            self.history[str(step)] = _train(self.trainer, rollout["_result"], self.policy)
+            if self.skill1 is not None:
+                rollout, samples = self.skill1.rollout(step)
+                timing["rollout_s"] = time.perf_counter() - start
+            else:
+                rollout, samples = _rollout(self, step, timing)
+            start = time.perf_counter()
+            write_json(step_dir / "rollout.json", rollout, indent=1)
+            timing["io_s"] += time.perf_counter() - start
+            self.emit("admitted", {"step": step, "admitted": len(rollout["admitted_groups"])})
+            start = time.perf_counter()
+            self.history[str(step)] = _train(self.trainer, samples, self.policy)
             timing["train_s"] = time.perf_counter() - start
             start = time.perf_counter()
             save_checkpoint(self.checkpoint_dir, self.trainer, self.policy.tokenizer, step, self.history)
             timing["io_s"] += time.perf_counter() - start
             self.trained = step
             self.emit("trained", {"step": step})
+        if self.skill1 is not None:
+            self.skill1.commit(step)
         record = {"round": self.round_index, "step": step, **rollout["metrics"],
                   **train_step_metrics(self.history[str(step)], self.params.grpo.global_batch_size),
                   **{f"time/{k}": v for k, v in timing.items()}}
@@ -381,14 +428,16 @@ class _RoundRun:
         self.emit("step-done", {"step": step})
 
     def close(self) -> None:
+        if self.skill1 is not None:
+            self.skill1.close()
         if self.store is not None:
             self.store.close()
         if self.logger is not None:
             self.logger.close()
 
 
-def _rollout(run: _RoundRun, step: int, timing: dict[str, float]) -> dict[str, Any]:
-    """Run the step's rollout and write ``rollout.json``; returns it (plus the live result under ``_result``)."""
+def _rollout(run: _RoundRun, step: int, timing: dict[str, float]) -> tuple[dict[str, Any], list[TrainSample]]:
+    """Run the step's GRPO rollout; returns its ``rollout.json`` record and the admitted groups' samples."""
     files = run.files
     previous = files.step_dir(step - 1) / "rollout.json"
     streak = json.loads(previous.read_text(encoding="utf-8"))["unscored_streak"] if previous.exists() else 0
@@ -396,7 +445,6 @@ def _rollout(run: _RoundRun, step: int, timing: dict[str, float]) -> dict[str, A
                               run.runtime, files, round_index=run.round_index, step=step, unscored_streak=streak,
                               on_event=run.emit)
     timing["rollout_s"], timing["retry_s"] = result.rollout_s, result.retry_s
-    start = time.perf_counter()
     rollout = {
         "round": run.round_index,
         "step": step,
@@ -407,15 +455,11 @@ def _rollout(run: _RoundRun, step: int, timing: dict[str, float]) -> dict[str, A
         "generated_episodes": result.generated_episodes,
         "metrics": rollout_step_metrics(result, run.curriculum, run.params.round.q),
     }
-    write_json(files.step_dir(step) / "rollout.json", rollout, indent=1)
-    timing["io_s"] += time.perf_counter() - start
-    run.emit("admitted", {"step": step, "admitted": len(result.admission.accepted)})
-    return {**rollout, "_result": result}
+    return rollout, train_samples_from_groups(result.admission.accepted, result.tokens_by_rollout())
 
 
-def _train(trainer: Any, result: Any, policy: Any) -> dict[str, Any]:
-    """One trainer step on the admitted groups; the policy's model is left in eval mode."""
-    samples = train_samples_from_groups(result.admission.accepted, result.tokens_by_rollout())
+def _train(trainer: Any, samples: list[TrainSample], policy: Any) -> dict[str, Any]:
+    """One trainer step on the step's samples; the policy's model is left in eval mode."""
     try:
         metrics = trainer.train_step(samples).to_dict()
     finally:

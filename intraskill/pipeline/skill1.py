@@ -7,12 +7,15 @@ step names them) and runs every rollout of every group through
 (rewards with the step's starting U, EMA, admission) and turns each rollout's four reply types into
 :class:`~intraskill.training.skill1_advantages.Skill1Segment` s and trainer samples. Unscored (technically
 failed) rollouts are left out of both, as the GRPO step leaves them out of its groups.
+:class:`Skill1Round` is a training round's Skill1 step (``round.method: skill1``): the library in the round
+directory, the rollouts' append-only records and the library commit after the round's checkpoint.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from intraskill.agent.env import Environment
@@ -21,14 +24,22 @@ from intraskill.agent.skill1_episode import Skill1Episode, Skill1ReplyConfig, ru
 from intraskill.agent.skill1_replies import DistillReply
 from intraskill.chat.base import Policy
 from intraskill.hashing import seed32
-from intraskill.params import Skill1Params
-from intraskill.pipeline.rollout import group_index
-from intraskill.skills.library import SkillLibrary
-from intraskill.skills.retrieval import Encoder, RetrievalConfig
+from intraskill.jsonl import JsonlWriter, iter_jsonl
+from intraskill.params import Params, Skill1Params
+from intraskill.pipeline.rollout import RoundFiles, group_index, wave_tasks
+from intraskill.skills.library import LibraryStore, SkillLibrary
+from intraskill.skills.retrieval import Encoder, RetrievalConfig, SentenceEncoder
 from intraskill.training.batching import TrainSample
+from intraskill.training.checkpoint import CheckpointError
+from intraskill.training.metrics import skill1_step_metrics
 from intraskill.training.skill1_advantages import Skill1Group, Skill1Segment, skill1_train_samples
 from intraskill.training.skill1_rewards import DistilledSkill, Skill1Rollout, Skill1StepResult, skill1_step
 from intraskill.training.triage import training_episode_id
+
+LIBRARY_DIR = "library"
+"""The Skill1 library's directory inside the round directory."""
+EPISODES_FILE = "skill1_episodes.jsonl"
+"""A Skill1 step's rollout records (:meth:`~intraskill.agent.skill1_episode.Skill1Episode.to_dict`)."""
 
 
 @dataclass(frozen=True)
@@ -85,13 +96,25 @@ def run_skill1_groups(
     retrieval: RetrievalConfig = RetrievalConfig(),
     replies: Skill1ReplyConfig = Skill1ReplyConfig(),
     trace_writer: Any | None = None,
+    recorded: Mapping[str, Skill1Episode] | None = None,
+    on_episode: Callable[[Skill1Episode], None] | None = None,
 ) -> Skill1GroupRun:
-    """Every rollout of one Skill1 step in one batched run (the library is only read)."""
+    """Every rollout of one Skill1 step in one batched run (the library is only read).
+
+    Rollouts in ``recorded`` (by episode ID, e.g. read back after a kill) are re-used; the others run in one
+    batch and each is passed to ``on_episode`` in job order.
+    """
+    recorded = dict(recorded or {})
     plan = skill1_jobs(task_ids, n_samples, seed, round_index, step)
-    jobs = [job for _, group_jobs in plan.values() for job in group_jobs]
-    episodes = iter(run_skill1_episodes(policy, env_factory, jobs, library, encoder, runtime, retrieval, replies,
-                                        trace_writer))
-    groups = {index: tuple(next(episodes) for _ in group_jobs) for index, (_, group_jobs) in plan.items()}
+    missing = [job for _, group_jobs in plan.values() for job in group_jobs if job.episode_id not in recorded]
+    if missing:
+        for episode in run_skill1_episodes(policy, env_factory, missing, library, encoder, runtime, retrieval,
+                                           replies, trace_writer):
+            recorded[episode.job.episode_id] = episode
+            if on_episode is not None:
+                on_episode(episode)
+    groups = {index: tuple(recorded[job.episode_id] for job in group_jobs)
+              for index, (_, group_jobs) in plan.items()}
     return Skill1GroupRun(round_index, step, {index: task for index, (task, _) in plan.items()}, groups)
 
 
@@ -126,3 +149,101 @@ def skill1_update(run: Skill1GroupRun, library: SkillLibrary, params: Skill1Para
     samples = skill1_train_samples([group for group in groups if group.rewards], segments, params.lambda_rerank,
                                    params.lambda_distill)
     return Skill1Update(result, groups, samples)
+
+
+class Skill1Round:
+    """The Skill1 side of a training round (``round.method: skill1``): its library, encoder and rollout steps.
+
+    The library lives in ``<round>/library`` (:class:`~intraskill.skills.library.LibraryStore`); each step's
+    rollouts are appended with fsync to ``steps/step-<NNNN>/skill1_episodes.jsonl`` as they finish. A step's
+    tasks are the first ``round.rollout_batch_size`` of the GRPO step's draw
+    (:func:`~intraskill.pipeline.rollout.wave_tasks`, wave 0), each with ``round.n_samples_per_prompt``
+    rollouts. :meth:`rollout` re-uses every recorded rollout, runs the missing ones, then applies Algorithm 1's
+    library updates (uncommitted) and returns the trainer's samples; :meth:`commit` closes the library's step
+    after the round's checkpoint. A kill before the commit leaves the step's library events uncommitted (they
+    are discarded on reopening), so a re-run applies them once; a kill between the checkpoint and the commit
+    replays the update from the recorded rollouts.
+    """
+
+    def __init__(self, params: Params, root: Path, round_index: int, policy: Policy,
+                 env_factory: Callable[[], Environment], task_ids: Sequence[int], runtime: RuntimeConfig,
+                 trained: int, seed_path: Path | None = None,
+                 on_event: Callable[[str, Mapping[str, Any]], None] | None = None) -> None:
+        s = params.skill1
+        self.params, self.round_index, self.policy, self.env_factory = params, round_index, policy, env_factory
+        self.task_ids, self.runtime, self.files = list(task_ids), runtime, RoundFiles(root)
+        self.emit = on_event or (lambda name, info: None)
+        self.store = LibraryStore.open(root / LIBRARY_DIR, s.capacity, s.ema_rate, s.initial_utility, seed_path)
+        committed = self.store.step or 0
+        if not trained - 1 <= committed <= trained:
+            self.store.close()
+            raise CheckpointError(f"{self.store.snapshot_path} holds step {committed} but the round's checkpoint "
+                                  f"holds step {trained}; the library and the checkpoint are from different runs")
+        self.encoder = SentenceEncoder()
+        self.retrieval = RetrievalConfig.from_params(s)
+        self._updated: int | None = None
+
+    @property
+    def library(self) -> SkillLibrary:
+        return self.store.library
+
+    def episodes_path(self, step: int) -> Path:
+        return self.files.step_dir(step) / EPISODES_FILE
+
+    def _groups(self, step: int) -> tuple[Skill1GroupRun, int]:
+        """The step's rollouts (recorded ones re-used, missing ones run and appended) and how many ran."""
+        path = self.episodes_path(step)
+        recorded: dict[str, Skill1Episode] = {}
+        for record in iter_jsonl(path):
+            episode = Skill1Episode.from_dict(record)
+            if episode.job.episode_id in recorded:
+                raise RuntimeError(f"{path}: episode {episode.job.episode_id} is recorded twice")
+            recorded[episode.job.episode_id] = episode
+        r = self.params.round
+        tasks = wave_tasks(self.task_ids, self.params.experiment.seed, self.round_index, step, 0,
+                           r.rollout_batch_size)
+        ran = 0
+        with JsonlWriter(path) as writer:
+            def persist(episode: Skill1Episode) -> None:
+                nonlocal ran
+                writer.append(episode.to_dict())
+                ran += 1
+                self.emit("episode", {"episode_id": episode.job.episode_id})
+
+            run = run_skill1_groups(self.policy, self.env_factory, self.library, self.encoder, tasks,
+                                    r.n_samples_per_prompt, self.runtime, seed=self.params.experiment.seed,
+                                    round_index=self.round_index, step=step, retrieval=self.retrieval,
+                                    recorded=recorded, on_episode=persist)
+        return run, ran
+
+    def rollout(self, step: int) -> tuple[dict[str, Any], list[TrainSample]]:
+        """Run (or re-use) the step's rollouts and apply the library updates; the ``rollout.json`` record and
+        the trainer's samples."""
+        run, ran = self._groups(step)
+        update = skill1_update(run, self.library, self.params.skill1)
+        self._updated = step
+        if not update.samples:
+            raise RuntimeError(f"step {step}: no scored Skill1 rollout to train on (check the store and the policy)")
+        record = {
+            "round": self.round_index,
+            "step": step,
+            "method": "skill1",
+            "admitted_groups": [group.group_index for group in update.groups if group.rewards],
+            "episodes": len(run.episodes),
+            "generated_episodes": ran,
+            "admitted_skills": [admission.skill.skill_id for admission in update.step.admissions],
+            "metrics": skill1_step_metrics(run.episodes, update.step, len(self.library)),
+        }
+        return record, update.samples
+
+    def commit(self, step: int) -> None:
+        """Commit the library's step ``step`` (once its θ update is in the checkpoint)."""
+        if self.store.step is not None and self.store.step >= step:
+            return
+        if self._updated != step:
+            skill1_update(self._groups(step)[0], self.library, self.params.skill1)
+        self.store.commit(step)
+        self._updated = None
+
+    def close(self) -> None:
+        self.store.close()

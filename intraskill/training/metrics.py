@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from intraskill.agent.skill1_episode import Skill1Episode, protocol_error_counts
 from intraskill.skills.curriculum import (
     MODE_ASSISTED,
     MODE_ASSISTED_EMPTY,
@@ -21,6 +22,7 @@ from intraskill.skills.curriculum import (
     GroupAssignment,
 )
 from intraskill.training.admission import TECHNICAL_DROP_REASON, ZERO_STD_DROP_REASON, admission_metrics
+from intraskill.training.skill1_rewards import Skill1StepResult
 from intraskill.training.triage import frontier_metrics
 
 ROLLOUT_PREFIX = "rollout/shopsim/"
@@ -120,3 +122,47 @@ def train_step_metrics(step_metrics: Mapping[str, Any], global_batch_size: int |
     metrics[TRAIN_PREFIX + "global_batch_size"] = global_batch_size
     return metrics
 
+
+
+SKILL1_PREFIX = "skill1/"
+
+
+def skill1_step_metrics(episodes: Sequence[Skill1Episode], step: Skill1StepResult, library_size: int
+                        ) -> dict[str, Any]:
+    """``skill1/*`` and ``rollout/shopsim/*`` metrics of a Skill1 rollout step.
+
+    Rewards (Û, R_distill, NDCG, selection) cover the scored rollouts and use the U of the start of the step;
+    ``selection_precision`` is the share of rollouts with candidates whose chosen skill has the highest U among
+    them; ``success_with_skill`` / ``success_without_skill`` split the scored rollouts by whether a skill was
+    selected; ``protocol_error_rate/<kind>`` is per reply of that kind (``act``: per model turn).
+    """
+    rewards = {reward.rollout_id: reward for reward in step.rewards}
+    scored = [e for e in episodes if e.job.episode_id in rewards]
+    ranked = [(e, rewards[e.job.episode_id]) for e in scored if e.candidates]
+    precise = sum(r.utilities[e.retrieved.index(r.selected)] == max(r.utilities) for e, r in ranked)
+    with_skill = [e.success for e in scored if e.selected is not None]
+    without = [e.success for e in scored if e.selected is None]
+    errors = protocol_error_counts(episodes)
+    replies = {"query": len(episodes), "rank": sum(e.rank is not None for e in episodes),
+               "act": sum(e.result.model_steps for e in episodes),
+               "distill": sum(e.distill is not None for e in episodes)}
+    values: dict[str, Any] = {
+        "library_size": library_size,
+        "admissions": len(step.admissions),
+        "evictions": sum(a.evicted is not None for a in step.admissions),
+        "retrieved_rate": _rate(len(ranked), len(scored)),
+        "selection_precision": _rate(precise, len(ranked)),
+        "ndcg_mean": _rate(math.fsum(r.r_rerank for _, r in ranked), len(ranked)),
+        "u_hat_mean": _rate(math.fsum(r.u_hat for r in rewards.values()), len(rewards)),
+        "r_distill_mean": _rate(math.fsum(r.r_distill for r in rewards.values()), len(rewards)),
+        "success_with_skill": _rate(sum(with_skill), len(with_skill)),
+        "success_without_skill": _rate(sum(without), len(without)),
+        **{f"protocol_error_rate/{kind}": _rate(errors[kind], replies[kind]) for kind in replies},
+    }
+    metrics = {SKILL1_PREFIX + key: value for key, value in values.items()}
+    metrics[ROLLOUT_PREFIX + "success_rate"] = _rate(sum(bool(e.success) for e in scored), len(scored))
+    metrics[ROLLOUT_PREFIX + "scored_rate"] = _rate(len(scored), len(episodes))
+    traces = [{"counts": e.result.trace.counts, "tokens": e.result.trace.tokens}
+              for e in episodes if e.result.trace is not None]
+    metrics.update({ROLLOUT_PREFIX + key: value for key, value in behaviour_metrics(traces).items()})
+    return metrics
