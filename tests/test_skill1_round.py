@@ -132,3 +132,10 @@ def test_skill1_params_refuse_a_skillbank(tmp_path: Path) -> None:
     data["round"]["skillbank"] = "params/organism_s0.json"
     with pytest.raises(ParamsError, match="round: skillbank .* must be null for method: skill1"):
         params_from_dict(data)
+
+
+def test_co_evolution_refuses_a_skill1_round(tmp_path: Path) -> None:
+    from intraskill.pipeline.coevolve import co_evolve
+
+    with pytest.raises(ValueError, match="round.method: co-evolution trains with the curriculum"):
+        co_evolve(skill1_params(tmp_path), 1, out_dir=tmp_path / "co", progress=False)

@@ -243,6 +243,9 @@ def co_evolve(
     """
     if rounds < 1:
         raise ValueError(f"rounds: must be >= 1, got {rounds}")
+    if params.round.method != "intraskill":
+        raise ValueError(f"round.method: co-evolution trains with the curriculum (intraskill), got "
+                         f"{params.round.method!r}; run a Skill1 round with `intraskill round`")
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(params.experiment)
     if start is None:
         start = prepare_round(params, 0, run_dir / round_id(0))
