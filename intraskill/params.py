@@ -478,6 +478,16 @@ class Params(_Section):
         return self
 
 
+def plan_dump(params: Params) -> dict[str, Any]:
+    """``params`` as run plans fingerprint them: the JSON dump without the settings of a method the run does not
+    use (``round.method`` and the ``skill1`` section of an IntraSkill run), so that adding a method leaves the
+    plans of existing runs valid."""
+    data = params.model_dump(mode="json")
+    if params.round.method == "intraskill":
+        del data["round"]["method"], data["skill1"]
+    return data
+
+
 def _climbs(path: str | PurePath) -> bool:
     return ".." in PurePath(path).parts
 

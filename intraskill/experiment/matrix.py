@@ -49,7 +49,7 @@ from intraskill.experiment.records import (
 )
 from intraskill.experiment.results import MatrixResult, load_matrix
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
-from intraskill.params import Params, params_from_dict
+from intraskill.params import Params, params_from_dict, plan_dump
 from intraskill.paths import runs_root
 from intraskill.pipeline.coevolve import CoEvolveConfig, co_evolve, curriculum_bank
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
@@ -78,7 +78,7 @@ def default_matrix_dir(params: Params) -> Path:
 def matrix_plan(params: Params) -> dict[str, Any]:
     """What every cell's numbers depend on, beside its arm and seed: the base parameters, rounds, test tasks
     and threads."""
-    base = params.model_dump(mode="json")
+    base = plan_dump(params)
     matrix = base.pop("matrix")
     return {"schema_version": MATRIX_SCHEMA, "params": base, "rounds": matrix["rounds"],
             "test_tasks": matrix["test_tasks"], "threads": matrix["threads"]}

@@ -25,7 +25,7 @@ from typing import Any
 
 from intraskill.gate.masks import DEFAULT_MASK_SEED
 from intraskill.jsonl import write_json
-from intraskill.params import ExperimentParams, Params
+from intraskill.params import ExperimentParams, Params, plan_dump
 from intraskill.paths import runs_root
 from intraskill.pipeline.gate_run import GateConfig, run_online_gate
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
@@ -249,7 +249,7 @@ def co_evolve(
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(params.experiment)
     if start is None:
         start = prepare_round(params, 0, run_dir / round_id(0))
-    plan = {"pipeline_version": PIPELINE_VERSION, "params": params.model_dump(mode="json"),
+    plan = {"pipeline_version": PIPELINE_VERSION, "params": plan_dump(params),
             "config": asdict(config), "start": {
                 "checkpoint": start.checkpoint,
                 "curriculum_state_id": start.curriculum.state_id if start.curriculum else None}}
