@@ -16,7 +16,16 @@ from intraskill.experiment import matrix as matrix_module
 from intraskill.experiment.arms import CellSeeds, cell_params, overlay_fields
 from intraskill.experiment.matrix import MatrixPlanMismatchError, run_matrix
 from intraskill.experiment.results import comparison_pairs, load_matrix
-from intraskill.params import BUILTIN_ARMS, MatrixParams, Params, ParamsError, load_params, params_from_dict
+from intraskill.params import (
+    BUILTIN_ARMS,
+    MatrixParams,
+    Params,
+    ParamsError,
+    load_params,
+    params_from_dict,
+    plan_dump,
+    with_overrides,
+)
 from intraskill.paths import project_root
 
 SKILL_FIELDS = {"round.q", "round.rho_min", "round.rho_max", "round.full_skill_retry"}
@@ -168,3 +177,11 @@ def test_tiny_matrix_runs_compares_resumes_cell_by_cell_and_refuses_another_plan
     assert printed["comparisons"]["coevolve-grpo"]["deployed"]["success"]["mean"] == \
         block["deployed"]["success"]["mean"]
     assert load_matrix(out).to_dict()["arms"].keys() == {"coevolve", "grpo"}
+
+
+def test_plans_leave_out_the_settings_of_an_unused_method() -> None:
+    params = load_params(project_root() / "params" / "ci.yaml")
+    dump = plan_dump(params)
+    assert "skill1" not in dump and "method" not in dump["round"]
+    skill1 = with_overrides(params, ["round.method=skill1"])
+    assert plan_dump(skill1)["round"]["method"] == "skill1" and "skill1" in plan_dump(skill1)
