@@ -66,9 +66,11 @@ class Contrast:
         label = METRIC_LABELS[self.metric]
         size = (f"{100 * self.across_seeds.mean_difference:+.1f} points [{100 * low:+.1f}, {100 * high:+.1f}] "
                 f"over {self.across_seeds.seeds} seed(s) × {self.across_seeds.tasks} tasks")
+        caveat = "; one seed: the interval holds no training-seed variance" if self.across_seeds.seeds < 2 else ""
         if self.verdict == "unresolved":
-            return f"{self.name} ({self.condition}, {label}): {size}; the interval covers 0, no difference resolved"
-        return f"{self.name} ({self.condition}, {label}): {size}; supported: {self.verdict}"
+            return (f"{self.name} ({self.condition}, {label}): {size}; the interval covers 0, no difference "
+                    f"resolved{caveat}")
+        return f"{self.name} ({self.condition}, {label}): {size}; supported: {self.verdict}{caveat}"
 
     def to_dict(self) -> dict[str, Any]:
         """``mean``, ``ci_low``, ``ci_high`` and the rest, JSON-ready."""
