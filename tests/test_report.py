@@ -243,3 +243,9 @@ def test_browser_landing_page_is_bilingual(served_site: str, tmp_path: Path) -> 
     dom = _dump_dom(f"{served_site}/report/index.html", tmp_path / "profile")
     assert "本报告介绍" in dom and "This report documents" in dom
     assert 'href="en/method.html"' in dom and 'href="zh/method.html"' in dom
+
+
+def test_every_manifest_entry_names_parameters_the_notebook_declares() -> None:
+    for spec in load_manifest(ROOT / MANIFEST_PATH):
+        for quick in (False, True):
+            check_parameters(ROOT / "notebooks" / f"{spec.name}.ipynb", spec.overrides(quick))
