@@ -78,8 +78,8 @@ def control_outcomes(levels: "pd.DataFrame | Sequence[Mapping[str, Any]]",
             color = arm_color(record["arm"], index)
             mean, low, high = (scale * record[k] for k in ("mean", "ci_low", "ci_high"))
             left.errorbar([mean], [row], xerr=[[mean - low], [high - mean]], fmt="o", capsize=3, color=color)
-            left.scatter([scale * v for v in record["per_seed"]], [row] * len(record["per_seed"]), marker="|",
-                         s=120, color=color, alpha=0.7)
+            left.scatter([scale * v for v in record["per_seed"]], [row + 0.18] * len(record["per_seed"]), marker="v",
+                         s=28, color=color, alpha=0.7)
             left.annotate(f"{mean:.1f}" if metric == "success" else f"{mean:.3f}", (high, row), xytext=(4, 0),
                           textcoords="offset points", va="center", fontsize=8)
         left.set_yticks(rows, list(level["arm"]))
