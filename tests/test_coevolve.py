@@ -7,8 +7,12 @@ import logging
 from pathlib import Path
 
 import pytest
+from t2s_helpers import MessyModel, ScriptedServer
+from typer.testing import CliRunner
 
+from intraskill.cli import app as cli_app
 from intraskill.gate.contributions import load_contributions
+from intraskill.hashing import sha256_json
 from intraskill.params import Params, load_params, params_from_dict
 from intraskill.paths import project_root
 from intraskill.pipeline.coevolve import (
@@ -17,13 +21,20 @@ from intraskill.pipeline.coevolve import (
     CoEvolveConfig,
     CoEvolvePlanMismatchError,
     co_evolve,
+    coevolve_plan,
     curriculum_bank,
 )
 from intraskill.pipeline.prepare import RoundInputs
 from intraskill.pipeline.round import round_curriculum
 from intraskill.provenance import run_provenance
+from intraskill.shop.engine import ShopEngine
+from intraskill.shop.service import serve_in_thread
 from intraskill.skills.bank import Skill, SkillBank, save_skillbank
 from intraskill.skills.curriculum import build_curriculum
+from intraskill.trace2skill.analysis import read_cards
+from intraskill.trace2skill.analysts import LLM, AnalystSettings
+from intraskill.trace2skill.cards import REASON_FIREWALL
+from intraskill.trace2skill.pool import load_pool
 
 ROUND = {"n_samples_per_prompt": 2, "rollout_batch_size": 1, "over_sampling_batch_size": 2, "rollout_steps": 1,
          "val_tasks": 8}
@@ -131,3 +142,68 @@ def test_without_evolution_every_round_trains_with_the_starting_bank_redrawn(tmp
                            config=CoEvolveConfig(evolve=False), store_root=small_store_root, progress=False)
     assert skill_free.rounds[0].curriculum_path is None
     assert json.loads((skill_free.rounds[0].root / "plan.json").read_text())["curriculum_state_id"] is None
+
+
+def test_a_round_with_an_llm_analyst_repairs_or_rejects_messy_replies_and_gates_the_pool(
+        tmp_path: Path, small_store_root: Path, small_store) -> None:
+    catalog, index, _ = small_store
+    model = MessyModel(ShopEngine(catalog.products, catalog.goals, index))
+    server = ScriptedServer(model)
+    params = ci_params(tmp_path / "runs")
+    with serve_in_thread(server.app) as running:
+        settings = AnalystSettings(LLM, f"{running.base_url}/v1", model="scripted")
+        result = co_evolve(params, 1, start=start(params), config=CoEvolveConfig(max_candidates=2, analyst=settings),
+                           out_dir=tmp_path / "co-evolve", store_root=small_store_root, progress=False)
+    (finished,) = result.rounds
+    analysis = finished.root / "analysis"
+    summary = json.loads((analysis / "analysis_summary.json").read_text())
+    # two failed retries: each card's broken call and wrong-keyed prose are rejected, its prose card repaired;
+    # the first card names the gold product (downgraded), the compiler's first draft too (rejected)
+    assert (summary["analyst"], summary["analyzed_cards"], summary["eligible_cards"]) == ("llm", 2, 1)
+    assert summary["rejections"] == {"gold_leak": 2, "invalid_fields": 2, "invalid_json": 2}
+    assert summary["repairs"] == {"json_from_text": 3}
+    assert summary["downgrades"] == {REASON_FIREWALL: 1} and summary["fallback_reason"] is None
+    cards = read_cards(analysis / "evidence_cards.jsonl")
+    assert sorted(c.downgrade_reason or "kept" for c in cards.values()) == [REASON_FIREWALL, "kept"]
+    pool = load_pool(finished.pool_path)
+    assert [c.metadata["title"] for c in pool.candidates] == ["Select every option axis"]
+    assert summary["candidates"] == 1
+    pool_text = finished.pool_path.read_text(encoding="utf-8")
+    assert model.gold_names and not any(name in pool_text for name in model.gold_names)
+    # the gate ran on the pool (current skills and the accepted candidate) on the frozen checkpoint
+    assert finished.gate_status == "complete"
+    contributions = load_contributions(finished.gate_dir / "contributions.json")
+    assert {r.intervention_id for r in contributions.contributions} >= {"tidy", "budget",
+                                                                        pool.candidates[0].candidate_id}
+    plan = json.loads((result.run_dir / "plan.json").read_text())
+    assert plan["config"]["analyst"] == {"kind": "llm", "url": settings.url, "model": "scripted",
+                                         "max_turns": 20, "max_tokens": 4096}
+
+
+def test_a_rule_analyst_plan_keeps_its_fingerprint() -> None:
+    """The analyst setting joined the plan's config after plans were written: at its rule default it stays out,
+    so a rule-analyst plan's fingerprint is the one computed before it existed."""
+    params = ci_params(Path("/runs"))
+    fingerprints = [sha256_json(coevolve_plan(params, config, start(params)))
+                    for config in (CoEvolveConfig(), CoEvolveConfig(max_candidates=2))]
+    assert fingerprints == ["fb82cd0008d4b92b65b1a7c3165810dd5aef80fe6420ffb4fffd56f8cf1d6611",
+                            "597ac5f29d855fc8e14c08079ce8fd970c918370cd57c759bd28005029557e62"]
+    llm = CoEvolveConfig(analyst=AnalystSettings(LLM, "http://127.0.0.1:30000/v1"))
+    assert coevolve_plan(params, llm, start(params))["config"]["analyst"]["kind"] == "llm"
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--analyst", "llm"], "--analyst-url: required with --analyst llm"),
+    (["--analyst-url", "http://127.0.0.1:1/v1"], "--analyst-url: only with --analyst llm"),
+    (["--analyst", "llm", "--analyst-url", "http://127.0.0.1:1/v1", "--analyst-max-turns", "0"],
+     "--analyst-max-turns: must be >= 1"),
+    (["--analyst", "oracle"], "--analyst: expected one of rule, llm"),
+])
+def test_co_evolve_refuses_bad_analyst_flags_before_any_work(tmp_path: Path, flags: list[str],
+                                                             message: str) -> None:
+    out = tmp_path / "co-evolve"
+    result = CliRunner().invoke(cli_app, ["co-evolve", "--params", "params/ci.yaml", "--rounds", "1",
+                                          "--out", str(out), *flags])
+    assert result.exit_code == 1 and result.output.startswith(f"error: {message}")
+    assert result.output.count("\n") == 1
+    assert not out.exists()
