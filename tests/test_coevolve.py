@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
+from fastapi import FastAPI
 from t2s_helpers import MessyModel, ScriptedServer
 from typer.testing import CliRunner
 
@@ -26,6 +28,9 @@ from intraskill.pipeline.coevolve import (
 )
 from intraskill.pipeline.prepare import RoundInputs
 from intraskill.pipeline.round import round_curriculum
+from intraskill.policy.hf import HFPolicy
+from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
+from intraskill.policy.server import ServerConfig, create_app
 from intraskill.provenance import run_provenance
 from intraskill.shop.engine import ShopEngine
 from intraskill.shop.service import serve_in_thread
@@ -178,6 +183,28 @@ def test_a_round_with_an_llm_analyst_repairs_or_rejects_messy_replies_and_gates_
     plan = json.loads((result.run_dir / "plan.json").read_text())
     assert plan["config"]["analyst"] == {"kind": "llm", "url": settings.url, "model": "scripted",
                                          "max_turns": 20, "max_tokens": 4096}
+    # the same round analysed by `trace2skill analyze` with a real model served by serve-policy (a random-init
+    # organism): every reply is rejected with its reason, and the round still gets its fallback pool
+    again = tmp_path / "again" / "round-000"
+    shutil.copytree(finished.root, again, ignore=shutil.ignore_patterns("analysis", "gate"))
+    bank = save_skillbank(curriculum_bank(start(params).curriculum, "round-000"), tmp_path / "bank.json")
+    with serve_in_thread(random_organism_app()) as running:
+        printed = CliRunner().invoke(cli_app, [
+            "trace2skill", "analyze", "--round-dir", str(again), "--store", str(small_store_root), "--bank",
+            str(bank), "--analyst", "llm", "--analyst-url", f"{running.base_url}/v1", "--analyst-max-turns", "2",
+            "--analyst-max-tokens", "8", "--json"])
+    assert printed.exit_code == 0, printed.output
+    real = json.loads(printed.stdout)
+    assert (real["analyst"], real["analyzed_cards"], real["fallback_reason"]) == ("llm", 2, "no_eligible_cards")
+    assert sum(real["rejections"].values()) == 2 * 3 and real["downgrades"] == {"analyst_no_valid_submission": 2}
+
+
+def random_organism_app() -> FastAPI:
+    """``serve-policy``'s app over a random-init organism that writes at most 8 tokens a reply."""
+    config = OrganismConfig(vocab_size=1024, hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1,
+                            head_dim=32, intermediate_size=128, max_position=16384, seed=5)
+    tokenizer = train_tokenizer(protocol_corpus(), config.vocab_size)
+    return create_app(HFPolicy(build_organism(config, tokenizer), tokenizer), ServerConfig(default_max_tokens=8))
 
 
 def test_a_rule_analyst_plan_keeps_its_fingerprint() -> None:
