@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
+from fastapi import FastAPI
+from t2s_helpers import MessyModel, ScriptedServer
+from typer.testing import CliRunner
 
+from intraskill.cli import app as cli_app
 from intraskill.gate.contributions import load_contributions
+from intraskill.hashing import sha256_json
 from intraskill.params import Params, load_params, params_from_dict
 from intraskill.paths import project_root
 from intraskill.pipeline.coevolve import (
@@ -17,13 +23,23 @@ from intraskill.pipeline.coevolve import (
     CoEvolveConfig,
     CoEvolvePlanMismatchError,
     co_evolve,
+    coevolve_plan,
     curriculum_bank,
 )
 from intraskill.pipeline.prepare import RoundInputs
 from intraskill.pipeline.round import round_curriculum
+from intraskill.policy.hf import HFPolicy
+from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
+from intraskill.policy.server import ServerConfig, create_app
 from intraskill.provenance import run_provenance
+from intraskill.shop.engine import ShopEngine
+from intraskill.shop.service import serve_in_thread
 from intraskill.skills.bank import Skill, SkillBank, save_skillbank
 from intraskill.skills.curriculum import build_curriculum
+from intraskill.trace2skill.analysis import read_cards
+from intraskill.trace2skill.analysts import LLM, AnalystSettings
+from intraskill.trace2skill.cards import REASON_FIREWALL
+from intraskill.trace2skill.pool import load_pool
 
 ROUND = {"n_samples_per_prompt": 2, "rollout_batch_size": 1, "over_sampling_batch_size": 2, "rollout_steps": 1,
          "val_tasks": 8}
@@ -131,3 +147,90 @@ def test_without_evolution_every_round_trains_with_the_starting_bank_redrawn(tmp
                            config=CoEvolveConfig(evolve=False), store_root=small_store_root, progress=False)
     assert skill_free.rounds[0].curriculum_path is None
     assert json.loads((skill_free.rounds[0].root / "plan.json").read_text())["curriculum_state_id"] is None
+
+
+def test_a_round_with_an_llm_analyst_repairs_or_rejects_messy_replies_and_gates_the_pool(
+        tmp_path: Path, small_store_root: Path, small_store) -> None:
+    catalog, index, _ = small_store
+    model = MessyModel(ShopEngine(catalog.products, catalog.goals, index))
+    server = ScriptedServer(model)
+    params = ci_params(tmp_path / "runs")
+    with serve_in_thread(server.app) as running:
+        settings = AnalystSettings(LLM, f"{running.base_url}/v1", model="scripted")
+        result = co_evolve(params, 1, start=start(params), config=CoEvolveConfig(max_candidates=2, analyst=settings),
+                           out_dir=tmp_path / "co-evolve", store_root=small_store_root, progress=False)
+    (finished,) = result.rounds
+    analysis = finished.root / "analysis"
+    summary = json.loads((analysis / "analysis_summary.json").read_text())
+    # two failed retries: each card's broken call and wrong-keyed prose are rejected, its prose card repaired;
+    # the first card names the gold product (downgraded), the compiler's first draft too (rejected)
+    assert (summary["analyst"], summary["analyzed_cards"], summary["eligible_cards"]) == ("llm", 2, 1)
+    assert summary["rejections"] == {"gold_leak": 2, "invalid_fields": 2, "invalid_json": 2}
+    assert summary["repairs"] == {"json_from_text": 3}
+    assert summary["downgrades"] == {REASON_FIREWALL: 1} and summary["fallback_reason"] is None
+    cards = read_cards(analysis / "evidence_cards.jsonl")
+    assert sorted(c.downgrade_reason or "kept" for c in cards.values()) == [REASON_FIREWALL, "kept"]
+    pool = load_pool(finished.pool_path)
+    assert [c.metadata["title"] for c in pool.candidates] == ["Select every option axis"]
+    assert summary["candidates"] == 1
+    pool_text = finished.pool_path.read_text(encoding="utf-8")
+    assert model.gold_names and not any(name in pool_text for name in model.gold_names)
+    # the gate ran on the pool (current skills and the accepted candidate) on the frozen checkpoint
+    assert finished.gate_status == "complete"
+    contributions = load_contributions(finished.gate_dir / "contributions.json")
+    assert {r.intervention_id for r in contributions.contributions} >= {"tidy", "budget",
+                                                                        pool.candidates[0].candidate_id}
+    plan = json.loads((result.run_dir / "plan.json").read_text())
+    assert plan["config"]["analyst"] == {"kind": "llm", "url": settings.url, "model": "scripted",
+                                         "max_turns": 20, "max_tokens": 4096}
+    # the same round analysed by `trace2skill analyze` with a real model served by serve-policy (a random-init
+    # organism): every reply is rejected with its reason, and the round still gets its fallback pool
+    again = tmp_path / "again" / "round-000"
+    shutil.copytree(finished.root, again, ignore=shutil.ignore_patterns("analysis", "gate"))
+    bank = save_skillbank(curriculum_bank(start(params).curriculum, "round-000"), tmp_path / "bank.json")
+    with serve_in_thread(random_organism_app()) as running:
+        printed = CliRunner().invoke(cli_app, [
+            "trace2skill", "analyze", "--round-dir", str(again), "--store", str(small_store_root), "--bank",
+            str(bank), "--analyst", "llm", "--analyst-url", f"{running.base_url}/v1", "--analyst-max-turns", "2",
+            "--analyst-max-tokens", "8", "--json"])
+    assert printed.exit_code == 0, printed.output
+    real = json.loads(printed.stdout)
+    assert (real["analyst"], real["analyzed_cards"], real["fallback_reason"]) == ("llm", 2, "no_eligible_cards")
+    assert sum(real["rejections"].values()) == 2 * 3 and real["downgrades"] == {"analyst_no_valid_submission": 2}
+
+
+def random_organism_app() -> FastAPI:
+    """``serve-policy``'s app over a random-init organism that writes at most 8 tokens a reply."""
+    config = OrganismConfig(vocab_size=1024, hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1,
+                            head_dim=32, intermediate_size=128, max_position=16384, seed=5)
+    tokenizer = train_tokenizer(protocol_corpus(), config.vocab_size)
+    return create_app(HFPolicy(build_organism(config, tokenizer), tokenizer), ServerConfig(default_max_tokens=8))
+
+
+def test_a_rule_analyst_plan_keeps_its_fingerprint() -> None:
+    """The analyst setting joined the plan's config after plans were written: at its rule default it stays out,
+    so a rule-analyst plan's fingerprint is the one computed before it existed."""
+    params = ci_params(Path("/runs"))
+    fingerprints = [sha256_json(coevolve_plan(params, config, start(params)))
+                    for config in (CoEvolveConfig(), CoEvolveConfig(max_candidates=2))]
+    assert fingerprints == ["fb82cd0008d4b92b65b1a7c3165810dd5aef80fe6420ffb4fffd56f8cf1d6611",
+                            "597ac5f29d855fc8e14c08079ce8fd970c918370cd57c759bd28005029557e62"]
+    llm = CoEvolveConfig(analyst=AnalystSettings(LLM, "http://127.0.0.1:30000/v1"))
+    assert coevolve_plan(params, llm, start(params))["config"]["analyst"]["kind"] == "llm"
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--analyst", "llm"], "--analyst-url: required with --analyst llm"),
+    (["--analyst-url", "http://127.0.0.1:1/v1"], "--analyst-url: only with --analyst llm"),
+    (["--analyst", "llm", "--analyst-url", "http://127.0.0.1:1/v1", "--analyst-max-turns", "0"],
+     "--analyst-max-turns: must be >= 1"),
+    (["--analyst", "oracle"], "--analyst: expected one of rule, llm"),
+])
+def test_co_evolve_refuses_bad_analyst_flags_before_any_work(tmp_path: Path, flags: list[str],
+                                                             message: str) -> None:
+    out = tmp_path / "co-evolve"
+    result = CliRunner().invoke(cli_app, ["co-evolve", "--params", "params/ci.yaml", "--rounds", "1",
+                                          "--out", str(out), *flags])
+    assert result.exit_code == 1 and result.output.startswith(f"error: {message}")
+    assert result.output.count("\n") == 1
+    assert not out.exists()

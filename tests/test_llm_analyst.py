@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fastapi import FastAPI, Request
-from t2s_helpers import BANK, failed_retries
+from t2s_helpers import BANK, ScriptedServer, failed_retries
 
+from intraskill.chat.base import Generation, ToolCall
 from intraskill.policy.openai_backend import OpenAIPolicy
 from intraskill.shop.engine import ShopEngine
 from intraskill.shop.scripted_expert import Competences, ScriptedExpert, run_expert_episode
@@ -20,45 +20,16 @@ from intraskill.trace2skill.compiler import compiler_input
 from intraskill.trace2skill.llm_analyst import (
     REASON_NO_VALID_SUBMISSION,
     LLMAnalyst,
+    LLMCompiler,
     compile_online,
     consolidate,
 )
 from intraskill.trace2skill.mechanisms import MECHANISMS
 from intraskill.trace2skill.queue import AnalysisItem
-from intraskill.trace2skill.roles import RoleConfig, RoleFailure
+from intraskill.trace2skill.roles import RoleConfig, RoleFailure, SubmissionError, submission
 from intraskill.trace2skill.rule_analyst import RuleAnalyst
 
 SUBMIT = "submit_failure_card"
-
-
-class ScriptedServer:
-    """A real HTTP chat-completions server that answers with scripted replies and records requests."""
-
-    def __init__(self) -> None:
-        self.replies: list[dict[str, Any] | str] = []
-        self.requests: list[dict[str, Any]] = []
-        app = FastAPI()
-
-        @app.post("/v1/chat/completions")
-        async def complete(request: Request) -> dict[str, Any]:
-            self.requests.append(await request.json())
-            reply = self.replies.pop(0) if self.replies else "nothing left to say"
-            message: dict[str, Any] = {"role": "assistant", "content": reply if isinstance(reply, str) else None}
-            if not isinstance(reply, str):
-                message["tool_calls"] = [{"id": "call_0", "type": "function", "function": {
-                    "name": reply["name"], "arguments": json.dumps(reply["arguments"])}}]
-            return {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "scripted",
-                    "choices": [{"index": 0, "message": message, "logprobs": None,
-                                 "finish_reason": "stop" if isinstance(reply, str) else "tool_calls"}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
-
-        self.app = app
-
-    def script(self, *replies: dict[str, Any] | str) -> None:
-        self.replies, self.requests = list(replies), []
-
-    def tools(self, index: int) -> list[str]:
-        return [tool["function"]["name"] for tool in self.requests[index].get("tools") or []]
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +110,8 @@ def test_invalid_draft_gets_a_repair_and_a_leak_is_downgraded(server, engine, it
     assert card.status is CardStatus.NO_PROPOSAL and card.downgrade_reason == REASON_FIREWALL
     assert ("brand", brand) in {(f.kind, f.value) for f in card.firewall_findings}
     assert card.successful_counterfactual_trials
-    assert {"submission_attempt": 0, "error": "deployable_abstraction: missing"} in card.audit_transcript
+    assert {"submission_attempt": 0, "error": "deployable_abstraction: missing",
+            "reason": "invalid_fields"} in card.audit_transcript
 
 
 def test_final_turn_offers_only_submit_and_exhaustion_falls_back(server, engine, item) -> None:
@@ -169,10 +141,11 @@ def test_online_compiler_and_consolidator_roles(server, engine, item) -> None:
     fixed = {**draft, "target_chunk_id": "chunk-options"}
     scripted.script({"name": "submit_online_candidates", "arguments": {"candidates": [draft]}},
                     {"name": "submit_online_candidates", "arguments": {"candidates": [fixed]}})
-    candidates, _ = compile_online(policy, compiler_input(BANK, [card], []), active_chunk_ids=["chunk-query", "chunk-options"],
+    compiled = compile_online(policy, compiler_input(BANK, [card], []), active_chunk_ids=["chunk-query", "chunk-options"],
                                    eligible_card_ids=[card.card_id], ledger_signatures=set(),
                                    proposal_checkpoint="round-000")
-    assert [c.target_chunk_id for c in candidates] == ["chunk-options"]
+    assert [c.target_chunk_id for c in compiled.candidates] == ["chunk-options"]
+    assert compiled.rejections == ("invalid_fields",) and compiled.repair is None
     error = json.loads(scripted.requests[1]["messages"][-1]["content"])["repair"]["error"]
     assert "'chunk-gone' is not an active chunk" in error
     scripted.script(*[{"name": "submit_online_candidates", "arguments": {"candidates": [draft]}}] * 5)
@@ -209,3 +182,34 @@ def test_random_init_organism_over_serve_policy_falls_back(engine, item) -> None
     assert card.status is CardStatus.NO_PROPOSAL and card.downgrade_reason == REASON_NO_VALID_SUBMISSION
     attempts = [t for t in card.audit_transcript if "submission_attempt" in t]
     assert [t["submission_attempt"] for t in attempts] == [0, 1]
+
+
+def reply(text: str = "", *calls: tuple[str, str]) -> Generation:
+    return Generation(text, text, [ToolCall(name, arguments) for name, arguments in calls], "stop", 1, 1)
+
+
+def test_messy_replies_are_repaired_or_rejected_with_a_reason() -> None:
+    card = {"status": "NO_PROPOSAL"}
+    wrapped = json.dumps({"name": SUBMIT, "arguments": json.dumps(card)})
+    assert submission(reply(f"Sure!\n```json\n{wrapped}\n```\nAnything else?"), SUBMIT) == (card, "json_from_text")
+    assert submission(reply("", (SUBMIT, json.dumps(card) + " trailing}")), SUBMIT) == (card, "json_from_arguments")
+    assert submission(reply("", (SUBMIT, json.dumps(card))), SUBMIT) == (card, None)
+    for generation, reason in ((reply("I cannot find a card."), "no_tool_call"),
+                               (reply("", (SUBMIT, '{"status": "NO_')), "invalid_json"),
+                               (reply("", (SUBMIT, "[1, 2]")), "invalid_json"),
+                               (reply("", ("search", "{}")), "wrong_tool"),
+                               (reply("", (SUBMIT, "{}"), (SUBMIT, "{}")), "several_tool_calls")):
+        with pytest.raises(SubmissionError) as error:
+            submission(generation, SUBMIT)
+        assert error.value.reason == reason
+
+
+def test_an_exhausted_llm_compiler_yields_no_candidates_and_counts_its_rejections(server, engine, item) -> None:
+    scripted, policy = server
+    card = RuleAnalyst(engine).analyze(item, BANK)
+    assert card.eligible_for_consolidation
+    scripted.script("no idea", {"name": "submit_online_candidates", "arguments": "{broken"},
+                    {"name": "submit_clusters", "arguments": {}}, '{"candidates": "many"}', "{}")
+    result = LLMCompiler(policy)(BANK, [card], [], proposal_checkpoint="round-000", max_candidates=2, lookup=None)
+    assert result.exhausted and result.candidates == ()
+    assert result.rejections == ("no_tool_call", "invalid_json", "wrong_tool", "invalid_fields", "invalid_fields")

@@ -9,6 +9,14 @@ from pathlib import Path
 import typer
 
 from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load
+from intraskill.cli.trace2skill import (
+    ANALYST_MAX_TOKENS_OPTION,
+    ANALYST_MAX_TURNS_OPTION,
+    ANALYST_MODEL_OPTION,
+    ANALYST_OPTION,
+    ANALYST_URL_OPTION,
+    analyst_settings,
+)
 from intraskill.trace2skill.pool import DEFAULT_MAX_CANDIDATES
 
 PARAMS_HELP = "Parameter file (params/*.yaml or a shipped name) with grpo: and round: sections."
@@ -79,12 +87,18 @@ def co_evolve_command(
     gate_task_limit: int = typer.Option(None, "--gate-task-limit", help="Gate val tasks (round.val_tasks)."),
     max_candidates: int = typer.Option(DEFAULT_MAX_CANDIDATES, "--max-candidates",
                                        help="Candidates per round (1-16)."),
+    analyst: str = ANALYST_OPTION,
+    analyst_url: str = ANALYST_URL_OPTION,
+    analyst_model: str = ANALYST_MODEL_OPTION,
+    analyst_max_turns: int = ANALYST_MAX_TURNS_OPTION,
+    analyst_max_tokens: int = ANALYST_MAX_TOKENS_OPTION,
     progress: bool = PROGRESS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Run (or resume, or extend) skill-model co-evolution: per round train (GRPO with the curriculum),
-    analyze the failed full-skill retries (rule analyst), gate the pool on the frozen checkpoint and build
-    the next curriculum from the selected bank."""
+    analyze the failed full-skill retries (the rule analyst, or an LLM over an OpenAI-compatible server),
+    gate the pool on the frozen checkpoint and build the next curriculum from the selected bank."""
+    settings = analyst_settings(analyst, analyst_url, analyst_model, analyst_max_turns, analyst_max_tokens)
     # deferred: a verb loads its stage only when it runs
     from intraskill.pipeline.coevolve import (
         SUMMARY_FILE,
@@ -97,7 +111,7 @@ def co_evolve_command(
 
     loaded = load(params, overrides)
     config = CoEvolveConfig(samples_per_task=rollouts_per_task, gate_task_limit=gate_task_limit,
-                            max_candidates=max_candidates)
+                            max_candidates=max_candidates, analyst=settings)
     try:
         result = co_evolve(loaded, rounds, config=config, out_dir=out, progress=progress)
     except (CoEvolvePlanMismatchError, RoundPlanMismatchError, CheckpointError) as error:

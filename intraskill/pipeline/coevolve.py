@@ -34,9 +34,9 @@ from intraskill.provenance import write_plan
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import CurriculumState, load_curriculum, save_curriculum
 from intraskill.trace2skill.analysis import AnalysisConfig, run_analysis
+from intraskill.trace2skill.analysts import AnalystSettings, open_analyst
 from intraskill.trace2skill.ledger import read_ledger
 from intraskill.trace2skill.pool import DEFAULT_MAX_CANDIDATES, check_max_candidates, load_pool
-from intraskill.trace2skill.rule_analyst import RuleAnalyst
 
 LOGGER = logging.getLogger(__name__)
 
@@ -66,6 +66,9 @@ class CoEvolveConfig:
     max_candidates : ADD/REWRITE candidates per round (6).
     evolve : run the analysis and the gate after each round (the method). ``False`` chains plain rounds:
         every round trains with the starting bank's curriculum, redrawn per round (the control arms).
+    analyst : the failure analyst (:class:`~intraskill.trace2skill.analysts.AnalystSettings`; the rule
+        analyst by default, left out of the plan then, so plans written before the choice existed keep
+        their fingerprint).
     """
 
     samples_per_task: int = 1
@@ -73,6 +76,7 @@ class CoEvolveConfig:
     gate_task_limit: int | None = None
     max_candidates: int = DEFAULT_MAX_CANDIDATES
     evolve: bool = True
+    analyst: AnalystSettings = AnalystSettings()
 
     def __post_init__(self) -> None:
         if self.samples_per_task < 1:
@@ -154,14 +158,26 @@ def _analysed(root: Path, bank: SkillBank) -> bool:
     return json.loads(summary.read_text(encoding="utf-8")).get("current_skillbank_sha256") == bank.sha256
 
 
+def coevolve_plan(params: Params, config: CoEvolveConfig, start: RoundInputs) -> dict[str, Any]:
+    """The fingerprinted plan of a run; its settings name the analyst only when it is not the rule default."""
+    settings = asdict(config)
+    if config.analyst == AnalystSettings():
+        del settings["analyst"]
+    return {"pipeline_version": PIPELINE_VERSION, "params": plan_dump(params), "config": settings,
+            "start": {"checkpoint": start.checkpoint,
+                      "curriculum_state_id": start.curriculum.state_id if start.curriculum else None}}
+
+
 def _analyse(params: Params, root: Path, index: int, bank: SkillBank, history_path: Path | None,
              config: CoEvolveConfig, store_root: str | Path | None) -> None:
     name = round_id(index)
     history = read_ledger(history_path) if history_path is not None else []
     store = open_train_store(params, store_root)
     try:
-        run_analysis(root, store.engine, bank, RuleAnalyst(store.engine),
-                     AnalysisConfig(name, f"{params.experiment.name}-{name}", config.max_candidates), history)
+        with open_analyst(config.analyst, store.engine) as (analyst, compiler):
+            run_analysis(root, store.engine, bank, analyst,
+                         AnalysisConfig(name, f"{params.experiment.name}-{name}", config.max_candidates), history,
+                         compiler=compiler)
     finally:
         store.close()
 
@@ -249,11 +265,7 @@ def co_evolve(
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(params.experiment)
     if start is None:
         start = prepare_round(params, 0, run_dir / round_id(0))
-    plan = {"pipeline_version": PIPELINE_VERSION, "params": plan_dump(params),
-            "config": asdict(config), "start": {
-                "checkpoint": start.checkpoint,
-                "curriculum_state_id": start.curriculum.state_id if start.curriculum else None}}
-    fingerprint = _write_plan(run_dir, plan)
+    fingerprint = _write_plan(run_dir, coevolve_plan(params, config, start))
     train_params = params.model_copy(update={"round": params.round.model_copy(update={"skillbank": None})})
     finished: list[CoEvolveRound] = []
     checkpoint, curriculum = start.checkpoint, start.curriculum

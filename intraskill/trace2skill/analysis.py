@@ -10,12 +10,16 @@ Reference: intraskill-method.md §3.3, §4.2–4.3 and intraskill-release-data.m
 - ``analysis_summary.json`` — the funnel (``shopsimrl-online-failure-analysis-v1``).
 
 When no card is eligible, or the analyst or compiler fails, the pool holds only the current skills
-(the fallback pool), so the gate still runs; ``fallback_reason`` says why.
+(the fallback pool), so the gate still runs; ``fallback_reason`` says why. The summary also counts, by
+reason, the LLM roles' rejected submissions (``rejections``: analyst and compiler drafts, plus
+``gold_leak`` for every submitted card the firewall downgraded), the repairs their accepted replies
+needed (``repairs``) and the cards' downgrades (``downgrades``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -26,7 +30,7 @@ from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.shop.engine import ShopEngine
 from intraskill.skills.bank import SkillBank
 from intraskill.trace2skill.audit import Analyst
-from intraskill.trace2skill.cards import STAGE_ONLINE, FailureCard
+from intraskill.trace2skill.cards import REASON_FIREWALL, STAGE_ONLINE, FailureCard
 from intraskill.trace2skill.compact import gold_lookup, replay_trace
 from intraskill.trace2skill.compiler import (
     CompileResult,
@@ -38,11 +42,13 @@ from intraskill.trace2skill.firewall import GoldLookup
 from intraskill.trace2skill.ledger import LedgerEntry, add_proposals, write_ledger
 from intraskill.trace2skill.pool import DEFAULT_MAX_CANDIDATES, build_candidate_pool, fallback_pool, save_pool
 from intraskill.trace2skill.queue import QUEUE_FILE, AnalysisItem, read_analysis_queue, recheck_item
+from intraskill.trace2skill.roles import REJECT_GOLD_LEAK
 
 LOGGER = logging.getLogger(__name__)
 SUMMARY_SCHEMA_VERSION = "shopsimrl-online-failure-analysis-v1"
 FALLBACK_NO_ELIGIBLE = "no_eligible_cards"
 FALLBACK_NO_NEW = "no_new_candidates"
+FALLBACK_COMPILER_EXHAUSTED = "compiler_no_valid_submission"
 
 
 class Compiler(Protocol):
@@ -119,6 +125,21 @@ def _lookup(engine: ShopEngine, items: Sequence[AnalysisItem]) -> GoldLookup:
     return lookup
 
 
+def _counts(cards: Sequence[FailureCard], result: CompileResult | None) -> dict[str, dict[str, int]]:
+    """``rejections``, ``repairs`` and ``downgrades`` by reason, sorted by reason."""
+    rejections: Counter[str] = Counter(result.rejections if result else ())
+    repairs: Counter[str] = Counter([result.repair] if result and result.repair else [])
+    for card in cards:
+        rejections.update(t.get("reason", "unrecorded") for t in card.audit_transcript
+                          if "submission_attempt" in t)
+        repairs.update(t["submission_repair"] for t in card.audit_transcript if "submission_repair" in t)
+        if card.downgrade_reason == REASON_FIREWALL:
+            rejections[REJECT_GOLD_LEAK] += 1
+    downgrades = Counter(c.downgrade_reason for c in cards if c.downgrade_reason)
+    return {name: dict(sorted(counter.items())) for name, counter in
+            (("rejections", rejections), ("repairs", repairs), ("downgrades", downgrades))}
+
+
 def run_analysis(round_dir: str | Path, engine: ShopEngine, bank: SkillBank, analyst: Analyst,
                  config: AnalysisConfig, history: Sequence[LedgerEntry] = (),
                  compiler: Compiler = rule_compile) -> dict[str, Any]:
@@ -141,7 +162,7 @@ def run_analysis(round_dir: str | Path, engine: ShopEngine, bank: SkillBank, ana
     rejected = [{"episode_id": item.episode_id, "reason": reason} for item, reason in checks if reason]
     accepted = [item for item, reason in checks if reason is None]
     cards: list[FailureCard] = []
-    compile_sha, evidence_only, fallback_reason = None, (), None
+    compile_sha, evidence_only, fallback_reason, result = None, (), None, None
     try:
         _analyze(accepted, bank, analyst, paths.cards)
         stored = read_cards(paths.cards)
@@ -152,7 +173,9 @@ def run_analysis(round_dir: str | Path, engine: ShopEngine, bank: SkillBank, ana
         pool = build_candidate_pool(bank, result.candidates, round_id=config.round_id,
                                     proposal_checkpoint=config.proposal_checkpoint)
         evidence_only = result.evidence_only_card_ids
-        if not result.candidates:
+        if result.exhausted:
+            fallback_reason = FALLBACK_COMPILER_EXHAUSTED
+        elif not result.candidates:
             eligible = any(c.eligible_for_consolidation for c in cards)
             fallback_reason = FALLBACK_NO_NEW if eligible else FALLBACK_NO_ELIGIBLE
     except Exception as error:  # noqa: BLE001 - any analysis failure must still leave a pool for the gate
@@ -178,6 +201,7 @@ def run_analysis(round_dir: str | Path, engine: ShopEngine, bank: SkillBank, ana
         "pool_sha256": pool.pool_sha256,
         "rejected_items": rejected,
         "fallback_reason": fallback_reason,
+        **_counts(cards, result),
     }
     write_json(paths.summary, summary)
     return summary

@@ -33,10 +33,15 @@ from intraskill.trace2skill.pool import (
 
 @dataclass(frozen=True)
 class CompileResult:
-    """The round's candidates and the eligible cards left as evidence only."""
+    """The round's candidates and the eligible cards left as evidence only; for an LLM compiler also the
+    reasons of its rejected drafts, the repair its accepted reply needed, and whether it never submitted a
+    valid one (``exhausted``)."""
 
     candidates: tuple[Candidate, ...]
     evidence_only_card_ids: tuple[str, ...]
+    rejections: tuple[str, ...] = ()
+    repair: str | None = None
+    exhausted: bool = False
 
 
 def operation_of(card: FailureCard) -> str:

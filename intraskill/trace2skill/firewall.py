@@ -196,6 +196,23 @@ def scan_payload(payload: Any, lookup: GoldLookup | None = None, path: str = "")
     return findings
 
 
+class GoldLeakError(ValueError):
+    """A deployable payload tripped the gold firewall; the message lists every finding."""
+
+    def __init__(self, where: str, findings: Sequence[FirewallFinding]) -> None:
+        super().__init__(f"{where}: gold firewall findings: "
+                         + ", ".join(f"{f.kind} {f.value!r} at {f.path}" for f in findings))
+        self.findings = tuple(findings)
+
+
+def check_payload(payload: Any, lookup: GoldLookup | None, where: str,
+                  error: type[GoldLeakError] = GoldLeakError) -> None:
+    """Raise ``error`` (a :class:`GoldLeakError`) when :func:`scan_payload` finds anything."""
+    findings = scan_payload(payload, lookup, where)
+    if findings:
+        raise error(where, findings)
+
+
 def redact_trace_text(text: str, ids: Sequence[str]) -> str:
     """Trace text safe to show an analyst: product IDs, long digit runs and task numbers masked.
 

@@ -6,7 +6,9 @@ the submit tool. A protocol error costs a turn and returns a correction message;
 trial (:class:`~intraskill.trace2skill.audit.LiveAudit`). The first submission opens the submit stage
 (3 attempts with repair messages, :func:`~intraskill.trace2skill.roles.call_structured`). A stage
 that never yields a valid card gives a NO_PROPOSAL card with ``downgrade_reason`` =
-``analyst_no_valid_submission``. Valid cards are screened and downgraded like the rule analyst's.
+``analyst_no_valid_submission``. Valid cards are screened and downgraded like the rule analyst's. Every
+rejected submission (with its counted reason) and the repair of the accepted one are kept in the card's
+``audit_transcript``; the compiler's in its :class:`~intraskill.trace2skill.compiler.CompileResult`.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from intraskill.trace2skill.compact import (
     replay_trace,
 )
 from intraskill.trace2skill.compiler import CompileResult, compiler_input
-from intraskill.trace2skill.firewall import GoldLookup, scan_payload
+from intraskill.trace2skill.firewall import GoldLookup, check_payload
 from intraskill.trace2skill.ledger import LedgerEntry, ledger_signatures
 from intraskill.trace2skill.pool import Candidate, validate_online_submission
 from intraskill.trace2skill.queue import AnalysisItem
@@ -58,7 +60,8 @@ from intraskill.trace2skill.roles import (
     RoleFailure,
     call_structured,
     draft_text,
-    submitted_arguments,
+    rejected,
+    submission,
 )
 
 REASON_NO_VALID_SUBMISSION = "analyst_no_valid_submission"
@@ -136,7 +139,7 @@ class LLMAnalyst:
         """Run the live audit and the submit stage; return the screened, downgraded card."""
         audit = LiveAudit(self.engine, item.task_id, item.card_id)
         messages, lookup = self._opening(item, current_bank, audit)
-        previous: tuple[str, str] | None = None
+        previous: dict[str, Any] | None = None
         for turn in range(self.max_turns - 1):
             live = build_tools(audit.state)
             request = ChatRequest(session_id=f"{item.card_id}:turn:{turn}", messages=list(messages),
@@ -146,11 +149,11 @@ class LLMAnalyst:
             generation = self.policy.generate([request])[0]
             if any(call.name == SUBMIT_FAILURE_CARD for call in generation.tool_calls):
                 try:
-                    card = parse_card_submission(submitted_arguments(generation, SUBMIT_FAILURE_CARD),
-                                                 item.card_id)
-                    return self._finish(card, audit, lookup, current_bank)
+                    arguments, repair = submission(generation, SUBMIT_FAILURE_CARD)
+                    return self._finish(parse_card_submission(arguments, item.card_id), audit, lookup,
+                                        current_bank, repair=repair)
                 except ValueError as error:
-                    previous = (draft_text(generation), str(error))
+                    previous = rejected(0, draft_text(generation), error)
                     break
             decision = interpret_generation(replace(generation, content=""), live)
             echo = turn_messages(replace(generation, content=""), decision, live)
@@ -169,12 +172,14 @@ class LLMAnalyst:
                                      previous)
         except RoleFailure as failure:
             return self._fallback(item, audit, lookup, current_bank, failure.attempts)
-        return self._finish(result.value, audit, lookup, current_bank, result.attempts)
+        return self._finish(result.value, audit, lookup, current_bank, result.attempts, result.repair)
 
     def _finish(self, card: FailureCard, audit: LiveAudit, lookup: GoldLookup, bank: SkillBank,
-                attempts: Sequence[dict[str, Any]] = ()) -> FailureCard:
-        transcript = tuple(audit.transcript) + tuple({"submission_attempt": a["attempt"], "error": a["error"]}
-                                                     for a in attempts)
+                attempts: Sequence[dict[str, Any]] = (), repair: str | None = None) -> FailureCard:
+        transcript = tuple(audit.transcript) + tuple(
+            {"submission_attempt": a["attempt"], "error": a["error"], "reason": a["reason"]} for a in attempts)
+        if repair is not None:
+            transcript += ({"submission_repair": repair},)
         card = replace(card, audit_transcript=transcript)
         return finalize_card(card, audit, lookup, [s.skill_id for s in bank.enabled_skills()], self.stage)
 
@@ -202,6 +207,8 @@ def validate_clusters(arguments: Mapping[str, Any], card_ids: Sequence[str], max
     cited: list[str] = []
     for index, cluster in enumerate(clusters):
         where = f"clusters[{index}]"
+        if not isinstance(cluster, Mapping):
+            raise ValueError(f"{where}: expected an object")
         for key in ("workflow_stage", "mechanism", "applicable_when", "verification", "common_failure"):
             if not isinstance(cluster.get(key), str) or not cluster[key].strip():
                 raise ValueError(f"{where}.{key}: must be a non-empty string")
@@ -210,11 +217,11 @@ def validate_clusters(arguments: Mapping[str, Any], card_ids: Sequence[str], max
             if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
                 raise ValueError(f"{where}.{key}: must be a non-empty list of strings")
         cited += cluster["evidence_card_ids"]
-        findings = scan_payload({k: v for k, v in cluster.items() if k != "evidence_card_ids"}, lookup, where)
-        if findings:
-            raise ValueError(f"{where}: gold firewall findings: "
-                             + ", ".join(f"{f.kind} {f.value!r} at {f.path}" for f in findings))
-    cited += list(arguments.get("evidence_only_card_ids") or [])
+        check_payload({k: v for k, v in cluster.items() if k != "evidence_card_ids"}, lookup, where)
+    evidence_only = arguments.get("evidence_only_card_ids") or []
+    if not isinstance(evidence_only, list):
+        raise ValueError("evidence_only_card_ids: expected a list")
+    cited += evidence_only
     repeated = sorted({c for c in cited if cited.count(c) > 1})
     missing, stray = sorted(set(card_ids) - set(cited)), sorted(set(cited) - set(card_ids))
     if repeated or missing or stray:
@@ -242,28 +249,34 @@ def consolidate(policy: Policy, cards: Sequence[FailureCard], *, channel: str, b
 def compile_online(policy: Policy, compiler_input: Mapping[str, Any], *, active_chunk_ids: Sequence[str],
                    eligible_card_ids: Collection[str], ledger_signatures: Collection[str],
                    proposal_checkpoint: str, lookup: GoldLookup | None = None,
-                   config: RoleConfig = COMPILER_ROLE) -> tuple[list[Candidate], list[str]]:
+                   config: RoleConfig = COMPILER_ROLE) -> CompileResult:
     """The online compiler role: ``submit_online_candidates`` validated by
     :func:`~intraskill.trace2skill.pool.validate_online_submission` (5 attempts by default).
 
-    Returns the candidates and the evidence-only card IDs; raises :class:`RoleFailure` when exhausted.
+    Returns the candidates, the evidence-only card IDs and the reasons of the rejected drafts; raises
+    :class:`RoleFailure` when exhausted.
     """
     messages = [{"role": "system", "content": ONLINE_COMPILER_PROMPT}, _user(compiler_input)]
     holder: dict[str, Any] = {}
 
     def validate(arguments: dict[str, Any]) -> list[Candidate]:
-        holder["evidence_only"] = list(arguments.get("evidence_only_card_ids") or [])
+        evidence_only = arguments.get("evidence_only_card_ids") or []
+        if not isinstance(evidence_only, list):
+            raise ValueError("evidence_only_card_ids: expected a list")
+        holder["evidence_only"] = tuple(evidence_only)
         return validate_online_submission(
             arguments, active_chunk_ids=active_chunk_ids, eligible_card_ids=eligible_card_ids,
             ledger_signatures=ledger_signatures, proposal_checkpoint=proposal_checkpoint,
             max_candidates=compiler_input["max_candidates"], lookup=lookup)
 
     result = call_structured(policy, "online-compiler", messages, ONLINE_CANDIDATES_TOOL, validate, config)
-    return result.value, holder["evidence_only"]
+    return CompileResult(tuple(result.value), holder["evidence_only"],
+                         tuple(a["reason"] for a in result.attempts), result.repair)
 
 
 class LLMCompiler:
-    """The online compiler role as a :class:`~intraskill.trace2skill.analysis.Compiler`."""
+    """The online compiler role as a :class:`~intraskill.trace2skill.analysis.Compiler`; a compiler that never
+    submits a valid draft yields no candidates (``exhausted``) with its rejections counted."""
 
     def __init__(self, policy: Policy, config: RoleConfig = COMPILER_ROLE) -> None:
         self.policy = policy
@@ -274,9 +287,11 @@ class LLMCompiler:
         eligible = [c.card_id for c in cards if c.eligible_for_consolidation]
         if not eligible:
             return CompileResult((), ())
-        candidates, evidence_only = compile_online(
-            self.policy, compiler_input(bank, cards, history, max_candidates),
-            active_chunk_ids=[s.skill_id for s in bank.enabled_skills()], eligible_card_ids=eligible,
-            ledger_signatures=ledger_signatures(history), proposal_checkpoint=proposal_checkpoint,
-            lookup=lookup, config=self.config)
-        return CompileResult(tuple(candidates), tuple(evidence_only))
+        try:
+            return compile_online(
+                self.policy, compiler_input(bank, cards, history, max_candidates),
+                active_chunk_ids=[s.skill_id for s in bank.enabled_skills()], eligible_card_ids=eligible,
+                ledger_signatures=ledger_signatures(history), proposal_checkpoint=proposal_checkpoint,
+                lookup=lookup, config=self.config)
+        except RoleFailure as failure:
+            return CompileResult((), (), tuple(a["reason"] for a in failure.attempts), exhausted=True)

@@ -25,7 +25,7 @@ from intraskill.hashing import sha256_json
 from intraskill.jsonl import write_json
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.render import Chunk, render_chunk
-from intraskill.trace2skill.firewall import GoldLookup, scan_payload
+from intraskill.trace2skill.firewall import GoldLeakError, GoldLookup, check_payload
 
 POOL_SCHEMA_VERSION = "shopsimrl-skill-candidate-pool-v1"
 OPERATIONS = ("ADD", "REWRITE")
@@ -41,6 +41,10 @@ CANDIDATE_VERSION = "candidate"
 
 class CandidatePoolError(ValueError):
     """A pool or a compiler submission violates the contract; the message names the field."""
+
+
+class CandidateLeakError(CandidatePoolError, GoldLeakError):
+    """A compiler draft trips the gold firewall."""
 
 
 def proposal_signature(operation: str, target_chunk_id: str | None, content: str) -> str:
@@ -207,10 +211,7 @@ def validate_online_submission(
         unknown = sorted(set(draft.evidence_card_ids) - eligible)
         if unknown:
             raise CandidatePoolError(f"{where}.evidence_card_ids: {unknown} are not eligible cards")
-        findings = scan_payload({name: item[name] for name in _DEPLOYABLE_FIELDS}, lookup, where)
-        if findings:
-            detail = ", ".join(f"{f.kind} {f.value!r} at {f.path}" for f in findings)
-            raise CandidatePoolError(f"{where}: gold firewall findings: {detail}")
+        check_payload({name: item[name] for name in _DEPLOYABLE_FIELDS}, lookup, where, CandidateLeakError)
         candidate = draft.to_candidate(proposal_checkpoint)
         if candidate.signature in seen:
             raise CandidatePoolError(

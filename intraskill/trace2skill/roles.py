@@ -3,7 +3,9 @@
 Reference: intraskill-method.md §4 and §4.1. Every role answers with exactly one structured tool
 call. A reply that fails validation triggers a *repair* retry whose message carries only the latest
 invalid draft and the exact error; a stage allows ``ANALYST_ATTEMPTS`` = 3 attempts, the online
-compiler ``COMPILER_ATTEMPTS`` = 5. Decoding defaults: temperature 0.6, top_p 0.95, max_tokens 4096
+compiler ``COMPILER_ATTEMPTS`` = 5. A real model's messy reply is repaired where that is unambiguous
+(the first JSON object of a reply without a tool call, or of malformed call arguments, optionally
+wrapped as ``{"name", "arguments"}``) and otherwise rejected with one of ``REJECTION_REASONS``. Decoding defaults: temperature 0.6, top_p 0.95, max_tokens 4096
 for the analyst and 8192 for the compiler, base seed 20260831.
 """
 
@@ -16,6 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from intraskill.chat.base import ChatRequest, Generation, Policy
 from intraskill.hashing import seed32
+from intraskill.trace2skill.firewall import GoldLeakError
 
 T = TypeVar("T")
 
@@ -28,6 +31,19 @@ ROLE_SEED = 20260831
 SUBMIT_FAILURE_CARD = "submit_failure_card"
 SUBMIT_CLUSTERS = "submit_clusters"
 SUBMIT_ONLINE_CANDIDATES = "submit_online_candidates"
+
+REJECT_NO_TOOL_CALL = "no_tool_call"
+REJECT_TOOL_CALL_COUNT = "several_tool_calls"
+REJECT_WRONG_TOOL = "wrong_tool"
+REJECT_INVALID_JSON = "invalid_json"
+REJECT_INVALID_FIELDS = "invalid_fields"
+REJECT_GOLD_LEAK = "gold_leak"
+REJECTION_REASONS = (REJECT_NO_TOOL_CALL, REJECT_TOOL_CALL_COUNT, REJECT_WRONG_TOOL, REJECT_INVALID_JSON,
+                     REJECT_INVALID_FIELDS, REJECT_GOLD_LEAK)
+REPAIR_JSON_FROM_TEXT = "json_from_text"
+"""A reply without a tool call whose first JSON object was taken as the submission."""
+REPAIR_ARGUMENTS_JSON = "json_from_arguments"
+"""Malformed call arguments whose first JSON object was taken as the submission."""
 
 
 def _string(description: str = "") -> dict[str, Any]:
@@ -131,26 +147,93 @@ class RoleFailure(RuntimeError):
 
 @dataclass
 class StructuredResult(Generic[T]):
-    """A validated submission and the log of invalid attempts before it."""
+    """A validated submission, the log of invalid attempts before it, and the repair it needed."""
 
     value: T
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    repair: str | None = None
 
 
-def submitted_arguments(generation: Generation, tool_name: str) -> dict[str, Any]:
-    """The argument object of the single ``tool_name`` call in ``generation``; ``ValueError`` otherwise."""
+class SubmissionError(ValueError):
+    """A reply that holds no usable submission; ``reason`` is one of ``REJECTION_REASONS``."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def rejection_reason(error: ValueError) -> str:
+    """The counted reason of a rejected draft: the submission's, a gold leak, or invalid fields."""
+    if isinstance(error, SubmissionError):
+        return error.reason
+    return REJECT_GOLD_LEAK if isinstance(error, GoldLeakError) else REJECT_INVALID_FIELDS
+
+
+def rejected(attempt: int, draft: str, error: ValueError) -> dict[str, Any]:
+    """One log entry of an invalid attempt."""
+    return {"attempt": attempt, "draft": draft, "error": str(error), "reason": rejection_reason(error)}
+
+
+def first_json_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object embedded in ``text`` (prose, code fences or trailing text around it).
+
+    Examples
+    --------
+    >>> first_json_object('Sure! ```json {"a": [1, {"b": 2}]}``` Done. {"c": 3}')
+    {'a': [1, {'b': 2}]}
+    >>> first_json_object('{"a": 1') is None
+    True
+    """
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            value = None
+        if isinstance(value, dict):
+            return value
+        start = text.find("{", start + 1)
+    return None
+
+
+def _unwrapped(value: dict[str, Any], tool_name: str) -> dict[str, Any]:
+    """``value``, or its ``arguments`` when it is written as a call ``{"name": tool_name, "arguments": …}``."""
+    if value.get("name") != tool_name or "arguments" not in value:
+        return value
+    arguments = value["arguments"]
+    if isinstance(arguments, str):
+        arguments = first_json_object(arguments)
+    if not isinstance(arguments, dict):
+        raise SubmissionError(REJECT_INVALID_JSON, f"{tool_name}.arguments: expected a JSON object")
+    return arguments
+
+
+def submission(generation: Generation, tool_name: str) -> tuple[dict[str, Any], str | None]:
+    """The argument object of the reply's ``tool_name`` submission and the repair applied (``None``: a clean
+    call); :class:`SubmissionError` when the reply holds none."""
     calls = generation.tool_calls
+    if not calls:
+        found = first_json_object(generation.text)
+        if found is None:
+            raise SubmissionError(REJECT_NO_TOOL_CALL, f"tool_calls: expected exactly one {tool_name} call, got 0")
+        return _unwrapped(found, tool_name), REPAIR_JSON_FROM_TEXT
     if len(calls) != 1:
-        raise ValueError(f"tool_calls: expected exactly one {tool_name} call, got {len(calls)}")
+        raise SubmissionError(REJECT_TOOL_CALL_COUNT,
+                              f"tool_calls: expected exactly one {tool_name} call, got {len(calls)}")
     if calls[0].name != tool_name:
-        raise ValueError(f"tool_calls[0].name: expected {tool_name!r}, got {calls[0].name!r}")
+        raise SubmissionError(REJECT_WRONG_TOOL, f"tool_calls[0].name: expected {tool_name!r}, got {calls[0].name!r}")
     try:
         arguments = json.loads(calls[0].arguments)
+        repair = None
     except (json.JSONDecodeError, TypeError):
-        raise ValueError("tool_calls[0].arguments: not valid JSON") from None
+        arguments = first_json_object(calls[0].arguments or "")
+        repair = REPAIR_ARGUMENTS_JSON
+        if arguments is None:
+            raise SubmissionError(REJECT_INVALID_JSON, "tool_calls[0].arguments: not valid JSON") from None
     if not isinstance(arguments, dict):
-        raise ValueError("tool_calls[0].arguments: expected a JSON object")
-    return arguments
+        raise SubmissionError(REJECT_INVALID_JSON, "tool_calls[0].arguments: expected a JSON object")
+    return _unwrapped(arguments, tool_name), repair
 
 
 def draft_text(generation: Generation) -> str:
@@ -173,7 +256,7 @@ def call_structured(
     tool: dict[str, Any],
     validate: Callable[[dict[str, Any]], T],
     config: RoleConfig,
-    previous: tuple[str, str] | None = None,
+    previous: dict[str, Any] | None = None,
 ) -> StructuredResult[T]:
     """Call a role offering only ``tool`` until ``validate`` accepts the submission.
 
@@ -185,7 +268,7 @@ def call_structured(
     tool : the submit tool (the only tool offered).
     validate : parses the argument object; raises ``ValueError`` with the exact error when invalid.
     config : decoding settings and the number of attempts of this stage.
-    previous : an already-failed attempt of this stage, ``(draft, error)``; it counts as attempt 1.
+    previous : an already-failed attempt of this stage (a :func:`rejected` entry); it counts as attempt 1.
 
     Raises
     ------
@@ -195,7 +278,7 @@ def call_structured(
     name = tool["function"]["name"]
     log: list[dict[str, Any]] = []
     if previous is not None:
-        log.append({"attempt": 0, "draft": previous[0], "error": previous[1]})
+        log.append({**previous, "attempt": 0})
     while len(log) < config.attempts:
         attempt = len(log)
         prompt = list(messages)
@@ -206,7 +289,8 @@ def call_structured(
                               top_p=config.top_p, seed=seed32(f"{config.seed}:{session_id}:{attempt}"))
         generation = policy.generate([request])[0]
         try:
-            return StructuredResult(validate(submitted_arguments(generation, name)), log)
+            arguments, repair = submission(generation, name)
+            return StructuredResult(validate(arguments), log, repair)
         except ValueError as error:
-            log.append({"attempt": attempt, "draft": draft_text(generation), "error": str(error)})
+            log.append(rejected(attempt, draft_text(generation), error))
     raise RoleFailure(f"{name}: no valid submission in {config.attempts} attempts (last: {log[-1]['error']})", log)

@@ -1,0 +1,80 @@
+"""Which failure analyst a round uses, and the one factory that builds it (``--analyst rule|llm``).
+
+Both ``intraskill trace2skill analyze`` and ``intraskill co-evolve`` take the same ``--analyst*`` flags,
+turn them into :class:`AnalystSettings` and open the analyst and its compiler with :func:`open_analyst`:
+the rule analyst with the rule compiler (offline), or :class:`~intraskill.trace2skill.llm_analyst.LLMAnalyst`
+with :class:`~intraskill.trace2skill.llm_analyst.LLMCompiler` over any OpenAI-compatible server (e.g.
+``intraskill serve-policy``). Settings are plain values (part of a run's plan); the HTTP client is made
+only when the analysis runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from intraskill.policy.openai_backend import OpenAIPolicy
+from intraskill.shop.engine import ShopEngine
+from intraskill.trace2skill.analysis import Compiler
+from intraskill.trace2skill.audit import Analyst
+from intraskill.trace2skill.compiler import rule_compile
+from intraskill.trace2skill.llm_analyst import LLMAnalyst, LLMCompiler
+from intraskill.trace2skill.roles import MAX_FAILURE_STEPS, RoleConfig
+from intraskill.trace2skill.rule_analyst import RuleAnalyst
+
+RULE = "rule"
+LLM = "llm"
+ANALYSTS = (RULE, LLM)
+DEFAULT_ANALYST_MODEL = "intraskill-policy"
+DEFAULT_ANALYST_MAX_TOKENS = RoleConfig().max_tokens
+
+
+@dataclass(frozen=True)
+class AnalystSettings:
+    """The analyst of a round; every error names its command-line flag.
+
+    Parameters
+    ----------
+    kind : ``rule`` (offline, the default) or ``llm``.
+    url : llm only, required: the OpenAI-compatible root, e.g. ``http://127.0.0.1:30000/v1``.
+    model : llm only: the served model name.
+    max_turns : llm only: analyst turns per card, the last reserved for submission.
+    max_tokens : llm only: completion tokens per analyst turn.
+    """
+
+    kind: str = RULE
+    url: str | None = None
+    model: str = DEFAULT_ANALYST_MODEL
+    max_turns: int = MAX_FAILURE_STEPS
+    max_tokens: int = DEFAULT_ANALYST_MAX_TOKENS
+
+    def __post_init__(self) -> None:
+        if self.kind not in ANALYSTS:
+            raise ValueError(f"--analyst: expected one of {', '.join(ANALYSTS)}, got {self.kind!r}")
+        if self.kind == LLM and not self.url:
+            raise ValueError("--analyst-url: required with --analyst llm")
+        if self.max_turns < 1:
+            raise ValueError(f"--analyst-max-turns: must be >= 1, got {self.max_turns}")
+        if self.max_tokens < 1:
+            raise ValueError(f"--analyst-max-tokens: must be >= 1, got {self.max_tokens}")
+        if self.kind == RULE:
+            default = AnalystSettings.__dataclass_fields__
+            for flag, name in (("--analyst-url", "url"), ("--analyst-model", "model"),
+                               ("--analyst-max-turns", "max_turns"), ("--analyst-max-tokens", "max_tokens")):
+                if getattr(self, name) != default[name].default:
+                    raise ValueError(f"{flag}: only with --analyst llm")
+
+
+@contextmanager
+def open_analyst(settings: AnalystSettings, engine: ShopEngine) -> Iterator[tuple[Analyst, Compiler]]:
+    """The analyst and compiler ``settings`` name over ``engine``; an LLM's HTTP client is closed on exit."""
+    if settings.kind == RULE:
+        yield RuleAnalyst(engine), rule_compile
+        return
+    policy = OpenAIPolicy(str(settings.url), settings.model)
+    try:
+        yield (LLMAnalyst(policy, engine, RoleConfig(max_tokens=settings.max_tokens), max_turns=settings.max_turns),
+               LLMCompiler(policy))
+    finally:
+        policy.close()
