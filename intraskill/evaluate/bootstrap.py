@@ -74,12 +74,17 @@ class BootstrapResult:
 def _paired_deltas(a: Sequence[float], b: Sequence[float]) -> list[float]:
     if len(a) != len(b):
         raise ValueError(f"paired arms differ in length: a has {len(a)} values, b has {len(b)}")
-    if not a:
+    return _finite_deltas([float(y) - float(x) for x, y in zip(a, b)])
+
+
+def _finite_deltas(deltas: Sequence[float]) -> list[float]:
+    """``deltas`` as floats; at least one, all finite."""
+    values = [float(d) for d in deltas]
+    if not values:
         raise ValueError("paired arms are empty: need at least one (a, b) pair")
-    deltas = [float(y) - float(x) for x, y in zip(a, b)]
-    if not all(math.isfinite(d) for d in deltas):
+    if not all(math.isfinite(d) for d in values):
         raise ValueError("paired arms contain a non-finite value")
-    return deltas
+    return values
 
 
 def _tails(confidence: float) -> tuple[float, float]:
@@ -332,7 +337,7 @@ def hierarchical_bootstrap(
     lower, upper = _tails(confidence)
     if samples < 1:
         raise ValueError(f"samples must be positive, got {samples}")
-    rows = [_paired_deltas([0.0] * len(row), row) for row in deltas]
+    rows = [_finite_deltas(row) for row in deltas]
     if not rows:
         raise ValueError("deltas: need at least one seed")
     if len({len(row) for row in rows}) != 1:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +84,18 @@ class Contrast:
                               "samples": self.across_seeds.samples, "seed": self.across_seeds.seed}}
 
 
+class TaskValues:
+    """Per-task test outcomes (``metric → task → value``) by run directory, each run's traces read once."""
+
+    def __init__(self) -> None:
+        self._runs: dict[Path, dict[str, dict[int, float]]] = {}
+
+    def __call__(self, run_dir: Path) -> dict[str, dict[int, float]]:
+        if run_dir not in self._runs:
+            self._runs[run_dir] = run_task_values(run_dir, METRICS)
+        return self._runs[run_dir]
+
+
 @dataclass(frozen=True)
 class MatrixResult:
     """A control matrix as far as it has finished: cells by arm and seed, the shared warm start's test runs
@@ -94,6 +106,7 @@ class MatrixResult:
     warmstart: dict[str, TestRun]
     cells: tuple[CellResult, ...]
     contrasts: tuple[Contrast, ...]
+    task_values: TaskValues = field(default_factory=TaskValues, repr=False, compare=False)
 
     @property
     def arms(self) -> list[str]:
@@ -195,7 +208,7 @@ class MatrixResult:
         for arm in self.arms:
             cells = [c for c in self.cells if c.arm == arm]
             for condition in CONDITIONS:
-                values = [run_task_values(_run_dir(self.out_dir, c, condition), METRICS) for c in cells]
+                values = [self.task_values(_run_dir(self.out_dir, c, condition)) for c in cells]
                 for metric in METRICS:
                     table = [[v[metric][t] for t in sorted(v[metric])] for v in values]
                     level = hierarchical_bootstrap(table, f"{arm}:{condition}:{metric}", samples=samples,
@@ -243,8 +256,10 @@ def _run_dir(out: Path, cell: CellResult, condition: str) -> Path:
 
 
 def contrast(out: Path, cells_a: Sequence[CellResult], cells_b: Sequence[CellResult], condition: str, metric: str,
-             samples: int, seed_base: int) -> Contrast:
-    """Arm a − arm b over the seed indices both finished (paired by seed index, then by task)."""
+             samples: int, seed_base: int, task_values: TaskValues | None = None) -> Contrast:
+    """Arm a − arm b over the seed indices both finished (paired by seed index, then by task); ``task_values``
+    shares the runs' per-task outcomes between contrasts."""
+    task_values = task_values if task_values is not None else TaskValues()
     by_seed = {c.seed_index: c for c in cells_b}
     pairs = [(a, by_seed[a.seed_index]) for a in sorted(cells_a, key=lambda c: c.seed_index)
              if a.seed_index in by_seed]
@@ -252,8 +267,8 @@ def contrast(out: Path, cells_a: Sequence[CellResult], cells_b: Sequence[CellRes
         raise ValueError("contrast: the two arms share no finished seed")
     rows, per_seed, successes = [], [], ([], [])
     for a, b in pairs:
-        values_a = run_task_values(_run_dir(out, a, condition), [metric])[metric]
-        values_b = run_task_values(_run_dir(out, b, condition), [metric])[metric]
+        values_a = task_values(_run_dir(out, a, condition))[metric]
+        values_b = task_values(_run_dir(out, b, condition))[metric]
         if values_a.keys() != values_b.keys():
             raise ValueError(f"{a.arm} and {b.arm} seed {a.seed_index}: the test runs hold different tasks")
         tasks = sorted(values_a)
@@ -289,9 +304,10 @@ def load_matrix(out_dir: str | Path, arms: Sequence[str] | None = None, seeds: i
     cells.sort(key=lambda c: (order.index(c.arm), c.seed_index))
     evaluation = plan["params"]["evaluation"]
     finished = list(dict.fromkeys(c.arm for c in cells))
+    task_values = TaskValues()
     contrasts = tuple(
         contrast(out, [c for c in cells if c.arm == a], [c for c in cells if c.arm == b], condition, metric,
-                 evaluation["bootstrap_samples"], evaluation["bootstrap_seed"])
+                 evaluation["bootstrap_samples"], evaluation["bootstrap_seed"], task_values)
         for a, b in comparison_pairs(finished) for condition in CONDITIONS for metric in METRICS
         if {c.seed_index for c in cells if c.arm == a} & {c.seed_index for c in cells if c.arm == b})
-    return MatrixResult(out, plan, warmstart, tuple(cells), contrasts)
+    return MatrixResult(out, plan, warmstart, tuple(cells), contrasts, task_values)

@@ -74,7 +74,6 @@ from intraskill.training.grpo import GRPOConfig, GRPOTrainer
 from intraskill.training.metrics import rollout_step_metrics, train_step_metrics
 
 ROUND_PLAN_SCHEMA = "intraskill-round-plan-v1"
-"""``plan.json`` fields outside the fingerprint."""
 PIPELINE_VERSION = "intraskill-round-v1"
 STEP_DONE = "step-done"
 RoundEvent = Callable[[str, Mapping[str, Any]], None]
