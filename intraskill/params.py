@@ -22,7 +22,16 @@ from pathlib import Path, PurePath
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from intraskill.paths import runs_root
 
@@ -55,14 +64,27 @@ class ExperimentParams(_Section):
 
 
 class StoreParams(_Section):
-    """The store: catalogue scale and the reference protocol limits (20 / 150 / 30)."""
+    """The store: the catalogue (synthetic by scale and seed, or ShopSimulator's own files) and the reference
+    protocol limits (20 / 150 / 30)."""
 
     scale: Literal["default", "small"] = "default"
     seed: int = 20260829
+    source: str | None = Field(None, min_length=1)
+    """A ShopSimulator ``shop_env`` directory (absolute or relative to the project root) whose published files the
+    store is built from (``intraskill env build --from-shopsimulator``); ``null`` = the synthetic catalogue of
+    ``scale`` and ``seed``, which a source leaves unused. Left out of dumps while null, so plans and warm-start
+    manifests of synthetic stores keep their fingerprints."""
     page_size: int = Field(20, ge=1, le=20)
     top_k: int = Field(150, ge=1)
     max_actions: int = Field(30, ge=1)
     language: Literal["en", "zh"] = "en"
+
+    @model_serializer(mode="wrap")
+    def _source_only_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if self.source is None:
+            del data["source"]
+        return data
 
 
 class OrganismParams(_Section):

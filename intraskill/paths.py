@@ -51,3 +51,9 @@ def release_data_dir() -> Path:
 def store_dir(scale: str, seed: int, run_root: str | os.PathLike[str] = "runs") -> Path:
     """The cached store of a scale and seed: ``<run_root>/store/<scale>-<seed>``."""
     return runs_root(run_root) / "store" / f"{scale}-{seed}"
+
+
+def resolve_project_path(path: str | os.PathLike[str]) -> Path:
+    """An absolute path, or one relative to the project root."""
+    path = Path(path)
+    return path if path.is_absolute() else project_root() / path

@@ -27,26 +27,35 @@ def budget_command(text: str = typer.Argument(..., help="An instruction, in Chin
 
 @app.command("build")
 def build_command(
-    root: str = typer.Option(..., "--root", help="Directory of the store (created if missing)."),
+    root: str = typer.Option(..., "--root", "--out", help="Directory of the store (created if missing)."),
     scale: str = typer.Option(SCALE_DEFAULT, "--scale",
                               help="default (22,630 products, 3726/400/400 tasks) or small."),
     seed: int = typer.Option(SEED_DEFAULT, "--seed", help="Generation and split seed."),
+    from_shopsimulator: Path | None = typer.Option(
+        None, "--from-shopsimulator",
+        help="Build from ShopSimulator's own files: its shop_env directory (data/fine_items_eval_train_all."
+             "cleaned.v2.json.gz and persona_splits.v1.json); --scale and --seed are then unused."),
     force: bool = typer.Option(False, "--force", help="Rebuild even when ROOT holds a store (also a damaged one)."),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Generate (or reuse) the synthetic catalogue, tasks, splits and search index under ROOT; a store whose
-    files differ from its manifest is refused until rebuilt with --force."""
+    """Generate (or reuse) the synthetic catalogue, tasks, splits and search index under ROOT, or build them from
+    ShopSimulator's published files (--from-shopsimulator); a store whose files differ from its manifest is
+    refused until rebuilt with --force."""
     # deferred: a verb loads its stage only when it runs
-    from intraskill.shop.build import build_store
+    from intraskill.shop.build import build_shopsimulator_store, build_store
 
     started = time.perf_counter()
-    artifacts = build_store(root, scale=scale, seed=seed, force=force)
+    if from_shopsimulator is None:
+        artifacts = build_store(root, scale=scale, seed=seed, force=force)
+        identity = ("scale", "seed", "generator_version")
+    else:
+        artifacts = build_shopsimulator_store(root, from_shopsimulator, force=force)
+        identity = ("source",)
     summary = {
         "root": str(artifacts.paths.root),
         "reused": artifacts.reused,
         "seconds": round(time.perf_counter() - started, 2),
-        **{k: artifacts.manifest[k] for k in ("scale", "seed", "generator_version", "catalog_sha256", "counts",
-                                              "split_sha256")},
+        **{k: artifacts.manifest[k] for k in (*identity, "catalog_sha256", "counts", "split_sha256")},
     }
     emit(summary, as_json)
 

@@ -34,7 +34,6 @@ from intraskill.evaluate.summary import summarize
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, write_json
 from intraskill.params import Params
-from intraskill.paths import store_dir
 from intraskill.policy.factory import build_policy
 from intraskill.shop.build import open_engine
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
@@ -253,8 +252,8 @@ def run_eval(
     progress : show a progress bar.
     batch_size : episodes per lockstep batch (not part of the plan).
     limit : task limit overriding ``evaluation.task_limit``.
-    store_root : store directory, built or reused there (default ``<run_root>/store/<scale>-<seed>``,
-        :func:`intraskill.paths.store_dir`).
+    store_root : store directory, built or reused there (default the cached store of ``params.store``,
+        :func:`intraskill.shop.build.default_store_root`).
     episode_skills : per-episode skill lists instead of one bank (``skills`` must then be ``None``);
         its ``identity`` is the plan's ``skills`` field, so resume and fingerprint semantics hold.
 
@@ -270,9 +269,7 @@ def run_eval(
     bank = resolve_skills(skills)
     if episode_skills is not None and bank is not None:
         raise ValueError("skills: give either a bank or episode_skills, not both")
-    root = Path(store_root) if store_root else store_dir(params.store.scale, params.store.seed,
-                                                           params.experiment.run_root)
-    store = open_engine(params.store, split, root)
+    store = open_engine(params.store, split, store_root or None, params.experiment.run_root)
     try:
         if policy is None:
             policy, model_identity = build_policy(params.model, checkpoint, store=params.store,

@@ -64,10 +64,9 @@ from intraskill.gate.masks import (
 from intraskill.gate.selection import ACTIVE_SKILL_BUDGET, ContributionStatus
 from intraskill.hashing import sha256_file, sha256_json
 from intraskill.params import EvaluationParams, Params, RoundParams
-from intraskill.paths import store_dir
 from intraskill.pipeline.round import trained_policy
 from intraskill.policy.factory import build_policy, weights_digest
-from intraskill.shop.build import build_store
+from intraskill.shop.build import ensure_store
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank, save_skillbank
 from intraskill.skills.curriculum import (
     DEFAULT_CURRICULUM_SEED,
@@ -295,14 +294,9 @@ def _task_limit(evaluation: EvaluationParams, config: GateConfig) -> int | None:
     return config.task_limit if config.task_limit is not None else evaluation.task_limit
 
 
-def _store_root(params: Params, store_root: str | Path | None) -> Path:
-    return Path(store_root) if store_root else store_dir(params.store.scale, params.store.seed,
-                                                         params.experiment.run_root)
-
-
 def gate_task_ids(params: Params, config: GateConfig, store_root: str | Path | None = None) -> list[int]:
     """The gate's val tasks: the evaluator's first ``task_limit`` tasks of the split, in split order."""
-    catalog = build_store(_store_root(params, store_root), params.store.scale, params.store.seed).catalog
+    catalog = ensure_store(params.store, store_root or None, params.experiment.run_root).catalog
     return [task for task, _ in eval_jobs(catalog.task_ids(config.split), 1, _task_limit(params.evaluation, config))]
 
 

@@ -52,7 +52,7 @@ from intraskill.hashing import sha256_file
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.organism.shipped import resolve_checkpoint
 from intraskill.params import ExperimentParams, Params, RoundParams
-from intraskill.paths import project_root, runs_root
+from intraskill.paths import resolve_project_path, runs_root
 from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, run_rollout_step
 from intraskill.pipeline.skill1 import Skill1Round
 from intraskill.policy.factory import build_policy
@@ -86,12 +86,6 @@ class RoundPlanMismatchError(RuntimeError):
 def default_round_dir(experiment: ExperimentParams, round_index: int) -> Path:
     """``<run_root>/<experiment.name>/round-<NNN>``."""
     return runs_root(experiment.run_root) / experiment.name / f"round-{round_index:03d}"
-
-
-def resolve_project_path(path: str | Path) -> Path:
-    """An absolute path, or one relative to the project root."""
-    path = Path(path)
-    return path if path.is_absolute() else project_root() / path
 
 
 def round_curriculum(round_params: RoundParams, round_index: int, skillbank: str | Path | None = None,

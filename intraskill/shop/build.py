@@ -1,13 +1,15 @@
-"""One cached entry point that builds (or reuses) a synthetic store on disk.
+"""Cached entry points that build (or reuse) a store on disk: synthetic, or from ShopSimulator's own files.
 
-``build_store(root, scale, seed)`` writes, under ``root``:
+``build_store(root, scale, seed)`` (the synthetic catalogue) and ``build_shopsimulator_store(root, source)`` (the
+published files of a ShopSimulator directory, :mod:`intraskill.shop.shopsim_files`) write, under ``root``:
 
 * ``products.json.gz`` — the raw product list (reference schema, deterministic gzip);
 * ``splits.json`` — the group-disjoint train / val / test task-id lists with SHA-256s;
 * ``search.sqlite3`` — the FTS5 BM25 index (:class:`intraskill.shop.search.SearchIndex`);
-* ``manifest.json`` — generator version, scale, seed, counts and the SHA-256 of every file (index included).
+* ``manifest.json`` — generator version, scale and seed (or the source directory and its files' SHA-256s),
+  counts and the SHA-256 of every file (index included).
 
-A later call with the same (generator version, scale, seed) reuses the files when their checksums match the
+A later call with the same identity (generator version, scale, seed; or the source files' checksums) reuses the files when their checksums match the
 manifest; a store whose files differ from its manifest is refused (:class:`StoreIntegrityError`, naming the
 file) until it is rebuilt with ``force=True`` (``intraskill env build --force``).
 """
@@ -20,12 +22,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from intraskill.hashing import sha256_file
+from intraskill.hashing import sha256_file, sha256_text
 from intraskill.jsonl import write_json
-from intraskill.paths import store_dir
+from intraskill.paths import resolve_project_path, runs_root, store_dir
 from intraskill.shop.data import Catalog, read_raw_products, write_raw_products
 from intraskill.shop.engine import ShopEngine, StoreConfig
 from intraskill.shop.search import SearchIndex
+from intraskill.shop.shopsim_files import SOURCE_KIND, load_source, locate
 from intraskill.shop.splits import Splits, build_splits
 from intraskill.shop.synth import GENERATOR_VERSION, generate_raw_products, scale_spec
 
@@ -108,36 +111,22 @@ def verify_store(paths: StorePaths, manifest: dict[str, Any]) -> None:
             )
 
 
-def build_store(root: str | Path, scale: str = "default", seed: int = DEFAULT_STORE_SEED,
-                force: bool = False) -> StoreArtifacts:
-    """Generate the catalogue, tasks, splits and search index under ``root`` (or reuse them).
-
-    Parameters
-    ----------
-    root : directory of the store (created if missing).
-    scale : ``"default"`` (22,630 products, 3726 / 400 / 400 tasks) or ``"small"`` (1,000 / 120 / 40 / 40).
-    seed : generation seed; the split uses the same seed.
-    force : rebuild even when a store of this identity is there (also one refused as damaged).
-
-    A store of another identity (generator version, scale, seed) is rebuilt; one of this identity whose files
-    differ from its manifest raises :class:`StoreIntegrityError` unless ``force``.
-    """
-    spec = scale_spec(scale)
-    paths = StorePaths(Path(root))
-    identity = _identity(scale, seed)
+def _reusable(paths: StorePaths, identity: dict[str, Any], force: bool) -> StoreArtifacts | None:
+    """The store under ``paths`` when its manifest records ``identity`` (and ``force`` is off), else ``None``."""
     manifest = None if force else _read_manifest(paths)
-    if manifest is not None and all(manifest.get(k) == v for k, v in identity.items()):
-        catalog, index, splits = open_store(paths.root)
-        index.close()
-        return StoreArtifacts(paths, catalog, splits, manifest, reused=True)
-    LOGGER.info("building the store (scale %s, seed %s) in %s", scale, seed, paths.root)
+    if manifest is None or any(manifest.get(k) != v for k, v in identity.items()):
+        return None
+    catalog, index, splits = open_store(paths.root)
+    index.close()
+    return StoreArtifacts(paths, catalog, splits, manifest, reused=True)
+
+
+def _write_store(paths: StorePaths, identity: dict[str, Any], records: list[dict[str, Any]], catalog: Catalog,
+                 splits: Splits) -> StoreArtifacts:
+    """Write the products, splits, search index and manifest of ``catalog`` (splits attached) under ``paths``."""
     paths.root.mkdir(parents=True, exist_ok=True)
     paths.manifest.unlink(missing_ok=True)  # an interrupted rebuild leaves no manifest, so the next call rebuilds
-    records = generate_raw_products(scale, seed)
     write_raw_products(records, paths.products)
-    catalog = Catalog.from_records(records)
-    splits = build_splits(catalog.goals.values(), val_size=spec.val_size, test_size=spec.test_size, seed=seed)
-    catalog.attach_splits(splits)
     splits.save(paths.splits)
     SearchIndex.build(catalog.products, paths.index, catalog.sha256, force=True).close()
     manifest = {
@@ -150,6 +139,60 @@ def build_store(root: str | Path, scale: str = "default", seed: int = DEFAULT_ST
     }
     write_json(paths.manifest, manifest, indent=1)
     return StoreArtifacts(paths, catalog, splits, manifest, reused=False)
+
+
+def build_store(root: str | Path, scale: str = "default", seed: int = DEFAULT_STORE_SEED,
+                force: bool = False) -> StoreArtifacts:
+    """Generate the catalogue, tasks, splits and search index under ``root`` (or reuse them).
+
+    Parameters
+    ----------
+    root : directory of the store (created if missing).
+    scale : ``"default"`` (22,630 products, 3726 / 400 / 400 tasks) or ``"small"`` (1,000 / 120 / 40 / 40).
+    seed : generation seed; the split uses the same seed.
+    force : rebuild even when a store of this identity is there (also one refused as damaged, or one built
+        from ShopSimulator files).
+
+    A store of another identity (generator version, scale, seed) is rebuilt; one of this identity whose files
+    differ from its manifest raises :class:`StoreIntegrityError` unless ``force``, and so does a store built from
+    ShopSimulator files (it cannot be regenerated).
+    """
+    spec = scale_spec(scale)
+    paths = StorePaths(Path(root))
+    identity = _identity(scale, seed)
+    reused = _reusable(paths, identity, force)
+    if reused is not None:
+        return reused
+    source = None if force else (_read_manifest(paths) or {}).get("source")
+    if source is not None:
+        raise StoreIntegrityError(f"{paths.root} holds a store built from ShopSimulator files ({source['dir']}); "
+                                  "set store.source to that directory, or pass --force to replace it")
+    LOGGER.info("building the store (scale %s, seed %s) in %s", scale, seed, paths.root)
+    records = generate_raw_products(scale, seed)
+    catalog = Catalog.from_records(records)
+    splits = build_splits(catalog.goals.values(), val_size=spec.val_size, test_size=spec.test_size, seed=seed)
+    catalog.attach_splits(splits)
+    return _write_store(paths, identity, records, catalog, splits)
+
+
+def build_shopsimulator_store(root: str | Path, source: str | Path, force: bool = False) -> StoreArtifacts:
+    """Build (or reuse) a store under ``root`` from the published files of the ShopSimulator directory ``source``.
+
+    The files are found and checked by :func:`intraskill.shop.shopsim_files.load_source` (errors name the file
+    and the field); the store holds the cleaned catalogue as given, the persona split as given, and a manifest
+    whose ``source`` records the directory and each file's SHA-256. A store built from files with the same
+    checksums is reused unless ``force``.
+    """
+    paths = StorePaths(Path(root))
+    files = locate(source)
+    identity = {"schema_version": STORE_SCHEMA_VERSION, "source": {"kind": SOURCE_KIND, "dir": str(files.root),
+                                                                   "files": files.sha256()}}
+    reused = _reusable(paths, identity, force)
+    if reused is not None:
+        return reused
+    LOGGER.info("building the store from the ShopSimulator files in %s into %s", files.root, paths.root)
+    loaded = load_source(files.root)
+    return _write_store(paths, identity, loaded.records, loaded.catalog, loaded.splits)
 
 
 def open_store(root: str | Path) -> tuple[Catalog, SearchIndex, Splits]:
@@ -183,26 +226,46 @@ class StoreHandle:
         self.engine.index.close()
 
 
+def default_store_root(store: Any, run_root: str | Path = "runs") -> Path:
+    """The cached store of a ``store`` section: ``<run_root>/store/<scale>-<seed>``, or for a ``source``
+    directory ``<run_root>/store/shopsimulator-<first 12 hex of the SHA-256 of its absolute path>``."""
+    if store.source is None:
+        return store_dir(store.scale, store.seed, run_root)
+    key = sha256_text(str(resolve_project_path(store.source).resolve()))[:12]
+    return runs_root(run_root) / "store" / f"{SOURCE_KIND}-{key}"
+
+
+def ensure_store(store: Any, root: str | Path | None = None, run_root: str | Path = "runs") -> StoreArtifacts:
+    """Build (or reuse) the store of a ``store`` section under ``root`` (default :func:`default_store_root`):
+    from ``store.source`` (a ShopSimulator directory, relative to the project root) when set, else the
+    synthetic catalogue of ``store.scale`` and ``store.seed``."""
+    root = Path(root) if root is not None else default_store_root(store, run_root)
+    if store.source is None:
+        return build_store(root, store.scale, store.seed)
+    return build_shopsimulator_store(root, resolve_project_path(store.source))
+
+
 def open_engine(store: Any, split: str, root: str | Path | None = None, run_root: str | Path = "runs",
                 search_engine: str = "fast") -> StoreHandle:
     """Build (or reuse) the store of a parameter set's ``store`` section and open an engine over it.
 
-    ``store`` carries ``scale, seed, page_size, top_k, max_actions, language`` (``Params.store``);
-    ``root`` defaults to ``<run_root>/store/<scale>-<seed>``; ``search_engine`` is ``"fast"`` or
-    ``"fts5"`` (the same ranking, see :mod:`intraskill.shop.search`).
+    ``store`` carries ``scale, seed, source, page_size, top_k, max_actions, language`` (``Params.store``);
+    ``root`` defaults to :func:`default_store_root`; ``search_engine`` is ``"fast"`` or ``"fts5"`` (the same
+    ranking, see :mod:`intraskill.shop.search`). The identity names the catalogue by scale and seed, or by the
+    source files' SHA-256s.
     """
-
-    artifacts = build_store(root if root is not None else store_dir(store.scale, store.seed, run_root),
-                            store.scale, store.seed)
+    artifacts = ensure_store(store, root, run_root)
     catalog = artifacts.catalog
     index = SearchIndex.open(artifacts.paths.index, catalog.sha256)
     config = StoreConfig(page_size=store.page_size, top_k=store.top_k, max_actions=store.max_actions,
                          language=store.language, persona=True, search_engine=search_engine)
     engine = ShopEngine(catalog.products, catalog.goals, index, config)
+    source = artifacts.manifest.get("source")
+    catalogue = ({"scale": store.scale, "store_seed": store.seed} if source is None
+                 else {"source": {"kind": source["kind"], "files": source["files"]}})
     identity = {
         "adapter": "in_process",
-        "scale": store.scale,
-        "store_seed": store.seed,
+        **catalogue,
         "catalog_sha256": catalog.sha256,
         "split": split,
         "split_sha256": artifacts.splits.sha256(split),
