@@ -167,6 +167,8 @@ MALFORMED = {
                        "customization_options: 2 price-affecting axes"),
     "attributes not a list": (_edit_products(_first_instruction(attributes="智能")), CATALOG_FILE,
                               "instructions[0].attributes: expected list, got str"),
+    "task id text": (_edit_splits(lambda d: d["splits"]["val"]["task_ids"].append("9")), SPLITS_FILE,
+                     "splits.val.task_ids[2]: expected an integer task id, got str"),
     "no test list": (_edit_splits(lambda d: d["splits"].pop("test")), SPLITS_FILE, "splits.test: missing"),
     "split hash": (_edit_splits(lambda d: d["splits"]["train"].update(sha256="0" * 64)), SPLITS_FILE,
                    "sha256.train does not match its task-id list"),

@@ -190,6 +190,14 @@ def load_splits(path: Path, catalog: Catalog) -> Splits:
     for name in SPLIT_NAMES:
         if not isinstance(lists, dict) or name not in lists:
             raise check.fail(f"splits.{name}", "missing")
+        nested = isinstance(lists[name], dict)
+        ids = lists[name].get("task_ids") if nested else lists[name]
+        where = f"splits.{name}.task_ids" if nested else f"splits.{name}"
+        if not isinstance(ids, list):
+            raise check.fail(where, f"expected a list of task ids, got {type(ids).__name__}")
+        for i, task_id in enumerate(ids):
+            if isinstance(task_id, bool) or not isinstance(task_id, int):
+                raise check.fail(f"{where}[{i}]", f"expected an integer task id, got {type(task_id).__name__}")
     try:
         splits = Splits.from_dict(data)
     except (TypeError, ValueError) as error:
