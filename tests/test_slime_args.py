@@ -35,7 +35,8 @@ def _array(script: Path) -> list[str]:
     return shlex.split(body)
 
 
-def test_a_control_cell_round_writes_every_file_from_its_params(small_store_root: Path, tmp_path: Path) -> None:
+def test_a_control_cell_round_writes_every_file_from_its_params(small_store_root: Path,
+                                                                tmp_path: Path) -> None:
     out = tmp_path / "uniform" / "seed-1" / "round-001"
     result = _invoke("--round", "1", "--out", str(out), "--skillbank", str(BANK), "--arm", "uniform",
                      "--seed-index", "1", "--store-root", str(small_store_root),
@@ -46,8 +47,9 @@ def test_a_control_cell_round_writes_every_file_from_its_params(small_store_root
     flags = record["args"]
     script = Path(record["args_file"])
     assert _array(script) == flags
-    sourced = subprocess.run(["bash", "-c", f'source "$1"; printf "%s\\n" "${{{ARGS_ARRAY}[@]}}"', "-", script],
-                             check=True, capture_output=True, text=True).stdout.splitlines()
+    command = f'source "$1"; printf "%s\\n" "${{{ARGS_ARRAY}[@]}}"'
+    sourced = subprocess.run(["bash", "-c", command, "-", script], check=True, capture_output=True,
+                             text=True).stdout.splitlines()
     assert sourced == flags  # copy-pasteable: bash reads back exactly the list
     lines = script.read_text(encoding="utf-8").splitlines()
     assert all(line.strip().startswith("--") for line in lines[2:-1])  # one flag (and its value) per line
@@ -58,13 +60,15 @@ def test_a_control_cell_round_writes_every_file_from_its_params(small_store_root
     pairs = dict(zip(valued[::2], valued[1::2]))
     assert {flag: pairs[flag] for flag in HOOK_PATHS} == HOOK_PATHS
     round_ = params.round
-    assert [int(pairs[k]) for k in ("--rollout-batch-size", "--n-samples-per-prompt", "--over-sampling-batch-size",
-                                    "--global-batch-size")] == [
+    sizes = ("--rollout-batch-size", "--n-samples-per-prompt", "--over-sampling-batch-size",
+             "--global-batch-size")
+    assert [int(pairs[k]) for k in sizes] == [
         round_.rollout_batch_size, round_.n_samples_per_prompt, round_.over_sampling_batch_size,
-        round_.rollout_batch_size * round_.n_samples_per_prompt]  # global_batch_size null: one update per step
+        round_.rollout_batch_size * round_.n_samples_per_prompt]  # global_batch_size null: one update a step
     grpo, sampling = params.grpo, params.sampling
-    assert [float(pairs[k]) for k in ("--lr", "--eps-clip", "--eps-clip-high", "--weight-decay", "--adam-beta1",
-                                      "--adam-beta2", "--clip-grad", "--rollout-temperature")] == [
+    update = ("--lr", "--eps-clip", "--eps-clip-high", "--weight-decay", "--adam-beta1", "--adam-beta2",
+              "--clip-grad", "--rollout-temperature")
+    assert [float(pairs[k]) for k in update] == [
         grpo.lr, grpo.eps_low, grpo.eps_high, grpo.weight_decay, *grpo.betas, grpo.max_grad_norm,
         sampling.temperature]
     assert int(pairs["--rollout-max-response-len"]) == sampling.max_tokens_per_turn
@@ -79,7 +83,8 @@ def test_a_control_cell_round_writes_every_file_from_its_params(small_store_root
     custom = yaml.safe_load(Path(pairs["--custom-config-path"]).read_text(encoding="utf-8"))
     assert custom["intraskill_environment_base_url"] == record["store_url"] == "http://127.0.0.1:5999"
     assert custom["intraskill_training_output_dir"] == str(out.resolve())
-    assert (custom["intraskill_max_steps"], custom["intraskill_episode_concurrency"]) == (sampling.max_turns, 4)
+    assert custom["intraskill_max_steps"] == sampling.max_turns
+    assert custom["intraskill_episode_concurrency"] == 4
     assert custom["intraskill_full_skill_retry"] is True  # the uniform arm keeps the retry
     curriculum = load_curriculum(custom["intraskill_curriculum_path"])
     assert {chunk.inclusion_probability for chunk in curriculum.chunks} == {0.5}
@@ -93,9 +98,11 @@ def test_a_control_cell_round_writes_every_file_from_its_params(small_store_root
     (("--seed-index", "2"), "--arm"),
     ((), "--skillbank"),
 ])
-def test_refusals_are_one_line_and_write_nothing(tmp_path: Path, arguments: tuple[str, ...], message: str) -> None:
+def test_refusals_are_one_line_and_write_nothing(tmp_path: Path, arguments: tuple[str, ...],
+                                                  message: str) -> None:
     bank = () if arguments == () else ("--skillbank", str(BANK))
     result = _invoke("--out", str(tmp_path / "round"), *bank, *arguments)
     assert result.exit_code == 1
-    assert message in result.stderr and result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
+    assert message in result.stderr and result.stderr.startswith("error: ")
+    assert len(result.stderr.splitlines()) == 1
     assert not (tmp_path / "round").exists()

@@ -107,11 +107,13 @@ def test_launch_flags_carry_hooks_and_the_params_batch_settings(tmp_path: Path) 
     pairs = dict(zip(flags[::2], flags[1::2]))
     assert pairs["--custom-generate-function-path"] == f"{HOOKS}.generate.generate"
     assert all(pairs[flag] == path for flag, path in slime_config.HOOK_PATHS.items())
-    sizes = [int(pairs[k]) for k in ("--rollout-batch-size", "--n-samples-per-prompt", "--over-sampling-batch-size",
-                                     "--global-batch-size")]
+    names = ("--rollout-batch-size", "--n-samples-per-prompt", "--over-sampling-batch-size",
+             "--global-batch-size")
+    sizes = [int(pairs[k]) for k in names]
     assert sizes == [16, 8, 32, 64] and 16 * 8 == 64 * 2  # rollout_batch_size × n = global batch × updates
-    assert [float(pairs[k]) for k in ("--eps-clip", "--eps-clip-high", "--lr", "--weight-decay", "--adam-beta1",
-                                      "--adam-beta2", "--rollout-temperature")] == [0.2, 0.28, 1e-6, 0.1, 0.9, 0.98, 0.6]
+    update = ("--eps-clip", "--eps-clip-high", "--lr", "--weight-decay", "--adam-beta1", "--adam-beta2",
+              "--rollout-temperature")
+    assert [float(pairs[k]) for k in update] == [0.2, 0.28, 1e-6, 0.1, 0.9, 0.98, 0.6]
     assert (pairs["--rollout-top-p"], pairs["--rollout-top-k"], pairs["--rollout-max-response-len"]) == (
         "1.0", "-1", "4096")
     assert (pairs["--start-rollout-id"], pairs["--num-rollout"]) == ("40", "60")  # round 2 of 20-step rounds
@@ -353,7 +355,7 @@ class FakeSGLang:
         @app.post("/generate")
         async def generate(request: Request) -> dict[str, Any]:
             body = await request.json()
-            if self.mode == "stall":  # a generation still running when slime cancels the step's pending groups
+            if self.mode == "stall":  # still generating when slime cancels the step's pending groups
                 self.stalled += 1
                 await asyncio.sleep(STALL_S)
             text, finish = self._reply(self.tokenizer.decode(body["input_ids"], skip_special_tokens=False))
@@ -509,7 +511,8 @@ def test_hook_state_stays_bounded_over_many_batches(services, tokenizer_dir, cur
     metadata = {"schema_version": TASKS_SCHEMA_VERSION, "task_id": task_ids[0], "split": "train"}
 
     def sample(group: int, k: int) -> Sample:
-        return Sample(group_index=group, index=2 * group + k, prompt=str(task_ids[0]), metadata=dict(metadata))
+        return Sample(group_index=group, index=2 * group + k, prompt=str(task_ids[0]),
+                      metadata=dict(metadata))
 
     async def step(first: int) -> list[list[Sample]]:
         fake.mode = "abort"
@@ -527,7 +530,8 @@ def test_hook_state_stays_bounded_over_many_batches(services, tokenizer_dir, cur
 
     for index in range(6):
         generated = asyncio.run(step(3 * index))
-        assert set(state.groups) == {3 * index + 1} and len(state.registry) == 1  # only the half-started group
+        assert set(state.groups) == {3 * index + 1}  # only the half-started group is open
+        assert len(state.registry) == 1
         record(args, generated, data_source=None)  # the batch end
         assert not state.groups and len(state.registry) == 0
     assert len(list((tmp_path / "round-000").glob("group-*/triage.json"))) == 6  # finished groups still lead

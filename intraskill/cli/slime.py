@@ -19,13 +19,14 @@ def slime_args_command(
     overrides: list[str] = SET_OPTION,
     round_index: int = typer.Option(0, "--round", min=0, help="Round number (0 = the first round)."),
     out: Path = typer.Option(..., "--out", help="Round directory: the hooks' training output directory."),
-    skillbank: Path = typer.Option(None, "--skillbank", help="The round's bank (default round.skillbank): S0 in "
-                                   "round 0, the previous round's gate/selected_skillbank.json later."),
-    arm: str = typer.Option(None, "--arm", help="Train a control-experiment cell: an arm of the params' matrix."),
+    skillbank: Path = typer.Option(None, "--skillbank",
+                                   help="The round's bank (default round.skillbank): S0 in round 0, the "
+                                        "previous round's gate/selected_skillbank.json later."),
+    arm: str = typer.Option(None, "--arm", help="Train a control-experiment cell: an arm of the matrix."),
     seed_index: int = typer.Option(0, "--seed-index", min=0, help="The cell's seed index (with --arm)."),
-    store_url: str = typer.Option(DEFAULT_STORE_URL, "--store-url", help="The store service the hooks reset."),
+    store_url: str = typer.Option(DEFAULT_STORE_URL, "--store-url", help="The store service's URL."),
     store_root: Path = typer.Option(None, "--store-root", file_okay=False,
-                                    help="Built store (default <run_root>/store/<scale>-<seed>); its train split."),
+                                    help="Built store (default <run_root>/store/<scale>-<seed>)."),
     episode_concurrency: int = typer.Option(None, "--episode-concurrency", min=1,
                                             help="Episodes at once per rollout process (default 32)."),
     as_json: bool = JSON_OPTION,
@@ -76,5 +77,6 @@ def slime_args_command(
     emit({"round_dir": str(out), "task_file": str(tasks), "tasks": len(splits.ids("train")),
           "curriculum": config.curriculum_path, "custom_config": str(custom), "args_file": str(script),
           "store_url": store_url, "args": flags}, as_json,
-         "\n".join([f"task file: {tasks}", f"custom config: {custom}", f"curriculum: {config.curriculum_path}",
+         "\n".join([f"task file: {tasks}", f"custom config: {custom}",
+                    f"curriculum: {config.curriculum_path}",
                     f"arguments: {script} (source it; {ARGS_ARRAY})"]))

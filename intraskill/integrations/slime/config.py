@@ -1,4 +1,4 @@
-"""Run settings of the slime hooks: the ``intraskill_*`` custom-config keys and the release batch flags.
+"""Run settings of the slime hooks: the ``intraskill_*`` custom-config keys and a round's slime flags.
 
 Reference: ``intraskill-method.md`` §6.1 (the release's ``shopsim_*`` keys of ``--custom-config-path``;
 slime merges the YAML into ``args``), §6.3 (hyperparameters), §1.7 (preflight: the curriculum's
@@ -64,8 +64,8 @@ FIXED_FLAGS = {
     "--metadata-key": "metadata",
 }
 """Flags every intraskill slime round passes (§6.3): GRPO, full-distribution sampling (the hook refuses
-anything else), the release's 24,576-token context, constant-lr Adam, the task file's keys and the reward dict's
-``reward``."""
+anything else), the release's 24,576-token context, constant-lr Adam, the task file's keys and the reward
+dict's ``reward``."""
 RELEASE_CONTEXT_LIMIT = int(FIXED_FLAGS["--rollout-max-context-len"])
 SWITCHES = ("--apply-chat-template", "--rollout-shuffle", "--use-dynamic-batch-size",
             "--override-opt-param-scheduler")
@@ -179,17 +179,19 @@ def batch_flags(params: Params, round_index: int) -> dict[str, str]:
     """
     round_, grpo, sampling = params.round, params.grpo, params.sampling
     if round_.method != "intraskill":
-        raise SlimeConfigError(f"round.method: the slime hooks run the intraskill method, got {round_.method!r}")
+        raise SlimeConfigError(f"round.method: the slime hooks run the intraskill method, "
+                               f"got {round_.method!r}")
     if grpo.lora is not None:
-        raise SlimeConfigError("grpo.lora: the slime recipe trains full parameters (Megatron); set grpo.lora: null")
+        raise SlimeConfigError("grpo.lora: the slime recipe trains full parameters (Megatron); "
+                               "set grpo.lora: null")
     if sampling.top_p != 1.0:
         raise SlimeConfigError(f"sampling.top_p: must be 1.0 (the trained log-probs are the full "
                                f"distribution's), got {sampling.top_p}")
     if sampling.temperature <= 0:
         raise SlimeConfigError(f"sampling.temperature: slime needs > 0, got {sampling.temperature}")
-    global_batch = grpo.global_batch_size or round_.rollout_batch_size * round_.n_samples_per_prompt
     if round_index < 0:
         raise SlimeConfigError(f"round: must be >= 0, got {round_index}")
+    global_batch = grpo.global_batch_size or round_.rollout_batch_size * round_.n_samples_per_prompt
     flags = {
         "--rollout-batch-size": _number(round_.rollout_batch_size),
         "--n-samples-per-prompt": _number(round_.n_samples_per_prompt),
@@ -217,8 +219,8 @@ def batch_flags(params: Params, round_index: int) -> dict[str, str]:
 
 def launch_flags(params: Params, round_index: int, custom_config_path: str | Path,
                  prompt_data: str | Path) -> list[str]:
-    """The slime ``train.py`` arguments of one round: data, custom config, every hook, and the round's settings
-    (:data:`FIXED_FLAGS`, :func:`batch_flags`, :data:`SWITCHES`).
+    """The slime ``train.py`` arguments of one round: data, custom config, every hook, and the round's
+    settings (:data:`FIXED_FLAGS`, :func:`batch_flags`, :data:`SWITCHES`).
 
     Model, checkpoint, parallelism and SGLang engine flags are the launcher's (``docs/slime.md``).
     """
@@ -230,7 +232,7 @@ def launch_flags(params: Params, round_index: int, custom_config_path: str | Pat
 
 
 def write_launch_args(flags: Sequence[str], path: str | Path, comment: str) -> Path:
-    """Write ``flags`` as a bash array :data:`ARGS_ARRAY`, one flag (with its value) per line; returns the path.
+    """Write ``flags`` as the bash array :data:`ARGS_ARRAY`, one flag and its value a line; returns the path.
 
     ``source`` the file, then ``python3 train.py "${INTRASKILL_ARGS[@]}" …`` (``docs/slime.md``).
     """
@@ -305,12 +307,13 @@ def cell_round_params(params: Params, arm_name: str | None = None, seed_index: i
     return cell
 
 
-def round_run_config(params: Params, round_index: int, skillbank_path: str | Path, training_output_dir: str | Path,
-                     **settings: Any) -> SlimeRunConfig:
-    """Write ``<training_output_dir>/curriculum.json`` for the bank at ``skillbank_path`` under ``params.round``
-    (q, ρ, seed) and return the round's config: ``full_skill_retry`` and ``max_consecutive_failed_groups`` from
-    ``round``, ``max_steps`` from ``sampling.max_turns``, ``language`` from ``store.language``; ``settings`` are
-    further (or overriding) :class:`SlimeRunConfig` fields (store URL, concurrency, …)."""
+def round_run_config(params: Params, round_index: int, skillbank_path: str | Path,
+                     training_output_dir: str | Path, **settings: Any) -> SlimeRunConfig:
+    """Write ``<training_output_dir>/curriculum.json`` for the bank at ``skillbank_path`` under
+    ``params.round`` (q, ρ, seed) and return the round's config: ``full_skill_retry`` and
+    ``max_consecutive_failed_groups`` from ``round``, ``max_steps`` from ``sampling.max_turns``, ``language``
+    from ``store.language``; ``settings`` are further (or overriding) :class:`SlimeRunConfig` fields (store
+    URL, concurrency, …)."""
     cell = params.round
     out = Path(training_output_dir)
     curriculum = build_curriculum(load_skillbank(skillbank_path), round_id=f"round-{round_index:03d}",
@@ -325,8 +328,9 @@ def round_run_config(params: Params, round_index: int, skillbank_path: str | Pat
                           training_output_dir=str(out), **{**derived, **settings})
 
 
-def arm_round_config(params: Params, arm_name: str, seed_index: int, round_index: int, skillbank_path: str | Path,
-                     training_output_dir: str | Path, **settings: Any) -> SlimeRunConfig:
+def arm_round_config(params: Params, arm_name: str, seed_index: int, round_index: int,
+                     skillbank_path: str | Path, training_output_dir: str | Path,
+                     **settings: Any) -> SlimeRunConfig:
     """The slime run of one control-experiment cell's round (:mod:`intraskill.experiment`).
 
     The bank is S₀ in round 0, the gate's selection later for evolving arms and S₀ again for the others;
