@@ -50,11 +50,10 @@ def slime_args_command(
 
     loaded = load(params, overrides)
     cell = cell_round_params(loaded, arm, seed_index)
-    source = skillbank if skillbank is not None else cell.round.skillbank
-    if source is None:
+    if skillbank is None and cell.round.skillbank is None:
         raise ValueError("--skillbank: the round needs a bank (S0 in round 0, the previous gate's "
                          "selected_skillbank.json later); round.skillbank is null")
-    bank = resolve_project_path(source).resolve()
+    bank = skillbank.resolve() if skillbank is not None else resolve_project_path(cell.round.skillbank)
     if not bank.is_file():
         raise FileNotFoundError(f"--skillbank: no SkillBank file at {bank}")
     out = out.resolve()
