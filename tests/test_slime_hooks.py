@@ -101,17 +101,48 @@ def test_hook_paths_load_with_slime_call_signatures(flag: str, params: tuple[str
     assert inspect.iscoroutinefunction(hook) == (flag == "--custom-generate-function-path")
 
 
-def test_launch_flags_carry_hooks_and_release_batch_settings(tmp_path: Path) -> None:
-    flags = slime_config.launch_flags(tmp_path / "slime.yaml", tmp_path / "train.jsonl")
+def test_launch_flags_carry_hooks_and_the_params_batch_settings(tmp_path: Path) -> None:
+    params = load_params(project_root() / "params" / "qwen35_4b.yaml")  # the released protocol
+    flags = slime_config.launch_flags(params, 2, tmp_path / "slime.yaml", tmp_path / "train.jsonl")
     pairs = dict(zip(flags[::2], flags[1::2]))
     assert pairs["--custom-generate-function-path"] == f"{HOOKS}.generate.generate"
-    assert {pairs[k] for k in ("--rollout-batch-size", "--n-samples-per-prompt", "--over-sampling-batch-size",
-                               "--global-batch-size")} == {"16", "8", "32", "64"}
-    assert (pairs["--eps-clip"], pairs["--eps-clip-high"], pairs["--lr"]) == ("0.2", "0.28", "1e-6")
-    sampling = (pairs["--rollout-top-p"], pairs["--rollout-top-k"], pairs["--rollout-temperature"])
-    assert sampling == ("1.0", "-1", "0.6")
-    assert flags[-3:] == list(slime_config.RELEASE_SWITCHES)
-    assert 16 * 8 == 64 * 2  # rollout_batch_size × n = global_batch_size × updates per step
+    assert all(pairs[flag] == path for flag, path in slime_config.HOOK_PATHS.items())
+    names = ("--rollout-batch-size", "--n-samples-per-prompt", "--over-sampling-batch-size",
+             "--global-batch-size")
+    sizes = [int(pairs[k]) for k in names]
+    assert sizes == [16, 8, 32, 64] and 16 * 8 == 64 * 2  # rollout_batch_size × n = global batch × updates
+    update = ("--eps-clip", "--eps-clip-high", "--lr", "--weight-decay", "--adam-beta1", "--adam-beta2",
+              "--rollout-temperature")
+    assert [float(pairs[k]) for k in update] == [0.2, 0.28, 1e-6, 0.1, 0.9, 0.98, 0.6]
+    assert (pairs["--rollout-top-p"], pairs["--rollout-top-k"], pairs["--rollout-max-response-len"]) == (
+        "1.0", "-1", "4096")
+    assert (pairs["--start-rollout-id"], pairs["--num-rollout"]) == ("40", "60")  # round 2 of 20-step rounds
+    assert pairs["--seed"] == pairs["--rollout-seed"] == str(params.experiment.seed)
+    assert "--use-kl-loss" not in flags and flags[-4:] == list(slime_config.SWITCHES)
+
+
+@pytest.mark.parametrize(("override", "field_name"), [
+    ("sampling.top_p=0.9", "sampling.top_p"),
+    ("sampling.temperature=0", "sampling.temperature"),
+    ("grpo.lora={}", "grpo.lora"),
+    ("round.method=skill1", "round.method"),
+])
+def test_launch_flags_refuse_what_slime_or_the_hooks_cannot_run(override: str, field_name: str) -> None:
+    from intraskill.params import with_overrides
+
+    params = with_overrides(load_params(project_root() / "params" / "qwen35_4b.yaml"), [override])
+    with pytest.raises(slime_config.SlimeConfigError, match=re.escape(field_name)):
+        slime_config.batch_flags(params, 0)
+
+
+def test_kl_and_a_single_update_map_to_slime_flags() -> None:
+    from intraskill.params import with_overrides
+
+    params = with_overrides(load_params(project_root() / "params" / "qwen35_4b.yaml"),
+                            ["grpo.kl_coef=0.01", "grpo.global_batch_size=null"])
+    flags = slime_config.batch_flags(params, 0)
+    assert (flags["--kl-loss-coef"], flags["--kl-loss-type"], flags["--use-kl-loss"]) == ("0.01", "k3", "")
+    assert flags["--global-batch-size"] == "128"  # one update of the step's 16 × 8 rollouts
 
 
 def test_custom_config_round_trips_through_yaml_and_names_bad_keys(tmp_path: Path) -> None:
@@ -283,6 +314,9 @@ def curriculum_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pa
     return bank_path, save_curriculum(state, root / "curriculum.json")
 
 
+STALL_S = 2.0
+
+
 class FakeSGLang:
     """A scripted SGLang ``/generate``: reads the tools line of the prompt and answers in token ids."""
 
@@ -290,11 +324,12 @@ class FakeSGLang:
         self.tokenizer = tokenizer
         self.mode = "wander"
         self.requests: list[dict[str, Any]] = []
+        self.stalled = 0
 
     def _reply(self, prompt: str) -> tuple[str, str]:
         tools = prompt[prompt.rindex("Tools: "):]
         first_turn = prompt.count("<|im_start|>assistant") == 1
-        if self.mode == "abort":
+        if self.mode in ("abort", "stall"):
             return "", "abort"
         if self.mode == "length":
             return "let me think about this", "length"
@@ -320,6 +355,9 @@ class FakeSGLang:
         @app.post("/generate")
         async def generate(request: Request) -> dict[str, Any]:
             body = await request.json()
+            if self.mode == "stall":  # still generating when slime cancels the step's pending groups
+                self.stalled += 1
+                await asyncio.sleep(STALL_S)
             text, finish = self._reply(self.tokenizer.decode(body["input_ids"], skip_special_tokens=False))
             ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
             logprobs = [-0.05 * (k + 1) for k in range(len(ids))]
@@ -455,6 +493,48 @@ def test_generate_turns_an_abort_into_a_dropped_placeholder(
     hook = load_function(slime_config.HOOK_PATHS["--dynamic-sampling-filter-path"])
     decision = hook(SimpleNamespace(), samples)
     assert (decision.keep, decision.reason) == (False, TECHNICAL_DROP_REASON)
+
+
+def test_hook_state_stays_bounded_over_many_batches(services, tokenizer_dir, curriculum_files,
+                                                    tmp_path: Path) -> None:
+    """Each step leaves a finished group, a group cancelled in flight (slime cancels the pending groups once
+    the batch is full) and a group whose second sibling slime never started (it returns such a sample aborted
+    without calling the hook); the hook keeps only open groups, and the batch-end hook closes them all."""
+    from intraskill.integrations.slime.generate import run_state
+
+    _, _, fake, task_ids = services
+    hook = load_function(slime_config.HOOK_PATHS["--custom-generate-function-path"])
+    record = load_function(slime_config.HOOK_PATHS["--rollout-all-samples-process-path"])
+    args = slime_args(services, tokenizer_dir, curriculum_files, tmp_path / "round-000", n=2,
+                      intraskill_full_skill_retry=False)
+    state = run_state(SlimeRunConfig.from_args(args), 2)
+    metadata = {"schema_version": TASKS_SCHEMA_VERSION, "task_id": task_ids[0], "split": "train"}
+
+    def sample(group: int, k: int) -> Sample:
+        return Sample(group_index=group, index=2 * group + k, prompt=str(task_ids[0]),
+                      metadata=dict(metadata))
+
+    async def step(first: int) -> list[list[Sample]]:
+        fake.mode = "abort"
+        finished = list(await asyncio.gather(*(hook(args, sample(first, k), dict(PARAMS)) for k in range(2))))
+        await hook(args, sample(first + 1, 0), dict(PARAMS))
+        fake.mode, stalled = "stall", fake.stalled
+        pending = [asyncio.create_task(hook(args, sample(first + 2, k), dict(PARAMS))) for k in range(2)]
+        while fake.stalled < stalled + 2:
+            await asyncio.sleep(0.01)
+        for task in pending:
+            task.cancel()
+        results = await asyncio.gather(*pending, return_exceptions=True)
+        assert all(isinstance(result, asyncio.CancelledError) for result in results)
+        return [finished]
+
+    for index in range(6):
+        generated = asyncio.run(step(3 * index))
+        assert set(state.groups) == {3 * index + 1}  # only the half-started group is open
+        assert len(state.registry) == 1
+        record(args, generated, data_source=None)  # the batch end
+        assert not state.groups and len(state.registry) == 0
+    assert len(list((tmp_path / "round-000").glob("group-*/triage.json"))) == 6  # finished groups still lead
 
 
 @pytest.mark.parametrize(("change", "field_name"), [

@@ -21,6 +21,7 @@ from intraskill.cli import gate as gate_cli
 from intraskill.cli import policy as policy_cli
 from intraskill.cli import report as report_cli
 from intraskill.cli import shop as shop_cli
+from intraskill.cli import slime as slime_cli
 from intraskill.cli import trace2skill as t2s_cli
 from intraskill.cli import train as train_cli
 from intraskill.cli.common import USER_ERRORS, fail, route_notes
@@ -74,3 +75,4 @@ app.command("warmstart")(train_cli.warmstart_command)
 app.command("round")(train_cli.round_command)
 app.command("co-evolve")(train_cli.co_evolve_command)
 app.command("experiment")(experiment_cli.experiment_command)
+app.command("slime-args")(slime_cli.slime_args_command)

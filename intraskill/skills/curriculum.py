@@ -387,3 +387,13 @@ class GroupAssignmentRegistry:
             record.completed.add(sample_index)
             expected = self.n_samples_per_prompt or len(record.started)
             return len(record.completed) == expected
+
+    def forget(self, group_key: str | int) -> None:
+        """Drop a group's record (finished or abandoned), so a long run keeps only its open groups."""
+        with self._lock:
+            self._groups.pop(str(group_key), None)
+
+    def __len__(self) -> int:
+        """The number of groups on record."""
+        with self._lock:
+            return len(self._groups)

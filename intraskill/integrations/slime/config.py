@@ -1,4 +1,4 @@
-"""Run settings of the slime hooks: the ``intraskill_*`` custom-config keys and the release batch flags.
+"""Run settings of the slime hooks: the ``intraskill_*`` custom-config keys and a round's slime flags.
 
 Reference: ``intraskill-method.md`` §6.1 (the release's ``shopsim_*`` keys of ``--custom-config-path``;
 slime merges the YAML into ``args``), §6.3 (hyperparameters), §1.7 (preflight: the curriculum's
@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 import math
 import os
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,9 @@ from intraskill.skills.curriculum import (
 )
 
 CONFIG_PREFIX = "intraskill_"
+DEFAULT_STORE_URL = "http://127.0.0.1:5700"
+ARGS_ARRAY = "INTRASKILL_ARGS"
+"""The bash array :func:`write_launch_args` defines."""
 TOOL_PARSERS = ("hermes",)
 """Tool-call formats the turn loop parses: ``hermes`` = ``<tool_call>{json}</tool_call>`` (our ChatML)."""
 REASONING_PARSERS = ("none", "qwen3")
@@ -48,31 +52,25 @@ HOOK_PATHS = {
 }
 """slime flag → dotted hook path (``intraskill-method.md`` §6.1)."""
 
-RELEASE_FLAGS = {
+FIXED_FLAGS = {
     "--advantage-estimator": "grpo",
-    "--rollout-batch-size": "16",
-    "--n-samples-per-prompt": "8",
-    "--over-sampling-batch-size": "32",
-    "--global-batch-size": "64",
-    "--rollout-temperature": "0.6",
     "--rollout-top-p": "1.0",
     "--rollout-top-k": "-1",
-    "--rollout-max-response-len": "4096",
     "--rollout-max-context-len": "24576",
-    "--eps-clip": "0.2",
-    "--eps-clip-high": "0.28",
-    "--lr": "1e-6",
+    "--optimizer": "adam",
     "--lr-decay-style": "constant",
-    "--weight-decay": "0.1",
-    "--adam-beta1": "0.9",
-    "--adam-beta2": "0.98",
     "--reward-key": "reward",
     "--input-key": "prompt",
     "--metadata-key": "metadata",
 }
-"""The release's rollout and optimizer settings (§6.3): 16 groups × 8 admitted per step out of 32
-submitted, 2 updates of 64 rollouts, clip 0.2/0.28, constant lr 1e-6, no KL flags."""
-RELEASE_SWITCHES = ("--apply-chat-template", "--rollout-shuffle", "--override-opt-param-scheduler")
+"""Flags every intraskill slime round passes (§6.3): GRPO, full-distribution sampling (the hook refuses
+anything else), the release's 24,576-token context, constant-lr Adam, the task file's keys and the reward
+dict's ``reward``."""
+RELEASE_CONTEXT_LIMIT = int(FIXED_FLAGS["--rollout-max-context-len"])
+SWITCHES = ("--apply-chat-template", "--rollout-shuffle", "--use-dynamic-batch-size",
+            "--override-opt-param-scheduler")
+"""Flags without a value: the task file's loader settings, token-budget micro-batches, and the scheduler
+reset that lets a round resume a checkpoint under its own (constant) lr."""
 
 
 class SlimeConfigError(ValueError):
@@ -104,7 +102,7 @@ class SlimeRunConfig:
     curriculum_path: str
     skillbank_path: str
     training_output_dir: str
-    environment_base_url: str = "http://127.0.0.1:5700"
+    environment_base_url: str = DEFAULT_STORE_URL
     environment_timeout: float = 30.0
     environment_persona: bool = True
     environment_trust_env: bool = False
@@ -165,16 +163,89 @@ def write_custom_config(config: SlimeRunConfig, path: str | Path) -> Path:
     return path
 
 
-def launch_flags(custom_config_path: str | Path, prompt_data: str | Path) -> list[str]:
-    """The slime ``train.py`` arguments of the release recipe: hooks, batch sizes, sampling, optimizer.
+def _number(value: float | int) -> str:
+    return str(value) if isinstance(value, int) else repr(float(value))
 
-    Model, parallelism and checkpoint flags are the launcher's (``docs/slime.md``).
+
+def batch_flags(params: Params, round_index: int) -> dict[str, str]:
+    """The flags a round's parameters set: batch sizes, rollout ids, sampling, clip, optimizer, seeds.
+
+    ``round.*`` gives the group sizes and the round's rollout ids (``--start-rollout-id`` = round × steps,
+    ``--num-rollout`` = (round + 1) × steps, so checkpoints chain across rounds); ``grpo.*`` the update
+    (``global_batch_size`` ``null`` = one update per step; ``kl_coef`` > 0 adds slime's k3 KL loss, which
+    needs ``--ref-load``); ``sampling.*`` temperature and per-turn tokens; ``experiment.seed`` slime's
+    ``--seed`` and ``--rollout-seed``. Raises :class:`SlimeConfigError` naming the field slime or the hooks
+    cannot run.
+    """
+    round_, grpo, sampling = params.round, params.grpo, params.sampling
+    if round_.method != "intraskill":
+        raise SlimeConfigError(f"round.method: the slime hooks run the intraskill method, "
+                               f"got {round_.method!r}")
+    if grpo.lora is not None:
+        raise SlimeConfigError("grpo.lora: the slime recipe trains full parameters (Megatron); "
+                               "set grpo.lora: null")
+    if sampling.top_p != 1.0:
+        raise SlimeConfigError(f"sampling.top_p: must be 1.0 (the trained log-probs are the full "
+                               f"distribution's), got {sampling.top_p}")
+    if sampling.temperature <= 0:
+        raise SlimeConfigError(f"sampling.temperature: slime needs > 0, got {sampling.temperature}")
+    if round_index < 0:
+        raise SlimeConfigError(f"round: must be >= 0, got {round_index}")
+    global_batch = grpo.global_batch_size or round_.rollout_batch_size * round_.n_samples_per_prompt
+    flags = {
+        "--rollout-batch-size": _number(round_.rollout_batch_size),
+        "--n-samples-per-prompt": _number(round_.n_samples_per_prompt),
+        "--over-sampling-batch-size": _number(round_.over_sampling_batch_size),
+        "--global-batch-size": _number(global_batch),
+        "--start-rollout-id": _number(round_index * round_.rollout_steps),
+        "--num-rollout": _number((round_index + 1) * round_.rollout_steps),
+        "--rollout-temperature": _number(sampling.temperature),
+        "--rollout-max-response-len": _number(sampling.max_tokens_per_turn),
+        "--eps-clip": _number(grpo.eps_low),
+        "--eps-clip-high": _number(grpo.eps_high),
+        "--lr": _number(grpo.lr),
+        "--weight-decay": _number(grpo.weight_decay),
+        "--adam-beta1": _number(grpo.betas[0]),
+        "--adam-beta2": _number(grpo.betas[1]),
+        "--clip-grad": _number(grpo.max_grad_norm if grpo.max_grad_norm is not None else 0.0),
+        "--max-tokens-per-gpu": _number(grpo.micro_batch_tokens),
+        "--seed": _number(params.experiment.seed),
+        "--rollout-seed": _number(params.experiment.seed),
+    }
+    if grpo.kl_coef > 0:
+        flags.update({"--use-kl-loss": "", "--kl-loss-coef": _number(grpo.kl_coef), "--kl-loss-type": "k3"})
+    return flags
+
+
+def launch_flags(params: Params, round_index: int, custom_config_path: str | Path,
+                 prompt_data: str | Path) -> list[str]:
+    """The slime ``train.py`` arguments of one round: data, custom config, every hook, and the round's
+    settings (:data:`FIXED_FLAGS`, :func:`batch_flags`, :data:`SWITCHES`).
+
+    Model, checkpoint, parallelism and SGLang engine flags are the launcher's (``docs/slime.md``).
     """
     flags = ["--prompt-data", str(prompt_data), "--custom-config-path", str(custom_config_path)]
-    for mapping in (HOOK_PATHS, RELEASE_FLAGS):
+    for mapping in (HOOK_PATHS, FIXED_FLAGS, batch_flags(params, round_index)):
         for flag, value in mapping.items():
-            flags += [flag, value]
-    return flags + list(RELEASE_SWITCHES)
+            flags += [flag, value] if value else [flag]
+    return flags + list(SWITCHES)
+
+
+def write_launch_args(flags: Sequence[str], path: str | Path, comment: str) -> Path:
+    """Write ``flags`` as the bash array :data:`ARGS_ARRAY`, one flag and its value a line; returns the path.
+
+    ``source`` the file, then ``python3 train.py "${INTRASKILL_ARGS[@]}" …`` (``docs/slime.md``).
+    """
+    lines: list[list[str]] = []
+    for token in flags:
+        if token.startswith("--") or not lines:
+            lines.append([])
+        lines[-1].append(token)
+    body = "".join("  " + " ".join(shlex.quote(token) for token in line) + "\n" for line in lines)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"# {comment}\n{ARGS_ARRAY}=(\n{body})\n", encoding="utf-8")
+    return path
 
 
 def check_train_only(args: Any, sampling_params: Mapping[str, Any], evaluation: bool) -> None:
@@ -216,25 +287,54 @@ def load_checked_curriculum(curriculum_path: str, skillbank_path: str) -> Curric
     return curriculum
 
 
-def arm_round_config(params: Params, arm_name: str, seed_index: int, round_index: int, skillbank_path: str | Path,
-                     training_output_dir: str | Path, **settings: Any) -> SlimeRunConfig:
-    """The slime run of one control-experiment cell's round (:mod:`intraskill.experiment`).
-
-    Writes ``<training_output_dir>/curriculum.json`` for the bank at ``skillbank_path`` (S₀ in round 0; the
-    gate's selection later for evolving arms, S₀ again for the others) under the cell's overlay and seeds, and
-    returns the config with the arm's ``full_skill_retry``. A skill-free arm (``grpo``) gets q = 1: every group
-    draws the skill-free context, so the same hooks train plain GRPO. ``settings`` are further
-    :class:`SlimeRunConfig` fields (store URL, concurrency, …).
-    """
-    arm = params.matrix.arm(arm_name)
-    cell = cell_params(params, arm, seed_index).round
+def cell_round_params(params: Params, arm_name: str | None = None, seed_index: int = 0) -> Params:
+    """The parameters a slime round trains with: ``params`` itself, or a control-experiment cell's
+    (:func:`~intraskill.experiment.arms.cell_params`: the arm's overlay, seeds + ``seed_index``), where a
+    skill-free arm (``grpo``) gets q = 1 so every group draws the skill-free context and the same hooks train
+    plain GRPO."""
+    if arm_name is None:
+        if seed_index:
+            raise SlimeConfigError(f"seed index {seed_index}: seed indices belong to a control arm (--arm)")
+        return params
+    try:
+        arm = params.matrix.arm(arm_name)
+    except KeyError:
+        raise SlimeConfigError(f"arm {arm_name!r}: not a built-in arm nor one of matrix.define "
+                               f"(matrix.arms: {', '.join(params.matrix.arms)})") from None
+    cell = cell_params(params, arm, seed_index)
     if arm.skills == "none":
-        cell = cell.model_copy(update={"q": 1.0})
+        cell = cell.model_copy(update={"round": cell.round.model_copy(update={"q": 1.0})})
+    return cell
+
+
+def round_run_config(params: Params, round_index: int, skillbank_path: str | Path,
+                     training_output_dir: str | Path, **settings: Any) -> SlimeRunConfig:
+    """Write ``<training_output_dir>/curriculum.json`` for the bank at ``skillbank_path`` under
+    ``params.round`` (q, ρ, seed) and return the round's config: ``full_skill_retry`` and
+    ``max_consecutive_failed_groups`` from ``round``, ``max_steps`` from ``sampling.max_turns``, ``language``
+    from ``store.language``; ``settings`` are further (or overriding) :class:`SlimeRunConfig` fields (store
+    URL, concurrency, …)."""
+    cell = params.round
     out = Path(training_output_dir)
     curriculum = build_curriculum(load_skillbank(skillbank_path), round_id=f"round-{round_index:03d}",
                                   skill_free_probability=cell.q, rho_min=cell.rho_min, rho_max=cell.rho_max,
                                   seed=cell.curriculum_seed,
                                   skillbank_path=os.path.relpath(skillbank_path, out))
     path = save_curriculum(curriculum, out / "curriculum.json")
+    derived = {"full_skill_retry": cell.full_skill_retry,
+               "max_consecutive_failed_groups": cell.max_consecutive_failed_groups,
+               "max_steps": params.sampling.max_turns, "language": params.store.language}
     return SlimeRunConfig(curriculum_path=str(path), skillbank_path=str(skillbank_path),
-                          training_output_dir=str(out), full_skill_retry=cell.full_skill_retry, **settings)
+                          training_output_dir=str(out), **{**derived, **settings})
+
+
+def arm_round_config(params: Params, arm_name: str, seed_index: int, round_index: int,
+                     skillbank_path: str | Path, training_output_dir: str | Path,
+                     **settings: Any) -> SlimeRunConfig:
+    """The slime run of one control-experiment cell's round (:mod:`intraskill.experiment`).
+
+    The bank is S₀ in round 0, the gate's selection later for evolving arms and S₀ again for the others;
+    see :func:`cell_round_params` and :func:`round_run_config`.
+    """
+    return round_run_config(cell_round_params(params, arm_name, seed_index), round_index, skillbank_path,
+                            training_output_dir, **settings)

@@ -15,12 +15,14 @@ could deadlock under slime's generation semaphore.
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from intraskill.agent.traces import EpisodeTrace
 from intraskill.integrations.slime.config import (
+    RELEASE_CONTEXT_LIMIT,
     SlimeConfigError,
     SlimeRunConfig,
     check_train_only,
@@ -67,9 +69,9 @@ from intraskill.training.triage import (
     triage_group,
 )
 
-RELEASE_CONTEXT_LIMIT = 24576
 RELEASE_MAX_NEW_TOKENS = 4096
 PLACEHOLDER_TOKENS = (0, 0)
+LOGGER = logging.getLogger(__name__)
 
 
 @dataclass
@@ -87,6 +89,8 @@ class RunState:
 
     One registry spans every curriculum used with the directory, so a curriculum that changes
     inside a group is caught (:class:`~intraskill.skills.curriculum.GroupAssignmentRegistry`).
+    Only open groups are held: the leader forgets its group, a cancelled sibling discards its group, and the
+    batch end (:func:`close_open_groups`) discards the groups whose other siblings slime never started.
     """
 
     def __init__(self, output_dir: Path, n_samples_per_prompt: int, episode_concurrency: int) -> None:
@@ -108,6 +112,18 @@ class RunState:
             self._semaphore = asyncio.Semaphore(self.episode_concurrency)
         return self._lock, self._semaphore
 
+    def discard(self, group_index: int) -> None:
+        """Forget a group that will not finish (no triage, no trace beyond its siblings' own)."""
+        self.groups.pop(group_index, None)
+        self.registry.forget(str(group_index))
+
+    def discard_open(self) -> int:
+        """Forget every open group; returns how many there were."""
+        indices = list(self.groups)
+        for group_index in indices:
+            self.discard(group_index)
+        return len(indices)
+
 
 _STATES: dict[Path, RunState] = {}
 
@@ -120,6 +136,20 @@ def run_state(config: SlimeRunConfig, n_samples_per_prompt: int) -> RunState:
         raise CurriculumError(f"--n-samples-per-prompt: {n_samples_per_prompt} differs from the "
                               f"{state.n_samples_per_prompt} this run started with")
     return state
+
+
+def close_open_groups(config: SlimeRunConfig) -> int:
+    """Batch end: discard the groups of ``config``'s directory that never finished; returns their number.
+
+    slime stops a rollout step by cancelling every pending group, and a sibling it had not started by then is
+    returned aborted without calling the hook (``generate_and_rm``), so such a group never reaches its
+    ``n_samples_per_prompt`` completions. No generation is in flight when slime calls the batch-end hooks.
+    """
+    state = _STATES.get(config.output_dir.resolve())
+    count = state.discard_open() if state is not None else 0
+    if count:
+        LOGGER.info("%s: discarded %d unfinished groups at the batch end", config.output_dir, count)
+    return count
 
 
 def _episode_settings(args: Any, config: SlimeRunConfig, sampling_params: dict[str, Any]) -> EpisodeSettings:
@@ -202,6 +232,7 @@ async def finalize_group(state: RunState, config: SlimeRunConfig, group_index: i
                          codec: TokenCodec, sampling_params: dict[str, Any]) -> TriageRecord:
     """The leader's work: retry an all-wrong group, triage it, persist triage and the analysis queue."""
     open_group = state.groups.pop(group_index)
+    state.registry.forget(str(group_index))
     finished = FinishedGroup(group_index, tuple(open_group.outcomes[i] for i in sorted(open_group.outcomes)))
     retry, retry_trace = None, None
     if needs_full_skill_retry(finished, config.full_skill_retry):
@@ -239,16 +270,28 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     curriculum = load_checked_curriculum(config.curriculum_path, config.skillbank_path)
     state = run_state(config, int(args.n_samples_per_prompt))
     assignment = assign_group(curriculum, sample.group_index)
-    lock, semaphore = state.primitives()
+    lock, _ = state.primitives()
     async with lock:
         state.registry.register(assignment, sample.index)
         group = state.groups.setdefault(sample.group_index, _Group(curriculum, assignment, task_id))
         if group.task_id != task_id:
             raise CurriculumError(f"group {sample.group_index}: sample {sample.index} has task {task_id}, "
                                   f"its siblings task {group.task_id}")
+    try:
+        return await _run_sibling(args, sample, sampling_params, config, state, group)
+    except asyncio.CancelledError:
+        state.discard(sample.group_index)  # slime cancelled the step's pending groups: this one cannot finish
+        raise
+
+
+async def _run_sibling(args: Any, sample: Any, sampling_params: dict[str, Any], config: SlimeRunConfig,
+                       state: RunState, group: _Group) -> Any:
+    """A registered sibling's episode, trace and sample; the last to finish leads its group."""
+    lock, semaphore = state.primitives()
+    assignment = group.assignment
     episode_id = training_episode_id(sample.group_index, sample.index)
-    skills = tuple(curriculum.skills(assignment.skill_ids))
-    spec = EpisodeSpec(episode_id, task_id, sample.index, assignment, skills)
+    skills = tuple(group.curriculum.skills(assignment.skill_ids))
+    spec = EpisodeSpec(episode_id, group.task_id, sample.index, assignment, skills)
     settings = _episode_settings(args, config, sampling_params)
     codec = TokenCodec(load_tokenizer(args), config.reasoning_parser)
     async with semaphore:
@@ -259,6 +302,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     reward = result.trace.reward if result.scored else None
     outcome = RolloutOutcome(str(sample.index), sample.index, episode_id, reward)
     async with lock:
+        if state.groups.get(sample.group_index) is not group:
+            return sample  # a cancelled sibling discarded the group: it is not triaged
         group.outcomes[sample.index] = outcome
         leader = state.registry.complete(str(sample.group_index), sample.index)
     if leader:

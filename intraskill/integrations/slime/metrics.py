@@ -26,6 +26,7 @@ from typing import Any
 
 from intraskill.integrations.slime.config import SlimeRunConfig, load_checked_curriculum
 from intraskill.integrations.slime.filters import decide_group
+from intraskill.integrations.slime.generate import close_open_groups
 from intraskill.integrations.slime.rewards import (
     META_ASSIGNMENT,
     META_GROUP_TRIAGE,
@@ -99,9 +100,12 @@ _GENERATED: list[GeneratedGroup] | None = None
 def record_generated_rollout_groups(args: Any, samples: list[Any], data_source: Any) -> None:
     """``--rollout-all-samples-process-path`` hook: remember every generated group of this step.
 
-    Groups are de-duplicated by ``group_index`` and rollouts within a group by ``rollout_id``.
+    Groups are de-duplicated by ``group_index`` and rollouts within a group by ``rollout_id``. slime calls it
+    once the step's generation has stopped, so it also discards the generate hook's unfinished groups
+    (:func:`~intraskill.integrations.slime.generate.close_open_groups`).
     """
     global _GENERATED
+    close_open_groups(SlimeRunConfig.from_args(args))
     seen: dict[Any, GeneratedGroup] = {}
     for group in samples:
         summary = summarize_group(group if isinstance(group, (list, tuple)) else [group])
