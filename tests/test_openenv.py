@@ -18,6 +18,8 @@ import pytest
 
 pytest.importorskip("openenv.core", reason="the openenv extra is not installed (pip install 'intraskill[openenv]')")
 
+from websockets.exceptions import ConnectionClosedError  # noqa: E402
+
 from intraskill.integrations.openenv.client import ShopEnvClient  # noqa: E402
 from intraskill.integrations.openenv.models import ShopAction, ShopObservation  # noqa: E402
 from intraskill.integrations.openenv.server import create_openenv_app, uvicorn_options  # noqa: E402
@@ -159,6 +161,19 @@ def test_bad_steps_are_clear_errors(server: RunningService, small_store) -> None
             env.step(ShopAction(action="search[mug]"))
     with pytest.raises(ValueError, match="action, terminate: give exactly one"):
         ShopAction(action="search[mug]", terminate="action_limit")
+
+
+def test_a_message_over_the_cap_closes_the_session_and_frees_its_slot(server: RunningService) -> None:
+    pool = server.server.config.app.state.pool
+    with client(server) as env:
+        env.reset(seed=1)
+        assert pool.free_count == 3
+        with pytest.raises(ConnectionClosedError, match="message too big"):
+            env.step(ShopAction(action="click[" + "x" * 70_000 + "]"))
+    deadline = time.monotonic() + 5
+    while pool.free_count < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert pool.free_count == 4
 
 
 def test_http_endpoints_refuse_with_4xx_naming_the_problem(server: RunningService, small_store) -> None:

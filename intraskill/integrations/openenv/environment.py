@@ -93,12 +93,17 @@ def available_actions(page_state: Mapping[str, Any]) -> list[str]:
     return search + [f"click[{label}]" for label in page_state.get("actions", ())]
 
 
+def page_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The page part of an observation from an engine reset or step payload."""
+    state = payload["observation_state"]
+    return {"page": payload["observation"], "page_state": state, "available_actions": available_actions(state),
+            "feedback": state["last_action"], "message": payload["message"]}
+
+
 def observation_from(payload: Mapping[str, Any]) -> ShopObservation:
     """The OpenEnv observation of an engine step payload (the terminal fields only when present)."""
-    state = payload["observation_state"]
     return ShopObservation(
-        done=bool(payload["done"]), reward=payload["reward"], page=payload["observation"], page_state=state,
-        available_actions=available_actions(state), feedback=state["last_action"], message=payload["message"],
+        **page_fields(payload), done=bool(payload["done"]), reward=payload["reward"],
         reward_detail=payload.get("reward_detail"), termination_reason=payload.get("termination_reason"),
         purchase=payload.get("purchase"), goal=payload.get("goal"))
 
@@ -133,12 +138,9 @@ class ShopOpenEnv(Environment[ShopAction, ShopObservation, ShopState]):
             episode_id=episode_id or f"{self._session.session_id}-{next(self._resets)}", step_count=0,
             task_id=task_id, split=split, seed=seed, task_mode=payload["task_mode"], skill_ids=skill_ids,
             max_actions=self._host.engine.config.max_actions)
-        state = payload["observation_state"]
         return ShopObservation(
-            page=payload["observation"], page_state=state, available_actions=available_actions(state),
-            feedback=state["last_action"], message=payload["message"], task_id=task_id,
-            instruction=payload["task_instruction"], user_persona=payload["user_persona"],
-            task_mode=payload["task_mode"], skill_context=skill_context)
+            **page_fields(payload), task_id=task_id, instruction=payload["task_instruction"],
+            user_persona=payload["user_persona"], task_mode=payload["task_mode"], skill_context=skill_context)
 
     def step(self, action: ShopAction, timeout_s: float | None = None, **kwargs: Any) -> ShopObservation:
         """Apply the action (or the external termination) to the session's episode."""
