@@ -64,6 +64,8 @@ class ShopHost:
             return task_id
         if seed is None:
             raise RequestError("task_id: give a task id, or a seed to draw one (from split when given)")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise RequestError(f"seed: need an integer, got {seed!r}")
         ids = self.splits.ids(split) if split is not None else tuple(
             t for t in sorted(self.engine.goals) if self.engine.has_task(t))
         if not ids:
