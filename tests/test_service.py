@@ -430,3 +430,13 @@ def test_openapi_documents_every_request_body(engine: ShopEngine) -> None:
     assert actions == {"reset", "interact", "terminate", "release_one", "release_all"}
     for name in ("ResetBody", "InteractBody", "TerminateBody", "ReleaseOneBody", "ReleaseAllBody"):
         assert schema["components"]["schemas"][name]["properties"]["action"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--protocol", "grpc"], "--protocol must be one of shopsimulator, openenv, got 'grpc'"),
+    (["--skillbank", "bank.json"], "--skillbank: only the openenv protocol serves skill context"),
+])
+def test_serve_refuses_an_unknown_protocol_or_a_stray_skillbank(small_store_root: Path, extra: list[str],
+                                                                message: str) -> None:
+    result = CliRunner().invoke(cli_app, ["env", "serve", "--root", str(small_store_root), *extra])
+    assert result.exit_code == 1 and message in result.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -100,9 +101,17 @@ def search_command(
     emit({"asins": asins, "engine": engine, "query": query}, as_json, text="\n".join(asins))
 
 
+PROTOCOLS = ("shopsimulator", "openenv")
+
+
 @app.command("serve")
 def serve_command(
     root: str | None = typer.Option(None, "--root", help=ROOT_HELP),
+    protocol: str = typer.Option(
+        "shopsimulator", "--protocol",
+        help="shopsimulator (POST /api/shop_agent) or openenv (OpenEnv's /ws server; needs the openenv extra)."),
+    skillbank: str | None = typer.Option(
+        None, "--skillbank", help="openenv only: the skill bank JSON that reset(skill_ids=...) selects from."),
     slots: int = typer.Option(8, "--slots", envvar="SHOPSIM_ENV_SLOTS", min=1, help="Environment slots."),
     host: str = typer.Option("127.0.0.1", "--host", help="Bind address."),
     port: int = typer.Option(5700, "--port", envvar="SHOPSIM_PORT", min=0, max=65535, help="Bind port."),
@@ -118,7 +127,8 @@ def serve_command(
     seed: int = typer.Option(SEED_DEFAULT, "--seed", help="Seed used only when the store must be built."),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Serve the store over HTTP: POST /api/shop_agent (ShopSimulator protocol) and GET /healthz."""
+    """Serve the store over HTTP: the ShopSimulator protocol (POST /api/shop_agent, GET /healthz) or, with
+    --protocol openenv, OpenEnv's server (/ws sessions, /health, /schema) under the same slot leases and limits."""
     # deferred: uvicorn is heavy to import
     import uvicorn
 
@@ -129,22 +139,47 @@ def serve_command(
     # deferred: fastapi is heavy to import
     from intraskill.shop.service import SERVER_STACK, create_app
 
+    if protocol not in PROTOCOLS:
+        fail(f"--protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    if skillbank is not None and protocol != "openenv":
+        fail("--skillbank: only the openenv protocol serves skill context")
     config = StoreConfig(language=language)
     root = _ensure_store(root, scale, seed)
     catalog, index, splits = open_store(root)
     engine = ShopEngine(catalog.products, catalog.goals, index, config)
-    app_ = create_app(engine, slots=slots, split_sizes={name: len(splits.ids(name)) for name in splits.names},
-                      admin_token=admin_token, lease_idle_s=lease_idle_s, reset_wait_s=reset_wait_s)
-    if admin_token is None:
-        typer.echo(f"admin token (release_all): {app_.state.admin_token}", err=True)
-    emit({"serving": f"http://{host}:{port}", "root": root, "slots": slots, "language": language,
-          "products": len(catalog.products), "lease_idle_s": lease_idle_s, "reset_wait_s": reset_wait_s},
-         as_json)
+    options: dict[str, object] = {}
+    if protocol == "openenv":
+        app_, options = _openenv_app(engine, splits, skillbank, slots, lease_idle_s, reset_wait_s)
+    else:
+        app_ = create_app(engine, slots=slots, split_sizes={name: len(splits.ids(name)) for name in splits.names},
+                          admin_token=admin_token, lease_idle_s=lease_idle_s, reset_wait_s=reset_wait_s)
+        if admin_token is None:
+            typer.echo(f"admin token (release_all): {app_.state.admin_token}", err=True)
+    emit({"serving": f"http://{host}:{port}", "protocol": protocol, "root": root, "slots": slots,
+          "language": language, "products": len(catalog.products), "lease_idle_s": lease_idle_s,
+          "reset_wait_s": reset_wait_s}, as_json)
     try:
         uvicorn.run(app_, host=host, port=port, log_level="info", timeout_graceful_shutdown=5,
-                    **SERVER_STACK)
+                    **{**SERVER_STACK, **options})
     finally:
         index.close()
+
+
+def _openenv_app(engine: Any, splits: Any, skillbank: str | None, slots: int, lease_idle_s: float,
+                 reset_wait_s: float) -> tuple[Any, dict[str, object]]:
+    """The OpenEnv app and its uvicorn settings; a clear failure when the openenv extra is missing."""
+    # deferred: a verb loads its stage only when it runs
+    from intraskill.skills.bank import load_skillbank
+
+    try:
+        # deferred: the openenv extra is optional
+        from intraskill.integrations.openenv.server import create_openenv_app, uvicorn_options
+    except ModuleNotFoundError as exc:
+        fail(f"--protocol openenv needs the openenv extra (pip install 'intraskill[openenv]'): {exc}")
+    bank = load_skillbank(skillbank) if skillbank is not None else None
+    app_ = create_openenv_app(engine, splits, slots=slots, bank=bank, lease_idle_s=lease_idle_s,
+                              reset_wait_s=reset_wait_s)
+    return app_, uvicorn_options()
 
 
 @app.command("bench")

@@ -148,6 +148,21 @@ class HTTPFailure(RuntimeError):
         self.headers = dict(headers or {})
 
 
+def check_search_query(response: str, max_tokens: int, field: str = "response") -> bool:
+    """Whether ``response`` is a search; :class:`RequestError` naming ``field`` when its query has over
+    ``max_tokens`` tokens. A malformed action is no search here: the engine answers it as invalid."""
+    try:
+        parsed = parse_action(response)
+    except InvalidActionError:
+        return False
+    if parsed.name != "search":
+        return False
+    count = len(query_tokens(parsed.argument))
+    if count > max_tokens:
+        raise RequestError(f"{field}: the search query has {count} tokens, at most {max_tokens} allowed")
+    return True
+
+
 @dataclass
 class _Slot:
     session: Session
@@ -235,17 +250,7 @@ class ShopService:
 
     def check_query(self, response: str) -> bool:
         """Whether ``response`` is a search; refuse one over ``max_query_tokens`` tokens (400)."""
-        try:
-            parsed = parse_action(response)
-        except InvalidActionError:
-            return False  # the engine answers it as an invalid action
-        if parsed.name != "search":
-            return False
-        count = len(query_tokens(parsed.argument))
-        if count > self.max_query_tokens:
-            raise RequestError(
-                f"response: the search query has {count} tokens, at most {self.max_query_tokens} allowed")
-        return True
+        return check_search_query(response, self.max_query_tokens)
 
     def health(self) -> dict[str, Any]:
         """The ``/healthz`` body: readiness, slot counts, task counts, version pins, primary reward."""
@@ -514,7 +519,7 @@ class RunningService:
 
 
 def serve_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0,
-                    startup_timeout: float = 20.0) -> RunningService:
+                    startup_timeout: float = 20.0, **uvicorn_options: Any) -> RunningService:
     """Start ``app`` under uvicorn in a daemon thread and wait until it accepts requests.
 
     Parameters
@@ -525,6 +530,8 @@ def serve_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0,
         Bind address; ``port=0`` picks a free port (read it from ``base_url``).
     startup_timeout:
         Seconds to wait for the server to start.
+    uvicorn_options:
+        Further ``uvicorn.Config`` settings (e.g. ``ws_max_size``), over the service's stack.
     """
     # deferred: uvicorn is heavy to import
     import uvicorn
@@ -534,8 +541,8 @@ def serve_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0,
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2, lifespan="on",
-                            **SERVER_STACK)
+    config = uvicorn.Config(app, **{"log_level": "warning", "timeout_graceful_shutdown": 2, "lifespan": "on",
+                                    **SERVER_STACK, **uvicorn_options})
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="intraskill-store",
                               daemon=True)
