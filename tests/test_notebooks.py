@@ -32,6 +32,7 @@ EXECUTIONS = {
     "05_behaviour": {"limit": 8, "samples": 500},
     "06_release_reanalysis": {"samples": 500},
     "08_controls": REPORT["08_controls"].overrides(quick=True),  # the report's quick build: a tiny ci matrix
+    "09_skill1": REPORT["09_skill1"].overrides(quick=True),  # a 2-step Skill1 round on ci over the ci seed library
 }
 
 
