@@ -41,9 +41,9 @@ def _series(axes: "Axes", table: "pd.DataFrame", series: Sequence[tuple[str, str
 
 
 def skill1_dynamics(steps: "pd.DataFrame | Sequence[Mapping[str, Any]]", *, language: str = "en") -> "Figure":
-    """Four panels over rollout steps: success (all rollouts, with a selected skill, without one), ranking
-    (mean NDCG and selection precision), mean R_distill, and the library's size with each step's admissions
-    (bars up) and evictions (bars down).
+    """Five panels over rollout steps: success (all rollouts, with a selected skill, without one), ranking
+    (mean NDCG and selection precision), mean R_distill, the library's size, and each step's admissions (bars
+    up) and evictions (bars down).
 
     ``steps``: one row per step with :data:`DYNAMICS_COLUMNS` (``metrics.jsonl`` of a Skill1 round; a missing
     value, e.g. no rollout without a skill, is a gap); an optional ``round`` column adds dashed boundaries.
@@ -57,8 +57,9 @@ def skill1_dynamics(steps: "pd.DataFrame | Sequence[Mapping[str, Any]]", *, lang
     rounds = table["round"].tolist() if "round" in table else None
     boundaries = round_starts(table["step"].astype(float), rounds, 1)
     with labels.building():
-        figure = new_figure(8.5, 9.0)
-        success, ranking, distill, library = figure.subplots(4, 1, sharex=True)
+        figure = new_figure(8.5, 10.5)
+        success, ranking, distill, library, changes = figure.subplots(5, 1, sharex=True,
+                                                                      height_ratios=(1, 1, 1, 0.8, 0.8))
         _series(success, table, SUCCESS_SERIES, labels)
         success.set_ylabel(labels("s1_success"))
         success.set_ylim(-0.05, 1.25)
@@ -74,24 +75,22 @@ def skill1_dynamics(steps: "pd.DataFrame | Sequence[Mapping[str, Any]]", *, lang
         library.plot(table["step"], table["skill1/library_size"], marker="o", markersize=3.5,
                      color=COLORS["line"], label=labels("s1_library_size"))
         library.set_ylabel(labels("s1_library_size"))
-        library.set_ylim(0, 1.4 * float(table["skill1/library_size"].max()) + 1)
-        changes = library.twinx()
-        changes.grid(False)
-        changes.bar(table["step"], table["skill1/admissions"], width=0.6, color=COLORS["selected"], alpha=0.5,
+        library.set_ylim(0, 1.15 * float(table["skill1/library_size"].max()) + 1)
+        library.yaxis.set_major_locator(MaxNLocator(integer=True))
+        changes.bar(table["step"], table["skill1/admissions"], width=0.6, color=COLORS["selected"],
                     label=labels("s1_admissions"))
-        changes.bar(table["step"], -table["skill1/evictions"], width=0.6, color=COLORS["non_positive"], alpha=0.5,
+        changes.bar(table["step"], -table["skill1/evictions"], width=0.6, color=COLORS["non_positive"],
                     label=labels("s1_evictions"))
         changes.axhline(0.0, color="grey", linewidth=0.6)
         most = max(1, int(table["skill1/admissions"].max()), int(table["skill1/evictions"].max()))
         changes.set_ylim(-1.2 * most, 1.6 * most)
         changes.yaxis.set_major_locator(MaxNLocator(integer=True))
         changes.set_ylabel(labels("s1_changes"))
-        handles = [h for axes in (library, changes) for h in axes.get_legend_handles_labels()[0]]
-        library.legend(handles=handles, loc="upper left", ncols=3)
-        for axes in (success, ranking, distill, library):
+        changes.legend(loc="upper left", ncols=2)
+        for axes in (success, ranking, distill, library, changes):
             mark_boundaries(axes, boundaries)
-        library.set_xlabel(labels("step"))
-        library.xaxis.set_major_locator(MaxNLocator(integer=True))
+        changes.set_xlabel(labels("step"))
+        changes.xaxis.set_major_locator(MaxNLocator(integer=True))
         success.set_title(labels("title_skill1_dynamics"))
     return labels.finish(figure)
 
@@ -235,5 +234,10 @@ def library_embedding_map(points: "pd.DataFrame | Sequence[Mapping[str, Any]]",
         axes.set_xlabel(labels("s1_pc", index=1, share=explained[0]))
         axes.set_ylabel(labels("s1_pc", index=2, share=explained[1]))
         axes.set_title(labels("title_library_map"))
-        axes.legend(loc="best", title=labels("s1_size_note"), title_fontsize=7.5)
+        legend = axes.legend(loc="best", title=labels("s1_size_note"), title_fontsize=7.5)
+        for handle, text in zip(legend.legend_handles, legend.get_texts()):  # shape only: U and n vary
+            handle.set_sizes([36.0])
+            if text.get_text() != labels("s1_evicted"):
+                handle.set_array(None)
+                handle.set_facecolor("#d0d0d0")
     return labels.finish(figure)
