@@ -152,8 +152,8 @@ def task_skill_similarity(candidates: "pd.DataFrame | Sequence[Mapping[str, Any]
 
     table = frame(candidates, ("step", "similarity", "selected"), "candidates")
     labels = Labeller.for_language(language)
-    groups = ((table, "s1_candidates", CANDIDATE_COLOR), (table[table["selected"].astype(bool)], "s1_selected",
-                                                         SELECTED_COLOR))
+    selected = table[table["selected"].astype(bool)]
+    groups = ((table, "s1_candidates", CANDIDATE_COLOR), (selected, "s1_selected", SELECTED_COLOR))
     low, high = float(table["similarity"].min()), float(table["similarity"].max())
     edges = np.linspace(low, high if high > low else low + 1e-6, bins + 1)
     with labels.building():
