@@ -25,6 +25,7 @@ def test_stored_without_outputs_with_one_parameters_cell(path: Path) -> None:
         assert ":" in line.split("=")[0] and "#" in line, f"{path.name}: parameters are type-hinted and commented: {line}"
 
 
+QUICK_SKILL1 = REPORT["09_skill1"].overrides(quick=True)
 EXECUTIONS = {
     "00_env_setup": {"scale": "small", "seed": 11, "expert_tasks": 10, "recall_tasks": 20},
     "01_cold_start": {"params_name": "ci"},
@@ -32,6 +33,8 @@ EXECUTIONS = {
     "05_behaviour": {"limit": 8, "samples": 500},
     "06_release_reanalysis": {"samples": 500},
     "08_controls": REPORT["08_controls"].overrides(quick=True),  # the report's quick build: a tiny ci matrix
+    # the report's quick build (a Skill1 round on ci over the ci seed library), one step of it
+    "09_skill1": {**QUICK_SKILL1, "overrides": f"{QUICK_SKILL1['overrides']}; round.rollout_steps=1"},
 }
 
 

@@ -31,7 +31,7 @@ from intraskill.report.site import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAPTERS = ("method", "protocol", "results", "controls", "behaviour", "optimization", "reproduce")
+CHAPTERS = ("method", "protocol", "results", "controls", "skill1", "behaviour", "optimization", "reproduce")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -10,6 +10,12 @@ from intraskill.plots.contributions import chunk_contributions
 from intraskill.plots.controls import control_learning_curves, control_outcomes
 from intraskill.plots.optimization import optimization_curves
 from intraskill.plots.results import four_condition_results
+from intraskill.plots.skill1 import (
+    library_embedding_map,
+    skill1_dynamics,
+    task_skill_similarity,
+    utility_over_training,
+)
 from intraskill.plots.skills import skill_evolution
 from intraskill.plots.style import Labeller, find_cjk_font, save_figure
 from intraskill.plots.training import training_dynamics
@@ -25,9 +31,13 @@ __all__ = [
     "control_learning_curves",
     "control_outcomes",
     "find_cjk_font",
+    "library_embedding_map",
     "optimization_curves",
     "save_figure",
+    "skill1_dynamics",
     "skill_evolution",
+    "task_skill_similarity",
     "four_condition_results",
     "training_dynamics",
+    "utility_over_training",
 ]
