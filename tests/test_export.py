@@ -4,6 +4,7 @@ as a round directory (an evaluation with a plan, a rollout step, a retry file), 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from intraskill.cli import app
 from intraskill.evaluate.runner import run_eval
 from intraskill.params import params_from_dict
 from intraskill.policy.expert_policy import ExpertPolicy
+from intraskill.report.data import export_report_data
 from intraskill.skills.bank import load_skillbank
 
 BANK = Path(__file__).resolve().parents[1] / "params" / "ci_s0.json"
@@ -125,3 +127,21 @@ def test_schema_pages_document_every_column() -> None:
             assert list(frame["column"]) == [c.name for c in columns]
             assert frame["meaning"].str.len().min() >= 5 and frame["type"].isin(list(PANDAS_DTYPES)).all()
     assert "奖励" in schema_frame("episodes", "zh").set_index("column").loc["r_strict", "meaning"]
+
+
+def test_report_data_pages_link_every_file(run_dir: Path, tmp_path: Path) -> None:
+    root = run_dir.parent
+    data = export_report_data(root, ["round-*", "round-7/steps/*", "nothing-*"], tmp_path / "data",
+                              echo=lambda line: None)
+    assert [(run.name, run.episodes) for run in data.runs] == [("round-7", 14)]  # the nested match is inside
+    data.copy_into(tmp_path / "_site")
+    page = tmp_path / "_site" / "report" / "en" / "data.html"
+    for language in ("en", "zh"):
+        text = (tmp_path / "data" / f"runs.{language}.md").read_text(encoding="utf-8")
+        links = re.findall(r"\]\((\.\./\.\./data/[^)]+)\)", text)
+        assert len(links) == 4 and all((page.parent / link).resolve().is_file() for link in links)
+        schema = (tmp_path / "data" / f"schema-turns.{language}.md").read_text(encoding="utf-8")
+        assert schema.count("\n") == len(SCHEMA["turns"]) + 2
+    assert "轮次数" in (tmp_path / "data" / "runs.zh.md").read_text(encoding="utf-8")
+    empty = export_report_data(root, ["nothing-*"], tmp_path / "none", echo=lambda line: None)
+    assert not empty.runs and "`nothing-*`" in (tmp_path / "none" / "runs.en.md").read_text(encoding="utf-8")
