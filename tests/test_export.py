@@ -19,7 +19,6 @@ from intraskill.analysis.export import (
     export_run,
     read_run,
     schema_frame,
-    skill_title,
 )
 from intraskill.cli import app
 from intraskill.evaluate.runner import run_eval
@@ -27,6 +26,7 @@ from intraskill.params import params_from_dict
 from intraskill.policy.expert_policy import ExpertPolicy
 from intraskill.report.data import export_report_data
 from intraskill.skills.bank import load_skillbank
+from intraskill.skills.render import chunk_title
 
 BANK = Path(__file__).resolve().parents[1] / "params" / "ci_s0.json"
 
@@ -65,7 +65,7 @@ def test_tables_follow_the_traces(run_dir: Path) -> None:
                                                                    "steps/step-0001": "train"}
     assert list(episodes.loc[episodes["file"] == "retries.jsonl", "line"]) == [2, 3]  # a blank first line
     bank = load_skillbank(BANK)
-    titles = "; ".join(skill_title(skill.content) for skill in bank.skills)
+    titles = "; ".join(chunk_title(skill.content) for skill in bank.skills)
     assert not titles.startswith("#") and titles.count("; ") == len(bank.skills) - 1
     first = episodes[episodes["part"] == "eval/val-s0"].iloc[0]
     assert first["skill_titles"] == titles and first["n_skills"] == len(bank.skills)

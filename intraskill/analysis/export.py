@@ -15,7 +15,6 @@ and its ``r_*`` parts.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from intraskill.agent.skill1_episode import SKILL1_EPISODE_SCHEMA
 from intraskill.agent.traces import TRACE_SCHEMA_VERSION, EpisodeTrace
 from intraskill.jsonl import JsonlError, iter_jsonl
 from intraskill.shop.reward import PRIMARY_REWARD
+from intraskill.skills.render import chunk_title
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -180,12 +180,6 @@ def _records(path: Path) -> Iterator[tuple[int, EpisodeTrace, dict[str, str]]]:
             raise JsonlError(f"{path}:{number}: not an {TRACE_SCHEMA_VERSION} trace ({kind}: {error})") from None
 
 
-def skill_title(content: str) -> str:
-    """A skill's title: the ``### title`` heading of a chunk, else the first line of its text."""
-    first = content.strip().split("\n", 1)[0]
-    return re.sub(r"^#+\s*", "", first).strip()
-
-
 def episode_row(trace: EpisodeTrace, source: Mapping[str, Any], titles: Mapping[str, str]) -> dict[str, Any]:
     """The ``episodes`` row of one trace (``source``: run, part, file, line, split)."""
     selected = trace.provenance.get("selected_skills") or []
@@ -204,7 +198,7 @@ def episode_row(trace: EpisodeTrace, source: Mapping[str, Any], titles: Mapping[
         "checkpoint_id": trace.provenance.get("checkpoint_id"),
         "n_skills": len(ids),
         "skill_ids": "; ".join(ids),
-        "skill_titles": "; ".join(titles.get(i) or skill_title(str(s.get("content", ""))) for i, s in zip(ids, selected)),
+        "skill_titles": "; ".join(titles.get(i) or chunk_title(str(s.get("content", ""))) for i, s in zip(ids, selected)),
         "success": reward["r_success"] == 1.0 if reward else None,
         **{name: reward.get(name) for name in _REWARD_PARTS},
         "turns": len(trace.turns),

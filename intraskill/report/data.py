@@ -9,6 +9,7 @@ and ``schema.<lang>.md`` (column, type and meaning of each table, from
 
 from __future__ import annotations
 
+import html
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -71,10 +72,13 @@ def _run_name(root: Path, run: Path) -> str:
     return (relative.relative_to("runs") if relative.parts[:1] == ("runs",) else relative).as_posix()
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    cells = [[str(cell).replace("|", "\\|") for cell in row] for row in [header, *rows]]
-    lines = ["| " + " | ".join(row) + " |" for row in cells]
-    lines.insert(1, "|" + "|".join("---" for _ in header) + "|")
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> str:
+    """A pipe table; ``align`` holds ``l`` or ``r`` per column; ``|``, ``<`` and ``>`` in cells are escaped."""
+    def escape(cell: object) -> str:
+        return html.escape(str(cell), quote=False).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in [header, *rows]]
+    lines.insert(1, "|" + "|".join(":---" if side == "l" else "---:" for side in align) + "|")
     return "\n".join(lines) + "\n"
 
 
@@ -88,14 +92,14 @@ def runs_markdown(runs: Sequence[DataRun], language: str, patterns: Sequence[str
          " · ".join(f"[{name}]({PAGE_TO_SITE}/{DATA_DIR}/{path})" for name, path in run.files.items()))
         for run in runs
     ]
-    return _table([text["run"], text["episodes"], text["turns"], text["downloads"]], rows)
+    return _table([text["run"], text["episodes"], text["turns"], text["downloads"]], rows, "lrrl")
 
 
 def schema_markdown(table: str, language: str) -> str:
     """Column, type and meaning of one exported table, in ``language``."""
     text = TEXT[language]
     rows = [(f"`{c.name}`", TYPE_TEXT[language][c.kind], getattr(c, language)) for c in SCHEMA[table]]
-    return _table([text["column"], text["type"], text["meaning"]], rows)
+    return _table([text["column"], text["type"], text["meaning"]], rows, "lll")
 
 
 def export_report_data(root: Path, patterns: Sequence[str], out_dir: Path,

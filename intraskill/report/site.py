@@ -47,8 +47,9 @@ nav.navbar a{color:#fff;text-decoration:none}nav.navbar a.active{text-decoration
 nav.navbar .brand{font-weight:600;margin-right:1rem}nav.navbar .lang-switch{margin-left:auto;
 border:1px solid #fff;border-radius:4px;padding:0 .5rem}
 main{max-width:60rem;margin:0 auto;padding:1rem 1.5rem 3rem}
-table{border-collapse:collapse;font-size:.85rem;margin:1rem 0;display:block;overflow-x:auto}
-th,td{border:1px solid #ccc;padding:.2rem .5rem;text-align:right}th{background:#f3f3f3}
+table{border-collapse:collapse;font-size:.85rem;margin:1rem 0}
+th,td{border:1px solid #ccc;padding:.2rem .5rem;text-align:right}th{background:#f3f3f3;white-space:normal}
+figure.embed{overflow-x:auto}math{font-size:1.05em}
 img{max-width:100%;height:auto}figure.embed{margin:1rem 0}pre{background:#f6f6f6;padding:.5rem;
 overflow-x:auto}.embed-missing{border-left:4px solid #dd8452;background:#fff6ee;padding:.5rem 1rem}
 footer{max-width:60rem;margin:0 auto;padding:1rem 1.5rem;font-size:.8rem;color:#666;
