@@ -145,3 +145,24 @@ def test_report_data_pages_link_every_file(run_dir: Path, tmp_path: Path) -> Non
     assert "轮次数" in (tmp_path / "data" / "runs.zh.md").read_text(encoding="utf-8")
     empty = export_report_data(root, ["nothing-*"], tmp_path / "none", echo=lambda line: None)
     assert not empty.runs and "`nothing-*`" in (tmp_path / "none" / "runs.en.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_skill1_round_rollouts(tmp_path: Path, small_store_root: Path) -> None:
+    """A one-step Skill1 round of the untrained organism: its records carry the trace under ``trace``."""
+    from test_skill1_round import skill1_params
+
+    from intraskill.pipeline.round import run_round
+
+    params = skill1_params(tmp_path)
+    params = params.model_copy(update={"round": params.round.model_copy(update={"rollout_steps": 1})})
+    run_round(params, 0, out_dir=tmp_path / "skill1-round", store_root=small_store_root, progress=False)
+    tables = read_run(tmp_path / "skill1-round")
+    assert tables.files == ("steps/step-0001/skill1_episodes.jsonl",)
+    episodes = pd.DataFrame(tables.episodes)
+    assert len(episodes) == 4 and set(episodes["split"]) == {"train"}
+    injected = episodes[episodes["n_skills"] > 0]
+    assert len(injected) > 0, episodes[["episode_id", "n_skills"]]
+    assert all(ids.startswith("skill1-") for ids in injected["skill_ids"])
+    descs = {skill["desc"] for skill in json.loads((tmp_path / "seeds.json").read_text(encoding="utf-8"))}
+    assert set(injected["skill_titles"]) <= descs

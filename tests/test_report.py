@@ -30,6 +30,7 @@ from intraskill.report.build import (
     require_cjk_font,
     strip_progress,
 )
+from intraskill.report.mathml import tex_to_mathml
 from intraskill.report.site import (
     cell_labels,
     find_embeds,
@@ -181,6 +182,13 @@ def test_static_renderer_math_and_includes(tmp_path: Path) -> None:
     page.write_text(page.read_text(encoding="utf-8") + "\n$\\frac{a}{b}$\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"unsupported command \\frac"):
         render_static_site(tmp_path, executed, tmp_path / "_site", data)
+
+
+def test_page_math_is_in_the_static_subset() -> None:
+    formulas = [tex for page in _chapter_pages()
+                for tex in re.findall(r"\$([^$\n]+)\$", (ROOT / page).read_text(encoding="utf-8"))]
+    assert "S_0" in formulas and "S_T" in formulas
+    assert all(tex_to_mathml(tex).startswith("<math") for tex in formulas)
 
 
 TQDM_STDERR = (
