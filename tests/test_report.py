@@ -117,6 +117,14 @@ def test_manifest_and_parameter_validation(tmp_path: Path) -> None:
     bad.write_text("notebooks:\n  - name: a\n    quick: 5\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"notebooks\[0\]\.quick must be a mapping"):
         load_manifest(bad)
+    bad.write_text("inputs: runs/x\nnotebooks:\n  - name: a\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"inputs must be a list of glob patterns"):
+        load_manifest(bad)
+    bad.write_text("notebooks:\n  - name: a\n    inputs: [1]\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"notebooks\[0\]\.inputs must be a list"):
+        load_manifest(bad)
+    manifest = load_manifest(ROOT / MANIFEST_PATH)
+    assert "runs/*/round-*" in manifest.data and "intraskill/**/*.py" in manifest.inputs
 
 
 def _tiny_project(root: Path) -> Path:
@@ -215,13 +223,16 @@ def test_strip_progress_keeps_real_output() -> None:
 
 def test_execution_cache_and_progress_stripping(tmp_path: Path) -> None:
     """A real kernel runs a notebook with a tqdm bar once; unchanged notebook, parameters and inputs re-use
-    it, a changed input or parameter runs it again; the executed copy carries no progress output."""
+    it (inputs as the run left them: the notebook writes one), a changed input runs it again; the executed
+    copy carries no progress output."""
     notebooks, out = tmp_path / "notebooks", tmp_path / "executed"
     notebooks.mkdir()
     (tmp_path / "inputs").mkdir()
     (tmp_path / "inputs" / "a.txt").write_text("1", encoding="utf-8")
-    parameters = nbformat.v4.new_code_cell("n = 3", metadata={"tags": ["parameters"]})
-    body = nbformat.v4.new_code_cell("from tqdm.auto import tqdm\nfor _ in tqdm(range(n)):\n    pass\nprint('done', n)")
+    written = tmp_path / "inputs" / "written.txt"
+    parameters = nbformat.v4.new_code_cell(f"n = 3\nwritten = {str(written)!r}", metadata={"tags": ["parameters"]})
+    body = nbformat.v4.new_code_cell("from pathlib import Path\nfrom tqdm.auto import tqdm\nfor _ in tqdm(range(n)):\n"
+                                     "    pass\nPath(written).write_text(str(n))\nprint('done', n)")
     kernel = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
     nbformat.write(nbformat.v4.new_notebook(cells=[parameters, body], metadata=kernel), notebooks / "nb.ipynb")
     spec = load_manifest_text(tmp_path, "notebooks:\n  - name: nb\n    inputs: [inputs/*.txt]\n").notebooks

@@ -4,7 +4,8 @@ The manifest (``report/notebooks.yaml``) lists the pipeline notebooks in executi
 copies go to ``<run_dir>/notebooks/<name>.ipynb`` (default ``runs/report/notebooks``, the path the pages'
 ``{{< embed >}}`` shortcodes point at). Listed notebooks that do not exist yet are skipped with a note.
 An execution is cached: ``<name>.key`` next to the executed copy holds the SHA-256 of the notebook, its
-parameters and its input files (the manifest's ``inputs`` globs), and an unchanged key skips the run.
+parameters and its input files (the manifest's ``inputs`` globs) as they were after the run, and an
+unchanged key skips the next run.
 Progress bars and widget warnings are stripped from the executed copies (:func:`strip_progress`).
 """
 
@@ -263,7 +264,9 @@ def execute_notebooks(
             echo(note)
             runs.append(NotebookRun(spec.name, "failed", str(target), time.monotonic() - start, note))
             continue
-        key_file.write_text(key + "\n", encoding="utf-8")
+        # the key after the run: a notebook that writes its own inputs (a round it resumes) stays cached
+        after = execution_key(source, parameters, input_files(base, [*inputs, *spec.inputs]), base)
+        key_file.write_text(after + "\n", encoding="utf-8")
         runs.append(NotebookRun(spec.name, "executed", str(target), time.monotonic() - start, "ok"))
     return runs
 
