@@ -213,7 +213,8 @@ def test_strip_progress_keeps_real_output() -> None:
         nbformat.v4.new_output("stream", name="stderr", text=TQDM_STDERR),
         nbformat.v4.new_output("display_data", data={"application/vnd.jupyter.widget-view+json": {"model_id": "m"},
                                                      "text/plain": "HBox(children=(...))"}),
-        nbformat.v4.new_output("stream", name="stderr", text="\r 50%|#####     | 1/2 [00:00<00:00]\r"),
+        nbformat.v4.new_output("stream", name="stderr", text="\r 50%|#####     | 1/2 [00:00<00:00]\r"
+                                                             "\rrollout: 12it [00:03,  3.90it/s]\n"),
         nbformat.v4.new_output("stream", name="stdout", text="result: 42\n"),
     ])])
     assert strip_progress(notebook) == 3

@@ -38,8 +38,8 @@ CJK_FONT_HINT = (
     "(Debian/Ubuntu), `dnf install google-noto-sans-cjk-fonts` (Fedora) or `brew install --cask "
     "font-noto-sans-cjk` (macOS), then run the build again"
 )
-PROGRESS_TEXT = re.compile(r"\d+%\||\|\s*[\d.]+[kMG]?(/[\d.?]+[kMG]?)?\s*\[\d+:\d+")
-"""A tqdm progress line: ``42%|████ |`` or ``| 9/20 [00:01<00:02, …]``."""
+PROGRESS_TEXT = re.compile(r"\d+%\||\|\s*[\d.]+[kMG]?(/[\d.?]+[kMG]?)?\s*\[\d+:\d+|[\d.]+[kMG]?it \[\d+:\d+")
+"""A tqdm progress line: ``42%|████ |``, ``| 9/20 [00:01<00:02, …]`` or, without a total, ``12it [00:03, …]``."""
 WIDGET_WARNING = re.compile(r"IProgress not found|TqdmWarning|TqdmExperimentalWarning")
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
