@@ -44,6 +44,8 @@ def test_chinese_headers_and_errors() -> None:
         format_table(_comparisons(), "en", ci={"success_diff": ("missing", "success_hi")})
     with pytest.raises(ValueError, match="language"):
         format_table(_comparisons(), "fr")
+    seeds = format_table(pd.DataFrame({"mask_seed": [20260901], "n": [12000]}), "en", plain=["mask_seed"]).data
+    assert seeds.iloc[0].tolist() == ["20260901", "12,000"]
     assert html_label("Iter80 + $S_{T}$") == "Iter80 + S<sub>T</sub>" and html_label("$x^2$") == "x<sup>2</sup>"
 
 

@@ -83,6 +83,7 @@ def format_table(
     values: Mapping[str, str] | None = None,
     decimals: int = 3,
     hide: Sequence[str] = (),
+    plain: Sequence[str] = (),
 ) -> Styler:
     """``frame`` as a formatted Styler in ``language``.
 
@@ -95,6 +96,7 @@ def format_table(
     values : ``{column: label prefix}``: cells translated through ``LABELS[prefix + value]`` when present.
     decimals : places of the other non-integer numbers.
     hide : columns left out.
+    plain : integer columns shown without thousands separators (seeds, identifiers).
     """
     # deferred: pandas is heavy to import
     import pandas as pd
@@ -121,7 +123,8 @@ def format_table(
                     f"{_number(hi, decimals, is_percent, is_signed)}]{unit}"
                     for x, lo, hi in zip(series, table[low], table[high])]
         elif _is_integral(series) and not is_percent:
-            cell = ["—" if pd.isna(x) else (f"{int(x):+,d}" if is_signed and x else f"{int(x):,d}") for x in series]
+            spec = ("+" if is_signed else "") + ("d" if column in plain else ",d")
+            cell = ["—" if pd.isna(x) else format(int(x), spec if x else "d") for x in series]
         elif pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
             cell = [_number(x, decimals, is_percent, is_signed) + unit for x in series]
         else:
