@@ -26,6 +26,7 @@ from intraskill.report.build import (
     build_report,
     check_parameters,
     execute_notebooks,
+    input_files,
     load_manifest,
     require_cjk_font,
     strip_progress,
@@ -125,6 +126,8 @@ def test_manifest_and_parameter_validation(tmp_path: Path) -> None:
         load_manifest(bad)
     manifest = load_manifest(ROOT / MANIFEST_PATH)
     assert "runs/*/round-*" in manifest.data and "intraskill/**/*.py" in manifest.inputs
+    for pattern in [*manifest.inputs, *release.inputs]:  # every shared input pattern matches files
+        assert input_files(ROOT, [pattern]), pattern
 
 
 def _tiny_project(root: Path) -> Path:
