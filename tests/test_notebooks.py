@@ -10,7 +10,7 @@ import pytest
 from intraskill.report.build import MANIFEST_PATH, load_manifest
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-REPORT = {spec.name: spec for spec in load_manifest(NOTEBOOKS.parent / MANIFEST_PATH)}
+REPORT = {spec.name: spec for spec in load_manifest(NOTEBOOKS.parent / MANIFEST_PATH).notebooks}
 ALL = sorted(NOTEBOOKS.glob("*.ipynb"))
 
 

@@ -20,7 +20,18 @@ import nbformat
 import pytest
 import yaml
 
-from intraskill.report.build import MANIFEST_PATH, build_report, check_parameters, load_manifest
+from intraskill.report.build import (
+    CJK_FONT_HINT,
+    MANIFEST_PATH,
+    build_report,
+    check_parameters,
+    execute_notebooks,
+    input_files,
+    load_manifest,
+    require_cjk_font,
+    strip_progress,
+)
+from intraskill.report.mathml import tex_to_mathml
 from intraskill.report.site import (
     cell_labels,
     find_embeds,
@@ -31,7 +42,7 @@ from intraskill.report.site import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAPTERS = ("method", "protocol", "results", "controls", "skill1", "behaviour", "optimization", "reproduce")
+CHAPTERS = ("method", "protocol", "results", "controls", "skill1", "behaviour", "optimization", "reproduce", "data")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -81,7 +92,7 @@ def test_page_languages_and_titles() -> None:
 
 
 def test_embeds_point_at_manifest_notebooks_and_existing_labels() -> None:
-    manifest = {spec.name for spec in load_manifest(ROOT / MANIFEST_PATH)}
+    manifest = {spec.name for spec in load_manifest(ROOT / MANIFEST_PATH).notebooks}
     embeds = [(page, path, label) for page in _chapter_pages()
               for path, label in find_embeds((ROOT / page).read_text(encoding="utf-8"))]
     assert len(embeds) >= 20
@@ -97,7 +108,7 @@ def test_embeds_point_at_manifest_notebooks_and_existing_labels() -> None:
 
 
 def test_manifest_and_parameter_validation(tmp_path: Path) -> None:
-    specs = load_manifest(ROOT / MANIFEST_PATH)
+    specs = load_manifest(ROOT / MANIFEST_PATH).notebooks
     release = next(spec for spec in specs if spec.name == "06_release_reanalysis")
     assert release.overrides(quick=True) == {"samples": 500} and release.overrides(quick=False) == {}
     check_parameters(ROOT / "notebooks" / "06_release_reanalysis.ipynb", release.overrides(quick=True))
@@ -107,6 +118,16 @@ def test_manifest_and_parameter_validation(tmp_path: Path) -> None:
     bad.write_text("notebooks:\n  - name: a\n    quick: 5\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"notebooks\[0\]\.quick must be a mapping"):
         load_manifest(bad)
+    bad.write_text("inputs: runs/x\nnotebooks:\n  - name: a\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"inputs must be a list of glob patterns"):
+        load_manifest(bad)
+    bad.write_text("notebooks:\n  - name: a\n    inputs: [1]\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"notebooks\[0\]\.inputs must be a list"):
+        load_manifest(bad)
+    manifest = load_manifest(ROOT / MANIFEST_PATH)
+    assert "runs/*/round-*" in manifest.data and "intraskill/**/*.py" in manifest.inputs
+    for pattern in [*manifest.inputs, *release.inputs]:  # every shared input pattern matches files
+        assert input_files(ROOT, [pattern]), pattern
 
 
 def _tiny_project(root: Path) -> Path:
@@ -155,6 +176,94 @@ def test_static_renderer_resolves_embeds(tmp_path: Path) -> None:
     assert 'class="lang-switch" href="../en/a.html"' in chinese
     assert (tmp_path / "_site" / "notebooks" / "nb.html").is_file()
     assert "report/index.html" in (tmp_path / "_site" / "index.html").read_text(encoding="utf-8")
+
+
+def test_static_renderer_math_and_includes(tmp_path: Path) -> None:
+    executed = _tiny_project(tmp_path)
+    data = tmp_path / "elsewhere" / "data"
+    data.mkdir(parents=True)
+    (data / "runs.en.md").write_text("| Run | Episodes |\n|---|---|\n| `r` | 4 |\n", encoding="utf-8")
+    page = tmp_path / "report" / "en" / "a.qmd"
+    page.write_text(page.read_text(encoding="utf-8") + "\nWith $S_0$ and `$HOME`.\n\n"
+                    "{{< include ../../runs/report/data/runs.en.md >}}\n", encoding="utf-8")
+    render_static_site(tmp_path, executed, tmp_path / "_site", data)
+    english = (tmp_path / "_site" / "report" / "en" / "a.html").read_text(encoding="utf-8")
+    assert "<msub><mi>S</mi><mn>0</mn></msub></math>" in english and "$S_0$" not in english
+    assert "<code>$HOME</code>" in english and "<td><code>r</code></td>" in english
+    page.write_text(page.read_text(encoding="utf-8") + "\n$\\frac{a}{b}$\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"unsupported command \\frac"):
+        render_static_site(tmp_path, executed, tmp_path / "_site", data)
+
+
+def test_page_math_is_in_the_static_subset() -> None:
+    formulas = [tex for page in _chapter_pages()
+                for tex in re.findall(r"\$([^$\n]+)\$", (ROOT / page).read_text(encoding="utf-8"))]
+    assert "S_0" in formulas and "S_T" in formulas
+    assert all(tex_to_mathml(tex).startswith("<math") for tex in formulas)
+
+
+TQDM_STDERR = (
+    "/venv/lib/tqdm/auto.py:21: TqdmWarning: IProgress not found. Please update jupyter and ipywidgets.\n"
+    "  from .autonotebook import tqdm as notebook_tqdm\n"
+    "\rgate:   0%|          | 0/20 [00:00<?, ?it/s]\rgate:  45%|####5     | 9/20 [00:01<00:01,  8.0it/s]"
+    "\rgate: 100%|##########| 20/20 [00:02<00:00,  9.1it/s]\n"
+    "kept: a real warning\n"
+)
+
+
+def test_strip_progress_keeps_real_output() -> None:
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x", outputs=[
+        nbformat.v4.new_output("stream", name="stderr", text=TQDM_STDERR),
+        nbformat.v4.new_output("display_data", data={"application/vnd.jupyter.widget-view+json": {"model_id": "m"},
+                                                     "text/plain": "HBox(children=(...))"}),
+        nbformat.v4.new_output("stream", name="stderr", text="\r 50%|#####     | 1/2 [00:00<00:00]\r"
+                                                             "\rrollout: 12it [00:03,  3.90it/s]\n"),
+        nbformat.v4.new_output("stream", name="stdout", text="result: 42\n"),
+    ])])
+    assert strip_progress(notebook) == 3
+    outputs = notebook["cells"][0]["outputs"]
+    assert [o.get("text") for o in outputs] == ["kept: a real warning\n", "result: 42\n"]
+
+
+def test_execution_cache_and_progress_stripping(tmp_path: Path) -> None:
+    """A real kernel runs a notebook with a tqdm bar once; unchanged notebook, parameters and inputs re-use
+    it (inputs as the run left them: the notebook writes one), a changed input runs it again; the executed
+    copy carries no progress output."""
+    notebooks, out = tmp_path / "notebooks", tmp_path / "executed"
+    notebooks.mkdir()
+    (tmp_path / "inputs").mkdir()
+    (tmp_path / "inputs" / "a.txt").write_text("1", encoding="utf-8")
+    written = tmp_path / "inputs" / "written.txt"
+    parameters = nbformat.v4.new_code_cell(f"n = 3\nwritten = {str(written)!r}", metadata={"tags": ["parameters"]})
+    body = nbformat.v4.new_code_cell("from pathlib import Path\nfrom tqdm.auto import tqdm\nfor _ in tqdm(range(n)):\n"
+                                     "    pass\nPath(written).write_text(str(n))\nprint('done', n)")
+    kernel = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    nbformat.write(nbformat.v4.new_notebook(cells=[parameters, body], metadata=kernel), notebooks / "nb.ipynb")
+    spec = load_manifest_text(tmp_path, "notebooks:\n  - name: nb\n    inputs: [inputs/*.txt]\n").notebooks
+
+    def run(**kwargs: object) -> str:
+        [result] = execute_notebooks(spec, notebooks_dir=notebooks, out_dir=out, root=tmp_path,
+                                     echo=lambda line: None, **kwargs)
+        return result.status
+
+    assert run() == "executed"
+    executed = nbformat.read(out / "nb.ipynb", as_version=4)
+    texts = "".join(o.get("text", "") for cell in executed.cells for o in cell.get("outputs", []))
+    assert "done 3" in texts and "it/s" not in texts and "IProgress" not in texts
+    assert run() == "cached"
+    (tmp_path / "inputs" / "a.txt").write_text("2", encoding="utf-8")
+    assert run() == "executed"
+
+
+def load_manifest_text(root: Path, text: str):
+    path = root / "notebooks.yaml"
+    path.write_text(text, encoding="utf-8")
+    return load_manifest(path)
+
+
+def test_cjk_font_for_chinese_pages() -> None:
+    font = require_cjk_font(ROOT)  # the Chinese pages need one: installed here (CI installs fonts-noto-cjk)
+    assert font and "fonts-noto-cjk" in CJK_FONT_HINT
 
 
 # --- end to end: quick build, real HTTP server, headless Chromium ---------------------------------------
@@ -246,6 +355,6 @@ def test_browser_landing_page_is_bilingual(served_site: str, tmp_path: Path) -> 
 
 
 def test_every_manifest_entry_names_parameters_the_notebook_declares() -> None:
-    for spec in load_manifest(ROOT / MANIFEST_PATH):
+    for spec in load_manifest(ROOT / MANIFEST_PATH).notebooks:
         for quick in (False, True):
             check_parameters(ROOT / "notebooks" / f"{spec.name}.ipynb", spec.overrides(quick))

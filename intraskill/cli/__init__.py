@@ -17,6 +17,7 @@ from typer.core import TyperGroup
 from intraskill.cli import analysis as analysis_cli
 from intraskill.cli import evaluate as evaluate_cli
 from intraskill.cli import experiment as experiment_cli
+from intraskill.cli import export as export_cli
 from intraskill.cli import gate as gate_cli
 from intraskill.cli import policy as policy_cli
 from intraskill.cli import report as report_cli
@@ -76,3 +77,4 @@ app.command("round")(train_cli.round_command)
 app.command("co-evolve")(train_cli.co_evolve_command)
 app.command("experiment")(experiment_cli.experiment_command)
 app.command("slime-args")(slime_cli.slime_args_command)
+app.command("export")(export_cli.export_command)

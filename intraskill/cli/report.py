@@ -22,14 +22,16 @@ def build(
     execute: bool = typer.Option(True, "--execute/--no-execute", help="Execute the notebooks first."),
     quarto: Optional[bool] = typer.Option(None, "--quarto/--static", help="Force Quarto or the static renderer."),
     only: Optional[list[str]] = typer.Option(None, "--only", help="Execute only this notebook (repeatable)."),
+    force: bool = typer.Option(False, "--force", help="Execute even notebooks whose cached execution is current."),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Execute the manifest notebooks (report/notebooks.yaml) and render the site into _site/."""
+    """Execute the manifest notebooks (report/notebooks.yaml; unchanged ones are re-used), export the data runs
+    and render the site into _site/."""
     # deferred: a verb loads its stage only when it runs
     from intraskill.report.build import build_report
 
     result = build_report(root, run_dir=run_dir, site_dir=site_dir, quick=quick, execute=execute,
-                          use_quarto=quarto, only=only, echo=note)
+                          use_quarto=quarto, only=only, force=force, echo=note)
     emit(result.to_dict(), as_json, f"{result.renderer} site: {result.site_dir} ({len(result.pages)} pages)")
     if not result.ok:
         raise typer.Exit(1)

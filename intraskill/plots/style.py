@@ -122,6 +122,14 @@ class Labeller:
         """Label of an open-ended metric: ``LABELS[prefix + name]`` if present, else ``name`` itself."""
         return label_or(f"{prefix}{name}", self.language, name)
 
+    def families(self) -> list[str] | None:
+        """Font families in order: the CJK font first for Chinese; for English DejaVu Sans, then an installed
+        CJK font as fallback (data such as the release's chunk titles can be Chinese); ``None``: defaults."""
+        if self.font:
+            return [self.font, "DejaVu Sans"]
+        fallback = find_cjk_font()
+        return ["DejaVu Sans", fallback] if fallback else None
+
     def rc(self) -> dict[str, Any]:
         """rcParams for building a figure in this language."""
         params: dict[str, Any] = {
@@ -137,8 +145,10 @@ class Labeller:
             "legend.frameon": False,
             "svg.hashsalt": SVG_HASH_SALT,
         }
+        families = self.families()
+        if families:
+            params["font.family"] = families
         if self.font:
-            params["font.family"] = [self.font, "DejaVu Sans"]
             params["axes.unicode_minus"] = False
         return params
 
@@ -153,9 +163,10 @@ class Labeller:
 
     def finish(self, figure: "Figure") -> "Figure":
         """Pin the font on tick labels created later (at draw time) and return ``figure``."""
-        if self.font:
+        families = self.families()
+        if families:
             for axes in figure.axes:
-                axes.tick_params(labelfontfamily=self.font)
+                axes.tick_params(labelfontfamily=families)
         return figure
 
 

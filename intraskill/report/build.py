@@ -1,12 +1,18 @@
-"""Report build: run the manifest's notebooks with papermill, then render the site.
+"""Report build: run the manifest's notebooks with papermill, export the runs' data, then render the site.
 
 The manifest (``report/notebooks.yaml``) lists the pipeline notebooks in execution order; executed
 copies go to ``<run_dir>/notebooks/<name>.ipynb`` (default ``runs/report/notebooks``, the path the pages'
 ``{{< embed >}}`` shortcodes point at). Listed notebooks that do not exist yet are skipped with a note.
+An execution is cached: ``<name>.key`` next to the executed copy holds the SHA-256 of the notebook, its
+parameters and its input files (the manifest's ``inputs`` globs) as they were after the run, and an
+unchanged key skips the next run.
+Progress bars and widget warnings are stripped from the executed copies (:func:`strip_progress`).
 """
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import subprocess
 import time
@@ -17,6 +23,9 @@ from typing import Any
 
 import yaml
 
+from intraskill.hashing import sha256_file, sha256_json
+from intraskill.plots.style import find_cjk_font
+from intraskill.report.data import DATA_DIR, export_report_data
 from intraskill.report.site import render_static_site
 
 MANIFEST_PATH = Path("report") / "notebooks.yaml"
@@ -24,6 +33,15 @@ DEFAULT_RUN_DIR = Path("runs") / "report"
 DEFAULT_SITE_DIR = Path("_site")
 NOTEBOOKS_DIR = Path("notebooks")
 KERNEL_NAME = "python3"
+CJK_FONT_HINT = (
+    "no CJK font found for the Chinese figures: install one, e.g. `apt-get install fonts-noto-cjk` "
+    "(Debian/Ubuntu), `dnf install google-noto-sans-cjk-fonts` (Fedora) or `brew install --cask "
+    "font-noto-sans-cjk` (macOS), then run the build again"
+)
+PROGRESS_TEXT = re.compile(r"\d+%\||\|\s*[\d.]+[kMG]?(/[\d.?]+[kMG]?)?\s*\[\d+:\d+|[\d.]+[kMG]?it \[\d+:\d+")
+"""A tqdm progress line: ``42%|████ |``, ``| 9/20 [00:01<00:02, …]`` or, without a total, ``12it [00:03, …]``."""
+WIDGET_WARNING = re.compile(r"IProgress not found|TqdmWarning|TqdmExperimentalWarning")
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
 @dataclass(frozen=True)
@@ -33,6 +51,7 @@ class NotebookSpec:
     name: str
     parameters: dict[str, Any] = field(default_factory=dict)
     quick: dict[str, Any] = field(default_factory=dict)
+    inputs: tuple[str, ...] = ()
 
     def overrides(self, quick: bool) -> dict[str, Any]:
         """Parameters for this build: ``parameters``, updated with ``quick`` for a quick build."""
@@ -41,13 +60,23 @@ class NotebookSpec:
 
 @dataclass(frozen=True)
 class NotebookRun:
-    """What happened to one manifest notebook: ``executed``, ``missing`` (skipped) or ``failed``."""
+    """What happened to one manifest notebook: ``executed``, ``cached`` (unchanged key), ``missing``
+    (skipped) or ``failed``."""
 
     name: str
     status: str
     output: str | None
     seconds: float
     note: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """``report/notebooks.yaml``: the notebooks, the inputs every execution depends on, the data runs."""
+
+    notebooks: list[NotebookSpec]
+    inputs: tuple[str, ...] = ()
+    data: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -58,6 +87,7 @@ class ReportBuild:
     renderer: str
     site_dir: str
     pages: list[str]
+    data_runs: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -68,18 +98,27 @@ class ReportBuild:
         return {**asdict(self), "ok": self.ok}
 
 
-def load_manifest(path: str | Path) -> list[NotebookSpec]:
+def _globs(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise ValueError(f"{where} must be a list of glob patterns (strings)")
+    return tuple(value)
+
+
+def load_manifest(path: str | Path) -> Manifest:
     """Parse ``report/notebooks.yaml``; errors name the entry and field at fault."""
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     entries = data.get("notebooks")
     if not isinstance(entries, list):
         raise ValueError(f"{path}: 'notebooks' must be a list of entries")
+    unknown = sorted(set(data) - {"notebooks", "inputs", "data"})
+    if unknown:
+        raise ValueError(f"{path}: unknown top-level field(s) {unknown}")
     specs, seen = [], set()
     for index, entry in enumerate(entries):
         where = f"{path}: notebooks[{index}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
             raise ValueError(f"{where}.name must be a non-empty string")
-        unknown = sorted(set(entry) - {"name", "parameters", "quick"})
+        unknown = sorted(set(entry) - {"name", "parameters", "quick", "inputs"})
         if unknown:
             raise ValueError(f"{where}: unknown field(s) {unknown}")
         for key in ("parameters", "quick"):
@@ -88,8 +127,10 @@ def load_manifest(path: str | Path) -> list[NotebookSpec]:
         if entry["name"] in seen:
             raise ValueError(f"{where}.name {entry['name']!r} is listed twice")
         seen.add(entry["name"])
-        specs.append(NotebookSpec(entry["name"], dict(entry.get("parameters", {})), dict(entry.get("quick", {}))))
-    return specs
+        specs.append(NotebookSpec(entry["name"], dict(entry.get("parameters", {})), dict(entry.get("quick", {})),
+                                  _globs(entry.get("inputs", []), f"{where}.inputs")))
+    return Manifest(specs, _globs(data.get("inputs", []), f"{path}: inputs"),
+                    _globs(data.get("data", []), f"{path}: data"))
 
 
 def check_parameters(notebook: Path, overrides: dict[str, Any]) -> None:
@@ -103,27 +144,104 @@ def check_parameters(notebook: Path, overrides: dict[str, Any]) -> None:
         raise ValueError(f"{notebook}: unknown parameter(s) {unknown}; the parameters cell defines {sorted(known)}")
 
 
+def _stream_text(text: str) -> str:
+    """A stream's text without progress-bar updates and widget warnings (and their source lines)."""
+    kept, skip_source = [], False
+    for line in re.split(r"(?<=\n)", text):
+        shown = line.rsplit("\r", 1)[-1] if line.strip("\r\n") else line
+        if skip_source and line[:1].isspace() and line.strip():
+            skip_source = False
+            continue
+        skip_source = bool(WIDGET_WARNING.search(shown))
+        if skip_source or PROGRESS_TEXT.search(shown) or not shown.strip("\r"):
+            continue
+        kept.append(shown)
+    return "".join(kept)
+
+
+def strip_progress(notebook: dict[str, Any]) -> int:
+    """Remove tqdm progress bars, progress widgets and the ``IProgress not found`` warning from a
+    notebook's outputs (in place); returns how many outputs were removed or shortened."""
+    changed = 0
+    for cell in notebook.get("cells", []):
+        outputs = []
+        for output in cell.get("outputs", []):
+            if WIDGET_MIME in output.get("data", {}):
+                changed += 1
+                continue
+            if output.get("output_type") == "stream":
+                text = output["text"] if isinstance(output["text"], str) else "".join(output["text"])
+                cleaned = _stream_text(text)
+                if cleaned != text:
+                    changed += 1
+                    if not cleaned.strip():
+                        continue
+                    output = {**output, "text": cleaned}
+            outputs.append(output)
+        if "outputs" in cell:
+            cell["outputs"] = outputs
+    return changed
+
+
+def input_files(root: Path, patterns: Sequence[str]) -> list[Path]:
+    """The files matched by ``patterns`` (globs relative to ``root``, ``**`` recursive), sorted, unique."""
+    found = {path for pattern in patterns for path in root.glob(pattern) if path.is_file()}
+    return sorted(found)
+
+
+def execution_key(source: Path, parameters: dict[str, Any], inputs: Sequence[Path], root: Path) -> str:
+    """SHA-256 of the notebook's content, its parameters, the kernel and each input file's path and content."""
+    return sha256_json({
+        "notebook": sha256_file(source),
+        "parameters": parameters,
+        "kernel": KERNEL_NAME,
+        "inputs": {path.relative_to(root).as_posix(): sha256_file(path) for path in inputs},
+    })
+
+
+def _execute(source: Path, target: Path, parameters: dict[str, Any], cwd: Path) -> None:
+    """papermill into ``target``, then strip progress output from the executed copy."""
+    # deferred: papermill is heavy to import
+    import papermill
+
+    try:
+        papermill.execute_notebook(str(source), str(target), parameters=parameters, cwd=str(cwd),
+                                   kernel_name=KERNEL_NAME, progress_bar=False, log_output=False)
+    finally:
+        if target.is_file():
+            notebook = json.loads(target.read_text(encoding="utf-8"))
+            if strip_progress(notebook):
+                target.write_text(json.dumps(notebook, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+
+
 def execute_notebooks(
     specs: list[NotebookSpec],
     *,
     notebooks_dir: Path,
     out_dir: Path,
     quick: bool = False,
+    inputs: Sequence[str] = (),
+    root: Path | None = None,
+    force: bool = False,
     echo: Callable[[str], None] = print,
 ) -> list[NotebookRun]:
     """Execute each existing manifest notebook with papermill into ``out_dir/<name>.ipynb``.
 
     Missing notebooks are skipped with a note; a failing notebook is recorded as ``failed`` (papermill
-    leaves the partly executed copy with its error) and the build goes on.
+    leaves the partly executed copy with its error) and the build goes on. A notebook whose execution key
+    (:func:`execution_key` over ``inputs`` plus the entry's own, globs relative to ``root``) matches the
+    ``<name>.key`` of its executed copy is ``cached`` and not run again, unless ``force``.
     """
     # deferred: papermill is heavy to import
     import papermill
 
+    base = root if root is not None else notebooks_dir.parent
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = []
     for spec in specs:
         source = notebooks_dir / f"{spec.name}.ipynb"
         target = out_dir / f"{spec.name}.ipynb"
+        key_file = out_dir / f"{spec.name}.key"
         if not source.is_file():
             note = f"skipped {spec.name}: {source} does not exist yet"
             echo(note)
@@ -131,20 +249,35 @@ def execute_notebooks(
             continue
         parameters = spec.overrides(quick)
         check_parameters(source, parameters)
+        key = execution_key(source, parameters, input_files(base, [*inputs, *spec.inputs]), base)
+        if not force and target.is_file() and key_file.is_file() and key_file.read_text().strip() == key:
+            echo(f"cached {spec.name}: notebook, parameters and inputs unchanged ({target})")
+            runs.append(NotebookRun(spec.name, "cached", str(target), 0.0, f"key {key[:12]}"))
+            continue
         echo(f"executing {source} -> {target} with {parameters or 'default parameters'}")
+        key_file.unlink(missing_ok=True)
         start = time.monotonic()
         try:
-            papermill.execute_notebook(
-                str(source), str(target), parameters=parameters, cwd=str(notebooks_dir),
-                kernel_name=KERNEL_NAME, progress_bar=False, log_output=False,
-            )
+            _execute(source, target, parameters, notebooks_dir)
         except papermill.PapermillExecutionError as error:
             note = f"failed {spec.name}: {error.ename}: {error.evalue} (see {target})"
             echo(note)
             runs.append(NotebookRun(spec.name, "failed", str(target), time.monotonic() - start, note))
             continue
+        # the key after the run: a notebook that writes its own inputs (a round it resumes) stays cached
+        after = execution_key(source, parameters, input_files(base, [*inputs, *spec.inputs]), base)
+        key_file.write_text(after + "\n", encoding="utf-8")
         runs.append(NotebookRun(spec.name, "executed", str(target), time.monotonic() - start, "ok"))
     return runs
+
+
+def require_cjk_font(root: Path) -> str:
+    """The CJK font the Chinese figures use; ``RuntimeError`` with the install hint when the site has Chinese
+    pages and no such font is installed (matplotlib would draw empty boxes or fall back to English)."""
+    font = find_cjk_font()
+    if font is None and any((root / "report" / "zh").glob("*.qmd")):
+        raise RuntimeError(CJK_FONT_HINT)
+    return font or ""
 
 
 def render_with_quarto(root: Path) -> None:
@@ -161,16 +294,18 @@ def build_report(
     execute: bool = True,
     use_quarto: bool | None = None,
     only: Sequence[str] | None = None,
+    force: bool = False,
     echo: Callable[[str], None] = print,
 ) -> ReportBuild:
-    """Execute the manifest notebooks and render the report site.
+    """Execute the manifest notebooks, export the data runs and render the report site.
 
     Parameters
     ----------
     root : path
         Repository root (holds ``_quarto.yml``, ``report/`` and ``notebooks/``).
     run_dir : path, optional
-        Run folder; executed notebooks go to ``<run_dir>/notebooks``. Default ``<root>/runs/report``.
+        Run folder; executed notebooks go to ``<run_dir>/notebooks``, the data export to ``<run_dir>/data``.
+        Default ``<root>/runs/report``.
     site_dir : path, optional
         Output folder of the static renderer. Default ``<root>/_site`` (Quarto's ``output-dir``).
     quick : bool
@@ -181,36 +316,44 @@ def build_report(
         Force (True) or forbid (False) Quarto; by default it is used when ``quarto`` is on PATH.
     only : sequence of str, optional
         Execute only these manifest notebooks (the others' existing executed copies are rendered).
+    force : bool
+        Execute even the notebooks whose cached execution key is unchanged.
 
     Returns
     -------
     ReportBuild
     """
     base = Path(root).resolve()
+    require_cjk_font(base)
     runs_root = Path(run_dir) if run_dir is not None else base / DEFAULT_RUN_DIR
     executed_dir = runs_root / "notebooks"
-    specs = load_manifest(base / MANIFEST_PATH)
+    manifest = load_manifest(base / MANIFEST_PATH)
+    specs = manifest.notebooks
     if only is not None:
         unknown = sorted(set(only) - {spec.name for spec in specs})
         if unknown:
             raise ValueError(f"only: {unknown} are not in {MANIFEST_PATH}")
         specs = [spec for spec in specs if spec.name in set(only)]
     if execute:
-        runs = execute_notebooks(specs, notebooks_dir=base / NOTEBOOKS_DIR, out_dir=executed_dir, quick=quick, echo=echo)
+        runs = execute_notebooks(specs, notebooks_dir=base / NOTEBOOKS_DIR, out_dir=executed_dir, quick=quick,
+                                 inputs=manifest.inputs, root=base, force=force, echo=echo)
     else:
         runs = [
             NotebookRun(s.name, "executed" if (executed_dir / f"{s.name}.ipynb").is_file() else "missing",
                         str(executed_dir / f"{s.name}.ipynb"), 0.0, "not re-executed")
             for s in specs
         ]
+    data = export_report_data(base, manifest.data, runs_root / DATA_DIR, echo=echo)
     quarto = shutil.which("quarto") is not None if use_quarto is None else use_quarto
     if quarto:
-        if executed_dir.resolve() != (base / DEFAULT_RUN_DIR / "notebooks").resolve():
+        if runs_root.resolve() != (base / DEFAULT_RUN_DIR).resolve():
             raise ValueError(f"Quarto embeds notebooks from {DEFAULT_RUN_DIR / 'notebooks'}; run_dir must be the default")
         echo("rendering with quarto render")
         render_with_quarto(base)
-        return ReportBuild(runs, "quarto", str(base / DEFAULT_SITE_DIR), [])
-    out = Path(site_dir) if site_dir is not None else base / DEFAULT_SITE_DIR
-    echo(f"quarto is not on PATH: rendering a static HTML site with nbconvert + mistune into {out}")
-    pages = render_static_site(base, executed_dir, out)
-    return ReportBuild(runs, "static", str(out), [str(page) for page in pages])
+        out, pages = base / DEFAULT_SITE_DIR, []
+    else:
+        out = Path(site_dir) if site_dir is not None else base / DEFAULT_SITE_DIR
+        echo(f"quarto is not on PATH: rendering a static HTML site with nbconvert + mistune into {out}")
+        pages = [str(page) for page in render_static_site(base, executed_dir, out, runs_root / DATA_DIR)]
+    data.copy_into(out)
+    return ReportBuild(runs, "quarto" if quarto else "static", str(out), pages, [run.name for run in data.runs])

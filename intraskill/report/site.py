@@ -2,7 +2,8 @@
 
 Reads the same sources Quarto would — ``_quarto.yml`` (pages, navbar menus) and the ``.qmd`` pages —
 and writes a self-contained HTML site that works from ``file://``: the Markdown bodies go through
-mistune, each ``{{< embed path.ipynb#label >}}`` is replaced by the outputs of the executed notebook cell
+mistune (inline TeX as MathML, :mod:`intraskill.report.mathml`), each ``{{< include path.md >}}`` by
+the file's Markdown, each ``{{< embed path.ipynb#label >}}`` is replaced by the outputs of the executed notebook cell
 carrying ``#| label: <label>`` (images as data URIs, tables as HTML), and every executed notebook is
 exported with nbconvert to ``notebooks/<name>.html``. Headings keep explicit ``{#id}`` anchors, which the
 English and Chinese twins share, so the language switch lands on the same section.
@@ -20,7 +21,12 @@ from typing import Any, Mapping
 
 import yaml
 
+from intraskill.report.mathml import tex_to_mathml
+
 EMBED_PATTERN = re.compile(r"\{\{<\s*embed\s+(?P<path>[^\s#>]+\.ipynb)#(?P<label>[\w-]+)[^>]*>\}\}")
+INCLUDE_PATTERN = re.compile(r"\{\{<\s*include\s+(?P<path>[^\s>]+)\s*>\}\}")
+DATA_INCLUDE = "runs/report/data/"
+"""Includes under this path are read from the build's data folder (the report run folder may be elsewhere)."""
 LABEL_PATTERN = re.compile(r"^#\|\s*label:\s*(?P<label>[\w-]+)\s*$", re.MULTILINE)
 HEADING_ID = re.compile(r"\s*\{#(?P<id>[\w-]+)\}\s*$")
 ESCAPED_SHORTCODE = re.compile(r"\{\{</\*\s*(?P<body>.*?)\s*\*/>\}\}")
@@ -41,8 +47,9 @@ nav.navbar a{color:#fff;text-decoration:none}nav.navbar a.active{text-decoration
 nav.navbar .brand{font-weight:600;margin-right:1rem}nav.navbar .lang-switch{margin-left:auto;
 border:1px solid #fff;border-radius:4px;padding:0 .5rem}
 main{max-width:60rem;margin:0 auto;padding:1rem 1.5rem 3rem}
-table{border-collapse:collapse;font-size:.85rem;margin:1rem 0;display:block;overflow-x:auto}
-th,td{border:1px solid #ccc;padding:.2rem .5rem;text-align:right}th{background:#f3f3f3}
+table{border-collapse:collapse;font-size:.85rem;margin:1rem 0}
+th,td{border:1px solid #ccc;padding:.2rem .5rem;text-align:right}th{background:#f3f3f3;white-space:normal}
+figure.embed{overflow-x:auto}math{font-size:1.05em}
 img{max-width:100%;height:auto}figure.embed{margin:1rem 0}pre{background:#f6f6f6;padding:.5rem;
 overflow-x:auto}.embed-missing{border-left:4px solid #dd8452;background:#fff6ee;padding:.5rem 1rem}
 footer{max-width:60rem;margin:0 auto;padding:1rem 1.5rem;font-size:.8rem;color:#666;
@@ -202,7 +209,10 @@ class _Renderer:
                     url = path[: -len(".qmd")] + ".html" + sep + anchor
                 return super().link(text, url, title)
 
-        return mistune.create_markdown(renderer=Renderer(escape=False), plugins=["table", "strikethrough"])
+        markdown = mistune.create_markdown(renderer=Renderer(escape=False), plugins=["table", "strikethrough", "math"])
+        markdown.renderer.register("inline_math", lambda _, text: tex_to_mathml(text))
+        markdown.renderer.register("block_math", lambda _, text: tex_to_mathml(text, display=True) + "\n")
+        return markdown
 
 
 def _relative(target: str, page: str) -> str:
@@ -259,12 +269,25 @@ class _Build:
     titles: dict[str, str]
     notebooks: list[str]
     cache: dict[str, Any]
+    data_dir: Path | None = None
+
+
+def _include(build: _Build, page: str, path: str) -> str:
+    """The Markdown of an ``{{< include >}}`` target (relative to the page; data files from the build's data)."""
+    if DATA_INCLUDE in path and build.data_dir is not None:
+        source = build.data_dir / PurePosixPath(path).name
+    else:
+        source = build.root / PurePosixPath(page).parent / path
+    if not source.is_file():
+        raise FileNotFoundError(f"{page}: included file {path} does not exist ({source})")
+    return source.read_text(encoding="utf-8")
 
 
 def render_page(build: _Build, page: str) -> str:
     """The full HTML document of one ``.qmd`` page."""
     config, root, executed_dir, cache = build.config, build.root, build.executed_dir, build.cache
     meta, body = front_matter((root / page).read_text(encoding="utf-8"))
+    body = INCLUDE_PATTERN.sub(lambda m: _include(build, page, m.group("path")), body)
     language = page_language(page, meta)
     embeds: list[str] = []
 
@@ -310,11 +333,13 @@ def export_notebooks(executed_dir: Path, out_dir: Path) -> list[str]:
     return names
 
 
-def render_static_site(root: str | Path, executed_dir: str | Path, out_dir: str | Path) -> list[Path]:
+def render_static_site(root: str | Path, executed_dir: str | Path, out_dir: str | Path,
+                       data_dir: str | Path | None = None) -> list[Path]:
     """Render every page of ``_quarto.yml`` and the executed notebooks into ``out_dir``.
 
     Writes ``<out_dir>/<page>.html`` for each page (same layout as Quarto's output), the notebook exports
-    and an ``index.html`` that redirects to the landing page. Returns the written page paths.
+    and an ``index.html`` that redirects to the landing page. Includes under ``runs/report/data/`` are read
+    from ``data_dir`` when given. Returns the written page paths.
     """
     base, executed, out = Path(root), Path(executed_dir), Path(out_dir)
     config = load_site_config(base)
@@ -324,7 +349,7 @@ def render_static_site(root: str | Path, executed_dir: str | Path, out_dir: str 
     titles = {page: str(front_matter((base / page).read_text(encoding="utf-8"))[0].get("title", page))
               for page in config.pages}
     notebooks = export_notebooks(executed, out) if executed.is_dir() else []
-    build = _Build(config, base, executed, titles, notebooks, {})
+    build = _Build(config, base, executed, titles, notebooks, {}, Path(data_dir) if data_dir is not None else None)
     written = []
     for page in config.pages:
         target = out / _html_path(page)

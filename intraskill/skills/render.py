@@ -129,3 +129,9 @@ def render_skill_block(skills: Sequence[Skill], language: str = "en") -> str:
         lines.append(skill.content.strip())
         lines.append("</skill>")
     return "\n".join(lines)
+
+
+def chunk_title(content: str) -> str:
+    """A skill's title: the ``### title`` heading of a chunk, else the first line of its text."""
+    first = content.strip().split("\n", 1)[0]
+    return first[4:].strip() if first.startswith("### ") else first.strip()

@@ -1,0 +1,136 @@
+"""Report tables: a DataFrame as a readable, bilingual pandas ``Styler``.
+
+:func:`format_table` shows integer-valued columns as integers, fractions as percentages, an estimate and
+its CI bounds as one ``x [lo, hi]`` column, values within rounding of zero as ``0`` (never ``1.1e-16``),
+and translates headers (``LABELS["col_<name>"]``) and chosen values (``LABELS[<prefix><value>]``) into the
+page's language; mathtext in a label (``$S_0$``) becomes HTML sub/superscripts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from intraskill.hashing import sha256_text
+from intraskill.plots.labels import LABELS, label
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pandas.io.formats.style import Styler
+
+MATHTEXT = re.compile(r"\$(?P<base>[^$_^]+)(?P<kind>[_^])\{?(?P<script>[^$}]+)\}?\$")
+TABLE_STYLES = [
+    {"selector": "", "props": "border-collapse: collapse; font-size: 0.85em;"},
+    {"selector": "th", "props": "text-align: center; padding: 0.2em 0.6em; white-space: normal;"},
+    {"selector": "td", "props": "text-align: right; padding: 0.2em 0.6em; white-space: nowrap;"},
+]
+
+
+def html_label(text: str) -> str:
+    """A label with its mathtext (``$S_0$``, ``$S_{T}$``) as HTML ``<sub>`` / ``<sup>``."""
+    def replace(match: re.Match[str]) -> str:
+        tag = "sub" if match.group("kind") == "_" else "sup"
+        return f"{match.group('base')}<{tag}>{match.group('script')}</{tag}>"
+
+    return MATHTEXT.sub(replace, text)
+
+
+def header(name: Any, language: str) -> str:
+    """The column header of ``name``: ``LABELS["col_<name>"]`` in ``language``, else the name itself."""
+    key = f"col_{name}"
+    return html_label(label(key, language)) if key in LABELS else str(name)
+
+
+PERCENT = {"en": " %", "zh": "%"}
+"""Suffix of a percentage; a signed percent column (a difference, in points) has none: its header says so."""
+
+
+def _number(value: Any, decimals: int, percent: bool, signed: bool) -> str:
+    # deferred: pandas is heavy to import
+    import pandas as pd
+
+    if pd.isna(value):
+        return "—"
+    scaled = float(value) * (100.0 if percent else 1.0)
+    places = 2 if percent else decimals
+    if abs(scaled) < 0.5 * 10 ** -places:
+        scaled = 0.0
+    return f"{scaled:+,.{places}f}" if signed and scaled != 0.0 else f"{scaled:,.{places}f}"
+
+
+def _unit(percent: bool, signed: bool, language: str) -> str:
+    return PERCENT[language] if percent and not signed else ""
+
+
+def _is_integral(column: pd.Series) -> bool:
+    # deferred: pandas is heavy to import
+    import pandas as pd
+
+    if pd.api.types.is_bool_dtype(column) or not pd.api.types.is_numeric_dtype(column):
+        return False
+    values = column.dropna()
+    return pd.api.types.is_integer_dtype(column) or bool(len(values) and (values == values.round()).all())
+
+
+def format_table(
+    frame: pd.DataFrame,
+    language: str = "en",
+    *,
+    percent: Sequence[str] = (),
+    signed: Sequence[str] = (),
+    ci: Mapping[str, tuple[str, str]] | None = None,
+    values: Mapping[str, str] | None = None,
+    decimals: int = 3,
+    hide: Sequence[str] = (),
+    plain: Sequence[str] = (),
+) -> Styler:
+    """``frame`` as a formatted Styler in ``language``.
+
+    Parameters
+    ----------
+    frame : the table; a named index is kept as the first column.
+    percent : columns of fractions shown as percentages (``0.5175`` → ``51.75 %``; signed: ``+51.75``, points).
+    signed : columns shown with an explicit sign (differences).
+    ci : ``{estimate: (low, high)}``: the bounds join the estimate as ``x [lo, hi]`` and are dropped.
+    values : ``{column: label prefix}``: cells translated through ``LABELS[prefix + value]`` when present.
+    decimals : places of the other non-integer numbers.
+    hide : columns left out.
+    plain : integer columns shown without thousands separators (seeds, identifiers).
+    """
+    # deferred: pandas is heavy to import
+    import pandas as pd
+
+    if language not in ("en", "zh"):
+        raise ValueError(f"language must be 'en' or 'zh', got {language!r}")
+    table = frame.reset_index() if any(name is not None for name in frame.index.names) else frame.copy()
+    table = table.drop(columns=list(hide))
+    bounds = dict(ci or {})
+    missing = sorted({c for pair in bounds.items() for c in (pair[0], *pair[1])} - set(table.columns))
+    if missing:
+        raise KeyError(f"format_table: no column(s) {missing} in the table")
+    shown = pd.DataFrame(index=table.index)
+    dropped = {column for low_high in bounds.values() for column in low_high}
+    for column in table.columns:
+        if column in dropped:
+            continue
+        series = table[column]
+        is_percent, is_signed = column in percent, column in signed
+        unit = _unit(is_percent, is_signed, language)
+        if column in bounds:
+            low, high = bounds[column]
+            cell = [f"{_number(x, decimals, is_percent, is_signed)} [{_number(lo, decimals, is_percent, is_signed)}, "
+                    f"{_number(hi, decimals, is_percent, is_signed)}]{unit}"
+                    for x, lo, hi in zip(series, table[low], table[high])]
+        elif _is_integral(series) and not is_percent:
+            spec = ("+" if is_signed else "") + ("d" if column in plain else ",d")
+            cell = ["—" if pd.isna(x) else format(int(x), spec if x else "d") for x in series]
+        elif pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
+            cell = [_number(x, decimals, is_percent, is_signed) + unit for x in series]
+        else:
+            prefix = (values or {}).get(column)
+            cell = [html_label(label(f"{prefix}{x}", language)) if prefix and f"{prefix}{x}" in LABELS
+                    else ("—" if x is None or x is pd.NA else str(x)) for x in series]
+        shown[header(column, language)] = cell
+    styler = shown.style.hide(axis="index").set_table_styles(TABLE_STYLES)
+    return styler.set_uuid(sha256_text(f"{language}:{shown.to_json()}")[:8])  # stable HTML ids across builds
