@@ -10,7 +10,9 @@ A co-evolution run directory (``<run_root>/<experiment>/co-evolve`` by default) 
 different plan; the run's :mod:`~intraskill.provenance` beside the fingerprint), one ``round-<NNN>/`` per round (the round directory of
 :func:`~intraskill.pipeline.round.run_round`, with ``analysis/`` and ``gate/`` inside) and
 ``co_evolve_summary.json`` (one record per finished round). Every stage is resumable and skipped
-when its outputs are complete, so re-running with more rounds extends the run.
+when its outputs are complete, so re-running with more rounds extends the run. Without evolution the same
+loop chains Skill1 rounds (``round.method: skill1``): round r's library starts from round r − 1's committed
+snapshot (the control experiment's ``skill1`` arm).
 """
 
 from __future__ import annotations
