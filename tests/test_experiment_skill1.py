@@ -1,12 +1,14 @@
 """The ``skill1`` arm of the control experiment: a real tiny matrix (one skill1 cell, two rounds on the ci organism
 with the real encoder) whose Skill1 rounds carry their library, tested bare and deployed with the final library,
-resumed after kills; the arm's parameters, its comparisons and the plans of the other arms."""
+resumed after kills, then extended through the command line with a Skill1 arm starting from another checkpoint;
+the arm's parameters, its comparisons and the plans of the other arms."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ from intraskill.cli import app
 from intraskill.evaluate.skill1_deploy import LibraryDeployment
 from intraskill.experiment import matrix as matrix_module
 from intraskill.experiment.matrix import arm_checkpoint, run_matrix
-from intraskill.experiment.results import comparison_pairs, contrast, load_matrix
+from intraskill.experiment.results import MatrixResult, comparison_pairs, contrast, load_matrix
 from intraskill.hashing import sha256_file
 from intraskill.jsonl import read_jsonl
 from intraskill.params import (
@@ -32,7 +34,7 @@ from intraskill.params import (
     plan_dump,
     section_plan,
 )
-from intraskill.paths import project_root
+from intraskill.paths import project_root, store_dir
 from intraskill.pipeline import coevolve as coevolve_module
 from intraskill.plots.controls import control_learning_curves, control_outcomes
 from intraskill.skills.library import ema
@@ -68,11 +70,29 @@ def trace_lines(root: Path) -> dict[Path, int]:
     return {p: p.read_text(encoding="utf-8").count("\n") for p in root.rglob("*.jsonl") if p.name != "timings.jsonl"}
 
 
-def test_skill1_arm_carries_its_library_tests_it_deployed_and_resumes_after_kills(
-        tmp_path: Path, small_store_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@dataclass(frozen=True)
+class SkillMatrix:
+    """The fixture's matrix: parameters, directory, result and the cell's records before and after the last
+    resume."""
+
+    params: Params
+    out: Path
+    result: MatrixResult
+    lines_before: dict[Path, int]
+    lines_after: dict[Path, int]
+
+    @property
+    def cell_dir(self) -> Path:
+        return self.out / "cells" / "skill1" / "seed-0"
+
+
+@pytest.fixture(scope="module")
+def skill1_matrix(tmp_path_factory: pytest.TempPathFactory, small_store_root: Path) -> SkillMatrix:
+    """A one-cell skill1 matrix killed in round 1 after its checkpoint (before the library's commit), then in
+    its deployed test run, then resumed to the end."""
+    tmp_path = tmp_path_factory.mktemp("skill1-matrix")
     params = skill1_matrix_params(tmp_path)
     out = tmp_path / "matrix"
-    # killed in round 1 after its checkpoint, before the library's commit; then in the deployed test run
     real_round, real_run = coevolve_module.run_round, LibraryDeployment.run
 
     def killed_in_round_1(*args: Any, **kwargs: Any) -> Any:
@@ -87,18 +107,23 @@ def test_skill1_arm_carries_its_library_tests_it_deployed_and_resumes_after_kill
         real_run(self, *args)
         raise Killed("deployed test")
 
-    monkeypatch.setattr(coevolve_module, "run_round", killed_in_round_1)
-    with pytest.raises(Killed, match="trained"):
-        run_matrix(params, out, store_root=small_store_root, progress=False)
-    monkeypatch.setattr(coevolve_module, "run_round", real_round)
-    monkeypatch.setattr(LibraryDeployment, "run", killed_after_the_batch)
-    with pytest.raises(Killed, match="deployed test"):
-        run_matrix(params, out, store_root=small_store_root, progress=False)
-    monkeypatch.setattr(LibraryDeployment, "run", real_run)
-    cell_dir = out / "cells" / "skill1" / "seed-0"
-    before = trace_lines(cell_dir)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(coevolve_module, "run_round", killed_in_round_1)
+        with pytest.raises(Killed, match="trained"):
+            run_matrix(params, out, store_root=small_store_root, progress=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(LibraryDeployment, "run", killed_after_the_batch)
+        with pytest.raises(Killed, match="deployed test"):
+            run_matrix(params, out, store_root=small_store_root, progress=False)
+    before = trace_lines(out / "cells" / "skill1" / "seed-0")
     result = run_matrix(params, out, store_root=small_store_root, progress=False)
-    assert trace_lines(cell_dir) == before  # the resumed test run re-ran nothing
+    return SkillMatrix(params, out, result, before, trace_lines(out / "cells" / "skill1" / "seed-0"))
+
+
+def test_skill1_cell_carries_its_library_tests_it_deployed_and_resumes_after_kills(
+        skill1_matrix: SkillMatrix) -> None:
+    out, result, cell_dir = skill1_matrix.out, skill1_matrix.result, skill1_matrix.cell_dir
+    assert skill1_matrix.lines_after == skill1_matrix.lines_before  # the resumed test run re-ran nothing
 
     # round 1's library started from round 0's committed one: same skills, U and n, then only round 1's events
     first, second = (cell_dir / f"round-00{i}" / "library" for i in (0, 1))
@@ -142,7 +167,6 @@ def test_skill1_arm_carries_its_library_tests_it_deployed_and_resumes_after_kill
     assert not list((cell_dir / "round-001" / "steps").glob("*/traces.jsonl"))
 
     # results: per-task values read from the deployed run (its level, and a contrast as against another arm)
-    summary = json.loads((out / "matrix_summary.json").read_text())
     levels = result.arm_intervals(samples=200)
     assert list(levels.arm) == ["skill1"] * 4 and set(levels.condition) == {"deployed", "bare"}
     assert "final-library" in set(result.four_conditions().condition)
@@ -156,25 +180,34 @@ def test_skill1_arm_carries_its_library_tests_it_deployed_and_resumes_after_kill
     assert control_learning_curves(result.learning_curves()).axes[0].get_legend_handles_labels()[1] == \
         ["skill1 (n = 1)"]
 
-    # an arm started from another checkpoint is named as such in the summary and every statement about it
-    record = json.loads((cell_dir / "cell.json").read_text())
-    record["start_checkpoint"] = "params/organism_skill1_warmstart/checkpoint"
-    (cell_dir / "cell.json").write_text(json.dumps(record))
-    moved = load_matrix(out)
-    note = "skill1 started from params/organism_skill1_warmstart/checkpoint, not the shared warm start"
-    assert note in moved.summary() and moved.cell("skill1", 0).to_dict()["start_checkpoint"] is not None
-    bare = replace(cell, arm="bare", deployed="final-bare")
-    assert note in contrast(out, [moved.cell("skill1", 0)], [bare], "deployed", "r_success", 200, 1).statement()
-    (cell_dir / "cell.json").write_text(json.dumps(result.cell("skill1", 0).to_dict()))
 
-    # the command line runs the same arms and finds every cell done
+def test_an_arm_from_another_checkpoint_extends_the_matrix_through_the_command_line(
+        skill1_matrix: SkillMatrix, small_store_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A defined Skill1 arm starting from skill1's round-0 checkpoint is added with ``--arms``; the finished cell
+    does not run again, and the new arm's start is named in its cell, plan, summary and statements."""
+    params, out, cell_dir = skill1_matrix.params, skill1_matrix.out, skill1_matrix.cell_dir
+    cell = skill1_matrix.result.cell("skill1", 0)
+    summary = json.loads((out / "matrix_summary.json").read_text())
     path = tmp_path / "matrix.yaml"
     path.write_text(yaml.safe_dump(params.model_dump(mode="json")), encoding="utf-8")
-    monkeypatch.setattr(matrix_module, "run_cell", lambda *args, **kwargs: pytest.fail("a cell ran again"))
-    cli = CliRunner().invoke(app, ["experiment", "--params", str(path), "--out", str(out), "--arms", "skill1",
-                                   "--no-progress", "--json"])
+    shutil.copytree(small_store_root, store_dir("small", 11, params.experiment.run_root))  # the CLI's default store
+    real_cell = matrix_module.run_cell
+    monkeypatch.setattr(matrix_module, "run_cell", lambda params, out, cell, *args, **kwargs: real_cell(
+        params, out, cell, *args, **kwargs) if cell.arm == "late" else pytest.fail("a finished cell ran again"))
+    checkpoint = cell_dir / "round-000" / "checkpoint" / "model"
+    late = f"{{late: {{method: skill1, skills: none, evolve: false, checkpoint: {checkpoint}}}}}"
+    cli = CliRunner().invoke(app, ["experiment", "--params", str(path), "--out", str(out), "--arms", "skill1,late",
+                                   "--set", f"matrix.define={late}", "--no-progress", "--json"])
     assert cli.exit_code == 0, cli.output
-    assert json.loads(cli.stdout)["arms"] == summary["arms"]
+    printed = json.loads(cli.stdout)
+    assert printed["arms"]["skill1"] == summary["arms"]["skill1"]
+    assert printed["arms"]["late"]["0"]["start_checkpoint"] == str(checkpoint)
+    late_dir = out / "cells" / "late" / "seed-0"
+    assert json.loads((late_dir / "plan.json").read_text())["start"]["checkpoint"] == str(checkpoint)
+    extended = load_matrix(out)
+    note = f"late started from {checkpoint}, not the shared warm start"
+    assert note in extended.summary()
+    assert note in contrast(out, [extended.cell("late", 0)], [cell], "deployed", "r_success", 200, 1).statement()
 
 
 def test_skill1_arm_parameters_and_the_other_arms_plans() -> None:
