@@ -19,9 +19,10 @@ from typer.testing import CliRunner
 from intraskill.cli import app
 from intraskill.evaluate.skill1_deploy import LibraryDeployment
 from intraskill.experiment import matrix as matrix_module
-from intraskill.experiment.matrix import arm_checkpoint, run_matrix
+from intraskill.experiment.arms import cell_params
+from intraskill.experiment.matrix import arm_checkpoint, matrix_plan, run_matrix
 from intraskill.experiment.results import MatrixResult, comparison_pairs, contrast, load_matrix
-from intraskill.hashing import sha256_file
+from intraskill.hashing import sha256_file, sha256_json
 from intraskill.jsonl import read_jsonl
 from intraskill.params import (
     BUILTIN_ARMS,
@@ -33,6 +34,7 @@ from intraskill.params import (
     params_from_dict,
     plan_dump,
     section_plan,
+    with_overrides,
 )
 from intraskill.paths import project_root, store_dir
 from intraskill.pipeline import coevolve as coevolve_module
@@ -235,3 +237,21 @@ def test_skill1_arm_parameters_and_the_other_arms_plans() -> None:
         params_from_dict({**base.model_dump(mode="json"), "skill1": {"rank_max_tokens": 0}})
     assert comparison_pairs(["coevolve", "grpo", "skill1"]) == [("coevolve", "grpo"), ("skill1", "grpo"),
                                                                 ("coevolve", "skill1")]
+
+
+def test_existing_plans_keep_their_fingerprints() -> None:
+    """The matrix plan, every default arm's cell plan and a plan with a defined arm and Skill1's section hash as
+    they did before the skill1 arm, its settings and the reply budgets existed."""
+    ci = load_params(project_root() / "params" / "ci.yaml")
+    defined = with_overrides(ci, ["matrix.define={half: {rho_min: 0.6, rho_max: 0.6}}", "round.method=skill1"])
+    fingerprints = [sha256_json(matrix_plan(ci)),
+                    *(sha256_json(plan_dump(cell_params(ci, BUILTIN_ARMS[arm], 0))) for arm in DEFAULT_ARMS),
+                    sha256_json(plan_dump(defined))]
+    # computed with the code before the skill1 arm (commit da5683b)
+    assert fingerprints == ["d3ac1506224868bca28f80729f663b86029db73f92da0077266242d38bd2ac6f",
+                            "6a80a0c3274832abd38582aded557097b508d5b10eb3b59877083c8c67e5b475",
+                            "c1fdbf2312b304deb2ebb1ec7afb513b127762b7eb8ff3f88e3d98b080086c85",
+                            "cb4300ea92de7be1947cc8e1db721745cec9b4cf861c4ee770a5d88a6b342bbb",
+                            "9dbdfe83d8fdca1d80522735b59d7a5adbad4a7746d9314d306e5005bbf4b951",
+                            "1f74853a7ee14c7b5a3477b65898ea247cd0e6fb7c45c6309782bb6de123bfad",
+                            "4ca481b69748903a33dd3d78572b1630c35609db60670be0a3440d4a57b6a453"]
