@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path, PurePath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from pydantic import (
@@ -42,6 +42,9 @@ seeds below, of the gate's mask draws and of the test bootstrap."""
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    plan_optional: ClassVar[tuple[str, ...]] = ()
+    """Fields added after plans were first written: :func:`section_plan` leaves them out at their defaults."""
 
 
 def _tuple_from_list(value: Any) -> Any:
@@ -196,8 +199,11 @@ class Skill1Params(_Section):
     the reference leaves it open (:mod:`intraskill.skills.library`). ``ndcg_cutoff`` 1 scores only the top
     choice (the scripts' ``rerank_train_top1``); ``null`` scores the whole ranking. ``seed_library`` is an
     optional JSON list of ``{"desc", "strat"[, "utility"][, "uses"]}`` skills a fresh library starts with
-    (relative to the project root; ``null`` = start empty).
+    (relative to the project root; ``null`` = start empty). ``*_max_tokens`` are the completion budgets of the
+    query, rank and distillation replies.
     """
+
+    plan_optional: ClassVar[tuple[str, ...]] = ("query_max_tokens", "rank_max_tokens", "distill_max_tokens")
 
     capacity: int = Field(5000, ge=1)
     ema_rate: float = Field(0.05, gt=0.0, le=1.0)
@@ -211,6 +217,9 @@ class Skill1Params(_Section):
     lambda_distill: float = Field(0.3, ge=0.0)
     ndcg_cutoff: int | None = Field(None, ge=1)
     seed_library: str | None = None
+    query_max_tokens: int = Field(64, ge=1)
+    rank_max_tokens: int = Field(32, ge=1)
+    distill_max_tokens: int = Field(256, ge=1)
 
 
 class RoundParams(_Section):
@@ -373,18 +382,29 @@ class ArmParams(_Section):
     skill-free; ``s0``: S₀ as the curriculum); ``evolve`` runs the analyst and the gate between rounds, so
     the gate's selected bank becomes the next curriculum (otherwise S₀ stays). ``q``, ``rho_min``,
     ``rho_max`` and ``full_skill_retry`` replace the ``round`` values when set (``null``: the base's).
+    ``method: skill1`` trains Skill1 rounds instead (``round.method: skill1``, each round's library carried to
+    the next); it has no S₀ curriculum, so it needs ``skills: none`` and none of the settings above.
+    ``checkpoint`` starts the arm from another checkpoint than the shared warm start (relative to the project
+    root; ``null``: the shared one); the results name it.
     """
 
+    plan_optional: ClassVar[tuple[str, ...]] = ("method", "checkpoint")
+
     description: str = ""
+    method: Literal["intraskill", "skill1"] = "intraskill"
     skills: Literal["none", "s0"] = "s0"
     evolve: bool = True
     q: float | None = Field(None, ge=0.0, le=1.0)
     rho_min: float | None = Field(None, ge=0.0, le=1.0)
     rho_max: float | None = Field(None, ge=0.0, le=1.0)
     full_skill_retry: bool | None = None
+    checkpoint: str | None = Field(None, min_length=1)
 
     @model_validator(mode="after")
     def _skills_to_work_with(self) -> "ArmParams":
+        if self.method == "skill1" and self.skills != "none":
+            raise ValueError("method: skill1 retrieves from its own library and has no S₀ curriculum; "
+                             "set skills: none")
         if self.skills == "none":
             unused = [name for name in ("q", "rho_min", "rho_max") if getattr(self, name) is not None]
             if self.evolve or unused or self.full_skill_retry:
@@ -394,9 +414,12 @@ class ArmParams(_Section):
         return self
 
     def round_overlay(self) -> dict[str, Any]:
-        """The ``round`` fields this arm replaces (a skill-free arm never retries: it has no skill)."""
+        """The ``round`` fields this arm replaces (a skill-free arm never retries: it has no skill; a Skill1 arm
+        has no bank either)."""
         overlay = {name: getattr(self, name) for name in ("q", "rho_min", "rho_max", "full_skill_retry")
                    if getattr(self, name) is not None}
+        if self.method == "skill1":
+            overlay.update(method="skill1", skillbank=None)
         return {**overlay, "full_skill_retry": False} if self.skills == "none" else overlay
 
 
@@ -411,6 +434,9 @@ BUILTIN_ARMS: dict[str, ArmParams] = {
                                     "(isolates the masks)", q=0.0, rho_min=1.0, rho_max=1.0),
     "uniform": ArmParams(description="masks at a fixed inclusion probability 0.5 instead of the contribution "
                                      "map, q kept (isolates ρ)", rho_min=0.5, rho_max=0.5),
+    "skill1": ArmParams(description="Skill1: query → retrieval → rank → act → distil over its own library "
+                                    "(carried from round to round), trained from the task reward; no S₀, retry, "
+                                    "analyst or gate", method="skill1", skills="none", evolve=False),
 }
 """The control experiment's named arms (reference: the controls the release lacked); the names are fixed so
 that results and commands line up. ``matrix.define`` adds more."""
@@ -500,11 +526,24 @@ class Params(_Section):
         return self
 
 
+def section_plan(section: BaseModel) -> dict[str, Any]:
+    """A section's JSON dump as plans record it: its ``plan_optional`` fields only where they differ from their
+    defaults (so a field added later leaves the plans written before it valid)."""
+    data = section.model_dump(mode="json")
+    for name in getattr(section, "plan_optional", ()):
+        if getattr(section, name) == type(section).model_fields[name].default:
+            del data[name]
+    return data
+
+
 def plan_dump(params: Params) -> dict[str, Any]:
     """``params`` as run plans fingerprint them: the JSON dump without the settings of a method the run does not
-    use (``round.method`` and the ``skill1`` section of an IntraSkill run), so that adding a method leaves the
-    plans of existing runs valid."""
+    use (``round.method`` and the ``skill1`` section of an IntraSkill run) and without later fields at their
+    defaults (:func:`section_plan`), so that adding a method or a setting leaves the plans of existing runs
+    valid."""
     data = params.model_dump(mode="json")
+    data["skill1"] = section_plan(params.skill1)
+    data["matrix"]["define"] = {name: section_plan(arm) for name, arm in params.matrix.define.items()}
     if params.round.method == "intraskill":
         del data["round"]["method"], data["skill1"]
     return data

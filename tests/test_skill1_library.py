@@ -15,6 +15,7 @@ from intraskill.skills.library import (
     SkillLibraryError,
     SkillProvenance,
     ema,
+    library_from_snapshot,
 )
 
 PROV = SkillProvenance("distilled", task_id=7, round=1, step=3)
@@ -190,3 +191,27 @@ def test_bad_snapshot_names_the_file(tmp_path: Path) -> None:
         SkillLibraryError, match=rf"{snapshot}: skill 0: utility must be in \[0, 1\], got 2.0"
     ):
         LibraryStore.open(tmp_path)
+
+
+def test_a_library_starts_from_another_ones_snapshot(tmp_path: Path) -> None:
+    with LibraryStore.open(tmp_path / "round-0", capacity=2) as store:
+        store.library.admit("a", "sa", 1.0, PROV)
+        store.library.admit("b", "sb", 1.0, PROV)
+        store.library.update(0, 1.0)
+        store.library.admit("c", "sc", 1.0, PROV)  # evicts b: ids 0 and 2 remain
+        store.commit(1)
+        carried = store.library.skills
+    start = tmp_path / "round-0" / "snapshot.json"
+    assert library_from_snapshot(start, capacity=2).skills == carried
+    with LibraryStore.open(tmp_path / "round-1", capacity=2, start=start) as store:
+        assert store.library.skills == carried and store.library.next_id == 3 and store.step is None
+        assert store.library.get(0).uses == 1 and store.library.get(0).provenance == PROV
+        store.library.update(2, 0.0)
+        store.commit(1)
+    assert [r["event"] for r in read_jsonl(tmp_path / "round-1" / "history.jsonl")] == ["update", "commit"]
+    with LibraryStore.open(tmp_path / "round-1", capacity=2, start=start) as store:  # resumed: start ignored
+        assert store.library.get(2).uses == 1 and store.step == 1
+    with pytest.raises(SkillLibraryError, match="capacity is 2 but the library was opened with 5"):
+        LibraryStore.open(tmp_path / "other", capacity=5, start=start)
+    with pytest.raises(SkillLibraryError, match="a seed library or a start snapshot, not both"):
+        LibraryStore.open(tmp_path / "other", start=start, seed_path=start)

@@ -49,6 +49,7 @@ from intraskill.agent.traces import EpisodeTrace
 from intraskill.agent.views import view_persona
 from intraskill.chat.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.hashing import seed32
+from intraskill.params import Skill1Params
 from intraskill.skills.bank import Skill
 from intraskill.skills.library import LibrarySkill, SkillLibrary
 from intraskill.skills.retrieval import Candidate, Encoder, RetrievalConfig, retrieve
@@ -71,6 +72,10 @@ class Skill1ReplyConfig:
         for name in ("query_max_tokens", "rank_max_tokens", "distill_max_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+
+    @classmethod
+    def from_params(cls, params: Skill1Params) -> Skill1ReplyConfig:
+        return cls(params.query_max_tokens, params.rank_max_tokens, params.distill_max_tokens)
 
     def max_tokens(self, kind: ReplyKind) -> int:
         return getattr(self, f"{kind}_max_tokens")
@@ -270,11 +275,13 @@ def run_skill1_episodes(
     replies: Skill1ReplyConfig = Skill1ReplyConfig(),
     trace_writer: Any | None = None,
     progress: bool = False,
+    distill: bool = True,
 ) -> list[Skill1Episode]:
     """Run the Skill1 trajectory of every job (module docstring), phase by phase in batches; job order.
 
     Jobs carry no skills of their own (the selected library skill is injected). ``trace_writer`` receives
-    the episodes' traces as :func:`~intraskill.agent.runtime.run_episodes` writes them.
+    the episodes' traces as :func:`~intraskill.agent.runtime.run_episodes` writes them. ``distill=False``
+    stops after the episode (deployment: no distillation reply, :attr:`Skill1Episode.distill` ``None``).
     """
     for job in jobs:
         if job.skills or job.assignment is not None:
@@ -312,7 +319,7 @@ def run_skill1_episodes(
         episode_jobs.append(EpisodeJob(job.episode_id, job.task_id, job.sample_id, skills, None, job.seed))
     results = run_episodes(policy, env_factory, episode_jobs, config, trace_writer, progress)
 
-    reflected = [i for i, result in enumerate(results) if result.scored]
+    reflected = [i for i, result in enumerate(results) if result.scored and distill]
     distill_out = _reply_batch(
         policy, "distill", [jobs[i] for i in reflected],
         [distill_messages(tasks[i].instruction, tasks[i].persona, _summary(results[i], language), language)

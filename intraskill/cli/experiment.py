@@ -15,7 +15,8 @@ def experiment_command(
     params: Path = typer.Option(Path("params/organism.yaml"), "--params",
                                 help="Parameter file; its matrix: section gives the defaults below."),
     overrides: list[str] = SET_OPTION,
-    arms: str = typer.Option(None, "--arms", help="Comma-separated arms, e.g. coevolve,grpo,fixed,nomask,uniform."),
+    arms: str = typer.Option(None, "--arms",
+                             help="Comma-separated arms, e.g. coevolve,grpo,fixed,nomask,uniform,skill1."),
     seeds: int = typer.Option(None, "--seeds", help="Training seeds per arm (seed indices 0 … n−1)."),
     rounds: int = typer.Option(None, "--rounds", help="Rounds per cell."),
     test_tasks: int = typer.Option(None, "--test-tasks", help="Test tasks per evaluation (default: the split)."),
@@ -27,7 +28,8 @@ def experiment_command(
 ) -> None:
     """Run (or resume, or extend) the control experiment: every arm trains from the same warm start with the
     same rounds and differs only in how skills enter; every cell's final checkpoint is tested bare and with
-    its final bank; arms are compared to grpo (and coevolve to every arm) per seed and across seeds."""
+    its final bank (skill1: also deployed with its final library); arms are compared to grpo (and coevolve to
+    every arm) per seed and across seeds."""
     # deferred: a verb loads its stage only when it runs
     from intraskill.experiment.matrix import MatrixPlanMismatchError, run_matrix
     from intraskill.pipeline.coevolve import CoEvolvePlanMismatchError

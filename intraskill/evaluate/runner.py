@@ -20,6 +20,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,9 +28,10 @@ from tqdm.auto import tqdm
 
 from intraskill.agent.env import Environment, InProcessEnvironment
 from intraskill.agent.prompts import prompt_identity
-from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
+from intraskill.agent.runtime import EpisodeJob, EpisodeResult, RuntimeConfig, run_episodes
 from intraskill.agent.traces import EpisodeStatus, read_traces
 from intraskill.chat.base import Policy
+from intraskill.evaluate.skill1_deploy import LibraryDeployment
 from intraskill.evaluate.summary import summarize
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, write_json
@@ -237,6 +239,7 @@ def run_eval(
     limit: int | None = None,
     store_root: str | Path | None = None,
     episode_skills: EpisodeSkills | None = None,
+    library: LibraryDeployment | None = None,
 ) -> EvalRun:
     """Evaluate one policy on ``split`` (resumably) and write ``summary.json``.
 
@@ -256,6 +259,8 @@ def run_eval(
         :func:`intraskill.shop.build.default_store_root`).
     episode_skills : per-episode skill lists instead of one bank (``skills`` must then be ``None``);
         its ``identity`` is the plan's ``skills`` field, so resume and fingerprint semantics hold.
+    library : Skill1 deployed from a frozen library instead of a bank (``skills`` must then be ``None``;
+        :mod:`~intraskill.evaluate.skill1_deploy`): same jobs and seeds, its identity as the plan's ``skills``.
 
     Returns
     -------
@@ -267,8 +272,8 @@ def run_eval(
         raise ValueError(f"batch_size: must be >= 1, got {batch_size}")
     run_dir = Path(out_dir)
     bank = resolve_skills(skills)
-    if episode_skills is not None and bank is not None:
-        raise ValueError("skills: give either a bank or episode_skills, not both")
+    if sum(given is not None for given in (bank, episode_skills, library)) > 1:
+        raise ValueError("skills: give one of a bank, episode_skills or a library")
     store = open_engine(params.store, split, store_root or None, params.experiment.run_root)
     try:
         if policy is None:
@@ -277,20 +282,22 @@ def run_eval(
         else:
             model_identity = dict(policy.identity)
         config = RuntimeConfig.from_params(params.sampling, params.store, params.model)
+        provider = episode_skills if episode_skills is not None else library
         pairs = eval_jobs(store.task_ids, params.evaluation.repeats,
                           limit if limit is not None else params.evaluation.task_limit)
         plan = EvalPlan(model=model_identity, split=split, jobs=tuple(pairs), environment=store.identity,
                         runtime=config.to_dict(), prompt=prompt_identity(config.language, config.view).to_dict(),
-                        skills=episode_skills.identity if episode_skills else skills_identity(bank),
+                        skills=provider.identity if provider is not None else skills_identity(bank),
                         seed=params.experiment.seed)
         write_plan(run_dir, plan)
         injected = bank.enabled_skills() if bank else []
         jobs = [EpisodeJob.create(task, sample, params.experiment.seed,
                                   episode_skills(task, sample) if episode_skills else injected)
                 for task, sample in pairs]
+        runner = library.run if library is not None else partial(run_episodes, progress=False)
         _run_pending(
             policy, lambda: InProcessEnvironment(store.engine), jobs, config, run_dir / "traces.jsonl",
-            batch_size=batch_size, progress=progress, label=f"eval {split}",
+            batch_size=batch_size, progress=progress, label=f"eval {split}", runner=runner,
         )
     finally:
         store.close()
@@ -307,9 +314,11 @@ def _run_pending(
     batch_size: int,
     progress: bool,
     label: str,
+    runner: Callable[..., Sequence[EpisodeResult]],
 ) -> None:
-    """Run every job without a completed record, batch by batch, until each has completed or used
-    :data:`MAX_ATTEMPTS` attempts; every attempt's trace is appended (and fsynced) as it finishes."""
+    """Run every job without a completed record, batch by batch with ``runner(policy, env_factory, batch,
+    config, trace_writer)``, until each has completed or used :data:`MAX_ATTEMPTS` attempts; every attempt's
+    trace is appended (and fsynced) as it finishes."""
     completed, _ = _attempts(traces_path)
     bar = tqdm(total=len(jobs), initial=sum(job.episode_id in completed for job in jobs), desc=label,
                disable=not progress)
@@ -321,8 +330,7 @@ def _run_pending(
             if not pending:
                 break
             for batch in _batches(pending, batch_size):
-                results = run_episodes(policy, env_factory, batch, config, trace_writer=writer,
-                                       progress=False)
+                results = runner(policy, env_factory, batch, config, writer)
                 bar.update(sum(result.status == EpisodeStatus.COMPLETED.value for result in results))
     bar.close()
 

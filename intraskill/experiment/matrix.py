@@ -11,6 +11,10 @@ A matrix directory (``<run_root>/<experiment.name>/controls`` by default) holds:
   with the arm's overlay, :mod:`intraskill.experiment.arms`), its test runs ``test-final-bare`` and
   ``test-final-bank``, ``final_skillbank.json``, ``timings.jsonl`` (wall time per finished stage,
   append-only) and ``cell.json`` (the finished cell's :class:`~intraskill.experiment.records.CellResult`);
+  a Skill1 arm's cell also holds ``final_library.json`` (its last round's committed library) and
+  ``test-final-library`` (:mod:`~intraskill.evaluate.skill1_deploy`: the library frozen, no distillation). An
+  arm with its own ``checkpoint`` starts its first round there instead of the shared warm start; its
+  ``cell.json`` and every statement about it name that checkpoint;
 * ``matrix_summary.json`` — :meth:`~intraskill.experiment.results.MatrixResult.to_dict`.
 
 Every stage below a cell resumes from its own records (rollout steps, evaluation traces), and a cell with a
@@ -24,6 +28,7 @@ import json
 import logging
 import math
 import multiprocessing
+import shutil
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -36,11 +41,13 @@ import torch
 from tqdm.auto import tqdm
 
 from intraskill.evaluate.runner import run_eval
+from intraskill.evaluate.skill1_deploy import LibraryDeployment
 from intraskill.evaluate.summary import utc_now
 from intraskill.experiment.arms import Cell, CellSeeds, cell_params
 from intraskill.experiment.records import (
     FINAL_BANK,
     FINAL_BARE,
+    FINAL_LIBRARY,
     WARMSTART_BARE,
     WARMSTART_S0,
     CellResult,
@@ -53,9 +60,11 @@ from intraskill.params import Params, params_from_dict, plan_dump
 from intraskill.paths import runs_root
 from intraskill.pipeline.coevolve import CoEvolveConfig, co_evolve, curriculum_bank
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
-from intraskill.pipeline.round import round_curriculum
+from intraskill.pipeline.round import resolve_project_path, round_curriculum
+from intraskill.pipeline.skill1 import LIBRARY_DIR
 from intraskill.provenance import write_plan
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
+from intraskill.skills.library import SNAPSHOT_FILE
 
 LOGGER = logging.getLogger(__name__)
 
@@ -63,6 +72,7 @@ MATRIX_SCHEMA = "intraskill-control-matrix-v1"
 PLAN_FILE = "matrix.json"
 SUMMARY_FILE = "matrix_summary.json"
 CELL_FILE = "cell.json"
+FINAL_LIBRARY_FILE = "final_library.json"
 TEST_SPLIT = "test"
 
 
@@ -111,14 +121,19 @@ def _timed(out: Path, stage: str) -> Iterator[None]:
 
 
 def _test(params: Params, condition: str, checkpoint: str | None, bank: SkillBank | None, out: Path,
-          run_dir: Path, store_root: Path | None, progress: bool) -> TestRun:
-    """The test run ``run_dir`` (resumed, or skipped when complete); its record names it relative to ``out``."""
+          run_dir: Path, store_root: Path | None, progress: bool, library: Path | None = None) -> TestRun:
+    """The test run ``run_dir`` (resumed, or skipped when complete); its record names it relative to ``out``.
+    ``library``: a Skill1 library snapshot deployed instead of a bank."""
     limit = params.matrix.test_tasks
+    deployment = LibraryDeployment.from_snapshot(library, params.skill1) if library is not None else None
     if not (run_dir / "summary.json").is_file() or not _complete(run_dir):
         with _timed(run_dir.parent, condition):
             run_eval(params, TEST_SPLIT, checkpoint, bank, run_dir, progress=progress, limit=limit,
-                     store_root=store_root)
-    skills = [s.skill_id for s in bank.enabled_skills()] if bank is not None else []
+                     store_root=store_root, library=deployment)
+    if deployment is not None:
+        skills = deployment.skill_ids
+    else:
+        skills = [s.skill_id for s in bank.enabled_skills()] if bank is not None else []
     return TestRun.read(condition, run_dir, out, checkpoint or str(params.model.checkpoint), skills)
 
 
@@ -156,6 +171,8 @@ def run_cell(params: Params, out: Path, cell: Cell, start: RoundInputs, store_ro
             cell_start = replace(start, curriculum=curriculum)
         else:
             cell_start = replace(start, skillbank=None, curriculum=None)
+        if arm.checkpoint is not None:
+            cell_start = replace(cell_start, checkpoint=arm_checkpoint(cell.arm, arm.checkpoint))
         with _timed(root, "rounds"):
             chain = co_evolve(trained, params.matrix.rounds, start=cell_start, out_dir=root, store_root=store_root,
                               progress=progress,
@@ -171,16 +188,42 @@ def run_cell(params: Params, out: Path, cell: Cell, start: RoundInputs, store_ro
             tests[FINAL_BANK] = _test(params, FINAL_BANK, checkpoint, final_bank, out,
                                       root / f"test-{FINAL_BANK}",
                                       store_root, progress)
+        if arm.method == "skill1":
+            library = _final_library(chain.rounds[-1].root, root / FINAL_LIBRARY_FILE)
+            tests[FINAL_LIBRARY] = _test(params, FINAL_LIBRARY, checkpoint, None, out, root / f"test-{FINAL_LIBRARY}",
+                                         store_root, progress, library)
     summary = json.loads((root / "co_evolve_summary.json").read_text(encoding="utf-8"))
-    deployed = FINAL_BANK if arm.skills == "s0" and FINAL_BANK in tests else FINAL_BARE
+    if arm.method == "skill1":
+        deployed = FINAL_LIBRARY
+    else:
+        deployed = FINAL_BANK if arm.skills == "s0" and FINAL_BANK in tests else FINAL_BARE
     result = CellResult(
         arm=cell.arm, seed_index=cell.seed_index,
         seeds={"experiment": seeds.experiment, "curriculum": seeds.curriculum, "mask": seeds.mask},
         rounds=tuple(RoundRecord.read(r) for r in summary["rounds"]), tests=tests, deployed=deployed,
         final_bank=tuple(s.skill_id for s in final_bank.enabled_skills()) if final_bank is not None else (),
-        wall_seconds=_wall_seconds(root))
+        wall_seconds=_wall_seconds(root), start_checkpoint=arm.checkpoint)
     write_json(root / CELL_FILE, result.to_dict(), indent=1)
     return result
+
+
+def arm_checkpoint(arm: str, checkpoint: str) -> str:
+    """An arm's own starting checkpoint resolved against the project root; refused when it holds no model."""
+    path = resolve_project_path(checkpoint)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"matrix arm {arm}: checkpoint {checkpoint!r} holds no model ({path / 'config.json'} "
+                                "is missing)")
+    return str(path)
+
+
+def _final_library(round_root: Path, target: Path) -> Path:
+    """A Skill1 cell's final library: its last round's committed snapshot, copied (atomically) beside the cell's
+    tests."""
+    if not target.is_file():
+        staging = target.with_name(target.name + ".copying")
+        shutil.copyfile(round_root / LIBRARY_DIR / SNAPSHOT_FILE, staging)
+        staging.replace(target)
+    return target
 
 
 def _final_bank(curriculum: Any, s0: SkillBank | None) -> SkillBank | None:

@@ -2,7 +2,9 @@
 
 Compute parity is shown, not assumed: per round the episodes generated (rollouts and full-skill retries),
 their completion tokens, the episodes and tokens the trainer received, the gate's masked episodes and the
-training time, all read from the round directory once, when the cell finishes, and kept in ``cell.json``.
+training time, all read from the round directory once, when the cell finishes, and kept in ``cell.json``. A
+Skill1 round's rollouts are its ``skill1_episodes.jsonl`` records; their generated tokens add the query, rank
+and distillation replies to the episode's.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class RoundRecord:
         val = summary.get("val_success") or {}
         metrics = list(iter_jsonl(root / "metrics.jsonl"))
         rollouts = list(_traces(sorted(root.glob("steps/step-*/traces.jsonl"))))
+        skill1 = list(_traces(sorted(root.glob("steps/step-*/skill1_episodes.jsonl"))))
         retries = list(_traces([root / "retries.jsonl"]))
         curriculum = json.loads((root / "curriculum.json").read_text(encoding="utf-8")) \
             if (root / "curriculum.json").is_file() else {"chunks": []}
@@ -58,8 +61,8 @@ class RoundRecord:
         return cls(
             round_index=summary["round_index"], val_before=val.get("before"), val_after=val.get("after"),
             gate_status=summary["gate_status"], chunks_in=len(curriculum["chunks"]), chunks_out=chunks_out,
-            rollout_episodes=len(rollouts), retry_episodes=len(retries),
-            generated_tokens=sum(_completion_tokens(t) for t in rollouts + retries),
+            rollout_episodes=len(rollouts) + len(skill1), retry_episodes=len(retries),
+            generated_tokens=sum(_completion_tokens(t) for t in rollouts + retries) + sum(map(_skill1_tokens, skill1)),
             trained_episodes=int(_total(metrics, "rollout/shopsim/train_trajectory_count")),
             trained_tokens=int(_total(metrics, "train/model_tokens")),
             gate_episodes=sum(1 for _ in iter_jsonl(root / "gate" / "traces.jsonl")),
@@ -77,6 +80,11 @@ def _traces(paths: Iterable[Path]) -> Iterable[dict[str, Any]]:
 
 def _completion_tokens(trace: Mapping[str, Any]) -> int:
     return int((trace.get("tokens") or {}).get("completion") or 0)
+
+
+def _skill1_tokens(record: Mapping[str, Any]) -> int:
+    """A Skill1 rollout's generated tokens: its episode's and its replies' (the tokens the model sampled)."""
+    return _completion_tokens(record["trace"]) + sum(sum(t["loss_mask"]) for t in record["reply_tokens"].values())
 
 
 def _total(records: Iterable[Mapping[str, Any]], key: str) -> float:
@@ -117,6 +125,8 @@ class TestRun:
 
 FINAL_BARE = "final-bare"
 FINAL_BANK = "final-bank"
+FINAL_LIBRARY = "final-library"
+"""A Skill1 arm's deployment: its final checkpoint with its final library (query → retrieve → rank → act)."""
 WARMSTART_BARE = "warmstart-bare"
 WARMSTART_S0 = "warmstart-s0"
 
@@ -127,8 +137,10 @@ class CellResult:
 
     ``tests`` holds ``final-bare`` and, unless the arm ended with an empty bank, ``final-bank`` (the final
     checkpoint with the arm's final bank: the gate's selection, S₀ for ``fixed``; S₀ for skill-free arms, so
-    that their four-condition table is complete). ``deployed`` is what the arm ships: ``final-bank`` for
-    arms trained with skills and a non-empty bank, else ``final-bare``.
+    that their four-condition table is complete); a Skill1 arm adds ``final-library``. ``deployed`` is what
+    the arm ships: ``final-library`` for a Skill1 arm, ``final-bank`` for arms trained with skills and a
+    non-empty bank, else ``final-bare``. ``start_checkpoint`` names the checkpoint an arm started from when it
+    is not the shared warm start (``None``: the shared one).
     """
 
     arm: str
@@ -139,16 +151,21 @@ class CellResult:
     deployed: str
     final_bank: tuple[str, ...]
     wall_seconds: float
+    start_checkpoint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"arm": self.arm, "seed_index": self.seed_index, "seeds": dict(self.seeds),
                 "rounds": [r.to_dict() for r in self.rounds],
                 "tests": {name: run.to_dict() for name, run in self.tests.items()},
-                "deployed": self.deployed, "final_bank": list(self.final_bank), "wall_seconds": self.wall_seconds}
+                "deployed": self.deployed, "final_bank": list(self.final_bank), "wall_seconds": self.wall_seconds,
+                "start_checkpoint": self.start_checkpoint}
 
     @classmethod
     def from_dict(cls, record: Mapping[str, Any]) -> CellResult:
+        """A ``cell.json`` record (one written before ``start_checkpoint`` existed started from the shared
+        warm start)."""
         return cls(record["arm"], record["seed_index"], dict(record["seeds"]),
                    tuple(RoundRecord(**r) for r in record["rounds"]),
                    {name: TestRun.from_dict(run) for name, run in record["tests"].items()},
-                   record["deployed"], tuple(record["final_bank"]), record["wall_seconds"])
+                   record["deployed"], tuple(record["final_bank"]), record["wall_seconds"],
+                   record.get("start_checkpoint"))

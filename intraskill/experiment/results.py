@@ -1,11 +1,13 @@
 """The control experiment's result: cells, four-condition tables, learning curves, compute and comparisons.
 
 Each comparison ``a-b`` is the difference a − b on the test split in one condition — ``deployed`` (what each
-arm ships: its final checkpoint with its final bank, bare for a skill-free arm) or ``bare`` (the final
-checkpoint alone) — for test success and strict reward. Per seed index (cells with the same index share
-their training draws) it is the release's task-paired bootstrap; across seeds a hierarchical bootstrap
-(seeds, then tasks; :func:`~intraskill.evaluate.bootstrap.hierarchical_bootstrap`). A difference is
-*supported* when its 95 % interval excludes 0; everything is seeded from ``evaluation.bootstrap_seed``.
+arm ships: its final checkpoint with its final bank, bare for a skill-free arm, with its final library for a
+Skill1 arm) or ``bare`` (the final checkpoint alone) — for test success and strict reward. Per seed index
+(cells with the same index share their training draws) it is the release's task-paired bootstrap; across seeds a
+hierarchical bootstrap (seeds, then tasks; :func:`~intraskill.evaluate.bootstrap.hierarchical_bootstrap`). A
+difference is *supported* when its 95 % interval excludes 0; everything is seeded from
+``evaluation.bootstrap_seed``. An arm that started from its own checkpoint (``start_checkpoint``) is named as
+such in the summary and in every statement about it.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ class Contrast:
     across_seeds: HierarchicalBootstrapResult
     per_seed: tuple[BootstrapResult, ...]
     transitions: dict[str, int] | None
+    starts: dict[str, str] = field(default_factory=dict)
+    """Arm → the checkpoint it started from, for an arm that did not start from the shared warm start."""
 
     @property
     def name(self) -> str:
@@ -67,6 +71,8 @@ class Contrast:
         size = (f"{100 * self.across_seeds.mean_difference:+.1f} points [{100 * low:+.1f}, {100 * high:+.1f}] "
                 f"over {self.across_seeds.seeds} seed(s) × {self.across_seeds.tasks} tasks")
         caveat = "; one seed: the interval holds no training-seed variance" if self.across_seeds.seeds < 2 else ""
+        caveat += "".join(f"; {arm} started from {checkpoint}, not the shared warm start"
+                          for arm, checkpoint in self.starts.items())
         if self.verdict == "unresolved":
             return (f"{self.name} ({self.condition}, {label}): {size}; the interval covers 0, no difference "
                     f"resolved{caveat}")
@@ -143,6 +149,8 @@ class MatrixResult:
                 seeds = sum(c.arm == arm for c in self.cells)
                 lines.append(f"  {arm:<16} success {100 * row.success:5.1f} %  reward {row.reward:.3f}  "
                              f"(deployed, {seeds} seed(s))")
+        for arm, checkpoint in _starts(self.cells).items():
+            lines.append(f"  {arm} started from {checkpoint}, not the shared warm start")
         lines += [f"  {c.statement()}" for c in self.contrasts]
         return "\n".join(lines)
 
@@ -251,6 +259,11 @@ def comparison_pairs(arms: Sequence[str]) -> list[tuple[str, str]]:
     return pairs
 
 
+def _starts(cells: Sequence[CellResult]) -> dict[str, str]:
+    """Arm → its own starting checkpoint, for the arms among ``cells`` that have one."""
+    return {c.arm: c.start_checkpoint for c in cells if c.start_checkpoint is not None}
+
+
 def _run_dir(out: Path, cell: CellResult, condition: str) -> Path:
     return out / cell.tests[cell.deployed if condition == "deployed" else FINAL_BARE].run_dir
 
@@ -280,7 +293,8 @@ def contrast(out: Path, cells_a: Sequence[CellResult], cells_b: Sequence[CellRes
     binary = metric == SUCCESS and all(v in (0.0, 1.0) for v in successes[0] + successes[1])
     return Contrast(cells_a[0].arm, cells_b[0].arm, condition, metric,
                     hierarchical_bootstrap(rows, metric, samples=samples, seed_base=seed_base),
-                    tuple(per_seed), success_transitions(*successes) if binary else None)
+                    tuple(per_seed), success_transitions(*successes) if binary else None,
+                    _starts([*cells_a, *cells_b]))
 
 
 def load_matrix(out_dir: str | Path, arms: Sequence[str] | None = None, seeds: int | None = None) -> MatrixResult:

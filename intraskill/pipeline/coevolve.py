@@ -10,7 +10,9 @@ A co-evolution run directory (``<run_root>/<experiment>/co-evolve`` by default) 
 different plan; the run's :mod:`~intraskill.provenance` beside the fingerprint), one ``round-<NNN>/`` per round (the round directory of
 :func:`~intraskill.pipeline.round.run_round`, with ``analysis/`` and ``gate/`` inside) and
 ``co_evolve_summary.json`` (one record per finished round). Every stage is resumable and skipped
-when its outputs are complete, so re-running with more rounds extends the run.
+when its outputs are complete, so re-running with more rounds extends the run. Without evolution the same
+loop chains Skill1 rounds (``round.method: skill1``): round r's library starts from round r − 1's committed
+snapshot (the control experiment's ``skill1`` arm).
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ from intraskill.paths import runs_root
 from intraskill.pipeline.gate_run import GateConfig, run_online_gate
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
 from intraskill.pipeline.round import open_train_store, round_curriculum, run_round
+from intraskill.pipeline.skill1 import LIBRARY_DIR
 from intraskill.provenance import write_plan
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import CurriculumState, load_curriculum, save_curriculum
+from intraskill.skills.library import SNAPSHOT_FILE
 from intraskill.trace2skill.analysis import AnalysisConfig, run_analysis
 from intraskill.trace2skill.analysts import AnalystSettings, open_analyst
 from intraskill.trace2skill.ledger import read_ledger
@@ -65,7 +69,9 @@ class CoEvolveConfig:
         ``round.val_tasks`` is 0.
     max_candidates : ADD/REWRITE candidates per round (6).
     evolve : run the analysis and the gate after each round (the method). ``False`` chains plain rounds:
-        every round trains with the starting bank's curriculum, redrawn per round (the control arms).
+        every round trains with the starting bank's curriculum, redrawn per round (the control arms), or
+        with ``round.method: skill1`` Skill1 rounds, each starting from the previous round's committed
+        library (U, n and provenance kept).
     analyst : the failure analyst (:class:`~intraskill.trace2skill.analysts.AnalystSettings`; the rule
         analyst by default, left out of the plan then, so plans written before the choice existed keep
         their fingerprint).
@@ -259,9 +265,10 @@ def co_evolve(
     """
     if rounds < 1:
         raise ValueError(f"rounds: must be >= 1, got {rounds}")
-    if params.round.method != "intraskill":
-        raise ValueError(f"round.method: co-evolution trains with the curriculum (intraskill), got "
-                         f"{params.round.method!r}; run a Skill1 round with `intraskill round`")
+    skill1 = params.round.method == "skill1"
+    if skill1 and config.evolve:
+        raise ValueError("round.method: co-evolution trains with the curriculum (intraskill), got 'skill1'; chain "
+                         "Skill1 rounds without evolution (evolve: False) or run one with `intraskill round`")
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(params.experiment)
     if start is None:
         start = prepare_round(params, 0, run_dir / round_id(0))
@@ -274,8 +281,9 @@ def co_evolve(
         if not _trained(root, params):
             if finished:
                 _carry_val(finished[-1].root / "val-after", root / "val-before")
+            library = finished[-1].root / LIBRARY_DIR / SNAPSHOT_FILE if skill1 and finished else None
             run_round(train_params, index, curriculum=curriculum, initial_checkpoint=checkpoint, out_dir=root,
-                      store_root=store_root, progress=progress)
+                      store_root=store_root, progress=progress, library_start=library)
         if config.evolve:
             bank = curriculum_bank(curriculum, round_id(index))
             if not _analysed(root, bank):

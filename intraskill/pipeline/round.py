@@ -51,7 +51,7 @@ from intraskill.evaluate.runner import run_eval
 from intraskill.hashing import sha256_file
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.organism.shipped import resolve_checkpoint
-from intraskill.params import ExperimentParams, Params, RoundParams
+from intraskill.params import ExperimentParams, Params, RoundParams, section_plan
 from intraskill.paths import resolve_project_path, runs_root
 from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, run_rollout_step
 from intraskill.pipeline.skill1 import Skill1Round
@@ -116,13 +116,14 @@ def open_train_store(params: Params, store_root: str | Path | None = None, split
 
 def round_plan(
     params: Params, round_index: int, model_identity: Mapping[str, Any], curriculum: CurriculumState | None,
-    store_identity: Mapping[str, Any],
+    store_identity: Mapping[str, Any], library_start: Path | None = None,
 ) -> dict[str, Any]:
     """The semantic plan of a round: everything that changes which episodes run or how they train.
 
     Progress, logging (``wandb_offline``) and the run root are not part of it. A Skill1 round adds its
-    ``skill1`` section (the seed library by its digest) and encoder (an IntraSkill round's plan is as before
-    the method switch existed).
+    ``skill1`` section (the seed library by its digest, the reply budgets where not the defaults) and encoder,
+    and a chained one the digest of the library snapshot it starts from (an IntraSkill round's plan is as
+    before the method switch existed).
     """
     runtime = RuntimeConfig.from_params(params.sampling, params.store, params.model)
     plan = {
@@ -140,9 +141,12 @@ def round_plan(
     }
     if params.round.method == "skill1":
         seeds = skill1_seed_path(params)
-        plan["skill1"] = {"method": "skill1", **params.skill1.model_dump(mode="json", exclude={"seed_library"}),
+        section = {k: v for k, v in section_plan(params.skill1).items() if k != "seed_library"}
+        plan["skill1"] = {"method": "skill1", **section,
                           "seed_library_sha256": sha256_file(seeds) if seeds is not None else None,
                           "encoder": encoder_identity()}
+        if library_start is not None:
+            plan["skill1"]["library_start_sha256"] = sha256_file(library_start)
     return plan
 
 
@@ -253,6 +257,7 @@ def run_round(
     store_root: str | Path | None = None,
     progress: bool = True,
     on_event: RoundEvent | None = None,
+    library_start: Path | None = None,
 ) -> RoundResult:
     """Run (or resume) one training round; see the module docstring for the directory and commit order.
 
@@ -269,6 +274,9 @@ def run_round(
     progress : show progress bars.
     on_event : called as ``on_event(name, info)`` at ``round-start``, ``step-start``, ``episode``,
         ``admitted``, ``trained``, ``metrics``, ``step-done``, ``round-done``.
+    library_start : ``round.method: skill1`` only: the library snapshot a fresh round library starts from (the
+        previous round's, :func:`~intraskill.pipeline.coevolve.co_evolve`) instead of ``skill1.seed_library``;
+        its digest is part of the plan.
     """
     if params.round.wandb_offline:
         _require_wandb()
@@ -276,10 +284,12 @@ def run_round(
     if params.round.method == "skill1" and curriculum is not None:
         raise ValueError("round.method: skill1 retrieves from its own library; a curriculum was given "
                          "(pass none, or set round.method: intraskill)")
+    if params.round.method != "skill1" and library_start is not None:
+        raise ValueError("library_start: only a round.method: skill1 round has a library")
     if curriculum is None:
         curriculum = round_curriculum(params.round, round_index)
     checkpoint = initial_checkpoint if initial_checkpoint is not None else resolve_checkpoint(params)[0]
-    run = _RoundRun(params, round_index, curriculum, root, store_root, progress, on_event)
+    run = _RoundRun(params, round_index, curriculum, root, store_root, progress, on_event, library_start)
     try:
         run.open(checkpoint)
         if params.round.val_tasks != 0:
@@ -323,8 +333,10 @@ class _RoundRun:
     """The state of one round run: store, policy, trainer, files and the trained-step counter."""
 
     def __init__(self, params: Params, round_index: int, curriculum: CurriculumState | None, root: Path,
-                 store_root: str | Path | None, progress: bool, on_event: RoundEvent | None) -> None:
+                 store_root: str | Path | None, progress: bool, on_event: RoundEvent | None,
+                 library_start: Path | None) -> None:
         self.params, self.round_index, self.curriculum = params, round_index, curriculum
+        self.library_start = library_start
         self.root, self.store_root, self.progress = root, store_root, progress
         self.emit: RoundEvent = on_event or (lambda name, info: None)
         self.files = RoundFiles(root)
@@ -343,7 +355,7 @@ class _RoundRun:
         self.policy, identity = build_policy(params.model, checkpoint, store=params.store,
                                              experiment=params.experiment)
         _require_trainable(self.policy)
-        plan = round_plan(params, self.round_index, identity, self.curriculum, store.identity)
+        plan = round_plan(params, self.round_index, identity, self.curriculum, store.identity, self.library_start)
         fingerprint = write_round_plan(self.root, plan)
         if self.curriculum is not None and not (self.root / "curriculum.json").exists():
             save_curriculum(self.curriculum, self.root / "curriculum.json")
@@ -360,7 +372,7 @@ class _RoundRun:
         if params.round.method == "skill1":
             self.skill1 = Skill1Round(params, self.root, self.round_index, self.policy, self.env_factory,
                                       store.task_ids, self.runtime, self.trained, skill1_seed_path(params),
-                                      self.emit)
+                                      self.emit, self.library_start)
         self.policy.model.eval()
         self.emit("round-start", {"root": str(self.root), "trained_steps": self.trained})
 

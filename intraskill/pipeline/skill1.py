@@ -160,20 +160,23 @@ class Skill1Round:
     (:func:`~intraskill.pipeline.rollout.wave_tasks`, wave 0), each with ``round.n_samples_per_prompt``
     rollouts. :meth:`rollout` re-uses every recorded rollout, runs the missing ones, then applies Algorithm 1's
     library updates (uncommitted) and returns the trainer's samples; :meth:`commit` closes the library's step
-    after the round's checkpoint. A kill before the commit leaves the step's library events uncommitted (they
-    are discarded on reopening), so a re-run applies them once; a kill between the checkpoint and the commit
-    replays the update from the recorded rollouts.
+    after the round's checkpoint. ``library_start`` (a chained round: the previous round's committed snapshot)
+    starts a fresh library from that state instead of ``seed_path``. A kill before the commit leaves the
+    step's library events uncommitted (they are discarded on reopening), so a re-run applies them once; a kill
+    between the checkpoint and the commit replays the update from the recorded rollouts.
     """
 
     def __init__(self, params: Params, root: Path, round_index: int, policy: Policy,
                  env_factory: Callable[[], Environment], task_ids: Sequence[int], runtime: RuntimeConfig,
                  trained: int, seed_path: Path | None = None,
-                 on_event: Callable[[str, Mapping[str, Any]], None] | None = None) -> None:
+                 on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
+                 library_start: Path | None = None) -> None:
         s = params.skill1
         self.params, self.round_index, self.policy, self.env_factory = params, round_index, policy, env_factory
         self.task_ids, self.runtime, self.files = list(task_ids), runtime, RoundFiles(root)
         self.emit = on_event or (lambda name, info: None)
-        self.store = LibraryStore.open(root / LIBRARY_DIR, s.capacity, s.ema_rate, s.initial_utility, seed_path)
+        self.store = LibraryStore.open(root / LIBRARY_DIR, s.capacity, s.ema_rate, s.initial_utility,
+                                       seed_path if library_start is None else None, library_start)
         committed = self.store.step or 0
         if not trained - 1 <= committed <= trained:
             self.store.close()
@@ -181,6 +184,7 @@ class Skill1Round:
                                   f"holds step {trained}; the library and the checkpoint are from different runs")
         self.encoder = SentenceEncoder()
         self.retrieval = RetrievalConfig.from_params(s)
+        self.replies = Skill1ReplyConfig.from_params(s)
         self._updated: int | None = None
 
     @property
@@ -213,7 +217,7 @@ class Skill1Round:
             run = run_skill1_groups(self.policy, self.env_factory, self.library, self.encoder, tasks,
                                     r.n_samples_per_prompt, self.runtime, seed=self.params.experiment.seed,
                                     round_index=self.round_index, step=step, retrieval=self.retrieval,
-                                    recorded=recorded, on_episode=persist)
+                                    replies=self.replies, recorded=recorded, on_episode=persist)
         return run, ran
 
     def rollout(self, step: int) -> tuple[dict[str, Any], list[TrainSample]]:

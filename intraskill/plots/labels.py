@@ -119,7 +119,7 @@ LABELS: dict[str, tuple[str, str]] = {
                                 "组间差值（{condition}；95% CI：先种子后任务）"),
     "control_metric_success": ("success (%)", "成功率（%）"),
     "control_metric_reward": ("strict reward", "严格奖励"),
-    "control_condition_deployed": ("deployed: final checkpoint + its bank", "部署：最终检查点 + 其技能库"),
+    "control_condition_deployed": ("deployed: final checkpoint + its skills", "部署：最终检查点 + 其技能"),
     "control_condition_bare": ("final checkpoint, no skill", "最终检查点·无技能"),
     "control_delta_success": ("difference, points", "差值（百分点）"),
     "control_delta_reward": ("strict-reward difference", "严格奖励差值"),

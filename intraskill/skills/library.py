@@ -349,13 +349,19 @@ class LibraryStore:
         ema_rate: float = DEFAULT_EMA_RATE,
         initial_utility: float = DEFAULT_INITIAL_UTILITY,
         seed_path: str | Path | None = None,
+        start: str | Path | None = None,
     ) -> LibraryStore:
-        """Resume the library in ``directory``, or create it (seeded from ``seed_path``) when it is empty.
+        """Resume the library in ``directory``, or create it (seeded from ``seed_path``, or starting from the
+        snapshot ``start``) when it is empty.
 
-        A fresh library with seeds writes their admit events and a snapshot with ``step = None``. On
-        resume the snapshot's settings must match ``capacity``, ``ema_rate`` and ``initial_utility``,
-        and ``seed_path`` is ignored (the seeds are already in the history).
+        A fresh library with seeds writes their admit events and a snapshot with ``step = None``. A fresh
+        library from ``start`` (e.g. the previous round's committed library) keeps its skills as they are
+        (ids, U, n, provenance) and writes them as its snapshot with ``step = None`` and an empty history; its
+        settings must match. On resume the snapshot's settings must match ``capacity``, ``ema_rate`` and
+        ``initial_utility``, and ``seed_path`` and ``start`` are ignored (the state is already there).
         """
+        if seed_path is not None and start is not None:
+            raise SkillLibraryError("give a seed library or a start snapshot, not both")
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         library = SkillLibrary(capacity, ema_rate, initial_utility)
@@ -367,6 +373,8 @@ class LibraryStore:
                     f"{history}: a history without {SNAPSHOT_FILE}; refusing to guess the state"
                 )
             seeds = load_seed_skills(seed_path) if seed_path is not None else []
+            if start is not None:
+                _load_snapshot(Path(start), library)
             store = cls(directory, library, 0, None)
             for desc, strat, utility, uses in seeds:
                 library.seed(desc, strat, utility, uses)
@@ -379,6 +387,18 @@ class LibraryStore:
             store.record("abort", {"discarded_seq": list(aborted)})
         store._write_snapshot()
         return store
+
+
+def library_from_snapshot(
+    path: str | Path,
+    capacity: int = DEFAULT_CAPACITY,
+    ema_rate: float = DEFAULT_EMA_RATE,
+    initial_utility: float = DEFAULT_INITIAL_UTILITY,
+) -> SkillLibrary:
+    """The library a ``snapshot.json`` (or a copy of one) holds, read only (no store attached)."""
+    library = SkillLibrary(capacity, ema_rate, initial_utility)
+    _load_snapshot(Path(path), library)
+    return library
 
 
 def _load_snapshot(path: Path, library: SkillLibrary) -> tuple[int, int | None]:

@@ -162,6 +162,7 @@ def skill1_step_metrics(episodes: Sequence[Skill1Episode], step: Skill1StepResul
     metrics = {SKILL1_PREFIX + key: value for key, value in values.items()}
     metrics[ROLLOUT_PREFIX + "success_rate"] = _rate(sum(bool(e.success) for e in scored), len(scored))
     metrics[ROLLOUT_PREFIX + "scored_rate"] = _rate(len(scored), len(episodes))
+    metrics[ROLLOUT_PREFIX + "train_trajectory_count"] = len(scored)  # every scored rollout is trained on
     traces = [{"counts": e.result.trace.counts, "tokens": e.result.trace.tokens}
               for e in episodes if e.result.trace is not None]
     metrics.update({ROLLOUT_PREFIX + key: value for key, value in behaviour_metrics(traces).items()})
