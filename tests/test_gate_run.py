@@ -33,6 +33,7 @@ from intraskill.pipeline.gate_run import (
     check_bare_plan,
     run_gate_a,
     run_online_gate,
+    run_ranking_check,
 )
 from intraskill.policy.expert_policy import ExpertPolicy, SkillConditionedLaw
 from intraskill.skills.bank import Skill, SkillBank
@@ -216,6 +217,33 @@ def test_killed_gate_a_resumes_without_duplicates_then_is_skipped(tmp_path: Path
                        store_root=small_store_root, progress=False)
     assert again.contributions == result.contributions
     assert (gate / "traces.jsonl").read_text().count("\n") == lines
+
+
+def test_ranking_check_runs_fixed_banks_paired_with_the_gate_bare_run(tmp_path: Path, small_store_root: Path) -> None:
+    params = make_params(tmp_path)
+    draft = as_draft(SkillBank("draft-1", (PERSONA, BUDGET, NEUTRAL)))
+    config = GateConfig(checkpoint_id="warmstart", task_limit=40, batch_size=8)
+    gate = tmp_path / "gate-a"
+    with pytest.raises(GateInputError, match="no complete gate manifest"):
+        run_ranking_check(params, gate, {}, k=1, policy=planted_policy(), store_root=small_store_root)
+    result = run_gate_a(params, draft, gate, config, policy=planted_policy(), store_root=small_store_root,
+                        progress=False)
+    additivity = result.manifest["outcomes"]["additivity"]
+    assert set(additivity) == {"testable", "reason", "statistic", "p_value", "rejected"}
+    assert json.loads((gate / "contributions.json").read_text())["additivity"]["metric"] == "reward"
+    versions = {s.skill_id: s for s in draft.skills}
+    with pytest.raises(GateInputError, match="no skill for ranked"):
+        run_ranking_check(params, gate, {"persona": PERSONA}, k=1, policy=planted_policy(),
+                          store_root=small_store_root)
+    check = run_ranking_check(params, gate, versions, k=1, random_seeds=(3,), policy=planted_policy(),
+                              store_root=small_store_root, progress=False)
+    assert check.arms["top"] == ("persona",) and check.tasks == 40
+    assert sorted(p.name for p in (gate / "ranking").iterdir()) == ["bottom", "random-3", "top"]
+    assert check.means["r_success"]["top"] > check.means["r_success"]["bottom"]
+    assert check.contrasts["r_success"]["top-bare"].ci95[0] > 0  # the planted persona chunk alone helps
+    stored = json.loads((gate / "ranking_check.json").read_text())
+    assert stored["episodes"] == 120 and stored["arms"]["top"] == ["persona"]
+    assert set(stored["contrasts"]) == {"reward", "r_success"}
 
 
 def test_compare_to_truth_reports_spearman_and_coverage() -> None:
