@@ -32,21 +32,21 @@ def planted_rows(key: str, tasks: int = 400, samples: int = 1, interaction: floa
 
 @pytest.mark.parametrize("samples", [1, 2])
 def test_additive_outcomes_are_not_rejected_in_most_seeds(samples: int) -> None:
-    tests = [fit_additivity(*planted_rows(f"additive:{samples}:{s}", samples=samples)[:2], COLUMNS, COLUMNS,
-                            clusters=planted_rows(f"additive:{samples}:{s}", samples=samples)[2])
-             for s in range(20)]
+    rows = [planted_rows(f"additive:{samples}:{s}", samples=samples) for s in range(20)]
+    tests = [fit_additivity(masks, deltas, COLUMNS, COLUMNS, clusters=tasks, draws=199) for masks, deltas, tasks in rows]
     assert all(t.testable and t.df_num == 15 for t in tests)
     assert {t.cov_type for t in tests} == {"HC3" if samples == 1 else "cluster"}
     rejected = sum(t.rejected for t in tests)
     assert rejected <= 3  # nominal 5 %: 1 of 20 expected, P(>= 4) < 2 % under the null
     p_values = [t.p_value for t in tests]
     assert max(p_values) > 0.5 and min(p_values) < 0.5  # p-values spread over (0, 1) under the null
+    assert all(0 < t.p_value_f < 1 and t.bootstrap_draws == 199 for t in tests)
 
 
 def test_a_planted_interaction_is_rejected_and_recovered_with_a_covering_ci() -> None:
     masks, deltas, tasks = planted_rows("complements", tasks=600, samples=2, interaction=0.35)
-    test = fit_additivity(masks, deltas, COLUMNS, COLUMNS, clusters=tasks, metric="r_success")
-    assert test.testable and test.rejected and test.p_value < 1e-4
+    test = fit_additivity(masks, deltas, COLUMNS, COLUMNS, clusters=tasks, metric="r_success", draws=199)
+    assert test.testable and test.rejected and test.p_value == 1 / 200 and test.p_value_f < 1e-4
     assert test.cov_type == "cluster" and test.df_denom == 599  # G − 1 task clusters
     top = test.largest(1)[0]
     assert (top.a, top.b) == ("chunk-0", "chunk-1")
@@ -57,16 +57,18 @@ def test_a_planted_interaction_is_rejected_and_recovered_with_a_covering_ci() ->
     assert lines[1].startswith("WARNING: additivity rejected")
     assert "chunk-0 x chunk-1: +0.3" in lines[2]
     assert AdditivityTest.from_dict(json.loads(json.dumps(test.to_dict()))) == test
+    again = fit_additivity(masks, deltas, COLUMNS, COLUMNS, clusters=tasks, metric="r_success", draws=199)
+    assert again == test  # the bootstrap's draws come from the recorded seed
 
 
 def test_only_the_selected_chunks_and_identifiable_pairs_are_tested() -> None:
     masks, deltas, tasks = planted_rows("subset")
-    test = fit_additivity(masks, deltas, COLUMNS, ["chunk-3", "chunk-0", "chunk-1"])
+    test = fit_additivity(masks, deltas, COLUMNS, ["chunk-3", "chunk-0", "chunk-1"], draws=99)
     assert test.chunks == ("chunk-0", "chunk-1", "chunk-3") and test.df_num == 3
     # versions of one rewrite family are never shown together: their pair is skipped, the rest tested
     family = masks.copy()
     family[:, 1] = np.where(family[:, 0] == 1, 0, family[:, 1])
-    test = fit_additivity(family, deltas, COLUMNS, COLUMNS[:3])
+    test = fit_additivity(family, deltas, COLUMNS, COLUMNS[:3], draws=99)
     assert test.skipped_pairs == (("chunk-0", "chunk-1"),) and test.df_num == 2
 
 
@@ -85,6 +87,8 @@ def test_designs_that_cannot_identify_interactions_are_typed_not_testable() -> N
     clustered = fit_additivity(masks, deltas, COLUMNS, COLUMNS, clusters=np.arange(60) // 10, min_cell=5)
     assert not clustered.testable and "6 task clusters cannot test 15 interactions" in clustered.reason
     assert "not testable" in clustered.summary_lines()[0]
+    with pytest.raises(ValueError, match="at least 99 draws"):
+        fit_additivity(masks, deltas, COLUMNS, COLUMNS, draws=10)
     with pytest.raises(ValueError, match="not design columns"):
         fit_additivity(masks, deltas, COLUMNS, ["chunk-9", "chunk-0"])
 
@@ -146,3 +150,27 @@ def test_ranking_check_pairs_the_arms_by_task() -> None:
         ranking_check(arms, {"r_success": {**values["r_success"], "bottom": {0: 1.0}}})
     with pytest.raises(ValueError, match="no per-task values"):
         ranking_check(arms, {"r_success": {"top": top}})
+
+
+def test_interaction_heatmap_and_gate_show_cli(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from intraskill.cli import app
+    from intraskill.plots.gates import interaction_heatmap
+
+    masks, deltas, tasks = planted_rows("heatmap", interaction=0.35)
+    test = fit_additivity(masks, deltas, COLUMNS, COLUMNS[:4], draws=99)
+    figure = interaction_heatmap(test, language="zh")
+    assert figure.axes and "F(6" in figure.axes[0].get_title()
+    with pytest.raises(ValueError, match="not testable"):
+        interaction_heatmap(fit_additivity(masks, deltas, COLUMNS, COLUMNS[:1]))
+    gate_dir = tmp_path / "gate"
+    gate_dir.mkdir()
+    (gate_dir / "contributions.json").write_text(
+        (release_data_dir() / "round-001" / "gate" / "contributions.json").read_text())
+    shown = CliRunner().invoke(app, ["gate", "show", str(gate_dir), "--json"])
+    assert shown.exit_code == 0, shown.output
+    record = json.loads(shown.output)
+    assert record["additivity"]["df_num"] == 10 and record["ranking_check"] is None
+    text = CliRunner().invoke(app, ["gate", "show", str(gate_dir)]).output
+    assert "additivity (reward, 10 pairwise interactions of 5 selected chunks, HC3)" in text
