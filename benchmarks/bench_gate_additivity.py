@@ -3,16 +3,18 @@
 Usage::
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_gate_additivity.py \
-        [--params params/organism.yaml] [--warmstart DIR] [--seeds 20260901,1,2] [--samples 1] \
-        [--task-limit N] [--out DIR] [--device cpu]
+        [--params params/organism.yaml] [--policy organism|teacher] [--warmstart DIR] [--seeds 20260901,1,2] \
+        [--samples 1] [--task-limit N] [--truth-tasks N] [--ranking-k K] [--out DIR] [--device cpu]
 
-For each mask seed, Gate A over S₀ on val with the warm start's checkpoint, as
+For each mask seed, Gate A over S₀ on val with the warm start's checkpoint (``organism``) or with the organism's
+teacher, the S₀-gated scripted expert (``teacher``: fast, and its interactions are known by construction), as
 ``benchmarks/bench_gate_validation.py`` runs it (the same directories: complete gates are reused, not re-run),
 then the additivity test (:mod:`intraskill.gate.additivity`) of its rows: on ``reward`` over the gate's
 selected chunks (what the gate stage records), and on ``r_success`` over the selected chunks and over all
 chunks. The line holds each test's statistic, wild-bootstrap and F-reference p-values and largest interactions
 per seed, and the share of seeds that reject additivity at 5 %, with the gate validation's Spearman and
-coverage beside them. The rate over mask seeds is what the validation states: it should be high on the default
+coverage beside them. With ``--ranking-k K`` the first seed's gate also gets the ranking check (top-K, bottom-K
+and random-K fixed banks on the same val tasks: 3 × tasks × m more episodes). The rate over mask seeds is what the validation states: it should be high on the default
 organism (interacting chunks) and low on the additive one (``params/organism_additive.yaml``).
 """
 
@@ -29,12 +31,23 @@ def main() -> None:
     from intraskill.gate.contributions import load_contributions
     from intraskill.params import load_params
     from intraskill.paths import runs_root
-    from intraskill.pipeline.gate_validation import validate_on_warmstart
+    from intraskill.pipeline.gate_run import run_ranking_check
+    from intraskill.pipeline.gate_validation import (
+        teacher_policy,
+        teacher_truth,
+        validate_on_teacher,
+        validate_on_warmstart,
+    )
     from intraskill.pipeline.prepare import ensure_warmstart
+    from intraskill.pipeline.round import resolve_project_path
+    from intraskill.skills.bank import load_skillbank
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params/organism.yaml")
+    parser.add_argument("--policy", choices=("organism", "teacher"), default="organism")
     parser.add_argument("--warmstart", default=None)
+    parser.add_argument("--truth-tasks", type=int, default=None)
+    parser.add_argument("--ranking-k", type=int, default=None, help="Also run the ranking check on the first seed.")
     parser.add_argument("--seeds", default="20260901,1,2")
     parser.add_argument("--samples", default="1")
     parser.add_argument("--task-limit", type=int, default=None)
@@ -45,13 +58,23 @@ def main() -> None:
     if args.device:
         params = params.model_copy(update={"model": params.model.model_copy(update={"device": args.device})})
     seeds = [int(s) for s in args.seeds.split(",")]
-    out = args.out or str(runs_root(params.experiment.run_root) / params.experiment.name / "gate-validation-organism")
-    warmstart = args.warmstart or ensure_warmstart(params, progress=False)
+    default_out = runs_root(params.experiment.run_root) / params.experiment.name / f"gate-validation-{args.policy}"
+    out = args.out or str(default_out)
+    draft = load_skillbank(resolve_project_path(params.warmstart.skills))
+    if args.policy == "teacher":
+        warmstart = None
+        truth = teacher_truth(params, draft, tasks=args.truth_tasks)
+    else:
+        warmstart = args.warmstart or ensure_warmstart(params, progress=False)
     results = []
     for m in (int(s) for s in args.samples.split(",")):
         started = time.monotonic()
-        report = validate_on_warmstart(params, warmstart, out, seeds=seeds, samples_per_task=m,
-                                       task_limit=args.task_limit, progress=False)
+        if warmstart is None:
+            report = validate_on_teacher(params, out, seeds=seeds, samples_per_task=m, task_limit=args.task_limit,
+                                         truth=truth, progress=False)
+        else:
+            report = validate_on_warmstart(params, warmstart, out, seeds=seeds, samples_per_task=m,
+                                           task_limit=args.task_limit, progress=False)
         gates_s = time.monotonic() - started
         per_seed, rates = [], {}
         for seed in seeds:
@@ -68,10 +91,19 @@ def main() -> None:
             tested = [s["tests"][name] for s in per_seed if s["tests"][name]["testable"]]
             rates[name] = {"rejected": sum(t["rejected"] for t in tested), "testable": len(tested),
                            "rate": sum(t["rejected"] for t in tested) / len(tested) if tested else None}
+        tests_s = time.monotonic() - started - gates_s
+        ranking = None
+        if args.ranking_k:
+            started = time.monotonic()
+            check = run_ranking_check(
+                params, f"{out}/m{m}/seed-{seeds[0]}", {c.skill_id: c for c in draft.enabled_skills()},
+                k=args.ranking_k, checkpoint=None if warmstart is None else f"{warmstart}/checkpoint",
+                policy=teacher_policy(params, draft) if warmstart is None else None, progress=False)
+            ranking = {**check.to_dict(), "wall_s": round(time.monotonic() - started, 1)}
         results.append({"samples_per_task": m, "rejection_rate": rates, "spearman_mean": report.spearman_mean,
-                        "coverage_mean": report.coverage_mean, "per_seed": per_seed,
-                        "gates_wall_s": round(gates_s, 1), "tests_wall_s": round(time.monotonic() - started - gates_s, 1)})
-    print(json.dumps({"params": args.params, "warmstart": str(warmstart), "task_limit": args.task_limit,
+                        "coverage_mean": report.coverage_mean, "per_seed": per_seed, "ranking_check": ranking,
+                        "gates_wall_s": round(gates_s, 1), "tests_wall_s": round(tests_s, 1)})
+    print(json.dumps({"params": args.params, "policy": args.policy, "warmstart": warmstart and str(warmstart), "task_limit": args.task_limit,
                       "seeds": seeds, "alpha": 0.05, "out": out, "results": results}))
 
 

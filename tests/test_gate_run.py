@@ -330,6 +330,17 @@ def test_cli_gate_run_on_a_round_directory(tmp_path: Path, small_store_root: Pat
     bad = CliRunner().invoke(app, ["gate", "run", "--params", str(params_file), "--round-dir", str(round_dir),
                                    "--task-limit", "3", "--out", str(tmp_path / "other"), "--no-progress"])
     assert bad.exit_code == 1 and "rank deficient" in bad.output
+    gate_dir = str(round_dir / "gate")
+    shown = CliRunner().invoke(app, ["gate", "show", gate_dir])
+    assert shown.exit_code == 0 and "additivity (reward" in shown.output
+    neither = CliRunner().invoke(app, ["gate", "ranking", "--params", str(params_file), "--gate-dir", gate_dir])
+    assert neither.exit_code == 1 and "exactly one of --draft" in neither.output
+    ranking = CliRunner().invoke(app, ["gate", "ranking", "--params", str(params_file), "--gate-dir", gate_dir,
+                                       "--pool", str(round_dir / "analysis" / "candidate_pool.json"), "--k", "1",
+                                       "--no-progress", "--json"])
+    assert ranking.exit_code == 0, ranking.output
+    assert json.loads(ranking.stdout)["tasks"] == 12 and (round_dir / "gate" / "ranking_check.json").is_file()
+    assert "ranking r_success: top-bottom" in CliRunner().invoke(app, ["gate", "show", gate_dir]).output
 
 
 def test_gate_config_from_round_params() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,9 +51,6 @@ def show(
     """The gate's contributions table, its additivity test (computed from the rows when not stored) and the
     ranking check when one was run."""
     # deferred: a verb loads its stage only when it runs
-    import json
-    from dataclasses import replace
-
     from intraskill.gate.contributions import load_contributions
 
     try:

@@ -49,7 +49,8 @@ BOOTSTRAP_SEED = RELEASE_SEED
 
 @dataclass(frozen=True)
 class Interaction:
-    """One fitted pairwise interaction γ of chunks ``a`` and ``b`` (in design-column order)."""
+    """One fitted pairwise interaction γ of chunks ``a`` and ``b`` (in design-column order); its CI and
+    p-value are the robust fit's own, unadjusted for the other interactions."""
 
     a: str
     b: str
@@ -246,6 +247,8 @@ def fit_additivity(
 
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha: must lie in (0, 1), got {alpha}")
+    if draws < 99:
+        raise ValueError(f"draws: the wild bootstrap needs at least 99 draws, got {draws}")
     unknown = [c for c in chunks if c not in columns]
     if unknown:
         raise ValueError(f"chunks: {unknown} are not design columns")
@@ -258,23 +261,21 @@ def fit_additivity(
                               skipped_pairs=tuple(skipped), alpha=alpha, min_cell=min_cell, bootstrap_draws=draws,
                               bootstrap_seed=seed)
 
-    if draws < 99:
-        raise ValueError(f"draws: the wild bootstrap needs at least 99 draws, got {draws}")
-
     if len(ordered) < 2:
         return untestable(f"{len(ordered)} selected chunk(s); interactions need at least two")
     pairs, skipped = _pairs(matrix, columns, ordered, min_cell)
     if not pairs:
         return untestable(f"no pair of the {len(ordered)} selected chunks has >= {min_cell} rows in each of its "
                           "four (shown, not shown) cells", skipped)
-    design = np.column_stack([matrix] + [matrix[:, j] * matrix[:, k] for j, k in pairs])
+    design = np.column_stack([matrix] + [matrix[:, a] * matrix[:, b] for a, b in pairs])
     n, p = design.shape
     if n <= p or np.linalg.matrix_rank(design) < p:
         return untestable(f"the interaction design ({n} rows, {p} columns) does not have full column rank", skipped)
     base = sm.OLS(outcome, design, hasconst=False).fit()
     clustered = main.cov_type == "cluster"
-    groups = (np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)[1] if clustered and
-              clusters is not None else np.arange(n))
+    groups = np.arange(n)
+    if clustered and clusters is not None:
+        groups = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)[1]
     if clustered:
         if groups.max() < len(pairs):
             return untestable(f"{groups.max() + 1} task clusters cannot test {len(pairs)} interactions "
