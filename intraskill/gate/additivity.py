@@ -19,9 +19,10 @@ residuals flipped by one Rademacher sign per task (per row under HC3), :data:`BO
 neither — holds at least :data:`MIN_PAIR_CELL` rows: mutually exclusive versions (a rewrite family) and pairs
 the masks rarely separate are left out and listed. **Not testable** (typed, with its reason): fewer than two
 selected chunks, no pair passing the cell rule, an interaction design without full column rank or with no
-more rows than columns, or fewer task clusters than interactions (``G − 1 < q``). One masked rollout per
-task identifies the interactions (the masks vary across tasks); more rollouts per task add power, and their
-rows are clustered by task.
+more rows than columns, fewer task clusters than interactions (``G − 1 < q``), or a singular bootstrap
+covariance. One masked rollout per task identifies the interactions (the masks vary across tasks); more
+rollouts per task add power, and their rows are clustered by task. The measured level and power on the
+organisms' teachers are in ``docs/gate-validation.md``.
 """
 
 from __future__ import annotations
@@ -297,7 +298,11 @@ def fit_additivity(
     statistic, p_value_f = float(np.squeeze(wald.fvalue)), float(wald.pvalue)
     if not (math.isfinite(statistic) and math.isfinite(p_value_f)):
         return untestable("the residuals vanish: no error variance to test against", skipped)
-    p_value = _wild_bootstrap_p(design, outcome, k, groups, clustered, draws, seed32(f"{seed}:additivity:{metric}"))
+    try:
+        p_value = _wild_bootstrap_p(design, outcome, k, groups, clustered, draws,
+                                    seed32(f"{seed}:additivity:{metric}"))
+    except np.linalg.LinAlgError:
+        return untestable("a bootstrap draw's interaction covariance is singular (too few task clusters)", skipped)
     return AdditivityTest(metric=metric, chunks=ordered, testable=True, statistic=statistic, df_num=int(wald.df_num),
                           df_denom=float(wald.df_denom), p_value=p_value, p_value_f=p_value_f,
                           cov_type=main.cov_type, interactions=tuple(interactions), skipped_pairs=tuple(skipped),
