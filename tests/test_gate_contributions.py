@@ -73,7 +73,8 @@ def test_output_matches_the_release_schema_plus_inference() -> None:
     gate = release_gate(0)
     _, result = rebuild_release(gate)
     built = result.to_json()
-    assert list(built) == list(gate)
+    assert list(built) == list(gate) + ["additivity"]
+    assert built["additivity"]["chunks"] == gate["selected_intervention_ids"]
     assert built["estimator"] == gate["estimator"]
     for metric in gate["estimates"]:
         extra = ["standard_errors", "conf_int_95", "cov_type"]

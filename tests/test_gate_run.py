@@ -33,6 +33,7 @@ from intraskill.pipeline.gate_run import (
     check_bare_plan,
     run_gate_a,
     run_online_gate,
+    run_ranking_check,
 )
 from intraskill.policy.expert_policy import ExpertPolicy, SkillConditionedLaw
 from intraskill.skills.bank import Skill, SkillBank
@@ -218,6 +219,33 @@ def test_killed_gate_a_resumes_without_duplicates_then_is_skipped(tmp_path: Path
     assert (gate / "traces.jsonl").read_text().count("\n") == lines
 
 
+def test_ranking_check_runs_fixed_banks_paired_with_the_gate_bare_run(tmp_path: Path, small_store_root: Path) -> None:
+    params = make_params(tmp_path)
+    draft = as_draft(SkillBank("draft-1", (PERSONA, BUDGET, NEUTRAL)))
+    config = GateConfig(checkpoint_id="warmstart", task_limit=40, batch_size=8)
+    gate = tmp_path / "gate-a"
+    with pytest.raises(GateInputError, match="no complete gate manifest"):
+        run_ranking_check(params, gate, {}, k=1, policy=planted_policy(), store_root=small_store_root)
+    result = run_gate_a(params, draft, gate, config, policy=planted_policy(), store_root=small_store_root,
+                        progress=False)
+    additivity = result.manifest["outcomes"]["additivity"]
+    assert set(additivity) == {"testable", "reason", "statistic", "p_value", "rejected"}
+    assert json.loads((gate / "contributions.json").read_text())["additivity"]["metric"] == "reward"
+    versions = {s.skill_id: s for s in draft.skills}
+    with pytest.raises(GateInputError, match="no skill for ranked"):
+        run_ranking_check(params, gate, {"persona": PERSONA}, k=1, policy=planted_policy(),
+                          store_root=small_store_root)
+    check = run_ranking_check(params, gate, versions, k=1, random_seeds=(3,), policy=planted_policy(),
+                              store_root=small_store_root, progress=False)
+    assert check.arms["top"] == ("persona",) and check.tasks == 40
+    assert sorted(p.name for p in (gate / "ranking").iterdir()) == ["bottom", "random-3", "top"]
+    assert check.means["r_success"]["top"] > check.means["r_success"]["bottom"]
+    assert check.contrasts["r_success"]["top-bare"].ci95[0] > 0  # the planted persona chunk alone helps
+    stored = json.loads((gate / "ranking_check.json").read_text())
+    assert stored["episodes"] == 120 and stored["arms"]["top"] == ["persona"]
+    assert set(stored["contrasts"]) == {"reward", "r_success"}
+
+
 def test_compare_to_truth_reports_spearman_and_coverage() -> None:
     from intraskill.gate.contributions import MetricEstimate
     from intraskill.pipeline.gate_validation import compare_to_truth
@@ -302,6 +330,17 @@ def test_cli_gate_run_on_a_round_directory(tmp_path: Path, small_store_root: Pat
     bad = CliRunner().invoke(app, ["gate", "run", "--params", str(params_file), "--round-dir", str(round_dir),
                                    "--task-limit", "3", "--out", str(tmp_path / "other"), "--no-progress"])
     assert bad.exit_code == 1 and "rank deficient" in bad.output
+    gate_dir = str(round_dir / "gate")
+    shown = CliRunner().invoke(app, ["gate", "show", gate_dir])
+    assert shown.exit_code == 0 and "additivity (reward" in shown.output
+    neither = CliRunner().invoke(app, ["gate", "ranking", "--params", str(params_file), "--gate-dir", gate_dir])
+    assert neither.exit_code == 1 and "exactly one of --draft" in neither.output
+    ranking = CliRunner().invoke(app, ["gate", "ranking", "--params", str(params_file), "--gate-dir", gate_dir,
+                                       "--pool", str(round_dir / "analysis" / "candidate_pool.json"), "--k", "1",
+                                       "--no-progress", "--json"])
+    assert ranking.exit_code == 0, ranking.output
+    assert json.loads(ranking.stdout)["tasks"] == 12 and (round_dir / "gate" / "ranking_check.json").is_file()
+    assert "ranking r_success: top-bottom" in CliRunner().invoke(app, ["gate", "show", gate_dir]).output
 
 
 def test_gate_config_from_round_params() -> None:

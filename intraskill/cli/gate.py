@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +41,34 @@ def refit(
     emit(report, as_json, "\n".join([f"rounds: {rounds if isinstance(rounds, int) else ', '.join(rounds)}",
                                      f"columns: {report['columns']}", f"observations: {report['observations']}",
                                      f"max |dbeta|: {report['max_abs_diff']:.3e}"]))
+
+
+@app.command()
+def show(
+    gate_dir: Path = typer.Argument(..., exists=True, file_okay=False, help="A finished gate directory."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """The gate's contributions table, its additivity test (computed from the rows when not stored) and the
+    ranking check when one was run."""
+    # deferred: a verb loads its stage only when it runs
+    from intraskill.gate.contributions import load_contributions
+
+    try:
+        gate = load_contributions(gate_dir / "contributions.json")
+    except (ValueError, FileNotFoundError) as error:
+        fail(f"{gate_dir}: {error}")
+    if gate.additivity is None:
+        gate = replace(gate, additivity=gate.additivity_test())
+    ranking_path = gate_dir / "ranking_check.json"
+    ranking = json.loads(ranking_path.read_text(encoding="utf-8")) if ranking_path.is_file() else None
+    text = gate.summary()
+    if ranking is not None:
+        text += "\n" + "\n".join(
+            f"ranking {metric}: " + ", ".join(f"{name} {c['mean_difference']:+.4f} [{c['ci95'][0]:+.4f}, "
+                                              f"{c['ci95'][1]:+.4f}]" for name, c in contrasts.items())
+            for metric, contrasts in ranking["contrasts"].items())
+    emit({"selected": gate.selected_intervention_ids, "additivity": gate.additivity.to_dict(),
+          "ranking_check": ranking}, as_json, text)
 
 
 def _echo_result(result: GateResult, as_json: bool) -> None:
@@ -118,3 +148,37 @@ def gate_a_command(
     result = run_gate_a(loaded, draft, out, config, checkpoint=checkpoint, bare_run_dir=bare_run_dir,
                         ledger=ledger, progress=progress)
     _echo_result(result, as_json)
+
+
+@app.command("ranking")
+def ranking_command(
+    params: Path = typer.Option(..., "--params", help="Parameter file of the gate's run."),
+    overrides: list[str] = SET_OPTION,
+    gate_dir: Path = typer.Option(..., "--gate-dir", exists=True, file_okay=False, help="A finished gate."),
+    draft: Path = typer.Option(None, "--draft", exists=True, dir_okay=False, help="Gate A's draft bank."),
+    pool: Path = typer.Option(None, "--pool", exists=True, dir_okay=False, help="The online gate's candidate pool."),
+    checkpoint: Path = typer.Option(None, "--checkpoint", help="The gate's policy dir (default: model.checkpoint)."),
+    k: int = typer.Option(4, "--k", min=1, help="Chunks per arm (top-K, bottom-K, random-K)."),
+    random_seeds: str = typer.Option("20260907", "--random-seeds", help="Comma-separated seeds of the random arms."),
+    progress: bool = PROGRESS_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Ranking check: val runs of the gate's top-K, bottom-K and random-K banks, task-paired with its bare run
+    ((2 + random seeds) × tasks × m extra episodes)."""
+    # deferred: a verb loads its stage only when it runs
+    from intraskill.organism.shipped import resolve_checkpoint
+    from intraskill.pipeline.gate_run import pool_versions, run_ranking_check
+    from intraskill.skills.bank import load_skillbank
+    from intraskill.trace2skill.pool import load_pool
+
+    if (draft is None) == (pool is None):
+        fail("give exactly one of --draft (Gate A) and --pool (online gate): the skills behind the columns")
+    versions = ({s.skill_id: s for s in load_skillbank(draft).enabled_skills()} if draft is not None
+                else pool_versions(load_pool(pool)))
+    loaded = load(params, overrides)
+    if checkpoint is None and loaded.model.spec != "expert" and not loaded.model.spec.startswith("expert:"):
+        checkpoint = resolve_checkpoint(loaded, params)[0]
+    seeds = [int(s) for s in random_seeds.split(",") if s.strip()]
+    check = run_ranking_check(loaded, gate_dir, versions, k=k, random_seeds=seeds, checkpoint=checkpoint,
+                              progress=progress)
+    emit(check.to_dict(), as_json, check.summary())

@@ -6,7 +6,8 @@ bank), §5.6 (``contributions.json``, ``selected_skill.md``); intraskill-release
 
 The file keeps the release schema and adds per-metric inference the release did not compute:
 ``standard_errors``, ``conf_int_95`` and ``cov_type`` (HC3, or clustered by task when a task has
-several masked rollouts). Selection still uses the point estimates only.
+several masked rollouts), and ``additivity``: the test of the selected chunks' pairwise interactions on the
+primary outcome (:mod:`intraskill.gate.additivity`). Selection still uses the point estimates only.
 
 ``bare_baseline.observations_sha256`` is the SHA-256 of the canonical JSON of the completed bare
 observations ``[{episode_id, split, task_id, sample_id, reward}]`` sorted by (task_id, sample_id).
@@ -22,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from intraskill.gate.additivity import AdditivityTest, fit_additivity
 from intraskill.gate.masks import DESIGN_ONLINE, MaskAssignment, MaskJob
 from intraskill.gate.ols import ESTIMATOR_NAME, PRIMARY_METRIC, PairedDeltaResult, fit_paired_delta
 from intraskill.gate.selection import (
@@ -354,7 +356,8 @@ class GateContributions:
     """The gate's result: a :class:`MetricEstimate` per metric, the selection and the pairs behind them.
 
     JSON only at the edges: :meth:`to_json` / :meth:`from_json` write and read the release's
-    ``contributions.json`` schema (:func:`save_contributions`, :func:`load_contributions`).
+    ``contributions.json`` schema (:func:`save_contributions`, :func:`load_contributions`). ``additivity`` is
+    ``None`` for the release files (:meth:`additivity_test` computes it from their rows).
     """
 
     estimates: dict[str, MetricEstimate]
@@ -369,6 +372,7 @@ class GateContributions:
     created_at: str
     estimator: dict[str, Any] = field(default_factory=lambda: dict(ESTIMATOR))
     schema_version: str = CONTRIBUTIONS_SCHEMA_VERSION
+    additivity: AdditivityTest | None = None
 
     @property
     def primary(self) -> MetricEstimate:
@@ -414,6 +418,11 @@ class GateContributions:
     def bare_observations_sha256(self) -> str:
         """Hash of the bare run's completed observations (``bare_baseline.observations_sha256``)."""
         return str(self.bare_baseline["observations_sha256"])
+
+    def additivity_test(self, metric: str = PRIMARY_METRIC, chunks: Sequence[str] | None = None) -> AdditivityTest:
+        """The additivity test of ``metric`` on the stored rows, over ``chunks`` (default: the selected ones)."""
+        return _additivity(self.observations_table, metric, self.columns,
+                           self.selected_intervention_ids if chunks is None else chunks)
 
     def record(self, intervention_id: str) -> ContributionRecord:
         """The contribution record of one design column."""
@@ -461,8 +470,10 @@ class GateContributions:
                          f"{'  '.join(cells)}  {rank:>4}  {record.status.value}")
         rule = "=" * max(len(line) for line in table)
         kept = ", ".join(self.selected_intervention_ids) or "none"
-        footer = f"selected {self.selected_count} (budget K = {self.active_skill_budget}): {kept}"
-        return "\n".join([rule, *header, rule.replace("=", "-"), *table, rule, footer])
+        footer = [f"selected {self.selected_count} (budget K = {self.active_skill_budget}): {kept}"]
+        if self.additivity is not None:
+            footer += self.additivity.summary_lines()
+        return "\n".join([rule, *header, rule.replace("=", "-"), *table, rule, *footer])
 
     def to_json(self) -> dict[str, Any]:
         """The ``contributions.json`` object (release key order)."""
@@ -487,6 +498,7 @@ class GateContributions:
             "contributions": records,
             "observations_table": [obs.to_row() for obs in self.observations_table],
             "bare_baseline": dict(self.bare_baseline),
+            **({} if self.additivity is None else {"additivity": self.additivity.to_dict()}),
         }
 
     @classmethod
@@ -509,7 +521,8 @@ class GateContributions:
                 active_skill_budget=int(data["active_skill_budget"]),
                 created_at=data["created_at"],
                 estimator=dict(data["estimator"]),
-                schema_version=data["schema_version"])
+                schema_version=data["schema_version"],
+                additivity=AdditivityTest.from_dict(data["additivity"]) if "additivity" in data else None)
         except KeyError as error:
             raise ValueError(f"contributions lacks the field {error}") from error
 
@@ -518,12 +531,21 @@ def _cell(value: float | None) -> str:
     return f"{'—':>8}" if value is None else f"{value:>8.4f}"
 
 
+def _deltas(observations: Sequence[PairedObservation], metric: str) -> list[float]:
+    return [obs.reward[metric] - obs.bare_reward[metric] for obs in observations]
+
+
 def _estimate(observations: Sequence[PairedObservation], metric: str, columns: list[str]) -> MetricEstimate:
-    masked = [obs.reward[metric] for obs in observations]
-    bare = [obs.bare_reward[metric] for obs in observations]
-    fit = fit_paired_delta([list(obs.mask) for obs in observations], [m - b for m, b in zip(masked, bare)],
-                           columns, clusters=[obs.task_id for obs in observations])
-    return MetricEstimate.from_fit(fit, masked, bare)
+    fit = fit_paired_delta([list(obs.mask) for obs in observations], _deltas(observations, metric), columns,
+                           clusters=[obs.task_id for obs in observations])
+    return MetricEstimate.from_fit(fit, [obs.reward[metric] for obs in observations],
+                                   [obs.bare_reward[metric] for obs in observations])
+
+
+def _additivity(observations: Sequence[PairedObservation], metric: str, columns: Sequence[str],
+                chunks: Sequence[str]) -> AdditivityTest:
+    return fit_additivity([list(obs.mask) for obs in observations], _deltas(observations, metric), columns, chunks,
+                          clusters=[obs.task_id for obs in observations], metric=metric)
 
 
 def _check_observations(assignment: MaskAssignment, observations: Sequence[PairedObservation]) -> list[str]:
@@ -573,9 +595,12 @@ def build_contributions(
     """
     metrics = _check_observations(assignment, observations)
     estimates = {metric: _estimate(observations, metric, assignment.columns) for metric in metrics}
+    selection = _select(assignment, estimates[PRIMARY_METRIC].coefficients, active_skill_budget)
     return GateContributions(
         estimates=estimates,
-        selection=_select(assignment, estimates[PRIMARY_METRIC].coefficients, active_skill_budget),
+        selection=selection,
+        additivity=_additivity(observations, PRIMARY_METRIC, assignment.columns,
+                               selection.selected_intervention_ids),
         observations_table=tuple(observations),
         bare_baseline=dict(bare_baseline),
         pool_sha256=assignment.pool_sha256,

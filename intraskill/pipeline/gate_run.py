@@ -18,6 +18,11 @@ A gate directory holds, in the order they are written:
   (the next round's, when a chunk is selected) and the manifest (``online_gate_manifest.json`` or
   ``gate_a_manifest.json``: status, config, protocol, input hashes, observed provenance, output hashes).
 
+``contributions.json`` carries the additivity test of the selected chunks (:mod:`intraskill.gate.additivity`),
+and the manifest's ``outcomes.additivity`` its verdict. The optional ranking check
+(:func:`run_ranking_check`) adds ``ranking/<arm>/`` val runs of fixed top-K, bottom-K and random-K banks and
+``ranking_check.json``.
+
 Every stage resumes (the evaluator skips completed episodes); a gate whose manifest is complete for
 the same inputs and whose outputs still hash as recorded is skipped. With ``samples_per_task`` m > 1
 the bare run has m samples per task too (sample ids 0..m−1, paired by episode ID) and the standard
@@ -38,7 +43,8 @@ from typing import Any
 
 from intraskill.agent.traces import read_traces
 from intraskill.chat.base import Policy
-from intraskill.evaluate.runner import eval_jobs, run_eval
+from intraskill.evaluate.compare import check_plans, run_task_values
+from intraskill.evaluate.runner import eval_jobs, read_plan, run_eval
 from intraskill.gate.contributions import (
     GateContributions,
     GateRecord,
@@ -61,8 +67,10 @@ from intraskill.gate.masks import (
     load_mask_assignment,
     save_mask_assignment,
 )
+from intraskill.gate.ranking import RANKING_K, RANKING_RANDOM_SEED, RankingCheck, ranking_arms, ranking_check
 from intraskill.gate.selection import ACTIVE_SKILL_BUDGET, ContributionStatus
 from intraskill.hashing import sha256_file, sha256_json
+from intraskill.jsonl import write_json
 from intraskill.params import EvaluationParams, Params, RoundParams
 from intraskill.pipeline.round import trained_policy
 from intraskill.policy.factory import build_policy, weights_digest
@@ -389,8 +397,12 @@ def _outcomes(contributions: GateContributions, summary: Mapping[str, Any]) -> d
     estimates = contributions.estimates
     pick = {m: {"bare_mean": estimates[m].bare_mean, "masked_mean": estimates[m].masked_mean,
                 "delta_mean": estimates[m].delta_mean} for m in ("reward", "r_success") if m in estimates}
+    additivity = contributions.additivity
+    verdict = None if additivity is None else {
+        k: additivity.to_dict()[k] for k in ("testable", "reason", "statistic", "p_value", "rejected")}
     return {**pick, "masked_run_success_rate": summary["primary"]["success_rate"],
-            "columns": len(contributions.columns), "selected_count": contributions.selected_count}
+            "columns": len(contributions.columns), "selected_count": contributions.selected_count,
+            "additivity": verdict}
 
 
 def _run(params: Params, spec: _GateSpec, checkpoint: str | Path | None, gate_dir: str | Path,
@@ -557,3 +569,62 @@ def run_gate_a(
                      lambda contributions: gate_a_selected_bank(contributions, bank), "round-000",
                      _ledger(ledger), len(bank.enabled_skills()))
     return _run(params, spec, checkpoint, gate_dir, config, bare_run_dir, policy, store_root, progress)
+
+
+RANKING_METRICS = ("reward", "r_success")
+
+
+def run_ranking_check(
+    params: Params,
+    gate_dir: str | Path,
+    versions: Mapping[str, Skill],
+    *,
+    k: int = RANKING_K,
+    random_seeds: Sequence[int] = (RANKING_RANDOM_SEED,),
+    checkpoint: str | Path | None = None,
+    policy: Policy | None = None,
+    store_root: str | Path | None = None,
+    progress: bool = True,
+) -> RankingCheck:
+    """The optional ranking check of a finished gate: fixed-bank val runs of its top-K, bottom-K and random-K.
+
+    Each arm runs the gate's own val jobs (its task limit and m samples per task) on the same checkpoint into
+    ``<gate_dir>/ranking/<arm>`` (resumable) and is paired by task with the gate's bare run; the result goes to
+    ``<gate_dir>/ranking_check.json``. Cost: ``(2 + len(random_seeds)) × tasks × m`` val episodes.
+
+    Parameters
+    ----------
+    versions : intervention ID → the skill injected for it (:func:`pool_versions` of the online gate's pool,
+        or the Gate A draft's chunks by ID).
+    k, random_seeds : arm size and the random arms' seeds (the release: 4 and 20260907).
+    checkpoint, policy, store_root : as in :func:`run_online_gate`; use the gate's checkpoint.
+    """
+    gate_dir = Path(gate_dir)
+    manifests = [gate_dir / name for name in MANIFESTS.values() if (gate_dir / name).is_file()]
+    manifest = json.loads(manifests[0].read_text(encoding="utf-8")) if manifests else {}
+    if manifest.get("status") != COMPLETE:
+        raise GateInputError(f"gate_dir: {gate_dir} holds no complete gate manifest; run the gate first")
+    config = GateConfig(**manifest["config"])
+    contributions = load_contributions(gate_dir / "contributions.json")
+    arms = ranking_arms(contributions, k, random_seeds)
+    missing = sorted({c for ids in arms.values() for c in ids} - set(versions))
+    if missing:
+        raise GateInputError(f"versions: no skill for ranked intervention(s) {missing}")
+    bare_dir = Path(manifest["inputs"]["bare_run_dir"])
+    policy = policy if policy is not None else _policy(params, checkpoint)
+    eval_params, limit = _eval_params(params, config), _task_limit(params.evaluation, config)
+    values = {m: {"bare": v} for m, v in run_task_values(bare_dir, RANKING_METRICS).items()}
+    for arm, ids in arms.items():
+        bank = SkillBank(bank_version=f"gate-ranking-{arm}", skills=tuple(versions[c] for c in ids),
+                         metadata={"gate_dir": str(gate_dir), "arm": arm})
+        run = run_eval(eval_params, config.split, None, bank, gate_dir / "ranking" / arm, policy=policy,
+                       progress=progress, batch_size=config.batch_size, limit=limit, store_root=store_root)
+        check_plans(read_plan(bare_dir), run.plan, "same-checkpoint")
+        for metric, per_task in run_task_values(run.run_dir, RANKING_METRICS).items():
+            values[metric][arm] = per_task
+    check = ranking_check(arms, values, samples=params.evaluation.bootstrap_samples,
+                          seed_base=params.evaluation.bootstrap_seed)
+    write_json(gate_dir / "ranking_check.json", {"gate_dir": str(gate_dir), "random_seeds": list(random_seeds),
+                                                  "episodes": (2 + len(random_seeds)) * len(run.plan.jobs),
+                                                  **check.to_dict()})
+    return check

@@ -1,11 +1,13 @@
-"""Gate runs: per-gate val success (bare vs randomized masks), tidy contribution tables with CIs, and
-the validation scatter of gate β against ground-truth effects."""
+"""Gate runs: per-gate val success (bare vs randomized masks), tidy contribution tables with CIs, the
+validation scatter of gate β against ground-truth effects, and the heat map of the additivity test's
+pairwise interactions."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from intraskill.gate.additivity import AdditivityTest
 from intraskill.gate.contributions import load_contributions
 from intraskill.plots.style import COLORS, Labeller, frame, new_figure
 
@@ -111,6 +113,32 @@ def gate_validation(
         axes.set_ylabel(labels("gate_beta_success"))
         axes.legend(loc="upper left", fontsize=7.5)
         axes.set_title(labels("title_gate_validation"))
+    return labels.finish(figure)
+
+
+def interaction_heatmap(test: AdditivityTest, *, language: str = "en") -> "Figure":
+    """The fitted interactions γ of an additivity test as a symmetric chunk × chunk heat map (blank where a pair
+    was not fitted), titled with the test's p-value; ``ValueError`` when the test was not testable."""
+    # deferred: numpy is heavy to import
+    import numpy as np
+
+    if not test.testable:
+        raise ValueError(f"test: not testable ({test.reason}); there is no interaction to draw")
+    labels = Labeller.for_language(language)
+    index = {c: i for i, c in enumerate(test.chunks)}
+    grid = np.full((len(index), len(index)), np.nan)
+    for item in test.interactions:
+        grid[index[item.a], index[item.b]] = grid[index[item.b], index[item.a]] = item.coef
+    bound = float(np.nanmax(np.abs(grid))) or 1.0
+    with labels.building():
+        figure = new_figure(1.6 + 0.55 * len(index), 1.0 + 0.5 * len(index))
+        axes = figure.subplots()
+        image = axes.imshow(grid, cmap="RdBu", vmin=-bound, vmax=bound)
+        axes.set_xticks(range(len(index)), list(index), rotation=45, ha="right", fontsize=7)
+        axes.set_yticks(range(len(index)), list(index), fontsize=7)
+        figure.colorbar(image, ax=axes, label=labels("interaction_gamma"))
+        axes.set_title(f"{labels('title_gate_interactions')}\n{test.metric}: F({test.df_num}, {test.df_denom:g}) = "
+                       f"{test.statistic:.2f}, p = {test.p_value:.3g}", fontsize=9)
     return labels.finish(figure)
 
 

@@ -95,6 +95,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "gate_bare": ("bare", "无技能"),
     "gate_masked": ("randomized masks", "随机掩码"),
     "title_gate_validation": ("Gate β vs ground-truth effect", "门控 β 与真实效应"),
+    "title_gate_interactions": ("Pairwise interactions of the selected chunks", "所选块的两两交互"),
+    "interaction_gamma": ("interaction γ (blank: not fitted)", "交互 γ（空白：未拟合）"),
     "true_effect": ("true effect on success (chunk alone − bare)", "对成功率的真实效应（单块 − 无技能）"),
     "gate_beta_success": ("gate β on success (95% CI)", "门控 β（成功率，95% CI）"),
     "identity_line": ("β = true effect", "β = 真实效应"),
