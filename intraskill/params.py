@@ -358,6 +358,9 @@ class Skill1WarmstartParams(_Section):
     """Rollouts that share one seeded demonstration library (a random subset of the lesson strategies)."""
     empty_library_share: float = Field(0.1, ge=0.0, le=1.0)
     """Share of demonstration libraries that are empty (no rank reply, the strategy-free episode)."""
+    act_share: float = Field(1.0, ge=0.0, le=1.0)
+    """Share of the rollouts whose episode is a demonstration too (seeded by episode); the query, rank and
+    distillation replies of every rollout are (they are short: more of them per optimizer step)."""
     replay: int = Field(600, ge=0)
     """Ordinary S₀-masked expert demonstrations mixed in (the ``warmstart:`` section's law and masks)."""
     steps: int = Field(300, ge=1)

@@ -78,8 +78,9 @@ def test_expert_ranks_by_planted_usefulness_ties_in_retrieval_order() -> None:
     messages = rank_messages("a navy scarf", PERSONA, candidates)
     assert rank_candidates(messages[1]["content"]) == candidates
     ranked = parse_rank(reply(ExpertPolicy(lessons=LESSONS), "e/rank", messages), len(candidates))
-    # helpful (in retrieval order), then neutral and the strategy that names no chunk, harmful last
-    assert ranked == RankReply((3, 4, 1, 2, 0))
+    # the first helpful strategy on top, the others in retrieval order
+    assert ranked == RankReply((3, 0, 1, 2, 4))
+    assert LESSONS.rank([candidates[i][1] for i in (0, 1, 2)]) == (1, 0, 2)  # neutral before harmful
     assert parse_rank(reply(ExpertPolicy(), "e/rank", messages), 5) == RankReply((0, 1, 2, 3, 4))
 
 

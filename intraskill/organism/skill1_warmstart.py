@@ -12,7 +12,8 @@ Pipeline (:func:`run_skill1_warmstart`, ``intraskill warmstart-skill1 --params P
    :func:`~intraskill.agent.skill1_episode.run_skill1_episodes` with the real encoder, over seeded
    demonstration libraries (a random subset of the lesson strategies per ``library_batch`` rollouts, a share
    of them empty), recorded by :class:`~intraskill.organism.demos.RecordingPolicy`: the query, rank, episode
-   and distillation replies are separate sessions, hence separate demonstrations; plus ``replay`` ordinary
+   and distillation replies are separate sessions, hence separate demonstrations (the episode of an
+   ``act_share`` of the rollouts); plus ``replay`` ordinary
    S₀-masked demonstrations (the ``warmstart:`` law), so the organism keeps its episodes;
 2. behaviour cloning from ``base``'s checkpoint (its tokenizer, float32), assistant tokens only, resumable;
    the checkpoint is saved in bfloat16;
@@ -38,7 +39,7 @@ from intraskill.agent.runtime import EpisodeJob, EpisodeResult, RuntimeConfig, r
 from intraskill.agent.skill1_episode import Skill1Episode, protocol_error_counts, run_skill1_episodes
 from intraskill.agent.skill1_replies import DistillReply, RankReply
 from intraskill.evaluate.bootstrap import paired_bootstrap_ci
-from intraskill.hashing import seed32, sha256_file
+from intraskill.hashing import seed32, sha256_file, unit_draw
 from intraskill.organism.cloning import CHECKPOINT_DIR, CHECKPOINT_DTYPE, BCExample, behaviour_clone
 from intraskill.organism.demos import (
     Demonstration,
@@ -133,7 +134,9 @@ def skill1_demonstrations(params: Params, engine: Any, task_ids: Sequence[int], 
             skill_ids = [] if selected is None else [f"skill1-{selected.skill_id}"]
             for kind, suffix in REPLY_SESSIONS.items():
                 segments = policy.finished.pop(episode.job.episode_id + suffix, None)
-                if not segments or (kind == "act" and not episode.result.scored):
+                skipped = kind == "act" and (not episode.result.scored or
+                                             unit_draw(f"{sw.seed}:act:{episode.job.episode_id}") >= sw.act_share)
+                if not segments or skipped:
                     continue
                 reward = episode.result.reward if kind == "act" else None
                 demos.append(Demonstration(episode.job.episode_id + suffix, episode.job.task_id, skill_ids,

@@ -352,7 +352,7 @@ class ExpertPolicy:
 
     def _skill1_reply(self, kind: ReplyKind, request: ChatRequest) -> Generation:
         """A well-formed Skill1 reply: the instruction as the query, the retrieval order (with ``lessons``: planted
-        usefulness) as the ranking, and :data:`SKILL1_LESSONS` (with ``lessons``: one drawn per session) with
+        usefulness, most useful first) as the ranking, and :data:`SKILL1_LESSONS` (with ``lessons``: one drawn per session) with
         the episode's outcome as the distillation."""
         user = next(message_text(m) for m in request.messages if m.get("role") == "user")
         instruction = user[len(TASK_LABELS[self.language]):].split("\n\n", 1)[0].strip()

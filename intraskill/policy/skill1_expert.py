@@ -8,8 +8,11 @@ distilled from a lesson therefore has a known planted effect, and :class:`Skill1
 - **the strategy → chunk map**: a Skill1 strategy in an episode's system prompt whose action lesson is chunk
   C's title counts as chunk C for the competence law (:meth:`Skill1Lessons.skill_ids`), so the S₀ law plays
   a selected strategy exactly as it plays the chunk;
-- **the ranking**: candidates ordered by planted usefulness (helpful before neutral before harmful; a
-  strategy naming no chunk counts as neutral), ties in retrieval order (:meth:`Skill1Lessons.rank`);
+- **the ranking**: the most useful candidate first (helpful before neutral before harmful; a strategy naming
+  no chunk counts as neutral; ties in retrieval order), the others in retrieval order
+  (:meth:`Skill1Lessons.rank`). The top is the strategy the episode uses; a full sort would order the tail too,
+  but a tail that depends on the head alone is a permutation the 2-layer organism writes reliably (trained on
+  full sorts it repeated an ID in 55 % of its rank replies);
 - **the distillation**: one lesson drawn uniformly from a seeded per-session source
   (:meth:`Skill1Lessons.draw`), so libraries hold helpful, neutral and harmful skills alike and the
   distillation reward has something to tell apart.
@@ -81,8 +84,9 @@ class Skill1Lessons:
         return 0.0 if lesson is None else lesson.usefulness
 
     def rank(self, strats: Sequence[str]) -> tuple[int, ...]:
-        """0-based positions, most useful first, ties in retrieval order."""
-        return tuple(sorted(range(len(strats)), key=lambda i: (-self.usefulness(strats[i]), i)))
+        """0-based positions: the most useful (the first of equals), then the others in retrieval order."""
+        top = min(range(len(strats)), key=lambda i: (-self.usefulness(strats[i]), i))
+        return (top, *(i for i in range(len(strats)) if i != top))
 
     def skill_ids(self, system: str) -> tuple[str, ...]:
         """The IDs the law reads: each skill of the system message, a strategy naming chunk C as C."""
