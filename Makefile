@@ -47,8 +47,8 @@ warmstart: $(STAMP)
 warmstart-additive: $(STAMP)
 	$(BIN)/intraskill warmstart --params params/organism_additive.yaml --ship params/organism_additive_warmstart
 
-# The organism's Skill1 warm start: continues params/organism_warmstart on Skill1 trajectories (about 40 minutes
-# on 2 busy CPU cores).
+# The organism's Skill1 warm start: continues params/organism_warmstart on Skill1 trajectories (about 15 minutes
+# on 2 CPU cores).
 warmstart-skill1: $(STAMP)
 	$(BIN)/intraskill warmstart-skill1 --params params/organism_skill1.yaml --ship params/organism_skill1_warmstart
 

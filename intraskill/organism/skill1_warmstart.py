@@ -2,7 +2,8 @@
 
 Planted usefulness rides on S₀ chunk titles (:mod:`intraskill.policy.skill1_expert`): each chunk becomes a
 lesson (action = its title, navigation = its procedure line, description = its "Applies when" line), the
-expert ranks candidates helpful → neutral → harmful, distils a lesson drawn per session, and plays a selected
+expert puts the most useful candidate on top (helpful, then neutral, then harmful; the others in retrieval
+order), distils a lesson drawn per session, and plays a selected
 strategy that names chunk C's title as chunk C under the S₀ law. In the organism's ``compact`` view an
 injected strategy is one line, so the organism reads the whole ``Action Insight: <title> | …`` it conditions on.
 
