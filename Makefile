@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test round controls lab warmstart warmstart-additive report bench smollm2 clean
+.PHONY: venv test round controls lab warmstart warmstart-additive warmstart-skill1 report bench smollm2 clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ warmstart: $(STAMP)
 
 warmstart-additive: $(STAMP)
 	$(BIN)/intraskill warmstart --params params/organism_additive.yaml --ship params/organism_additive_warmstart
+
+# The organism's Skill1 warm start: continues params/organism_warmstart on Skill1 trajectories (about 15 minutes
+# on 2 CPU cores).
+warmstart-skill1: $(STAMP)
+	$(BIN)/intraskill warmstart-skill1 --params params/organism_skill1.yaml --ship params/organism_skill1_warmstart
 
 bench: $(STAMP)
 	$(BIN)/intraskill env bench --json

@@ -9,9 +9,9 @@ valid number: ``lr: 1`` is 1.0). The YAML reader refuses duplicate keys and read
 line naming ``file:line:column``.
 
 Paths stay inside the run root: ``experiment.run_root`` is absolute (the user's explicit choice) or
-relative to the project root without ``..``; ``experiment.name`` (the run's folder under the run root) and
-``warmstart.out_dir`` (relative to the project root, or absolute inside the run root) may not be absolute
-nor climb with ``..``. ``experiment.allow_outside_run_root: true`` lifts these path rules.
+relative to the project root without ``..``; ``experiment.name`` (the run's folder under the run root),
+``warmstart.out_dir`` and ``skill1_warmstart.out_dir`` (relative to the project root, or absolute inside the
+run root) may not be absolute nor climb with ``..``. ``experiment.allow_outside_run_root: true`` lifts these path rules.
 """
 
 from __future__ import annotations
@@ -371,6 +371,46 @@ class WarmstartParams(_Section):
         return self
 
 
+class Skill1WarmstartParams(_Section):
+    """The organism's Skill1 warm start (``intraskill warmstart-skill1``, :mod:`intraskill.organism.skill1_warmstart`).
+
+    Behaviour cloning continues from the shipped warm start ``base`` (same tokenizer) on Skill1 trajectories of
+    the S₀-lesson expert (``jobs`` rollouts: query, rank, episode and distillation replies, each its own
+    demonstration) plus ``replay`` ordinary S₀-masked demonstrations of the ``warmstart:`` law, so the organism
+    learns Skill1's replies without forgetting the episodes. The saved checkpoint is evaluated through the real
+    Skill1 path on ``eval_tasks`` val tasks, paired with bare episodes of the same seeds.
+    """
+
+    base: str = "params/organism_warmstart"
+    """The warm start it continues from (a directory holding ``checkpoint/``; relative to the project root)."""
+    jobs: int = Field(1200, ge=1)
+    """Skill1 expert rollouts (train tasks in split order, cycling)."""
+    library_batch: int = Field(40, ge=1)
+    """Rollouts that share one seeded demonstration library (a random subset of the lesson strategies)."""
+    empty_library_share: float = Field(0.1, ge=0.0, le=1.0)
+    """Share of demonstration libraries that are empty (no rank reply, the strategy-free episode)."""
+    act_share: float = Field(1.0, ge=0.0, le=1.0)
+    """Share of the rollouts whose episode is a demonstration too (seeded by episode); the query, rank and
+    distillation replies of every rollout are (they are short: more of them per optimizer step)."""
+    replay: int = Field(600, ge=0)
+    """Ordinary S₀-masked expert demonstrations mixed in (the ``warmstart:`` section's law and masks)."""
+    steps: int = Field(300, ge=1)
+    """Behaviour-cloning optimizer steps (assistant tokens only)."""
+    lr: float = Field(1e-3, gt=0.0)
+    """Peak AdamW learning rate (linear warm-up, then cosine decay to ``lr_min_ratio``·lr)."""
+    lr_min_ratio: float = Field(0.1, ge=0.0, le=1.0)
+    warmup_steps: int = Field(20, ge=0)
+    batch_tokens: int = Field(4096, ge=256)
+    """Token budget of one optimizer step."""
+    eval_tasks: int = Field(200, ge=1)
+    """Val tasks of the evaluation (one Skill1 rollout and one bare episode each)."""
+    eval_batch_size: int = Field(100, ge=1)
+    out_dir: str = "runs/skill1-warmstart"
+    """Directory of the checkpoint and ``manifest.json`` (relative to the project root)."""
+    seed: int = RELEASE_SEED
+    """Seed of the demonstrations, libraries, batching and evaluation episodes."""
+
+
 ARM_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -492,6 +532,7 @@ class Params(_Section):
     grpo: GRPOParams = GRPOParams()
     round: RoundParams = RoundParams()
     skill1: Skill1Params = Skill1Params()
+    skill1_warmstart: Skill1WarmstartParams = Skill1WarmstartParams()
     matrix: MatrixParams = MatrixParams()
 
     @model_validator(mode="after")
@@ -506,11 +547,12 @@ class Params(_Section):
         if _climbs(experiment.run_root) and not PurePath(experiment.run_root).is_absolute():
             raise ValueError(f"experiment.run_root {experiment.run_root!r}: a relative run root may not climb "
                              f"out of the project with '..' (give an absolute path){unless}")
-        out_dir = PurePath(self.warmstart.out_dir)
-        inside = not out_dir.is_absolute() or Path(out_dir).is_relative_to(runs_root(experiment.run_root))
-        if _climbs(out_dir) or not inside:
-            raise ValueError(f"warmstart.out_dir {str(out_dir)!r} must be relative to the project without '..' "
-                             f"or lie inside the run root {experiment.run_root!r}{unless}")
+        for section, out_dir in (("warmstart", PurePath(self.warmstart.out_dir)),
+                                 ("skill1_warmstart", PurePath(self.skill1_warmstart.out_dir))):
+            inside = not out_dir.is_absolute() or Path(out_dir).is_relative_to(runs_root(experiment.run_root))
+            if _climbs(out_dir) or not inside:
+                raise ValueError(f"{section}.out_dir {str(out_dir)!r} must be relative to the project without "
+                                 f"'..' or lie inside the run root {experiment.run_root!r}{unless}")
         return self
 
     @model_validator(mode="after")
@@ -538,10 +580,11 @@ def section_plan(section: BaseModel) -> dict[str, Any]:
 
 def plan_dump(params: Params) -> dict[str, Any]:
     """``params`` as run plans fingerprint them: the JSON dump without the settings of a method the run does not
-    use (``round.method`` and the ``skill1`` section of an IntraSkill run) and without later fields at their
-    defaults (:func:`section_plan`), so that adding a method or a setting leaves the plans of existing runs
-    valid."""
+    use (``round.method`` and the ``skill1`` section of an IntraSkill run), without the Skill1 warm start's (a run
+    records the checkpoint it starts from) and without later fields at their defaults (:func:`section_plan`), so
+    that adding a method or a setting leaves the plans of existing runs valid."""
     data = params.model_dump(mode="json")
+    del data["skill1_warmstart"]
     data["skill1"] = section_plan(params.skill1)
     data["matrix"]["define"] = {name: section_plan(arm) for name, arm in params.matrix.define.items()}
     if params.round.method == "intraskill":

@@ -88,6 +88,7 @@ STRATEGY_FORMAT = "Action Insight: {action} | Navigation Insight: {navigation}"
 _QUERY = re.compile(r"<query>(.*?)</query>", re.DOTALL)
 _RANK = re.compile(r"<rank>(.*?)</rank>", re.DOTALL)
 _RANK_ITEM = re.compile(r"[0-9]+")
+_STRATEGY = re.compile(r"Action Insight: (.*?) \| Navigation Insight: (.*)", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,23 @@ def rank_messages(
     for number, (desc, strat) in enumerate(candidates, start=1):
         lines += [f"[{number}] {when}{' '.join(desc.split())}", f"    {strategy}{' '.join(strat.split())}"]
     return _chat(RANK_PROMPTS[language], persona, "\n".join(lines), language)
+
+
+def rank_candidates(user: str, language: str = "en") -> list[tuple[str, str]]:
+    """The ``(desc, strat)`` candidates of a :func:`rank_messages` user message, in ID order (its inverse)."""
+    when, strategy = _languages(CANDIDATE_FIELDS, language)
+    pattern = re.compile(rf"^\[\d+\] {re.escape(when)}(.*)\n    {re.escape(strategy)}(.*)$", re.MULTILINE)
+    return [(desc, strat) for desc, strat in pattern.findall(user)]
+
+
+def parse_strategy(strat: str) -> tuple[str, str] | None:
+    """``(action lesson, navigation lesson)`` of a :data:`STRATEGY_FORMAT` strategy; ``None`` for other text.
+
+    >>> parse_strategy(STRATEGY_FORMAT.format(action="Check the budget", navigation="Go back"))
+    ('Check the budget', 'Go back')
+    """
+    match = _STRATEGY.fullmatch(strat.strip())
+    return None if match is None else (match.group(1).strip(), match.group(2).strip())
 
 
 def episode_summary(actions: Sequence[tuple[str | None, bool | None, str | None]], termination_reason: str | None,

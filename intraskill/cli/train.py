@@ -45,6 +45,32 @@ def warmstart_command(
           "bare": manifest["metrics"]["bare"], "s0": manifest["metrics"]["s0"]}, as_json)
 
 
+def warmstart_skill1_command(
+    params: Path = typer.Option(Path("params/organism_skill1.yaml"), "--params",
+                                help="Parameter file with warmstart:, skill1: and skill1_warmstart: sections."),
+    overrides: list[str] = SET_OPTION,
+    out: Path = typer.Option(None, "--out", help="Output directory (default: skill1_warmstart.out_dir)."),
+    ship: Path = typer.Option(None, "--ship", help="Also copy the checkpoint and manifest here."),
+    progress: bool = PROGRESS_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Continue the organism's warm start on the S0-lesson expert's Skill1 trajectories (query, rank, episode,
+    distillation), evaluate it through the Skill1 path on val and write the checkpoint and manifest.json."""
+    # deferred: a verb loads its stage only when it runs
+    from intraskill.organism.shipped import ship_warmstart
+    from intraskill.organism.skill1_warmstart import MANIFEST_FILE, run_skill1_warmstart
+
+    loaded = load(params, overrides)
+    manifest = run_skill1_warmstart(loaded, out, progress=progress)
+    if ship is not None:
+        ship_warmstart(manifest["out_dir"], ship, files=(MANIFEST_FILE,))
+    metrics = manifest["metrics"]
+    emit({"out_dir": manifest["out_dir"], "checkpoint_sha256": manifest["checkpoint_sha256"],
+          "timings": manifest["timings"], "final_loss": manifest["bc"]["losses"][-1][1],
+          "protocol_error_rate": metrics["protocol_error_rate"], "success": metrics["success"],
+          "ranking": metrics["ranking"]}, as_json)
+
+
 def round_command(
     params: Path = typer.Option(Path("params/organism.yaml"), "--params", help=PARAMS_HELP),
     overrides: list[str] = SET_OPTION,

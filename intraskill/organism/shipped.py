@@ -20,34 +20,36 @@ SHIPPED_PATTERN = "params/*_warmstart"
 SHIPPED_FILES = ("manifest.json", "ground_truth.json")
 
 
-def ship_warmstart(out_dir: str | Path, dest: str | Path) -> Path:
-    """Copy a finished warm start's checkpoint, ``manifest.json`` and ``ground_truth.json`` to ``dest``
-    (the demonstrations stay behind; the manifest records their SHA-256). Returns ``dest``."""
+def ship_warmstart(out_dir: str | Path, dest: str | Path, files: tuple[str, ...] = SHIPPED_FILES) -> Path:
+    """Copy a finished warm start's checkpoint and ``files`` (``manifest.json`` and ``ground_truth.json``) to
+    ``dest`` (the demonstrations stay behind; the manifest records their SHA-256). Returns ``dest``."""
     out, dest = Path(out_dir), Path(dest)
-    for name in SHIPPED_FILES:
+    for name in files:
         if not (out / name).is_file():
             raise FileNotFoundError(f"{out / name}: not a finished warm start (run `intraskill warmstart`)")
     if (dest / CHECKPOINT_DIR).exists():
         shutil.rmtree(dest / CHECKPOINT_DIR)
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copytree(out / CHECKPOINT_DIR, dest / CHECKPOINT_DIR)
-    for name in SHIPPED_FILES:
+    for name in files:
         shutil.copy2(out / name, dest / name)
     return dest
 
 
 def verify_shipped(directory: str | Path) -> list[str]:
     """Problems of a shipped warm start: checkpoint files whose SHA-256 differs from the manifest,
-    and a ground truth or weights digest that does not match (empty list = intact)."""
+    and a ground truth (when the manifest names one) or weights digest that does not match (empty list =
+    intact)."""
     directory = Path(directory)
     manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-    truth = json.loads((directory / "ground_truth.json").read_text(encoding="utf-8"))
     checkpoint = directory / CHECKPOINT_DIR
     problems = [f"{name}: sha256 differs from the manifest" for name, digest in manifest["files"].items()
                 if not (checkpoint / name).is_file() or sha256_file(checkpoint / name) != digest]
     if weights_digest(checkpoint) != manifest["checkpoint_sha256"]:
         problems.append("checkpoint_sha256: the weights differ from the manifest")
-    if truth.get("checkpoint_sha256") != manifest["checkpoint_sha256"]:
+    truth_file = manifest.get("ground_truth_file")
+    truth = json.loads((directory / truth_file).read_text(encoding="utf-8")) if truth_file else {}
+    if truth_file and truth.get("checkpoint_sha256") != manifest["checkpoint_sha256"]:
         problems.append("ground_truth.json: measured on another checkpoint")
     return problems
 
@@ -91,7 +93,7 @@ class MissingWarmstartError(FileNotFoundError):
 def resolve_checkpoint(params: Params, params_file: str | Path | None = None) -> tuple[str | None, Path | None]:
     """``(checkpoint, warm-start directory)`` of ``model.checkpoint``, the same for every stage.
 
-    A directory stays as given; ``untrained`` is the random-init organism (``None``); ``null`` is, for the
+    A directory stays as given (a relative one is read against the project root); ``untrained`` is the random-init organism (``None``); ``null`` is, for the
     organism, the checkpoint of :func:`find_warmstart` (:class:`MissingWarmstartError` naming the command
     that builds one when none matches, ``params_file`` in it) and for any other spec its own weights.
     """
@@ -99,7 +101,8 @@ def resolve_checkpoint(params: Params, params_file: str | Path | None = None) ->
     if checkpoint == UNTRAINED or (checkpoint is None and params.model.spec != "organism"):
         return None, None
     if checkpoint is not None:
-        return checkpoint, None
+        path = Path(checkpoint)
+        return str(path if path.is_absolute() else project_root() / path), None
     directory = find_warmstart(params)
     if directory is None:
         raise MissingWarmstartError(

@@ -94,10 +94,7 @@ def train_organism(params: Params, demos: Sequence[Demonstration], out: Path, la
                              weight_decay=ws.weight_decay, grad_clip=ws.grad_clip, batch_tokens=ws.batch_tokens,
                              pad_id=int(tokenizer.pad_token_id), seed=ws.seed, state_path=state_path,
                              state_key=json.dumps(bc_identity(out, params), sort_keys=True), progress=progress)
-    checkpoint = out / CHECKPOINT_DIR
-    checkpoint.mkdir(parents=True, exist_ok=True)
-    model.to("cpu", getattr(torch, CHECKPOINT_DTYPE)).save_pretrained(str(checkpoint))
-    tokenizer.save_pretrained(str(checkpoint))
+    checkpoint = save_checkpoint(model, tokenizer, out)
     state_path.unlink(missing_ok=True)
     data = {"examples": len(examples), "dropped_too_long": len(demos) - len(examples),
             "vocab_size": len(tokenizer), "organism": config.to_dict(),
@@ -106,6 +103,19 @@ def train_organism(params: Params, demos: Sequence[Demonstration], out: Path, la
             "plan_examples": len(extra), "soft_targets": sum(len(e.soft) for e in (*examples, *extra)),
             "tokens_per_example": sum(len(e.input_ids) for e in examples) / max(1, len(examples))}
     return checkpoint, result, data
+
+
+def save_checkpoint(model: Any, tokenizer: Any, out: Path) -> Path:
+    """``save_pretrained`` of the model (in :data:`CHECKPOINT_DTYPE`, on the CPU) and its tokenizer into
+    ``out/checkpoint``; returns that directory."""
+    # deferred: torch is heavy to import
+    import torch
+
+    checkpoint = out / CHECKPOINT_DIR
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    model.to("cpu", getattr(torch, CHECKPOINT_DTYPE)).save_pretrained(str(checkpoint))
+    tokenizer.save_pretrained(str(checkpoint))
+    return checkpoint
 
 
 DEMOS_FILE = "demos.jsonl"

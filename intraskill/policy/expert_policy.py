@@ -28,7 +28,10 @@ itself). Slips draw from their own seeded source: the competence draws are the s
 
 Skill1's extra replies (:mod:`intraskill.agent.skill1_replies`, recognised by their system prompt) get
 well-formed answers: the task instruction as the ``<query>``, the candidates in retrieval order as the
-``<rank>``, and :data:`SKILL1_LESSONS` with the episode's stated outcome as the distillation JSON.
+``<rank>``, and :data:`SKILL1_LESSONS` with the episode's stated outcome as the distillation JSON. With
+``lessons`` (:class:`~intraskill.policy.skill1_expert.Skill1Lessons`) the ranking follows planted usefulness,
+the distillation draws a chunk's lesson per session, and a strategy naming a chunk's title counts as that
+chunk for the law.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from typing import Any, Protocol
 
 from intraskill.agent.pages import latest_page_text, parse_page
 from intraskill.agent.prompts import PERSONA_LABELS, TASK_LABELS
-from intraskill.agent.skill1_replies import EPISODE_LABELS, ReplyKind, reply_kind
+from intraskill.agent.skill1_replies import EPISODE_LABELS, ReplyKind, rank_candidates, reply_kind
 from intraskill.agent.tools import CLICK, SEARCH, TOOL_ARGUMENT
 from intraskill.chat.base import ChatRequest, Generation, SessionTokens
 from intraskill.chat.chatml import (
@@ -56,6 +59,7 @@ from intraskill.chat.chatml import (
     render_tool_call,
 )
 from intraskill.hashing import seed32
+from intraskill.policy.skill1_expert import Skill1Lessons
 from intraskill.shop.observation import PAGE_LABELS  # the renderer's labels: one source of truth
 from intraskill.shop.scripted_expert import BUY_NOW, Competences, ScriptedExpert
 from intraskill.shop.types import Task
@@ -273,6 +277,7 @@ class ExpertPolicy:
     max_actions : the store's action limit (30).
     slip_rate : per-turn probability of a deliberate invalid ``buy now`` (at most one per episode).
     plan : open every reply with the episode's :func:`plan_line` as its ``<think>`` reasoning.
+    lessons : Skill1's planted lessons (ranking, distillation, strategy → chunk for the law).
 
     Examples
     --------
@@ -282,7 +287,7 @@ class ExpertPolicy:
 
     def __init__(self, competences: Competences | None = None, seed: int = 0, language: str = "en",
                  law: CompetenceLaw | None = None, max_actions: int = 30, slip_rate: float = 0.0,
-                 plan: bool = False) -> None:
+                 plan: bool = False, lessons: Skill1Lessons | None = None) -> None:
         if language not in PAGE_LABELS:
             raise ValueError(f"language: expected one of {sorted(PAGE_LABELS)}, got {language!r}")
         if not 0.0 <= slip_rate < 1.0:
@@ -294,6 +299,7 @@ class ExpertPolicy:
         self.max_actions = max_actions
         self.slip_rate = slip_rate
         self.plan = plan
+        self.lessons = lessons
         self._sessions: dict[str, _Session] = {}
 
     @property
@@ -310,6 +316,8 @@ class ExpertPolicy:
             identity["slip_rate"] = self.slip_rate
         if self.plan:
             identity["plan"] = True
+        if self.lessons is not None:
+            identity["skill1_lessons"] = self.lessons.identity
         return identity
 
     def generate(self, requests: list[ChatRequest]) -> list[Generation]:
@@ -326,7 +334,8 @@ class ExpertPolicy:
         if session is None:
             system, instruction = read_task_messages(request.messages, self.language)
             rng = random.Random(seed32(f"{self.seed}:{request.session_id}"))
-            expert = _LawfulExpert(self.competences, rng, self.max_actions, self.law, skill_ids_in(system))
+            ids = skill_ids_in(system) if self.lessons is None else self.lessons.skill_ids(system)
+            expert = _LawfulExpert(self.competences, rng, self.max_actions, self.law, ids)
             # The messages carry no task id and the expert reads none: the session id stands in as uid.
             task = Task(task_id=-1, task_uid=request.session_id, instruction_simple=instruction,
                         user_persona=persona_in(system, self.language))
@@ -342,17 +351,24 @@ class ExpertPolicy:
         return session.slipped
 
     def _skill1_reply(self, kind: ReplyKind, request: ChatRequest) -> Generation:
-        """A well-formed Skill1 reply: the instruction as the query, the retrieval order as the ranking, and
-        :data:`SKILL1_LESSONS` with the episode's outcome as the distillation."""
+        """A well-formed Skill1 reply: the instruction as the query, the retrieval order (with ``lessons``: planted
+        usefulness, most useful first) as the ranking, and :data:`SKILL1_LESSONS` (with ``lessons``: one drawn per session) with
+        the episode's outcome as the distillation."""
         user = next(message_text(m) for m in request.messages if m.get("role") == "user")
         instruction = user[len(TASK_LABELS[self.language]):].split("\n\n", 1)[0].strip()
         if kind == "query":
             text = f"<query>{' '.join(instruction.split())}</query>"
+        elif kind == "rank" and self.lessons is not None:
+            order = self.lessons.rank([strat for _, strat in rank_candidates(user, self.language)])
+            text = f"<rank>{', '.join(str(i + 1) for i in order)}</rank>"
         elif kind == "rank":
             text = f"<rank>{', '.join(_CANDIDATE_ID_RE.findall(user))}</rank>"
         else:
             labels = EPISODE_LABELS[self.language]
             action, navigation, description = SKILL1_LESSONS[self.language]
+            if self.lessons is not None:
+                lesson = self.lessons.draw(random.Random(seed32(f"{self.seed}:{request.session_id}:lesson")))
+                action, navigation, description = lesson.action, lesson.navigation, lesson.description
             success = user.rstrip().endswith(labels["outcome"] + labels["success"])
             text = json.dumps({"task_success": success, "action_lesson": action, "navigation_lesson": navigation,
                                "description_head": description}, ensure_ascii=False)
