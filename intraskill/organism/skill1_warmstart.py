@@ -53,7 +53,7 @@ from intraskill.organism.demos import (
 )
 from intraskill.organism.truth import arm_metrics
 from intraskill.organism.warmstart import expert_demos, save_checkpoint
-from intraskill.params import Params, Skill1Params
+from intraskill.params import Params, Skill1Params, section_plan
 from intraskill.paths import project_root
 from intraskill.policy.expert_policy import CompetenceLaw, ExpertPolicy
 from intraskill.policy.factory import load_model, load_policy, resolve_device, weights_digest
@@ -168,7 +168,7 @@ def bc_identity(params: Params) -> dict[str, Any]:
             "warmstart": params.warmstart.model_dump(mode="json", exclude={"out_dir", "eval_episodes",
                                                                             "ground_truth_episodes",
                                                                             "eval_batch_size"}),
-            "skill1": params.skill1.model_dump(mode="json"),
+            "skill1": section_plan(params.skill1),
             "skill1_warmstart": sw.model_dump(mode="json", exclude=set(EVAL_ONLY))}
 
 
@@ -352,7 +352,7 @@ def run_skill1_warmstart(params: Params, out_dir: str | Path | None = None,
         "bank_sha256": bank.sha256,
         "catalog_sha256": store.catalog.sha256,
         "encoder": encoder_identity(),
-        "params": {section: getattr(params, section).model_dump(mode="json") for section in
+        "params": {section: section_plan(getattr(params, section)) for section in
                    ("experiment", "store", "model", "sampling", "warmstart", "skill1", "skill1_warmstart")},
         "lessons": lessons.identity,
         "seeds": {"skill1_warmstart": sw.seed, "libraries": seed32(f"{sw.seed}:skill1-libraries"),
