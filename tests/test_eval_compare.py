@@ -17,6 +17,7 @@ from intraskill.evaluate.compare import AlignmentError, compare_runs, write_comp
 from intraskill.evaluate.runner import run_eval
 from intraskill.params import params_from_dict
 from intraskill.skills.bank import Skill, SkillBank, save_skillbank
+from intraskill.skills.library import LibraryStore
 
 PARAMS: dict[str, Any] = {
     "experiment": {"name": "compare-test", "seed": 7, "run_root": "runs"},
@@ -132,3 +133,44 @@ def test_cli_eval_and_compare(tmp_path: Path, small_store_root: Path) -> None:
                                     "--out", str(tmp_path / "c"), "--set", "model.spec=smollm2",
                                     "--set", "model.checkpoint=untrained"])
     assert untrained.exit_code == 1 and "model" in untrained.stderr and "untrained" in untrained.stderr
+
+
+def test_cli_eval_deploys_a_skill1_library(tmp_path: Path, small_store_root: Path) -> None:
+    """``eval --library`` runs Skill1's deployed path (query, retrieval, rank, act) with the real encoder; it pairs
+    with the bare run by task and seed, and bad combinations are refused in one line."""
+    run_root = tmp_path / "runs"
+    (run_root / "store").mkdir(parents=True)
+    (run_root / "store" / "small-11").symlink_to(small_store_root, target_is_directory=True)
+    params = {**PARAMS, "model": {"spec": "expert", "device": "cpu"}, "skill1": {"top_k": 2},
+              "experiment": {**PARAMS["experiment"], "run_root": str(run_root)}}
+    params_path = tmp_path / "params.yaml"
+    params_path.write_text(yaml.safe_dump(params), encoding="utf-8")
+    with LibraryStore.open(tmp_path / "library") as store:
+        store.library.seed("buying clothes in a given size", "Action Insight: pick the size | Navigation Insight: -")
+        store.library.seed("buying under a price limit", "Action Insight: check the price | Navigation Insight: -")
+        store.commit(0)
+    snapshot = tmp_path / "library" / "snapshot.json"
+    runner = CliRunner()
+    common = ["eval", "--params", str(params_path), "--split", "val", "--set", "evaluation.task_limit=4",
+              "--no-progress", "--json"]
+    bare = runner.invoke(app, [*common, "--skills", "none", "--out", str(tmp_path / "bare")])
+    deployed = runner.invoke(app, [*common, "--skills", "none", "--library", str(snapshot),
+                                   "--out", str(tmp_path / "deployed")])
+    assert bare.exit_code == 0 and deployed.exit_code == 0, deployed.output
+    plan = json.loads((tmp_path / "deployed" / "plan.json").read_text(encoding="utf-8"))
+    assert plan["skills"]["provider"] == "skill1-library" and plan["skills"]["skill_ids"] == ["skill1-0", "skill1-1"]
+    traces = read_traces(tmp_path / "deployed" / "traces.jsonl")
+    selected = [[skill["skill_id"] for skill in t.provenance["selected_skills"]] for t in traces]
+    assert len(traces) == 4 and all(ids in (["skill1-0"], ["skill1-1"]) for ids in selected), selected
+
+    def jobs(run: str) -> set[tuple[int, int]]:
+        return {(t.task_id, t.provenance["seeds"]["episode_seed"]) for t in read_traces(tmp_path / run / "traces.jsonl")}
+
+    assert jobs("deployed") == jobs("bare")
+    both = runner.invoke(app, [*common, "--skills", str(snapshot), "--library", str(snapshot),
+                               "--out", str(tmp_path / "x")])
+    assert both.exit_code == 1 and "--skills none" in both.output
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text("{", encoding="utf-8")
+    broken = runner.invoke(app, [*common, "--skills", "none", "--library", str(corrupt), "--out", str(tmp_path / "y")])
+    assert broken.exit_code == 1 and "corrupt.json" in broken.output and "Traceback" not in broken.output

@@ -16,6 +16,9 @@ def eval_command(
     split: str = typer.Option(..., "--split", help="Task split: val or test."),
     skills: str = typer.Option(..., "--skills", help="SkillBank JSON injected in every episode, or 'none'."),
     out: Path = typer.Option(..., "--out", help="Run directory (re-running the same plan resumes it)."),
+    library: Path | None = typer.Option(
+        None, "--library", help="Skill1: deploy this library snapshot.json (query, retrieval, rank, act; frozen, no "
+                                "distillation) with the params' skill1: settings; needs --skills none."),
     overrides: list[str] = SET_OPTION,
     batch_size: int = typer.Option(DEFAULT_BATCH_SIZE, "--batch-size", min=1, help="Episodes per lockstep batch."),
     progress: bool = PROGRESS_OPTION,
@@ -25,18 +28,28 @@ def eval_command(
     organism; choose others with --set model.checkpoint=DIR|untrained, --set model.spec=expert)."""
     # deferred: a verb loads its stage only when it runs
     from intraskill.evaluate.runner import PlanMismatchError, run_eval
+    from intraskill.evaluate.skill1_deploy import LibraryDeployment
     from intraskill.organism.shipped import resolve_checkpoint
 
     if split not in ("val", "test"):
         fail(f"--split: expected val or test, got {split!r}")
     if skills.lower() != "none" and not Path(skills).is_file():
         fail(f"--skills: no such SkillBank file: {skills}")
+    if library is not None and skills.lower() != "none":
+        fail("--library: a Skill1 library replaces the bank; give --skills none")
+    if library is not None and not library.is_file():
+        fail(f"--library: no such library snapshot: {library}")
     params = load(params_path, overrides)
+    try:
+        deployment = LibraryDeployment.from_snapshot(library, params.skill1) if library is not None else None
+    except ValueError as error:  # SkillLibraryError and a snapshot that is not JSON
+        fail(f"--library: {library}: {error}")
     checkpoint, warmstart = resolve_checkpoint(params, params_path)
     if warmstart is not None:
         note(f"model.checkpoint: null -> the warm start {warmstart}")
     try:
-        run = run_eval(params, split, checkpoint, skills, out, progress=progress, batch_size=batch_size)
+        run = run_eval(params, split, checkpoint, None if deployment else skills, out, progress=progress,
+                       batch_size=batch_size, library=deployment)
     except PlanMismatchError as error:
         fail(str(error))
     counts, primary = run.summary["counts"], run.summary["primary"]
