@@ -28,7 +28,7 @@ from intraskill.report.build import MANIFEST_PATH, load_manifest
 from intraskill.skills.library import LibraryStore, SkillProvenance
 from intraskill.skills.retrieval import SentenceEncoder
 
-QUICK = next(spec for spec in load_manifest(project_root() / MANIFEST_PATH) if spec.name == "09_skill1")
+QUICK = next(spec for spec in load_manifest(project_root() / MANIFEST_PATH).notebooks if spec.name == "09_skill1")
 CI_SKILL1 = ["round.method=skill1", *(s.strip() for s in QUICK.overrides(quick=True)["overrides"].split(";"))]
 """Notebook 09's quick build: the ci parameters shrunk to a 2-step Skill1 round over the ci seed library (the
 reader's test runs one step of it)."""
