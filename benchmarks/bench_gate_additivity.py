@@ -30,7 +30,7 @@ VARIANTS = (("reward", "selected"), ("r_success", "selected"), ("r_success", "al
 def main() -> None:
     from intraskill.gate.contributions import load_contributions
     from intraskill.params import load_params
-    from intraskill.paths import runs_root
+    from intraskill.paths import resolve_project_path, runs_root
     from intraskill.pipeline.gate_run import run_ranking_check
     from intraskill.pipeline.gate_validation import (
         teacher_policy,
@@ -39,7 +39,6 @@ def main() -> None:
         validate_on_warmstart,
     )
     from intraskill.pipeline.prepare import ensure_warmstart
-    from intraskill.pipeline.round import resolve_project_path
     from intraskill.skills.bank import load_skillbank
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -48,8 +48,8 @@ def main() -> None:
     results = []
     truth = None
     if args.policy == "teacher":
+        from intraskill.paths import resolve_project_path
         from intraskill.pipeline.gate_validation import teacher_truth
-        from intraskill.pipeline.round import resolve_project_path
         from intraskill.skills.bank import load_skillbank
 
         draft = load_skillbank(resolve_project_path(params.warmstart.skills))

@@ -44,8 +44,7 @@ def slime_args_command(
         write_launch_args,
     )
     from intraskill.integrations.slime.data import write_slime_tasks
-    from intraskill.paths import store_dir
-    from intraskill.pipeline.round import resolve_project_path
+    from intraskill.paths import resolve_project_path, store_dir
     from intraskill.shop.build import build_store
 
     loaded = load(params, overrides)

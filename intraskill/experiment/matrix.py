@@ -57,10 +57,10 @@ from intraskill.experiment.records import (
 from intraskill.experiment.results import MatrixResult, load_matrix
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.params import Params, params_from_dict, plan_dump
-from intraskill.paths import runs_root
+from intraskill.paths import resolve_project_path, runs_root
 from intraskill.pipeline.coevolve import CoEvolveConfig, co_evolve, curriculum_bank
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
-from intraskill.pipeline.round import resolve_project_path, round_curriculum
+from intraskill.pipeline.round import round_curriculum
 from intraskill.pipeline.skill1 import LIBRARY_DIR
 from intraskill.provenance import write_plan
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank

@@ -39,8 +39,9 @@ from intraskill.gate.contributions import MetricEstimate
 from intraskill.organism.demos import teacher_law
 from intraskill.organism.truth import ground_truth, run_arm
 from intraskill.params import RELEASE_SEED, Params
+from intraskill.paths import resolve_project_path
 from intraskill.pipeline.gate_run import GateConfig, as_draft, run_gate_a
-from intraskill.pipeline.round import open_train_store, resolve_project_path
+from intraskill.pipeline.round import open_train_store
 from intraskill.policy.expert_policy import ExpertPolicy
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 

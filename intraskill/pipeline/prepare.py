@@ -22,7 +22,8 @@ from typing import Any
 from intraskill.organism.shipped import find_warmstart, resolve_checkpoint
 from intraskill.organism.warmstart import run_warmstart
 from intraskill.params import UNTRAINED, Params
-from intraskill.pipeline.round import default_round_dir, resolve_project_path, round_curriculum
+from intraskill.paths import resolve_project_path
+from intraskill.pipeline.round import default_round_dir, round_curriculum
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
 from intraskill.skills.curriculum import CurriculumState
 

@@ -63,10 +63,10 @@ from intraskill.policy.skill1_expert import Skill1Lessons
 from intraskill.shop.observation import PAGE_LABELS  # the renderer's labels: one source of truth
 from intraskill.shop.scripted_expert import BUY_NOW, Competences, ScriptedExpert
 from intraskill.shop.types import Task
+from intraskill.skills.render import skill_entries
 
 EXPERT_MODEL_ID = "scripted-expert"
 EXPERT_BACKEND = "expert"
-_SKILL_ID_RE = re.compile(r'<skill id=("(?:[^"\\]|\\.)*") version=')
 PLAN_LABELS = {"en": ("Plan: ", ", ", "none"), "zh": ("计划：", "、", "无")}
 """Per language: the plan line's label, separator and the word for a plan without competences."""
 SKILL1_LESSONS = {
@@ -423,7 +423,7 @@ def persona_in(system: str, language: str = "en") -> dict[str, Any]:
 
 def skill_ids_in(system: str) -> tuple[str, ...]:
     """The IDs of the ``<skill id=… version=…>`` chunks in the system message, in order."""
-    return tuple(json.loads(match) for match in _SKILL_ID_RE.findall(system))
+    return tuple(skill_id for skill_id, _ in skill_entries(system))
 
 
 def click_values(tools: list[dict[str, Any]]) -> tuple[list[str], bool]:

@@ -20,26 +20,16 @@ distilled from a lesson therefore has a known planted effect, and :class:`Skill1
 
 from __future__ import annotations
 
-import json
 import random
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from intraskill.agent.skill1_replies import STRATEGY_FORMAT, parse_strategy
+from intraskill.skills.render import skill_entries
 
 USEFULNESS = {"helpful": 1.0, "neutral": 0.0, "harmful": -1.0}
 """Planted usefulness per S₀ role (a strategy that names no chunk counts as neutral)."""
-_SKILL_ENTRY_RE = re.compile(r'<skill id=("(?:[^"\\]|\\.)*") version=(?:"(?:[^"\\]|\\.)*")>\n(.*?)\n</skill>',
-                             re.DOTALL)
-
-
-def skill_entries_in(system: str) -> tuple[tuple[str, str], ...]:
-    """``(skill ID, shown content)`` of every ``<skill …>`` element of a system message, in order."""
-    return tuple((json.loads(skill_id), content) for skill_id, content in _SKILL_ENTRY_RE.findall(system))
-
-
 @dataclass(frozen=True)
 class Lesson:
     """One S₀ chunk as a Skill1 lesson: its ``chunk`` ID, the three texts and its planted ``usefulness``."""
@@ -91,7 +81,7 @@ class Skill1Lessons:
     def skill_ids(self, system: str) -> tuple[str, ...]:
         """The IDs the law reads: each skill of the system message, a strategy naming chunk C as C."""
         ids = []
-        for skill_id, content in skill_entries_in(system):
+        for skill_id, content in skill_entries(system):
             lesson = self.lesson_of(content)
             ids.append(skill_id if lesson is None else lesson.chunk)
         return tuple(ids)

@@ -131,6 +131,15 @@ def render_skill_block(skills: Sequence[Skill], language: str = "en") -> str:
     return "\n".join(lines)
 
 
+_SKILL_ELEMENT = re.compile(r'<skill id=("(?:[^"\\]|\\.)*") version=(?:"(?:[^"\\]|\\.)*")>\n(.*?)\n</skill>', re.DOTALL)
+
+
+def skill_entries(text: str) -> tuple[tuple[str, str], ...]:
+    """``(skill ID, content)`` of every ``<skill …>`` element :func:`render_skill_block` wrote into ``text``,
+    in order (the inverse of its rendering)."""
+    return tuple((json.loads(skill_id), content) for skill_id, content in _SKILL_ELEMENT.findall(text))
+
+
 def chunk_title(content: str) -> str:
     """A skill's title: the ``### title`` heading of a chunk, else the first line of its text."""
     first = content.strip().split("\n", 1)[0]
