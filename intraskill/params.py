@@ -200,10 +200,14 @@ class Skill1Params(_Section):
     choice (the scripts' ``rerank_train_top1``); ``null`` scores the whole ranking. ``seed_library`` is an
     optional JSON list of ``{"desc", "strat"[, "utility"][, "uses"]}`` skills a fresh library starts with
     (relative to the project root; ``null`` = start empty). ``*_max_tokens`` are the completion budgets of the
-    query, rank and distillation replies.
+    query, rank and distillation replies. ``start_checkpoint`` is where a matrix's Skill1 arms start (relative
+    to the project root; ``null``: the shared warm start): a Skill1 warm start (``make warmstart-skill1``), as a
+    model cloned only on IntraSkill episodes writes no query, rank or distillation reply; an arm's own
+    ``checkpoint`` takes precedence.
     """
 
-    plan_optional: ClassVar[tuple[str, ...]] = ("query_max_tokens", "rank_max_tokens", "distill_max_tokens")
+    plan_optional: ClassVar[tuple[str, ...]] = ("query_max_tokens", "rank_max_tokens", "distill_max_tokens",
+                                                "start_checkpoint")
 
     capacity: int = Field(5000, ge=1)
     ema_rate: float = Field(0.05, gt=0.0, le=1.0)
@@ -220,6 +224,7 @@ class Skill1Params(_Section):
     query_max_tokens: int = Field(64, ge=1)
     rank_max_tokens: int = Field(32, ge=1)
     distill_max_tokens: int = Field(256, ge=1)
+    start_checkpoint: str | None = Field(None, min_length=1)
 
 
 class RoundParams(_Section):

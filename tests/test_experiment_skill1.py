@@ -17,9 +17,10 @@ import yaml
 from typer.testing import CliRunner
 
 from intraskill.cli import app
+from intraskill.evaluate.compare import AlignmentError, compare_runs
 from intraskill.evaluate.skill1_deploy import LibraryDeployment
 from intraskill.experiment import matrix as matrix_module
-from intraskill.experiment.arms import cell_params
+from intraskill.experiment.arms import cell_params, start_checkpoint
 from intraskill.experiment.matrix import arm_checkpoint, matrix_plan, run_matrix
 from intraskill.experiment.results import MatrixResult, comparison_pairs, contrast, load_matrix
 from intraskill.hashing import sha256_file, sha256_json
@@ -167,6 +168,12 @@ def test_skill1_cell_carries_its_library_tests_it_deployed_and_resumes_after_kil
     selected = [t["provenance"]["selected_skills"] for t in traces]
     assert len(traces) == 4 and all(len(s) == 1 and s[0]["skill_id"].startswith("skill1-") for s in selected)
     assert not list((cell_dir / "round-001" / "steps").glob("*/traces.jsonl"))
+    # the deployed run pairs with the bare one of its checkpoint, though its episodes carry different skills
+    bare = out / cell.tests["final-bare"].run_dir
+    paired = compare_runs(bare, deployed, kind="same-checkpoint", samples=200)["alignment"]["traces"]
+    assert paired["b_skill_ids"] == sorted({s[0]["skill_id"] for s in selected}) and paired["b_bare_episodes"] == 0
+    with pytest.raises(AlignmentError, match="run a must be bare, it deploys a Skill1 library"):
+        compare_runs(deployed, bare, kind="same-checkpoint", samples=200)
 
     # results: per-task values read from the deployed run (its level, and a contrast as against another arm)
     levels = result.arm_intervals(samples=200)
@@ -231,6 +238,12 @@ def test_skill1_arm_parameters_and_the_other_arms_plans() -> None:
     defined = params_from_dict({**base.model_dump(mode="json"), "matrix": {
         "define": {"late": {"method": "skill1", "skills": "none", "evolve": False, "checkpoint": "elsewhere"}}}})
     assert plan_dump(defined)["matrix"]["define"]["late"]["checkpoint"] == "elsewhere"
+    # the organism's skill1 arm starts from its Skill1 warm start, an arm's own checkpoint first, others shared
+    assert "skill1" in base.matrix.arms
+    assert start_checkpoint(base, base.matrix.arm("skill1")) == base.skill1.start_checkpoint
+    arm_checkpoint("skill1", base.skill1.start_checkpoint)  # shipped: it holds a model
+    assert start_checkpoint(defined, defined.matrix.arm("late")) == "elsewhere"
+    assert start_checkpoint(base, base.matrix.arm("grpo")) is None
     with pytest.raises(FileNotFoundError, match="matrix arm late: checkpoint 'elsewhere' holds no model"):
         arm_checkpoint("late", "elsewhere")
     with pytest.raises(ParamsError, match="skill1.rank_max_tokens"):

@@ -14,9 +14,11 @@ from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.patches import Rectangle
 
 from intraskill.analysis.skill1 import committed_history, library_map, read_skill1_round
+from intraskill.organism.shipped import resolve_checkpoint
 from intraskill.params import load_params, with_overrides
 from intraskill.paths import project_root
 from intraskill.pipeline.round import run_round
+from intraskill.pipeline.skill1_conditions import CONDITIONS, PAIRS, run_skill1_conditions
 from intraskill.plots import (
     library_embedding_map,
     skill1_dynamics,
@@ -173,3 +175,26 @@ def test_a_ci_skill1_round_reads_back_as_its_metrics(tmp_path: Path, small_store
     for figure in (skill1_dynamics(record.steps), utility_over_training(record.rollouts, by_step),
                    task_skill_similarity(record.candidates), library_embedding_map(mapped.points, mapped.explained)):
         assert figure.axes
+
+    # the four deployed conditions: the same jobs and seed in every run, the library's runs with the selected
+    # skills, four paired comparisons; a second call resumes them without running an episode
+    start = resolve_checkpoint(params)[0]
+    conditions = run_skill1_conditions(params, result.root, start, limit=2, progress=False,
+                                       store_root=small_store_root)
+    plans = {name: run.plan for name, run in conditions.runs.items()}
+    assert list(plans) == list(CONDITIONS) and len({(p.jobs, p.seed) for p in plans.values()}) == 1
+    assert {name: p.skills["provider"] for name, p in plans.items()} == {
+        "start-bare": "none", "start-library": "skill1-library", "trained-bare": "none",
+        "trained-library": "skill1-library"}
+    assert plans["start-bare"].model != plans["trained-bare"].model
+    lines = {name: (run.run_dir / "traces.jsonl").read_text() for name, run in conditions.runs.items()}
+    deployed = [json.loads(line)["provenance"]["selected_skills"] for line in lines["trained-library"].splitlines()]
+    assert deployed and all(len(s) <= 1 for s in deployed)
+    paired = conditions.paired(samples=200, seed=3)
+    assert [tuple(r) for r in paired[["a", "b", "kind"]].values] == [tuple(p) for p in PAIRS]
+    assert (paired["pairs"] == 2).all() and (conditions.table()["n"] == 2).all()
+    assert (result.root / "deployed" / "trained-library" / "vs-trained-bare" / "comparison.json").is_file()
+    again = run_skill1_conditions(params, result.root, start, limit=2, progress=False, store_root=small_store_root)
+    assert {name: (run.run_dir / "traces.jsonl").read_text() for name, run in again.runs.items()} == lines
+    with pytest.raises(FileNotFoundError, match="the round's committed library is missing"):
+        run_skill1_conditions(params, tmp_path, start, limit=2, progress=False, store_root=small_store_root)

@@ -8,7 +8,9 @@ Alignment comes first and a misaligned pair is refused (:class:`AlignmentError`)
   versus trained) checks the same fields except the model;
 * **traces** — every job has a completed record in both runs; per-trace provenance (the model for
   ``same-checkpoint``, environment version, task mode, prompt, runtime) agrees; every trace of a run
-  carries the same skill list, and for ``same-checkpoint`` run ``a`` is bare.
+  carries the same skill list — except a deployed Skill1 library's run (plan provider
+  ``skill1-library``), whose episodes each carry the skill they selected — and for ``same-checkpoint``
+  run ``a`` is bare.
 
 Then each run's full summary, and per metric the task-level paired percentile bootstrap of
 ``mean(b − a)`` (:func:`intraskill.evaluate.bootstrap.paired_bootstrap_ci`; per-metric seed
@@ -33,6 +35,8 @@ from intraskill.shop.reward import PRIMARY_REWARD
 
 COMPARISON_SCHEMA_VERSION = "shopsimrl-paired-run-comparison-v1"
 KINDS: tuple[str, ...] = ("same-checkpoint", "cross-checkpoint")
+PER_EPISODE_SKILLS = "skill1-library"
+"""The skills provider whose episodes select their own skill (:mod:`intraskill.evaluate.skill1_deploy`)."""
 PLAN_FIELDS: dict[str, tuple[str, ...]] = {
     "same-checkpoint": ("pipeline_version", "model", "split", "jobs", "environment", "runtime", "prompt"),
     "cross-checkpoint": ("pipeline_version", "split", "jobs", "environment", "runtime", "prompt"),
@@ -97,16 +101,22 @@ def _completed_by_job(
 
 
 def check_traces(a: Mapping[tuple[int, int], EpisodeTrace], b: Mapping[tuple[int, int], EpisodeTrace],
-                 kind: str) -> dict[str, Any]:
-    """The trace alignment block; raises :class:`AlignmentError` on the first violated check."""
+                 kind: str, per_episode: Mapping[str, bool] | None = None) -> dict[str, Any]:
+    """The trace alignment block; raises :class:`AlignmentError` on the first violated check. ``per_episode``
+    marks the runs (``"a"``, ``"b"``) whose episodes select their own skills: their block lists every skill
+    selected (``<label>_skill_ids``) and how many episodes ran with none (``<label>_bare_episodes``)."""
     fields = TRACE_FIELDS[kind]
     block: dict[str, Any] = {"status": "matched", "pairs": len(a), "checked_fields": list(fields)}
     for label, traces in (("a", a), ("b", b)):
         views = {name: _unique([_trace_view(t, name) for t in traces.values()]) for name in fields}
         skill_lists = _unique([_skill_ids(t) for t in traces.values()])
-        if len(skill_lists) > 1:
+        if (per_episode or {}).get(label):
+            block[f"{label}_skill_ids"] = sorted({skill for skills in skill_lists for skill in skills})
+            block[f"{label}_bare_episodes"] = sum(not _skill_ids(t) for t in traces.values())
+        elif len(skill_lists) > 1:
             raise AlignmentError(f"run {label}: traces carry {len(skill_lists)} different skill lists")
-        block[f"{label}_skill_ids"] = skill_lists[0] if skill_lists else []
+        else:
+            block[f"{label}_skill_ids"] = skill_lists[0] if skill_lists else []
         block[label] = views
     for name in fields:
         if block["a"][name] != block["b"][name] or len(block["a"][name]) != 1:
@@ -176,7 +186,10 @@ def compare_runs(
     plan_block = check_plans(plans["a"], plans["b"], kind)
     traces = {"a": read_traces(Path(run_a) / "traces.jsonl"), "b": read_traces(Path(run_b) / "traces.jsonl")}
     by_job = {label: _completed_by_job(plans[label], traces[label], label) for label in ("a", "b")}
-    trace_block = check_traces(by_job["a"], by_job["b"], kind)
+    per_episode = {label: plan.skills.get("provider") == PER_EPISODE_SKILLS for label, plan in plans.items()}
+    if kind == "same-checkpoint" and per_episode["a"]:
+        raise AlignmentError("same-checkpoint comparison: run a must be bare, it deploys a Skill1 library")
+    trace_block = check_traces(by_job["a"], by_job["b"], kind, per_episode)
     jobs = list(plans["a"].jobs)
     transitions = success_transitions([by_job["a"][j].reward.r_success for j in jobs],
                                       [by_job["b"][j].reward.r_success for j in jobs])

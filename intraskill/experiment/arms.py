@@ -56,6 +56,14 @@ def cell_params(base: Params, arm: ArmParams, seed_index: int) -> Params:
     return params_from_dict(data, source=f"arm overlay (seed index {seed_index})")
 
 
+def start_checkpoint(params: Params, arm: ArmParams) -> str | None:
+    """The checkpoint ``arm`` starts from when not the shared warm start: its own ``checkpoint``, else for a
+    Skill1 arm ``skill1.start_checkpoint`` (``None``: the shared warm start)."""
+    if arm.checkpoint is not None:
+        return arm.checkpoint
+    return params.skill1.start_checkpoint if arm.method == "skill1" else None
+
+
 def overlay_fields(a: Params, b: Params) -> list[str]:
     """The dotted parameter fields whose values differ between ``a`` and ``b``."""
     return sorted(_differences(a.model_dump(mode="json"), b.model_dump(mode="json"), ""))

@@ -13,7 +13,8 @@ A matrix directory (``<run_root>/<experiment.name>/controls`` by default) holds:
   append-only) and ``cell.json`` (the finished cell's :class:`~intraskill.experiment.records.CellResult`);
   a Skill1 arm's cell also holds ``final_library.json`` (its last round's committed library) and
   ``test-final-library`` (:mod:`~intraskill.evaluate.skill1_deploy`: the library frozen, no distillation). An
-  arm with its own ``checkpoint`` starts its first round there instead of the shared warm start; its
+  arm with its own ``checkpoint`` (a Skill1 arm: else ``skill1.start_checkpoint``) starts its first round there
+  instead of the shared warm start; its
   ``cell.json`` and every statement about it name that checkpoint;
 * ``matrix_summary.json`` — :meth:`~intraskill.experiment.results.MatrixResult.to_dict`.
 
@@ -43,7 +44,7 @@ from tqdm.auto import tqdm
 from intraskill.evaluate.runner import run_eval
 from intraskill.evaluate.skill1_deploy import LibraryDeployment
 from intraskill.evaluate.summary import utc_now
-from intraskill.experiment.arms import Cell, CellSeeds, cell_params
+from intraskill.experiment.arms import Cell, CellSeeds, cell_params, start_checkpoint
 from intraskill.experiment.records import (
     FINAL_BANK,
     FINAL_BARE,
@@ -171,8 +172,9 @@ def run_cell(params: Params, out: Path, cell: Cell, start: RoundInputs, store_ro
             cell_start = replace(start, curriculum=curriculum)
         else:
             cell_start = replace(start, skillbank=None, curriculum=None)
-        if arm.checkpoint is not None:
-            cell_start = replace(cell_start, checkpoint=arm_checkpoint(cell.arm, arm.checkpoint))
+        own_start = start_checkpoint(params, arm)
+        if own_start is not None:
+            cell_start = replace(cell_start, checkpoint=arm_checkpoint(cell.arm, own_start))
         with _timed(root, "rounds"):
             chain = co_evolve(trained, params.matrix.rounds, start=cell_start, out_dir=root, store_root=store_root,
                               progress=progress,
@@ -202,7 +204,7 @@ def run_cell(params: Params, out: Path, cell: Cell, start: RoundInputs, store_ro
         seeds={"experiment": seeds.experiment, "curriculum": seeds.curriculum, "mask": seeds.mask},
         rounds=tuple(RoundRecord.read(r) for r in summary["rounds"]), tests=tests, deployed=deployed,
         final_bank=tuple(s.skill_id for s in final_bank.enabled_skills()) if final_bank is not None else (),
-        wall_seconds=_wall_seconds(root), start_checkpoint=arm.checkpoint)
+        wall_seconds=_wall_seconds(root), start_checkpoint=own_start)
     write_json(root / CELL_FILE, result.to_dict(), indent=1)
     return result
 
