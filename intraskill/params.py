@@ -53,6 +53,8 @@ def _tuple_from_list(value: Any) -> Any:
 
 
 FloatPair = Annotated[tuple[float, float], BeforeValidator(_tuple_from_list)]
+TrackerName = Literal["wandb", "tensorboard", "trackio"]
+"""The experiment trackers ``round.report_to`` may name (:mod:`intraskill.pipeline.trackers`)."""
 Names = Annotated[tuple[str, ...], BeforeValidator(_tuple_from_list)]
 
 
@@ -235,7 +237,10 @@ class RoundParams(_Section):
     per all-wrong group, at most 8 consecutive unscored groups. ``skillbank`` is the round's input
     bank S (path relative to the project root; ``null`` = no skills, every group skill-free).
     ``val_tasks`` is the number of val tasks of the before/after bare check (``null`` = the whole
-    split, 0 = skip it). ``wandb_offline`` also logs each step to W&B in offline mode.
+    split, 0 = skip it). ``report_to`` logs each step's metrics to experiment trackers — ``wandb`` (offline),
+    ``tensorboard``, ``trackio``, each an optional extra (:mod:`intraskill.pipeline.trackers`); trackers only
+    observe, so they are in no plan. ``wandb_offline: true`` is ``report_to: [wandb]`` (kept for parameter files
+    and plans written before ``report_to``).
 
     ``method`` selects what a rollout step does: ``intraskill`` (the curriculum's group-shared masks above) or
     ``skill1`` (Skill1's query → retrieve → rank → act → distill trajectory over its own library, the
@@ -260,6 +265,13 @@ class RoundParams(_Section):
     max_consecutive_failed_groups: int = Field(8, ge=1)
     val_tasks: int | None = Field(None, ge=0)
     wandb_offline: bool = False
+    report_to: Annotated[tuple[TrackerName, ...], BeforeValidator(_tuple_from_list)] = ()
+
+    @property
+    def trackers(self) -> tuple[TrackerName, ...]:
+        """The trackers a round logs to: ``report_to``, with ``wandb`` when ``wandb_offline``."""
+        legacy: tuple[TrackerName, ...] = ("wandb",) if self.wandb_offline and "wandb" not in self.report_to else ()
+        return tuple(dict.fromkeys(self.report_to)) + legacy
 
     @model_validator(mode="after")
     def _consistent(self) -> "RoundParams":
@@ -586,12 +598,14 @@ def section_plan(section: BaseModel) -> dict[str, Any]:
 def plan_dump(params: Params) -> dict[str, Any]:
     """``params`` as run plans fingerprint them: the JSON dump without the settings of a method the run does not
     use (``round.method`` and the ``skill1`` section of an IntraSkill run), without the Skill1 warm start's (a run
-    records the checkpoint it starts from) and without later fields at their defaults (:func:`section_plan`), so
+    records the checkpoint it starts from), without the trackers (``round.report_to``) and without later fields
+    at their defaults (:func:`section_plan`), so
     that adding a method or a setting leaves the plans of existing runs valid."""
     data = params.model_dump(mode="json")
     del data["skill1_warmstart"]
     data["skill1"] = section_plan(params.skill1)
     data["matrix"]["define"] = {name: section_plan(arm) for name, arm in params.matrix.define.items()}
+    del data["round"]["report_to"]
     if params.round.method == "intraskill":
         del data["round"]["method"], data["skill1"]
     return data

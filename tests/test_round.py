@@ -176,18 +176,6 @@ def test_round_params_errors_name_the_field(run_root: Path) -> None:
         params_from_dict(data)
 
 
-def test_wandb_requested_without_the_package_is_a_clear_error(run_root: Path, small_store_root: Path) -> None:
-    try:
-        import wandb  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("wandb is installed")
-    with pytest.raises(RuntimeError, match="wandb"):
-        run_round(ci_params(run_root, wandb_offline=True, val_tasks=0), 0, out_dir=run_root / "wandb",
-                  store_root=small_store_root, progress=False)
-
-
 def test_round_zero_draws_do_not_depend_on_the_run_directory(tmp_path: Path) -> None:
     from intraskill.pipeline.prepare import prepare_round
 

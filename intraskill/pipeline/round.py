@@ -55,6 +55,7 @@ from intraskill.params import ExperimentParams, Params, RoundParams, section_pla
 from intraskill.paths import resolve_project_path, runs_root
 from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, run_rollout_step
 from intraskill.pipeline.skill1 import Skill1Round
+from intraskill.pipeline.trackers import TrackedRun, Trackers, require_trackers
 from intraskill.policy.factory import build_policy
 from intraskill.provenance import write_plan
 from intraskill.shop.build import StoreHandle, open_engine
@@ -120,7 +121,7 @@ def round_plan(
 ) -> dict[str, Any]:
     """The semantic plan of a round: everything that changes which episodes run or how they train.
 
-    Progress, logging (``wandb_offline``) and the run root are not part of it. A Skill1 round adds its
+    Progress, logging (``report_to``, ``wandb_offline``) and the run root are not part of it. A Skill1 round adds its
     ``skill1`` section (the seed library by its digest, the reply budgets where not the defaults) and encoder,
     and a chained one the digest of the library snapshot it starts from (an IntraSkill round's plan is as
     before the method switch existed).
@@ -135,7 +136,7 @@ def round_plan(
         "environment": dict(store_identity),
         "runtime": runtime.to_dict(),
         "prompt": prompt_identity(runtime.language).to_dict(),
-        "round": params.round.model_dump(mode="json", exclude={"wandb_offline", "skillbank", "method"}),
+        "round": params.round.model_dump(mode="json", exclude={"wandb_offline", "report_to", "skillbank", "method"}),
         "grpo": params.grpo.model_dump(mode="json"),
         "evaluation": params.evaluation.model_dump(mode="json"),
     }
@@ -194,35 +195,6 @@ class RoundResult:
         return self.checkpoint / "model"
 
 
-def _require_wandb() -> Any:
-    try:
-        # deferred: wandb is an optional extra
-        import wandb
-    except ImportError as error:
-        raise RuntimeError(
-            "round.wandb_offline is true but the wandb package is not installed "
-            "(pip install wandb, or set round.wandb_offline: false)"
-        ) from error
-    return wandb
-
-
-class _WandbLogger:
-    """Per-step metrics to W&B in offline mode (only when ``round.wandb_offline``)."""
-
-    def __init__(self, params: Params, root: Path, round_index: int, fingerprint: str) -> None:
-        self.run = _require_wandb().init(
-            project="intraskill", name=f"{params.experiment.name}-round-{round_index:03d}", mode="offline",
-            dir=str(root), id=fingerprint[:16], resume="allow",
-            config={"params": params.model_dump(mode="json"), "plan_fingerprint": fingerprint},
-        )
-
-    def log(self, record: Mapping[str, Any]) -> None:
-        self.run.log({k: v for k, v in record.items() if v is not None}, step=int(record["step"]))
-
-    def close(self) -> None:
-        self.run.finish()
-
-
 def _require_trainable(policy: Policy) -> None:
     if not hasattr(policy, "model") or not hasattr(policy, "tokenizer"):
         raise TypeError(
@@ -278,8 +250,7 @@ def run_round(
         previous round's, :func:`~intraskill.pipeline.coevolve.co_evolve`) instead of ``skill1.seed_library``;
         its digest is part of the plan.
     """
-    if params.round.wandb_offline:
-        _require_wandb()
+    require_trackers(params.round.trackers)
     root = Path(out_dir) if out_dir is not None else default_round_dir(params.experiment, round_index)
     if params.round.method == "skill1" and curriculum is not None:
         raise ValueError("round.method: skill1 retrieves from its own library; a curriculum was given "
@@ -342,7 +313,7 @@ class _RoundRun:
         self.files = RoundFiles(root)
         self.checkpoint_dir = root / "checkpoint"
         self.store: StoreHandle | None = None
-        self.logger: _WandbLogger | None = None
+        self.logger: Trackers | None = None
         self.trained = 0
         self.history: dict[str, Any] = {}
         self.skill1: Skill1Round | None = None
@@ -359,8 +330,10 @@ class _RoundRun:
         fingerprint = write_round_plan(self.root, plan)
         if self.curriculum is not None and not (self.root / "curriculum.json").exists():
             save_curriculum(self.curriculum, self.root / "curriculum.json")
-        if params.round.wandb_offline:
-            self.logger = _WandbLogger(params, self.root, self.round_index, fingerprint)
+        if params.round.trackers:
+            self.logger = Trackers(params.round.trackers, TrackedRun(
+                self.root, f"{params.experiment.name}-round-{self.round_index:03d}", fingerprint,
+                params.model_dump(mode="json")))
         self.runtime = RuntimeConfig.from_params(params.sampling, params.store, params.model)
         self.config = RolloutConfig.from_params(params.round, params.experiment.seed)
         self.env_factory = lambda: InProcessEnvironment(store.engine)
