@@ -29,6 +29,7 @@ QUICK_SKILL1 = REPORT["09_skill1"].overrides(quick=True)
 EXECUTIONS = {
     "00_env_setup": {"scale": "small", "seed": 11, "expert_tasks": 10, "recall_tasks": 20},
     "01_cold_start": {"params_name": "ci"},
+    "02_train_round": {"params_name": "ci"},  # a 2-step round of the random-init ci organism, no skills
     "04_evaluate": {"limit": 6, "max_turns": 12},
     "05_behaviour": {"limit": 8, "samples": 500},
     "06_release_reanalysis": {"samples": 500},
@@ -48,8 +49,8 @@ def test_notebook_executes(name: str, tmp_path: Path, monkeypatch: pytest.Monkey
     parameters = dict(EXECUTIONS[name])
     if "run_root" in papermill.inspect_notebook(str(NOTEBOOKS / f"{name}.ipynb")):
         parameters["run_root"] = str(tmp_path / "runs")
-    if name == "01_cold_start":
-        parameters["out_dir"] = str(tmp_path / "warmstart")
+    if name in ("01_cold_start", "02_train_round"):
+        parameters["out_dir"] = str(tmp_path / "out")
     papermill.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(out), parameters=parameters,
                                cwd=str(NOTEBOOKS), progress_bar=False, kernel_name="python3")
     executed = nbformat.read(out, as_version=4)

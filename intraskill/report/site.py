@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from glob import glob
 from pathlib import Path, PurePosixPath
@@ -21,6 +22,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from intraskill.plots.interactive import PLOTLY_MARKER, PLOTLY_SCRIPT, plotly_script_path
 from intraskill.report.mathml import tex_to_mathml
 
 EMBED_PATTERN = re.compile(r"\{\{<\s*embed\s+(?P<path>[^\s#>]+\.ipynb)#(?P<label>[\w-]+)[^>]*>\}\}")
@@ -300,6 +302,8 @@ def render_page(build: _Build, page: str) -> str:
     for index, fragment in enumerate(embeds):
         rendered = rendered.replace(f"<p>EMBEDSLOT{index}</p>", fragment)
     here = _html_path(page)
+    plotly = (f'<script src="{_relative(f"assets/{PLOTLY_SCRIPT}", here)}"></script>\n'
+              if any(PLOTLY_MARKER in fragment for fragment in embeds) else "")
     footer_links = " · ".join(
         f'<a href="{_relative(f"notebooks/{name}.html", here)}">{name}</a>' for name in build.notebooks
     )
@@ -308,7 +312,7 @@ def render_page(build: _Build, page: str) -> str:
     return (
         f'<!DOCTYPE html>\n<html lang="{lang_attr}">\n<head>\n<meta charset="utf-8">\n'
         f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{html.escape(title)} · {html.escape(config.title)}</title>\n<style>{STYLE}</style>\n</head>\n"
+        f"<title>{html.escape(title)} · {html.escape(config.title)}</title>\n<style>{STYLE}</style>\n{plotly}</head>\n"
         f"<body>\n{_navbar(config, build.titles, page, language)}\n<main>\n<h1>{html.escape(title)}</h1>\n{rendered}</main>\n"
         f"<footer>{FOOTER[language]} {footer_links or '—'}</footer>\n{SWITCH_SCRIPT}\n</body>\n</html>\n"
     )
@@ -328,6 +332,8 @@ def export_notebooks(executed_dir: Path, out_dir: Path) -> list[str]:
     names = []
     for path in sorted(executed_dir.glob("*.ipynb")):
         body, _ = exporter.from_notebook_node(nbformat.read(path, as_version=4))
+        if PLOTLY_MARKER in body:
+            body = body.replace("</head>", f'<script src="../assets/{PLOTLY_SCRIPT}"></script>\n</head>', 1)
         (target / f"{path.stem}.html").write_text(body, encoding="utf-8")
         names.append(path.stem)
     return names
@@ -349,6 +355,8 @@ def render_static_site(root: str | Path, executed_dir: str | Path, out_dir: str 
     titles = {page: str(front_matter((base / page).read_text(encoding="utf-8"))[0].get("title", page))
               for page in config.pages}
     notebooks = export_notebooks(executed, out) if executed.is_dir() else []
+    (out / "assets").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(plotly_script_path(), out / "assets" / PLOTLY_SCRIPT)
     build = _Build(config, base, executed, titles, notebooks, {}, Path(data_dir) if data_dir is not None else None)
     written = []
     for page in config.pages:
