@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test round controls lab warmstart warmstart-additive warmstart-skill1 report bench smollm2 clean
+.PHONY: venv test round controls lab warmstart warmstart-additive warmstart-skill1 report figures bench smollm2 clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ lab: $(STAMP)
 
 report: $(STAMP)
 	$(BIN)/intraskill report build
+
+# The publication figures (figures/, SVG + PNG, en + zh) from the notebooks that draw them (report/notebooks.yaml
+# `figures:`), executed against the runs as `make report` does (unchanged executions are re-used).
+figures: $(STAMP)
+	$(BIN)/intraskill report figures
 
 warmstart: $(STAMP)
 	$(BIN)/intraskill warmstart --params params/organism.yaml --ship params/organism_warmstart

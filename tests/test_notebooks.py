@@ -8,6 +8,7 @@ import nbformat
 import pytest
 
 from intraskill.report.build import MANIFEST_PATH, load_manifest
+from intraskill.report.figures import figure_outputs
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 REPORT = {spec.name: spec for spec in load_manifest(NOTEBOOKS.parent / MANIFEST_PATH).notebooks}
@@ -56,3 +57,5 @@ def test_notebook_executes(name: str, tmp_path: Path, monkeypatch: pytest.Monkey
     executed = nbformat.read(out, as_version=4)
     errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+    for label in REPORT[name].figures if name in REPORT else ():  # what `make figures` publishes
+        assert set(figure_outputs(out, label)) == {"svg", "png"}, label

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
@@ -34,4 +35,40 @@ def build(
                           use_quarto=quarto, only=only, force=force, echo=note)
     emit(result.to_dict(), as_json, f"{result.renderer} site: {result.site_dir} ({len(result.pages)} pages)")
     if not result.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def figures(
+    root: Path = typer.Option(Path("."), "--root", help="Repository root holding report/ and notebooks/."),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Run folder (default <root>/runs/report)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Figures folder (default <root>/figures)."),
+    quick: bool = typer.Option(False, "--quick", help="Use each notebook's quick parameters (smoke build)."),
+    execute: bool = typer.Option(True, "--execute/--no-execute", help="Execute the notebooks first."),
+    force: bool = typer.Option(False, "--force", help="Execute even notebooks whose cached execution is current."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Execute the notebooks that publish figures (report/notebooks.yaml `figures:`; unchanged executions are
+    re-used, shared with `report build`) and write those figures as SVG + PNG into figures/."""
+    # deferred: a verb loads its stage only when it runs
+    from intraskill.report.build import (
+        DEFAULT_RUN_DIR,
+        MANIFEST_PATH,
+        NOTEBOOKS_DIR,
+        execute_notebooks,
+        load_manifest,
+    )
+    from intraskill.report.figures import publish_figures
+
+    base = root.resolve()
+    manifest = load_manifest(base / MANIFEST_PATH)
+    specs = [spec for spec in manifest.notebooks if spec.figures]
+    executed_dir = (run_dir if run_dir is not None else base / DEFAULT_RUN_DIR) / "notebooks"
+    runs = (execute_notebooks(specs, notebooks_dir=base / NOTEBOOKS_DIR, out_dir=executed_dir, quick=quick,
+                              inputs=manifest.inputs, root=base, force=force, echo=note) if execute else [])
+    published = publish_figures(specs, executed_dir, out if out is not None else base / "figures", echo=note)
+    failed = [run.name for run in runs if run.status == "failed"]
+    emit({"notebooks": [asdict(run) for run in runs], "figures": [asdict(figure) for figure in published],
+          "failed": failed}, as_json, f"{len(published)} figures written")
+    if failed:
         raise typer.Exit(1)

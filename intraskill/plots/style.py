@@ -43,6 +43,9 @@ CJK_FONT_NAMES = (
 CJK_FILE_PATTERN = re.compile(r"(notosanscjk|notoserifcjk|sourcehan|wqy|wenquanyi|simhei)", re.IGNORECASE)
 SVG_HASH_SALT = "intraskill"
 """Fixed ``svg.hashsalt`` so SVG element ids are identical across runs."""
+SVG_RC = {"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "path"}
+"""SVG settings of every written figure: fixed ids, text as paths (renders without the fonts installed)."""
+SVG_METADATA = {"Date": None, "Creator": "intraskill"}
 PNG_DPI = 150
 COLORS = {
     "base_free": "#8da0cb",
@@ -176,14 +179,26 @@ def _repr_png(figure: "Figure") -> bytes:
     return buffer.getvalue()
 
 
+def _repr_svg(figure: "Figure") -> str:
+    # deferred: matplotlib is heavy to import
+    import matplotlib
+
+    buffer = io.StringIO()
+    with matplotlib.rc_context(SVG_RC):
+        figure.savefig(buffer, format="svg", metadata=SVG_METADATA)
+    return buffer.getvalue()
+
+
 @functools.lru_cache(maxsize=1)
 def _figure_class() -> type:
-    """``Figure`` subclass with ``_repr_png_``, so a returned figure shows as a PNG in Jupyter without
-    pyplot or an inline backend."""
+    """``Figure`` subclass with ``_repr_png_`` and ``_repr_svg_`` (both reproducible, as :func:`save_figure`
+    writes them), so a returned figure shows in Jupyter without pyplot or an inline backend and its executed
+    outputs are the publication files (:mod:`intraskill.report.figures`)."""
     # deferred: matplotlib is heavy to import
     from matplotlib.figure import Figure
 
-    return type("IntraSkillFigure", (Figure,), {"_repr_png_": _repr_png, "__module__": __name__})
+    return type("IntraSkillFigure", (Figure,), {"_repr_png_": _repr_png, "_repr_svg_": _repr_svg,
+                                                "__module__": __name__})
 
 
 def new_figure(width: float, height: float) -> "Figure":
@@ -214,8 +229,8 @@ def save_figure(figure: "Figure", name: str, out_dir: str | Path = "figures") ->
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
     svg_path, png_path = folder / f"{name}.svg", folder / f"{name}.png"
-    with matplotlib.rc_context({"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "path"}):
-        figure.savefig(svg_path, format="svg", metadata={"Date": None, "Creator": "intraskill"})
+    with matplotlib.rc_context(SVG_RC):
+        figure.savefig(svg_path, format="svg", metadata=SVG_METADATA)
         figure.savefig(png_path, format="png", dpi=PNG_DPI, metadata={"Software": None})
     return svg_path, png_path
 

@@ -52,6 +52,8 @@ class NotebookSpec:
     parameters: dict[str, Any] = field(default_factory=dict)
     quick: dict[str, Any] = field(default_factory=dict)
     inputs: tuple[str, ...] = ()
+    figures: dict[str, str] = field(default_factory=dict)
+    """Cell label → publication figure name under ``figures/`` (:mod:`intraskill.report.figures`)."""
 
     def overrides(self, quick: bool) -> dict[str, Any]:
         """Parameters for this build: ``parameters``, updated with ``quick`` for a quick build."""
@@ -104,6 +106,23 @@ def _globs(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+FIGURE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*(/[a-z0-9][a-z0-9_-]*)*$")
+"""A publication figure's name: lower-case path segments under ``figures/`` (no suffix, no ``..``)."""
+
+
+def _figure_names(value: Any, where: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} must be a mapping of cell label -> figure name")
+    for label, name in value.items():
+        if not isinstance(name, str) or not FIGURE_NAME.match(name):
+            raise ValueError(f"{where}.{label}: figure names are lower-case path segments "
+                             f"(letters, digits, - and _), got {name!r}")
+    names = list(value.values())
+    if len(set(names)) != len(names):
+        raise ValueError(f"{where}: two labels publish under the same name")
+    return dict(value)
+
+
 def load_manifest(path: str | Path) -> Manifest:
     """Parse ``report/notebooks.yaml``; errors name the entry and field at fault."""
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
@@ -118,7 +137,7 @@ def load_manifest(path: str | Path) -> Manifest:
         where = f"{path}: notebooks[{index}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
             raise ValueError(f"{where}.name must be a non-empty string")
-        unknown = sorted(set(entry) - {"name", "parameters", "quick", "inputs"})
+        unknown = sorted(set(entry) - {"name", "parameters", "quick", "inputs", "figures"})
         if unknown:
             raise ValueError(f"{where}: unknown field(s) {unknown}")
         for key in ("parameters", "quick"):
@@ -128,7 +147,8 @@ def load_manifest(path: str | Path) -> Manifest:
             raise ValueError(f"{where}.name {entry['name']!r} is listed twice")
         seen.add(entry["name"])
         specs.append(NotebookSpec(entry["name"], dict(entry.get("parameters", {})), dict(entry.get("quick", {})),
-                                  _globs(entry.get("inputs", []), f"{where}.inputs")))
+                                  _globs(entry.get("inputs", []), f"{where}.inputs"),
+                                  _figure_names(entry.get("figures", {}), f"{where}.figures")))
     return Manifest(specs, _globs(data.get("inputs", []), f"{path}: inputs"),
                     _globs(data.get("data", []), f"{path}: data"))
 
