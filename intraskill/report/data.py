@@ -4,7 +4,9 @@
 (:func:`intraskill.analysis.export.export_run`, Parquet and CSV) into ``<run_dir>/data/<run>/`` and writes
 the Markdown that the data pages include: ``runs.<lang>.md`` (one row per run with its download links)
 and ``schema.<lang>.md`` (column, type and meaning of each table, from
-:data:`~intraskill.analysis.export.SCHEMA`). The build copies the run folders into ``<site>/data/``.
+:data:`~intraskill.analysis.export.SCHEMA`), and the episode browser's data of the same runs
+(:func:`intraskill.report.browser.write_browser_data`, in ``browser/``). The build copies the run folders
+and the browser data into ``<site>/data/`` and the browser's script into ``<site>/assets/``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from intraskill.analysis.export import FORMATS, SCHEMA, export_run, find_trace_files
+from intraskill.report.browser import BROWSER_DIR, BrowserRun, copy_assets, write_browser_data
 
 DATA_DIR = "data"
 """Folder of the export inside the report run folder, and of the downloads inside the site."""
@@ -51,12 +54,18 @@ class ReportData:
 
     out_dir: Path
     runs: list[DataRun]
+    browser: list[BrowserRun]
 
     def copy_into(self, site_dir: str | Path) -> None:
-        """Copy every run's files to ``<site_dir>/data/<run>/`` (the links of the data pages)."""
+        """Copy every run's files to ``<site_dir>/data/<run>/`` (the links of the data pages), the browser
+        data to ``<site_dir>/data/browser/`` and the browser's script and style to ``<site_dir>/assets/``."""
         target = Path(site_dir) / DATA_DIR
         for run in self.runs:
             shutil.copytree(self.out_dir / run.name, target / run.name, dirs_exist_ok=True)
+        if (target / BROWSER_DIR).exists():
+            shutil.rmtree(target / BROWSER_DIR)
+        shutil.copytree(self.out_dir / BROWSER_DIR, target / BROWSER_DIR)
+        copy_assets(site_dir)
 
 
 def data_runs(root: Path, patterns: Sequence[str]) -> list[Path]:
@@ -108,9 +117,10 @@ def export_report_data(root: Path, patterns: Sequence[str], out_dir: Path,
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
-    runs = []
+    runs, named = [], []
     for run in data_runs(root, patterns):
         name = _run_name(root, run)
+        named.append((name, run))
         result = export_run(run, out_dir / name, FORMATS, name=name)
         files = {f"{table}.{fmt}": f"{name}/{Path(path).name}"
                  for table, paths in result.paths.items() for fmt, path in paths.items()}
@@ -120,4 +130,6 @@ def export_report_data(root: Path, patterns: Sequence[str], out_dir: Path,
         (out_dir / f"runs.{language}.md").write_text(runs_markdown(runs, language, patterns), encoding="utf-8")
         for table in SCHEMA:
             (out_dir / f"schema-{table}.{language}.md").write_text(schema_markdown(table, language), encoding="utf-8")
-    return ReportData(out_dir, runs)
+    browser = write_browser_data(named, out_dir / BROWSER_DIR)
+    echo(f"data: episode browser over {len(browser)} trace files")
+    return ReportData(out_dir, runs, browser)
