@@ -66,10 +66,13 @@ def release_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def browser_runs(small_store_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A runs folder of real tiny evaluations with the ``ci`` parameter set on its store's val split:
-    ``runs/eval-expert/{val-s0,val-none}`` (the scripted expert with the ci S0 bank and bare; it mostly
-    succeeds) and ``runs/eval-organism/val-s0`` (the random-init ci organism: protocol errors, tokens).
-    Returns the folder holding ``runs/``."""
+    """A runs folder of real tiny runs, as the report reads them: evaluations with the ``ci`` parameter set on
+    its store's val split, ``runs/eval-expert/{val-s0,val-none}`` (the scripted expert with the ci S0 bank and
+    bare; it mostly succeeds) and ``runs/eval-organism/val-s0`` (the random-init ci organism: protocol errors,
+    tokens), and ``runs/planted/co-evolve``, a one-round co-evolution run whose gate is real and planted
+    (:mod:`skill_history`). Returns the folder holding ``runs/``."""
+    from skill_history import write_planted_coevolve
+
     from intraskill.evaluate.runner import run_eval
     from intraskill.params import load_params
     from intraskill.policy.expert_policy import ExpertPolicy
@@ -83,4 +86,5 @@ def browser_runs(small_store_root: Path, tmp_path_factory: pytest.TempPathFactor
                                  ("eval-organism/val-s0", bank, None)):
         run_eval(params, "val", None, skills, root / "runs" / name, policy=policy, progress=False, limit=4,
                  store_root=small_store_root)
+    write_planted_coevolve(root / "runs" / "planted" / "co-evolve", small_store_root)
     return root

@@ -102,7 +102,11 @@ def test_live_routes_answer_the_browser_shapes(replay: tuple[httpx.Client, Path]
     assert listed["source"] == "live" and listed["failure_classes"] == list(FAILURE_CLASSES)
     ids = [run["id"] for run in listed["runs"]]
     assert ids == ["eval-expert/val-none/traces.jsonl", "eval-expert/val-s0/traces.jsonl",
-                   "eval-organism/val-s0/traces.jsonl"]
+                   "eval-organism/val-s0/traces.jsonl", "planted/co-evolve/round-000/gate/bare-val/traces.jsonl",
+                   "planted/co-evolve/round-000/gate/traces.jsonl"]
+    gate = listed["runs"][-1]
+    assert (gate["run"], gate["part"], gate["split"], gate["episodes"]) == ("planted", "co-evolve/round-000/gate",
+                                                                          "val", 40)
     page = client.get("/api/replay/run", params={"run": ids[2], "page": 0}).json()
     assert page["run"]["run"] == "eval-organism" and page["run"]["split"] == "val" and len(page["episodes"]) == 4
     episode = client.get("/api/replay/episode", params={"run": ids[2], "index": 3}).json()

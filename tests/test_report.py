@@ -45,7 +45,7 @@ from intraskill.report.site import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAPTERS = ("method", "protocol", "results", "controls", "skill1", "behaviour", "optimization", "reproduce", "data", "browser")
+CHAPTERS = ("method", "protocol", "results", "controls", "skill1", "behaviour", "optimization", "reproduce", "data", "browser", "skills")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -310,7 +310,7 @@ def served_site(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixtur
                           echo=lambda line: None)
     assert result.ok and result.renderer == "static"
     assert {run.name: run.status for run in result.notebooks}["06_release_reanalysis"] == "executed"
-    assert result.data_runs == ["eval-expert", "eval-organism"]
+    assert result.data_runs == ["eval-expert", "eval-organism", "planted/co-evolve"]
     handler = functools.partial(_QuietHandler, directory=str(work / "_site"))
     server = _QuietServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -380,10 +380,10 @@ class _Links(HTMLParser):
             self.targets.append(target)
 
 
-def _broken_targets(site: str, page_url: str) -> list[str]:
-    """Links, images, scripts and style sheets of ``page_url`` (and of the site pages it links to) that do not
-    load; targets off the site are not followed."""
-    broken, pages, seen = [], [page_url], set()
+def _broken_targets(site: str, *start: str) -> list[str]:
+    """Links, images, scripts and style sheets of the ``start`` pages (and of the site pages they link to) that
+    do not load; targets off the site are not followed."""
+    broken, pages, seen = [], list(start), set()
     while pages:
         url = pages.pop()
         with urllib.request.urlopen(url) as response:
@@ -401,7 +401,7 @@ def _broken_targets(site: str, page_url: str) -> list[str]:
             except urllib.error.HTTPError as error:
                 broken.append(f"{url} -> {target} ({error.code})")
                 continue
-            if is_page and "/report/" in absolute and url == page_url:
+            if is_page and "/report/" in absolute and url in start:
                 pages.append(absolute)  # one level: the navbar reaches every page of the site
     return broken
 
@@ -430,7 +430,8 @@ def test_browser_episode_browser(served_site: str, browser_runs: Path) -> None:
         page.goto(f"{served_site}/report/en/browser.html")
         page.wait_for_selector("tr.eb-row")
         options = page.eval_on_selector_all("#eb-run option", "nodes => nodes.map(n => n.value)")
-        assert sorted(options) == sorted(expected)
+        assert sorted(options) == sorted([*expected, "planted/co-evolve/round-000/gate/bare-val/traces.jsonl",
+                                          "planted/co-evolve/round-000/gate/traces.jsonl"])
 
         def shown() -> int:
             return page.locator("tr.eb-row").count()
@@ -479,9 +480,26 @@ def test_browser_episode_browser(served_site: str, browser_runs: Path) -> None:
         assert page.get_attribute("html", "lang") == "zh-CN"
         assert page.locator("#eb-pane-a h3").inner_text().startswith(chosen.episode_id)
         assert "第 1 / " in page.locator("#eb-pane-a .eb-position").inner_text() and "回合" in page.inner_text("thead")
+        # a gate arm: the chunks in the prompt by title, each linked to the version page that introduced it
+        gate = "planted/co-evolve/round-000/gate/traces.jsonl"
+        page.goto(f"{served_site}/report/en/browser.html#run={gate}&episode=0")
+        page.wait_for_selector("#eb-pane-a .eb-turn")
+        links = page.locator("#eb-pane-a a.eb-skill-page")
+        titles = [link.inner_text() for link in links.all()]
+        assert titles and set(titles) <= {"Read the profile", "Read the profile (rewritten)", "Pick the options",
+                                          "Be polite"}
+        links.first.click()
+        page.wait_for_url("**/data/skills/planted/co-evolve/S*.en.html#chunk-*")
+        anchor = page.url.split("#")[1]
+        assert page.locator(f"section#{anchor} h3").inner_text() == titles[0]
+        page.goto(f"{served_site}/report/zh/skills.html")
+        page.click("text=S1")
+        page.wait_for_url("**/S1.zh.html")
+        assert page.get_attribute("html", "lang") == "zh-CN" and "改写" in page.inner_text("main")
         chromium.close()
     assert not problems, problems
-    assert not _broken_targets(served_site, f"{served_site}/report/en/browser.html")
+    assert not _broken_targets(served_site, f"{served_site}/report/en/browser.html",
+                               f"{served_site}/data/skills/planted/co-evolve/S1.en.html")
 
 
 def test_browser_live_replay_ui(browser_runs: Path) -> None:
@@ -506,7 +524,7 @@ def test_browser_live_replay_ui(browser_runs: Path) -> None:
                 if response.status >= 400 else None)
         page.goto(f"{running.base_url}/replay-ui?lang=zh")
         page.wait_for_selector("tr.eb-row")
-        assert page.locator("#eb-run option").count() == 3 and "回合" in page.inner_text("thead")
+        assert page.locator("#eb-run option").count() == 5 and "回合" in page.inner_text("thead")
         page.locator("tr.eb-row").first.click()
         page.wait_for_selector("#eb-pane-a .eb-turn")
         while page.locator("#eb-pane-a .eb-final").count() == 0:

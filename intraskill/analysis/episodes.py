@@ -24,6 +24,7 @@ from typing import Any
 from intraskill.agent.traces import EpisodeStatus, EpisodeTrace
 from intraskill.analysis.behaviour import reasoning_text
 from intraskill.analysis.export import trace_records, trace_split
+from intraskill.skills.bank import content_sha256
 from intraskill.skills.render import chunk_title
 from intraskill.trace2skill import mechanisms as mech
 
@@ -87,12 +88,14 @@ class TraceFileEpisodes:
 
 
 def _skills(trace: EpisodeTrace, titles: dict[str, str]) -> list[dict[str, str]]:
-    """The skill context of the prompt: id, title (a chunk's heading, a Skill1 skill's description), text."""
+    """The skill context of the prompt: id, title (a chunk's heading, a Skill1 skill's description), text and
+    the text's SHA-256 (the key of its skill-version page)."""
     selected = trace.provenance.get("selected_skills") or []
     out = []
     for skill in selected:
         skill_id, content = str(skill["skill_id"]), str(skill.get("content", ""))
-        out.append({"id": skill_id, "title": titles.get(skill_id) or chunk_title(content), "content": content})
+        out.append({"id": skill_id, "title": titles.get(skill_id) or chunk_title(content), "content": content,
+                    "sha256": content_sha256(content)})
     return out
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -59,10 +59,13 @@ def browser_run(ident: str, run: str, part: str, file: str, episodes: TraceFileE
     return BrowserRun(ident, run, part, file, episodes.split, len(episodes.episodes), pages, folder)
 
 
-def runs_document(runs: Sequence[BrowserRun], source: str) -> dict[str, Any]:
-    """``runs.json`` / ``/api/replay/runs``: the runs and the paging constants."""
+def runs_document(runs: Sequence[BrowserRun], source: str,
+                  skill_pages: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``runs.json`` / ``/api/replay/runs``: the runs, the paging constants and the skill-version page of each
+    chunk text (SHA-256 → ``skills/<run>/S<k>#chunk-<id>`` under the site's data folder; static only)."""
     return {"schema": BROWSER_SCHEMA, "source": source, "page_size": PAGE_SIZE, "chunk_size": CHUNK_SIZE,
-            "failure_classes": list(FAILURE_CLASSES), "runs": [asdict(run) for run in runs]}
+            "failure_classes": list(FAILURE_CLASSES), "runs": [asdict(run) for run in runs],
+            "skill_pages": dict(skill_pages or {})}
 
 
 def run_page(run: BrowserRun, episodes: TraceFileEpisodes, page: int) -> dict[str, Any]:
@@ -93,8 +96,10 @@ def write_trace_file(path: Path, episodes: TraceFileEpisodes, run: BrowserRun, t
         _write_json(target / f"episodes-{len(episodes.episodes) // CHUNK_SIZE:04d}.json", {"episodes": chunk})
 
 
-def write_browser_data(runs: Sequence[tuple[str, Path]], out_dir: str | Path) -> list[BrowserRun]:
-    """Write the static browser data of ``runs`` (``(name, run directory)`` pairs) into ``out_dir``."""
+def write_browser_data(runs: Sequence[tuple[str, Path]], out_dir: str | Path,
+                       skill_pages: Mapping[str, str] | None = None) -> list[BrowserRun]:
+    """Write the static browser data of ``runs`` (``(name, run directory)`` pairs) into ``out_dir``;
+    ``skill_pages``: see :func:`runs_document`."""
     out = Path(out_dir)
     if out.exists():
         shutil.rmtree(out)
@@ -109,7 +114,7 @@ def write_browser_data(runs: Sequence[tuple[str, Path]], out_dir: str | Path) ->
                                 episodes, folder)
             write_trace_file(path, episodes, entry, out / folder)
             entries.append(entry)
-    _write_json(out / "runs.json", runs_document(entries, "static"))
+    _write_json(out / "runs.json", runs_document(entries, "static", skill_pages))
     return entries
 
 

@@ -22,7 +22,7 @@
       status: "Status", termination: "Termination", purchase: "Purchase", noPurchase: "no purchase",
       goal: "Private goal (never shown to the policy)", error: "Error", model: "Model", seed: "Seed",
       notInRun: "Task {task} has no episode in this run.", pick: "Pick an episode in the list.",
-      runs: "runs", noRuns: "No runs to browse.", open: "open", sameTask: "Same task",
+      noRuns: "No runs to browse.", sameTask: "Same task", skillTexts: "chunk texts",
       fileHint: "The browser reads its data with fetch(), which file:// pages cannot do: serve the site, e.g. "
         + "python -m http.server -d _site, and open it over http://.",
       failures: {
@@ -44,8 +44,8 @@
       pageType: "返回页面", tokens: "Token", prompt: "提示", completion: "生成", finish: "结束原因",
       status: "状态", termination: "结束原因", purchase: "购买", noPurchase: "未购买",
       goal: "私有目标（从不展示给策略）", error: "错误", model: "模型", seed: "种子",
-      notInRun: "任务 {task} 在此运行中没有回合。", pick: "请在列表中选择一个回合。", runs: "运行",
-      noRuns: "没有可浏览的运行。", open: "打开", sameTask: "同一任务",
+      notInRun: "任务 {task} 在此运行中没有回合。", pick: "请在列表中选择一个回合。",
+      noRuns: "没有可浏览的运行。", sameTask: "同一任务", skillTexts: "技能正文",
       fileHint: "浏览器用 fetch() 读取数据，file:// 页面无法这样做：请启动服务，例如 "
         + "python -m http.server -d _site，再通过 http:// 打开。",
       failures: {
@@ -147,8 +147,8 @@
     success: el("select", { id: "eb-success" }),
     skill: el("select", { id: "eb-skill" }),
     failure: el("select", { id: "eb-failure" }),
-    minTurns: el("input", { id: "eb-min-turns", type: "number", min: "0" }),
-    maxTurns: el("input", { id: "eb-max-turns", type: "number", min: "0" })
+    minTurns: el("input", { id: "eb-min-turns", type: "number", min: "0", placeholder: t("minTurns") }),
+    maxTurns: el("input", { id: "eb-max-turns", type: "number", min: "0", placeholder: t("maxTurns") })
   };
   for (const input of Object.values(filters)) {
     input.addEventListener("input", () => { state.listPage = 0; renderList(); });
@@ -389,6 +389,14 @@
       block(t("goal"), goalRows.length ? el("table", { class: "eb-goal" }, goalRows) : el("p", {}, "—")));
   }
 
+  function skillTitle(skill) {
+    const page = (state.meta.skill_pages || {})[skill.sha256];
+    if (!page) return el("span", { class: "eb-skill-title" }, skill.title);
+    const [path, anchor] = page.split("#");
+    return el("a", { class: "eb-skill-page", href: (host.dataset.root || "") + "../" + path + "." + lang + ".html#"
+      + anchor }, skill.title);
+  }
+
   function renderPane(pane, run, episode, step, sameTask) {
     const summary = episode.summary;
     const steps = episode.turns.length;
@@ -396,15 +404,16 @@
     const go = (next) => renderPane(pane, run, episode, Math.max(0, Math.min(steps, next)), sameTask);
     pane.go = go;
     pane.step = step;
-    pane.replaceChildren(
+    pane.replaceChildren(...[
       el("h3", {}, summary.episode_id, el("small", {}, " · " + run.id)),
       el("p", { class: "eb-meta" }, t("task") + " " + summary.task_id + " · " + t("sample") + " " + summary.sample_id
         + " · " + t("model") + " " + (episode.model_id || "—") + " · " + t("seed") + " " + number(episode.seed)),
       el("p", {}, el("strong", {}, t("instruction") + ": "), episode.task_instruction || "—"),
-      episode.skills.length ? el("details", { class: "eb-skill-list" }, el("summary", {}, t("skills") + ": "
-        + episode.skills.map((s) => s.title).join("; ")),
-      episode.skills.map((s) => el("div", { class: "eb-skill", "data-skill": s.id }, el("strong", {}, s.title),
-        pre(s.content)))) : el("p", {}, t("skills") + ": " + t("noSkills")),
+      episode.skills.length ? el("div", { class: "eb-skill-list" },
+        el("p", {}, t("skills") + ": ", episode.skills.flatMap((s, i) => (i ? ["; ", skillTitle(s)] : [skillTitle(s)]))),
+        el("details", {}, el("summary", {}, t("skillTexts")), episode.skills.map((s) => el("div", {
+          class: "eb-skill", "data-skill": s.id }, el("strong", {}, s.title), pre(s.content)))))
+        : el("p", {}, t("skills") + ": " + t("noSkills")),
       sameTask && sameTask.length > 1 ? label(t("sameTask"), el("select", { class: "eb-same-task",
         onchange: (event) => openCompare(state.opened, Number(event.target.value)) },
       sameTask.map((e) => el("option", { value: e.index, selected: e.index === summary.index },
@@ -415,7 +424,7 @@
         el("span", { class: "eb-position" }, position),
         el("button", { type: "button", class: "eb-step-next", disabled: step >= steps,
           onclick: () => go(step + 1) }, t("next"))),
-      step < steps ? turnPanel(episode, step) : finalPanel(episode));
+      step < steps ? turnPanel(episode, step) : finalPanel(episode)].filter(Boolean));
   }
 
   document.addEventListener("keydown", (event) => {
