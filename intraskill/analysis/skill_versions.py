@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from intraskill.gate.contributions import GateContributions, load_contributions
-from intraskill.pipeline.coevolve import SUMMARY_FILE, curriculum_bank, round_id
 from intraskill.skills.bank import SkillBank, content_sha256, load_skillbank
 from intraskill.skills.curriculum import load_curriculum
 from intraskill.skills.render import chunk_title
@@ -191,6 +190,9 @@ def initial_version(bank: SkillBank) -> BankVersion:
 
 
 def _rounds(run_dir: Path) -> list[dict[str, Any]]:
+    # deferred: the pipeline (torch, the gate runner) is heavy to import
+    from intraskill.pipeline.coevolve import SUMMARY_FILE
+
     summary = run_dir / SUMMARY_FILE
     if not summary.is_file():
         raise FileNotFoundError(f"{summary}: no co-evolution summary (is {run_dir} a co-evolve run directory?)")
@@ -199,6 +201,9 @@ def _rounds(run_dir: Path) -> list[dict[str, Any]]:
 
 def read_skill_versions(run_dir: str | Path) -> SkillHistory:
     """Every bank version of a co-evolution run directory (finished rounds only)."""
+    # deferred: the pipeline (torch, the gate runner) is heavy to import
+    from intraskill.pipeline.coevolve import curriculum_bank, round_id
+
     root = Path(run_dir)
     rounds = _rounds(root)
     start = root / round_id(0) / "curriculum.json"
@@ -221,6 +226,8 @@ def read_skill_versions(run_dir: str | Path) -> SkillHistory:
 
 def find_coevolve_runs(root: str | Path) -> list[Path]:
     """Co-evolution run directories at or under ``root`` (those holding a co-evolution summary), in order."""
-    base = Path(root)
-    return sorted(path.parent for path in base.rglob(SUMMARY_FILE) if path.is_file())
+    # deferred: the pipeline (torch, the gate runner) is heavy to import
+    from intraskill.pipeline.coevolve import SUMMARY_FILE
+
+    return sorted(path.parent for path in Path(root).rglob(SUMMARY_FILE) if path.is_file())
 

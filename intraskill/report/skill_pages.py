@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from intraskill.analysis.skill1 import read_skill1_round
 from intraskill.analysis.skill_versions import (
     BankVersion,
     ChunkEntry,
@@ -218,6 +217,9 @@ def library_markdown(libraries: Sequence[tuple[str, Path]], language: str) -> st
     text = TEXT[language]
     if not libraries:
         return text["skill1_none"] + "\n"
+    # deferred: the Skill1 pipeline is heavy to import
+    from intraskill.analysis.skill1 import read_skill1_round
+
     parts = []
     for run, root in libraries:
         record = read_skill1_round(root)
