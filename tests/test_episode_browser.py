@@ -151,10 +151,13 @@ def test_live_routes_follow_a_growing_file(replay: tuple[httpx.Client, Path]) ->
         handle.write(source[1] + source[2][:40])
     page = client.get("/api/replay/run", params={"run": ident}).json()
     assert page["run"]["episodes"] == 2 and page["run"]["split"] == "train"
+    listed = {run["id"]: run for run in client.get("/api/replay/runs").json()["runs"]}
+    assert listed[ident]["episodes"] == 2  # the torn line is not counted
     growing.write_text(source[0] + "{broken\n" + source[1], encoding="utf-8")
     response = client.get("/api/replay/run", params={"run": ident})
     assert response.status_code == 422 and "traces.jsonl:2" in response.json()["error"]
-    assert ident not in [run["id"] for run in client.get("/api/replay/runs").json()["runs"]]
+    response = client.get("/api/replay/episode", params={"run": ident, "index": 1})
+    assert response.status_code == 422 and "traces.jsonl:2" in response.json()["error"]
 
 
 def test_serve_refuses_a_missing_runs_folder(tmp_path: Path) -> None:

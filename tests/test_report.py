@@ -188,11 +188,13 @@ def test_static_renderer_math_and_includes(tmp_path: Path) -> None:
     (data / "runs.en.md").write_text("| Run | Episodes |\n|---|---|\n| `r` | 4 |\n", encoding="utf-8")
     page = tmp_path / "report" / "en" / "a.qmd"
     page.write_text(page.read_text(encoding="utf-8") + "\nWith $S_0$ and `$HOME`.\n\n"
-                    "{{< include ../../runs/report/data/runs.en.md >}}\n", encoding="utf-8")
+                    "{{< include ../../runs/report/data/runs.en.md >}}\n\n"
+                    "```{=html}\n<div id=\"raw\" data-x=\"1\"></div>\n```\n\n```python\n<b>\n```\n", encoding="utf-8")
     render_static_site(tmp_path, executed, tmp_path / "_site", data)
     english = (tmp_path / "_site" / "report" / "en" / "a.html").read_text(encoding="utf-8")
     assert "<msub><mi>S</mi><mn>0</mn></msub></math>" in english and "$S_0$" not in english
     assert "<code>$HOME</code>" in english and "<td><code>r</code></td>" in english
+    assert '<div id="raw" data-x="1"></div>' in english and "&lt;b&gt;" in english  # raw HTML; code escaped
     page.write_text(page.read_text(encoding="utf-8") + "\n$\\frac{a}{b}$\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"unsupported command \\frac"):
         render_static_site(tmp_path, executed, tmp_path / "_site", data)

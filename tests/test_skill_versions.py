@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from skill_history import ADD_ID, ADD_TEXT, NEUTRAL, PERSONA, REWRITE_ID, REWRITE_TEXT
 
+from intraskill.analysis.episodes import read_episode, read_trace_file
 from intraskill.analysis.skill_versions import read_skill_versions
 from intraskill.gate.contributions import load_contributions
 from intraskill.report.skill_pages import library_markdown, write_skill_pages
@@ -119,3 +120,12 @@ def test_skill1_library_growth_admissions_and_evictions(tmp_path: Path, small_st
     assert "| 纳入 |" in library_markdown([("ci/round-000", tmp_path / "runs" / "round-000")], "zh")
     written = write_skill_pages([("ci", tmp_path / "runs")], tmp_path / "data", "../../data")
     assert written.pages == [] and "admitted" in (tmp_path / "data" / "skill1-library.en.md").read_text()
+    # the episode browser reads the Skill1 rollouts: the selected skill by its description
+    steps = sorted((tmp_path / "runs" / "round-000" / "steps").glob("step-*/skill1_episodes.jsonl"))
+    read = read_trace_file(steps[0], tmp_path / "runs" / "round-000")
+    assert read.split == "train" and len(read.episodes) == 4
+    assert read.skills and all(ident.startswith("skill1-") for ident in read.skills)
+    assert set(read.skills.values()) <= {str(desc) for desc in admitted["skill"].map(lambda skill: skill["desc"])}
+    index = next(row.index for row in read.episodes if row.skills)
+    view = read_episode(steps[0], index)
+    assert view["skills"][0]["title"] == read.skills[view["skills"][0]["id"]] and view["turns"]

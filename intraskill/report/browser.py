@@ -52,11 +52,10 @@ class BrowserRun:
     folder: str | None = None
 
 
-def browser_run(ident: str, run: str, part: str, file: str, episodes: TraceFileEpisodes,
+def browser_run(ident: str, run: str, part: str, file: str, split: str | None, episodes: int,
                 folder: str | None = None) -> BrowserRun:
-    """The :class:`BrowserRun` of a read trace file."""
-    pages = max(1, math.ceil(len(episodes.episodes) / PAGE_SIZE))
-    return BrowserRun(ident, run, part, file, episodes.split, len(episodes.episodes), pages, folder)
+    """The :class:`BrowserRun` of a trace file holding ``episodes`` episodes."""
+    return BrowserRun(ident, run, part, file, split, episodes, max(1, math.ceil(episodes / PAGE_SIZE)), folder)
 
 
 def runs_document(runs: Sequence[BrowserRun], source: str,
@@ -111,7 +110,7 @@ def write_browser_data(runs: Sequence[tuple[str, Path]], out_dir: str | Path,
             folder = f"r{len(entries):04d}"
             episodes = read_trace_file(path, run_dir)
             entry = browser_run(f"{name}/{relative.as_posix()}", name, relative.parent.as_posix(), path.name,
-                                episodes, folder)
+                                episodes.split, len(episodes.episodes), folder)
             write_trace_file(path, episodes, entry, out / folder)
             entries.append(entry)
     _write_json(out / "runs.json", runs_document(entries, "static", skill_pages))

@@ -11,7 +11,8 @@ Routes (ShopSimulator's replay routes, answered with :mod:`intraskill.report.bro
 A run ``id`` is the trace file's path relative to the folder; anything that resolves outside it, or is
 not a trace file name, is refused with 400, a missing file or episode with 404, a corrupt trace with 422 —
 each as ``{"error": message}`` naming the parameter. Files are only read (a torn last line of a file
-still being written is skipped); a file's episode list is cached until its size or mtime changes.
+still being written is skipped); a file's episode list is cached until its size or mtime changes, and the run
+list counts episodes by complete lines without parsing them.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from intraskill.analysis.episodes import TraceFileEpisodes, read_episode, read_trace_file
-from intraskill.analysis.export import TRACE_FILES, find_trace_files
+from intraskill.analysis.export import TRACE_FILES, find_trace_files, trace_split
 from intraskill.jsonl import JsonlError
 from intraskill.report.browser import ASSETS, BrowserRun, asset_text, browser_run, run_page, runs_document
 from intraskill.report.site import NO_FAVICON
@@ -99,26 +100,23 @@ class ReplayFolder:
             self._cache[path] = (key, episodes)
         return episodes
 
-    def entry(self, path: Path) -> BrowserRun:
+    def entry(self, path: Path, episodes: int) -> BrowserRun:
         """The :class:`BrowserRun` of a trace file (``run``: its first folder under the root)."""
         relative = path.relative_to(self.root)
         parts = relative.parent.parts
         return browser_run(relative.as_posix(), parts[0] if parts else ".", "/".join(parts[1:]) or ".",
-                           path.name, self.episodes(path))
+                           path.name, trace_split(path, self.root), episodes)
 
     def runs(self) -> dict[str, Any]:
-        entries = []
-        for path in find_trace_files(self.root):
-            try:
-                entries.append(self.entry(path))
-            except ReplayError:
-                continue  # a corrupt file is listed by its own request's 422, not here
-        return runs_document(entries, "live")
+        """Every trace file, its episodes counted by their complete lines (no record is parsed: a large folder
+        lists at once; a corrupt file shows its 422 when opened)."""
+        return runs_document([self.entry(path, complete_lines(path)) for path in find_trace_files(self.root)], "live")
 
     def page(self, ident: str | None, page: int) -> dict[str, Any]:
         path = self.trace_path(ident)
+        episodes = self.episodes(path)
         try:
-            return run_page(self.entry(path), self.episodes(path), page)
+            return run_page(self.entry(path, len(episodes.episodes)), episodes, page)
         except IndexError as error:
             raise ReplayError(404, f"page: {error}") from None
 
@@ -130,6 +128,12 @@ class ReplayFolder:
             raise ReplayError(404, f"index: {error}") from None
         except JsonlError as error:
             raise ReplayError(422, f"run: {error}") from None
+
+
+def complete_lines(path: Path) -> int:
+    """Non-blank lines of a JSONL file that end with a newline (a torn last write does not count)."""
+    with path.open("rb") as handle:
+        return sum(1 for line in handle if line.endswith(b"\n") and line.strip())
 
 
 def replay_page(language: str) -> str:
