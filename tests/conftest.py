@@ -62,3 +62,29 @@ def release_dir() -> Path:
     path = release_data_dir()
     assert (path / "analysis").is_dir(), f"release data missing at {path} (the project ships it under data/)"
     return path
+
+
+@pytest.fixture(scope="session")
+def browser_runs(small_store_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A runs folder of real tiny runs, as the report reads them: evaluations with the ``ci`` parameter set on
+    its store's val split, ``runs/eval-expert/{val-s0,val-none}`` (the scripted expert with the ci S0 bank and
+    bare; it mostly succeeds) and ``runs/eval-organism/val-s0`` (the random-init ci organism: protocol errors,
+    tokens), and ``runs/planted/co-evolve``, a one-round co-evolution run whose gate is real and planted
+    (:mod:`skill_history`). Returns the folder holding ``runs/``."""
+    from skill_history import write_planted_coevolve
+
+    from intraskill.evaluate.runner import run_eval
+    from intraskill.params import load_params
+    from intraskill.policy.expert_policy import ExpertPolicy
+
+    root = tmp_path_factory.mktemp("browser-runs")
+    repo = Path(__file__).resolve().parents[1]
+    params = load_params(repo / "params" / "ci.yaml")
+    bank = repo / "params" / "ci_s0.json"
+    for name, skills, policy in (("eval-expert/val-s0", bank, ExpertPolicy()),
+                                 ("eval-expert/val-none", None, ExpertPolicy()),
+                                 ("eval-organism/val-s0", bank, None)):
+        run_eval(params, "val", None, skills, root / "runs" / name, policy=policy, progress=False, limit=4,
+                 store_root=small_store_root)
+    write_planted_coevolve(root / "runs" / "planted" / "co-evolve", small_store_root)
+    return root

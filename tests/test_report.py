@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import threading
+import urllib.error
 import urllib.parse
 import urllib.request
 from html.parser import HTMLParser
@@ -20,6 +21,8 @@ import nbformat
 import pytest
 import yaml
 
+from intraskill.agent.traces import read_traces
+from intraskill.analysis.episodes import read_trace_file
 from intraskill.report.build import (
     CJK_FONT_HINT,
     MANIFEST_PATH,
@@ -42,7 +45,7 @@ from intraskill.report.site import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAPTERS = ("method", "protocol", "results", "controls", "skill1", "behaviour", "optimization", "reproduce", "data")
+CHAPTERS = ("method", "protocol", "results", "controls", "skill1", "behaviour", "optimization", "reproduce", "data", "browser", "skills")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -185,11 +188,13 @@ def test_static_renderer_math_and_includes(tmp_path: Path) -> None:
     (data / "runs.en.md").write_text("| Run | Episodes |\n|---|---|\n| `r` | 4 |\n", encoding="utf-8")
     page = tmp_path / "report" / "en" / "a.qmd"
     page.write_text(page.read_text(encoding="utf-8") + "\nWith $S_0$ and `$HOME`.\n\n"
-                    "{{< include ../../runs/report/data/runs.en.md >}}\n", encoding="utf-8")
+                    "{{< include ../../runs/report/data/runs.en.md >}}\n\n"
+                    "```{=html}\n<div id=\"raw\" data-x=\"1\"></div>\n```\n\n```python\n<b>\n```\n", encoding="utf-8")
     render_static_site(tmp_path, executed, tmp_path / "_site", data)
     english = (tmp_path / "_site" / "report" / "en" / "a.html").read_text(encoding="utf-8")
     assert "<msub><mi>S</mi><mn>0</mn></msub></math>" in english and "$S_0$" not in english
     assert "<code>$HOME</code>" in english and "<td><code>r</code></td>" in english
+    assert '<div id="raw" data-x="1"></div>' in english and "&lt;b&gt;" in english  # raw HTML; code escaped
     page.write_text(page.read_text(encoding="utf-8") + "\n$\\frac{a}{b}$\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"unsupported command \\frac"):
         render_static_site(tmp_path, executed, tmp_path / "_site", data)
@@ -297,14 +302,17 @@ class _QuietServer(http.server.ThreadingHTTPServer):
 
 
 @pytest.fixture(scope="module")
-def served_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def served_site(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A quick static build over the tiny evaluation runs (``browser_runs``), served on 127.0.0.1."""
     if _chromium() is None:
         pytest.skip("chromium is not on PATH (apt-get install chromium); the browser check needs it")
     work = tmp_path_factory.mktemp("report")
     result = build_report(ROOT, run_dir=work / "run", site_dir=work / "_site", quick=True, use_quarto=False,
-                          only=["06_release_reanalysis"], echo=lambda line: None)
+                          only=["06_release_reanalysis"], data_root=request.getfixturevalue("browser_runs"),
+                          echo=lambda line: None)
     assert result.ok and result.renderer == "static"
     assert {run.name: run.status for run in result.notebooks}["06_release_reanalysis"] == "executed"
+    assert result.data_runs == ["eval-expert", "eval-organism", "planted/co-evolve"]
     handler = functools.partial(_QuietHandler, directory=str(work / "_site"))
     server = _QuietServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -358,3 +366,171 @@ def test_every_manifest_entry_names_parameters_the_notebook_declares() -> None:
     for spec in load_manifest(ROOT / MANIFEST_PATH).notebooks:
         for quick in (False, True):
             check_parameters(ROOT / "notebooks" / f"{spec.name}.ipynb", spec.overrides(quick))
+
+
+class _Links(HTMLParser):
+    """Every link target and image source of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.targets: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        target = values.get("href") if tag in ("a", "link") else values.get("src") if tag in ("img", "script") else None
+        if target and not target.startswith(("data:", "#", "mailto:")):
+            self.targets.append(target)
+
+
+def _broken_targets(site: str, *start: str) -> list[str]:
+    """Links, images, scripts and style sheets of the ``start`` pages (and of the site pages they link to) that
+    do not load; targets off the site are not followed."""
+    broken, pages, seen = [], list(start), set()
+    while pages:
+        url = pages.pop()
+        with urllib.request.urlopen(url) as response:
+            html_text = response.read().decode("utf-8")
+        parser = _Links()
+        parser.feed(html_text)
+        for target in parser.targets:
+            absolute = urllib.parse.urljoin(url, target).split("#")[0]
+            if not absolute.startswith(site) or absolute in seen:
+                continue
+            seen.add(absolute)
+            try:
+                with urllib.request.urlopen(absolute) as response:
+                    is_page = response.headers.get_content_type() == "text/html"
+            except urllib.error.HTTPError as error:
+                broken.append(f"{url} -> {target} ({error.code})")
+                continue
+            if is_page and "/report/" in absolute and url in start:
+                pages.append(absolute)  # one level: the navbar reaches every page of the site
+    return broken
+
+
+def test_browser_episode_browser(served_site: str, browser_runs: Path) -> None:
+    """The episode browser in headless Chromium: the English page loads the runs, filters, opens an episode
+    and steps through it to the final reward (the private goal on that panel only), shows the same task of
+    a second run side by side, switches to Chinese on the same episode; no JavaScript error, no failed
+    request, and no broken link or image on the site."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra)")
+    runs = browser_runs / "runs"
+    organism = "eval-organism/val-s0/traces.jsonl"
+    expected = {ident: read_trace_file(runs / ident, runs) for ident in
+                ("eval-expert/val-s0/traces.jsonl", "eval-expert/val-none/traces.jsonl", organism)}
+    traces = {trace.episode_id: trace for trace in read_traces(runs / organism)}
+    problems: list[str] = []
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        page = chromium.new_page()
+        page.on("pageerror", lambda error: problems.append(f"JavaScript error: {error}"))
+        page.on("console", lambda message: problems.append(f"console {message.type}: {message.text}")
+                if message.type == "error" else None)
+        page.on("response", lambda response: problems.append(f"HTTP {response.status}: {response.url}")
+                if response.status >= 400 else None)
+        page.on("requestfailed", lambda request: problems.append(f"request failed: {request.url}"))
+        page.goto(f"{served_site}/report/en/browser.html")
+        page.wait_for_selector("tr.eb-row")
+        options = page.eval_on_selector_all("#eb-run option", "nodes => nodes.map(n => n.value)")
+        assert sorted(options) == sorted([*expected, "planted/co-evolve/round-000/gate/bare-val/traces.jsonl",
+                                          "planted/co-evolve/round-000/gate/traces.jsonl"])
+
+        def shown() -> int:
+            return page.locator("tr.eb-row").count()
+
+        page.select_option("#eb-run", organism)
+        page.wait_for_function("document.querySelector('#eb-count').textContent.startsWith('4 of 4')")
+        for failure in {row.failure for row in expected[organism].episodes}:
+            page.select_option("#eb-failure", failure)
+            assert shown() == sum(row.failure == failure for row in expected[organism].episodes)
+        page.select_option("#eb-failure", "")
+        longest = max(row.turns for row in expected[organism].episodes)
+        page.fill("#eb-min-turns", str(longest))
+        assert shown() == sum(row.turns == longest for row in expected[organism].episodes)
+        page.fill("#eb-min-turns", "")
+        target = expected[organism].episodes[2]
+        page.fill("#eb-task", str(target.task_id))
+        assert shown() == 1
+        page.locator("tr.eb-row").first.click()
+        trace = traces[target.episode_id]
+        goal = trace.private_goal["instruction_text"]
+        pane = page.locator("#eb-pane-a")
+        for turn in trace.turns:
+            page.wait_for_selector(f"#eb-pane-a .eb-turn[data-step='{turn.turn}']")
+            assert pane.locator(".eb-action").inner_text() == (turn.action or "no action reached the store")
+            assert goal not in pane.inner_text()
+            page.click("#eb-pane-a .eb-step-next")
+        final = pane.locator(".eb-final").inner_text()
+        assert goal in final and "Private goal" in final and "r_success" in final
+        page.select_option("#eb-success", "")
+        page.fill("#eb-task", "")
+        page.select_option("#eb-run", "eval-expert/val-s0/traces.jsonl")
+        page.wait_for_selector("tr.eb-row")
+        successes = sum(bool(row.success) for row in expected["eval-expert/val-s0/traces.jsonl"].episodes)
+        page.select_option("#eb-success", "yes")
+        assert shown() == successes
+        page.select_option("#eb-compare", "eval-expert/val-none/traces.jsonl")
+        page.locator("tr.eb-row").first.click()
+        first = page.locator("tr.eb-row").first.get_attribute("data-index")
+        chosen = expected["eval-expert/val-s0/traces.jsonl"].episodes[int(first)]
+        page.wait_for_selector("#eb-pane-b .eb-turn")
+        assert page.locator("#eb-pane-b h3").inner_text().startswith(f"task-{chosen.task_id:06d}")
+        page.click("#eb-pane-a .eb-step-next")
+        page.click("a.lang-switch")  # the Chinese twin, with the opened episode in the address
+        page.wait_for_url("**/report/zh/browser.html#run=*")
+        page.wait_for_selector("#eb-pane-a .eb-turn")
+        assert page.get_attribute("html", "lang") == "zh-CN"
+        assert page.locator("#eb-pane-a h3").inner_text().startswith(chosen.episode_id)
+        assert "第 1 / " in page.locator("#eb-pane-a .eb-position").inner_text() and "回合" in page.inner_text("thead")
+        # a gate arm: the chunks in the prompt by title, each linked to the version page that introduced it
+        gate = "planted/co-evolve/round-000/gate/traces.jsonl"
+        page.goto(f"{served_site}/report/en/browser.html#run={gate}&episode=0")
+        page.wait_for_selector("#eb-pane-a .eb-turn")
+        links = page.locator("#eb-pane-a a.eb-skill-page")
+        titles = [link.inner_text() for link in links.all()]
+        assert titles and set(titles) <= {"Read the profile", "Read the profile (rewritten)", "Pick the options",
+                                          "Be polite"}
+        links.first.click()
+        page.wait_for_url("**/data/skills/planted/co-evolve/S*.en.html#chunk-*")
+        anchor = page.url.split("#")[1]
+        assert page.locator(f"section#{anchor} h3").inner_text() == titles[0]
+        page.goto(f"{served_site}/report/zh/skills.html")
+        page.click("text=S1")
+        page.wait_for_url("**/S1.zh.html")
+        assert page.get_attribute("html", "lang") == "zh-CN" and "改写" in page.inner_text("main")
+        chromium.close()
+    assert not problems, problems
+    assert not _broken_targets(served_site, f"{served_site}/report/en/browser.html",
+                               f"{served_site}/data/skills/planted/co-evolve/S1.en.html")
+
+
+def test_browser_live_replay_ui(browser_runs: Path) -> None:
+    """The same browser served live by the replay routes (as `intraskill env serve --runs` mounts them): it lists
+    the runs folder's trace files, opens an episode and steps to its final reward, without a JavaScript error."""
+    if _chromium() is None:
+        pytest.skip("chromium is not on PATH (apt-get install chromium); the browser check needs it")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra)")
+    from fastapi import FastAPI
+
+    from intraskill.report.replay import replay_router
+    from intraskill.shop.service import serve_in_thread
+
+    app = FastAPI()
+    app.include_router(replay_router(browser_runs / "runs"))
+    problems: list[str] = []
+    with serve_in_thread(app) as running, sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        page = chromium.new_page()
+        page.on("pageerror", lambda error: problems.append(f"JavaScript error: {error}"))
+        page.on("response", lambda response: problems.append(f"HTTP {response.status}: {response.url}")
+                if response.status >= 400 else None)
+        page.goto(f"{running.base_url}/replay-ui?lang=zh")
+        page.wait_for_selector("tr.eb-row")
+        assert page.locator("#eb-run option").count() == 5 and "回合" in page.inner_text("thead")
+        page.locator("tr.eb-row").first.click()
+        page.wait_for_selector("#eb-pane-a .eb-turn")
+        while page.locator("#eb-pane-a .eb-final").count() == 0:
+            page.click("#eb-pane-a .eb-step-next")
+        assert "私有目标" in page.locator("#eb-pane-a .eb-final").inner_text()
+        chromium.close()
+    assert not problems, problems

@@ -113,6 +113,22 @@ class TurnBehaviour:
     option_change: bool = False
 
 
+def reasoning_text(text: str) -> str:
+    """The ``<think>`` reasoning of a raw completion, stripped (empty when there is none).
+
+    >>> reasoning_text("<think> compare prices </think><tool_call>{}</tool_call>")
+    'compare prices'
+    """
+    if THINK_CLOSE in text:
+        body = text[: text.rindex(THINK_CLOSE)]
+        body = body.split(THINK_OPEN, 1)[1] if THINK_OPEN in body else body
+    elif THINK_OPEN in text:
+        body = text.split(THINK_OPEN, 1)[1]
+    else:
+        return ""
+    return body.strip()
+
+
 def reasoning_chars(text: str) -> int:
     """Characters of the ``<think>`` reasoning in a raw completion (0 when there is none).
 
@@ -121,14 +137,7 @@ def reasoning_chars(text: str) -> int:
     >>> reasoning_chars("<tool_call>{}</tool_call>")
     0
     """
-    if THINK_CLOSE in text:
-        body = text[: text.rindex(THINK_CLOSE)]
-        body = body.split(THINK_OPEN, 1)[1] if THINK_OPEN in body else body
-    elif THINK_OPEN in text:
-        body = text.split(THINK_OPEN, 1)[1]
-    else:
-        return 0
-    return len(body.strip())
+    return len(reasoning_text(text))
 
 
 def _kind(action: str, valid: bool | None, page: str, next_page: str | None) -> ActionKind:

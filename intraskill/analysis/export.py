@@ -164,7 +164,7 @@ def trace_split(path: Path, run_dir: Path) -> str | None:
     return "train" if any(marker in parts for marker in TRAIN_MARKERS) else None
 
 
-def _records(path: Path) -> Iterator[tuple[int, EpisodeTrace, dict[str, str]]]:
+def trace_records(path: Path) -> Iterator[tuple[int, EpisodeTrace, dict[str, str]]]:
     """``(line, trace, skill titles by id)`` of each record; errors name ``file:line``."""
     lines = path.read_bytes().split(b"\n")
     numbers = [number for number, line in enumerate(lines, start=1) if line.strip()]
@@ -249,7 +249,7 @@ def read_run(run_dir: str | Path, name: str | None = None) -> RunTables:
     for path in files:
         relative = path.relative_to(root)
         split = trace_split(path, root)
-        for line, trace, titles in _records(path):
+        for line, trace, titles in trace_records(path):
             source = {"run": run, "part": relative.parent.as_posix(), "file": path.name, "line": line}
             episodes.append(episode_row(trace, {**source, "split": split}, titles))
             turns.extend(turn_rows(trace, source))

@@ -33,7 +33,10 @@ def build(
 
     result = build_report(root, run_dir=run_dir, site_dir=site_dir, quick=quick, execute=execute,
                           use_quarto=quarto, only=only, force=force, echo=note)
-    emit(result.to_dict(), as_json, f"{result.renderer} site: {result.site_dir} ({len(result.pages)} pages)")
+    emit(result.to_dict(), as_json,
+         f"{result.renderer} site: {result.site_dir} ({len(result.pages)} pages); serve it with "
+         f"`python -m http.server -d {result.site_dir}` and open http://127.0.0.1:8000/ (the episode browser "
+         "reads its data over HTTP)")
     if not result.ok:
         raise typer.Exit(1)
 

@@ -112,6 +112,9 @@ def serve_command(
         help="shopsimulator (POST /api/shop_agent) or openenv (OpenEnv's /ws server; needs the openenv extra)."),
     skillbank: str | None = typer.Option(
         None, "--skillbank", help="openenv only: the skill bank JSON that reset(skill_ids=...) selects from."),
+    runs: Path | None = typer.Option(
+        None, "--runs", help="shopsimulator only: a runs folder whose episodes the read-only episode browser "
+                             "shows live (/replay-ui, /api/replay/{runs,run,episode})."),
     slots: int = typer.Option(8, "--slots", envvar="SHOPSIM_ENV_SLOTS", min=1, help="Environment slots."),
     host: str = typer.Option("127.0.0.1", "--host", help="Bind address."),
     port: int = typer.Option(5700, "--port", envvar="SHOPSIM_PORT", min=0, max=65535, help="Bind port."),
@@ -128,7 +131,8 @@ def serve_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Serve the store over HTTP: the ShopSimulator protocol (POST /api/shop_agent, GET /healthz) or, with
-    --protocol openenv, OpenEnv's server (/ws sessions, /health, /schema) under the same slot leases and limits."""
+    --protocol openenv, OpenEnv's server (/ws sessions, /health, /schema) under the same slot leases and limits;
+    --runs adds the read-only episode browser over a runs folder (/replay-ui)."""
     # deferred: uvicorn is heavy to import
     import uvicorn
 
@@ -143,6 +147,8 @@ def serve_command(
         fail(f"--protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     if skillbank is not None and protocol != "openenv":
         fail("--skillbank: only the openenv protocol serves skill context")
+    if runs is not None and (protocol != "shopsimulator" or not runs.is_dir()):
+        fail(f"--runs: needs the shopsimulator protocol and an existing runs folder, got {runs} ({protocol})")
     config = StoreConfig(language=language)
     root = _ensure_store(root, scale, seed)
     catalog, index, splits = open_store(root)
@@ -155,9 +161,15 @@ def serve_command(
                           admin_token=admin_token, lease_idle_s=lease_idle_s, reset_wait_s=reset_wait_s)
         if admin_token is None:
             typer.echo(f"admin token (release_all): {app_.state.admin_token}", err=True)
+        if runs is not None:
+            # deferred: a verb loads its stage only when it runs
+            from intraskill.report.replay import replay_router
+
+            app_.include_router(replay_router(runs))
+    replay = {"replay_ui": f"http://{host}:{port}/replay-ui", "runs": str(runs)} if runs is not None else {}
     emit({"serving": f"http://{host}:{port}", "protocol": protocol, "root": root, "slots": slots,
           "language": language, "products": len(catalog.products), "lease_idle_s": lease_idle_s,
-          "reset_wait_s": reset_wait_s}, as_json)
+          "reset_wait_s": reset_wait_s, **replay}, as_json)
     try:
         uvicorn.run(app_, host=host, port=port, log_level="info", timeout_graceful_shutdown=5,
                     **{**SERVER_STACK, **options})

@@ -315,6 +315,7 @@ def build_report(
     use_quarto: bool | None = None,
     only: Sequence[str] | None = None,
     force: bool = False,
+    data_root: str | Path | None = None,
     echo: Callable[[str], None] = print,
 ) -> ReportBuild:
     """Execute the manifest notebooks, export the data runs and render the report site.
@@ -338,6 +339,8 @@ def build_report(
         Execute only these manifest notebooks (the others' existing executed copies are rendered).
     force : bool
         Execute even the notebooks whose cached execution key is unchanged.
+    data_root : path, optional
+        Folder the manifest's ``data`` globs (``runs/…``) are matched in. Default ``root``.
 
     Returns
     -------
@@ -363,7 +366,8 @@ def build_report(
                         str(executed_dir / f"{s.name}.ipynb"), 0.0, "not re-executed")
             for s in specs
         ]
-    data = export_report_data(base, manifest.data, runs_root / DATA_DIR, echo=echo)
+    data = export_report_data(Path(data_root) if data_root is not None else base, manifest.data,
+                              runs_root / DATA_DIR, echo=echo)
     quarto = shutil.which("quarto") is not None if use_quarto is None else use_quarto
     if quarto:
         if runs_root.resolve() != (base / DEFAULT_RUN_DIR).resolve():

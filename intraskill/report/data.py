@@ -4,18 +4,24 @@
 (:func:`intraskill.analysis.export.export_run`, Parquet and CSV) into ``<run_dir>/data/<run>/`` and writes
 the Markdown that the data pages include: ``runs.<lang>.md`` (one row per run with its download links)
 and ``schema.<lang>.md`` (column, type and meaning of each table, from
-:data:`~intraskill.analysis.export.SCHEMA`). The build copies the run folders into ``<site>/data/``.
+:data:`~intraskill.analysis.export.SCHEMA`), and the episode browser's data of the same runs
+(:func:`intraskill.report.browser.write_browser_data`, in ``browser/``) and the skill-version pages of their
+co-evolution runs with the skills page's Markdown (:func:`intraskill.report.skill_pages.write_skill_pages`,
+in ``skills/`` and ``skills.<lang>.md``). The build copies the run folders, the browser data and the version
+pages into ``<site>/data/`` and the browser's script into ``<site>/assets/``.
 """
 
 from __future__ import annotations
 
-import html
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from intraskill.analysis.export import FORMATS, SCHEMA, export_run, find_trace_files
+from intraskill.report.browser import BROWSER_DIR, BrowserRun, copy_assets, write_browser_data
+from intraskill.report.markdown import markdown_table
+from intraskill.report.skill_pages import SKILLS_DIR, SkillPages, write_skill_pages
 
 DATA_DIR = "data"
 """Folder of the export inside the report run folder, and of the downloads inside the site."""
@@ -51,12 +57,21 @@ class ReportData:
 
     out_dir: Path
     runs: list[DataRun]
+    browser: list[BrowserRun]
+    skills: SkillPages
 
     def copy_into(self, site_dir: str | Path) -> None:
-        """Copy every run's files to ``<site_dir>/data/<run>/`` (the links of the data pages)."""
+        """Copy every run's files to ``<site_dir>/data/<run>/`` (the links of the data pages), the browser
+        data to ``<site_dir>/data/browser/`` and the browser's script and style to ``<site_dir>/assets/``."""
         target = Path(site_dir) / DATA_DIR
         for run in self.runs:
             shutil.copytree(self.out_dir / run.name, target / run.name, dirs_exist_ok=True)
+        for folder in (BROWSER_DIR, SKILLS_DIR):
+            if (target / folder).exists():
+                shutil.rmtree(target / folder)
+            if (self.out_dir / folder).is_dir():
+                shutil.copytree(self.out_dir / folder, target / folder)
+        copy_assets(site_dir)
 
 
 def data_runs(root: Path, patterns: Sequence[str]) -> list[Path]:
@@ -72,16 +87,6 @@ def _run_name(root: Path, run: Path) -> str:
     return (relative.relative_to("runs") if relative.parts[:1] == ("runs",) else relative).as_posix()
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> str:
-    """A pipe table; ``align`` holds ``l`` or ``r`` per column; ``|``, ``<`` and ``>`` in cells are escaped."""
-    def escape(cell: object) -> str:
-        return html.escape(str(cell), quote=False).replace("|", "\\|")
-
-    lines = ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in [header, *rows]]
-    lines.insert(1, "|" + "|".join(":---" if side == "l" else "---:" for side in align) + "|")
-    return "\n".join(lines) + "\n"
-
-
 def runs_markdown(runs: Sequence[DataRun], language: str, patterns: Sequence[str]) -> str:
     """The data page's run list: name, episode and turn counts, one link per table and format."""
     text = TEXT[language]
@@ -92,14 +97,14 @@ def runs_markdown(runs: Sequence[DataRun], language: str, patterns: Sequence[str
          " · ".join(f"[{name}]({PAGE_TO_SITE}/{DATA_DIR}/{path})" for name, path in run.files.items()))
         for run in runs
     ]
-    return _table([text["run"], text["episodes"], text["turns"], text["downloads"]], rows, "lrrl")
+    return markdown_table([text["run"], text["episodes"], text["turns"], text["downloads"]], rows, "lrrl")
 
 
 def schema_markdown(table: str, language: str) -> str:
     """Column, type and meaning of one exported table, in ``language``."""
     text = TEXT[language]
     rows = [(f"`{c.name}`", TYPE_TEXT[language][c.kind], getattr(c, language)) for c in SCHEMA[table]]
-    return _table([text["column"], text["type"], text["meaning"]], rows, "lll")
+    return markdown_table([text["column"], text["type"], text["meaning"]], rows, "lll")
 
 
 def export_report_data(root: Path, patterns: Sequence[str], out_dir: Path,
@@ -108,9 +113,10 @@ def export_report_data(root: Path, patterns: Sequence[str], out_dir: Path,
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
-    runs = []
+    runs, named = [], []
     for run in data_runs(root, patterns):
         name = _run_name(root, run)
+        named.append((name, run))
         result = export_run(run, out_dir / name, FORMATS, name=name)
         files = {f"{table}.{fmt}": f"{name}/{Path(path).name}"
                  for table, paths in result.paths.items() for fmt, path in paths.items()}
@@ -120,4 +126,8 @@ def export_report_data(root: Path, patterns: Sequence[str], out_dir: Path,
         (out_dir / f"runs.{language}.md").write_text(runs_markdown(runs, language, patterns), encoding="utf-8")
         for table in SCHEMA:
             (out_dir / f"schema-{table}.{language}.md").write_text(schema_markdown(table, language), encoding="utf-8")
-    return ReportData(out_dir, runs)
+    skills = write_skill_pages(named, out_dir, f"{PAGE_TO_SITE}/{DATA_DIR}")
+    echo(f"data: {len(skills.pages)} skill-version pages")
+    browser = write_browser_data(named, out_dir / BROWSER_DIR, skills.links)
+    echo(f"data: episode browser over {len(browser)} trace files")
+    return ReportData(out_dir, runs, browser, skills)

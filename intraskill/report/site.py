@@ -2,7 +2,7 @@
 
 Reads the same sources Quarto would — ``_quarto.yml`` (pages, navbar menus) and the ``.qmd`` pages —
 and writes a self-contained HTML site that works from ``file://``: the Markdown bodies go through
-mistune (inline TeX as MathML, :mod:`intraskill.report.mathml`), each ``{{< include path.md >}}`` by
+mistune (inline TeX as MathML, :mod:`intraskill.report.mathml`; raw ```` ```{=html} ```` blocks as they are), each ``{{< include path.md >}}`` by
 the file's Markdown, each ``{{< embed path.ipynb#label >}}`` is replaced by the outputs of the executed notebook cell
 carrying ``#| label: <label>`` (images as data URIs, tables as HTML), and every executed notebook is
 exported with nbconvert to ``notebooks/<name>.html``. Headings keep explicit ``{#id}`` anchors, which the
@@ -36,6 +36,8 @@ ESCAPED_SHORTCODE = re.compile(r"\{\{</\*\s*(?P<body>.*?)\s*\*/>\}\}")
 CJK_LINE_BREAK = re.compile(r"(?<=[\u3000-\u9fff\uff00-\uffef])\n(?=[\u3000-\u9fff\uff00-\uffef])")
 """A source line break between two CJK characters, which joins without a space (pandoc's
 ``east_asian_line_breaks``)."""
+RAW_HTML_INFO = "{=html}"
+"""Info string of a raw HTML block (pandoc's raw attribute), passed through unchanged as Quarto does."""
 FRONT_MATTER = re.compile(r"\A---\n(?P<yaml>.*?)\n---\n", re.DOTALL)
 LANGUAGE_DIRS = {"en": "en", "zh": "zh"}
 SWITCH_TEXT = {"en": "中文", "zh": "English"}
@@ -67,6 +69,8 @@ MISSING_OUTPUT = {
     "zh": "本次构建未执行笔记本 <code>{name}</code>，因此没有输出 <code>{label}</code>。",
     None: "Output <code>{label}</code> of <code>{name}</code> is not in this build · 本次构建未执行该笔记本.",
 }
+NO_FAVICON = '<link rel="icon" href="data:,">'
+"""An empty icon: browsers otherwise request ``/favicon.ico``, which the site does not have."""
 SWITCH_SCRIPT = (
     "<script>for(const a of document.querySelectorAll('a.lang-switch')){a.addEventListener('click',"
     "()=>{if(location.hash){a.href=a.href.split('#')[0]+location.hash;}});}</script>"
@@ -205,6 +209,11 @@ class _Renderer:
                 body = text[: match.start()] if match else text
                 return f'<h{level} id="{html.escape(ident)}">{body}</h{level}>\n'
 
+            def block_code(self, code: str, info: str | None = None) -> str:
+                if info is not None and info.strip() == RAW_HTML_INFO:  # pandoc's raw HTML block
+                    return code
+                return super().block_code(code, info)
+
             def link(self, text: str, url: str, title: str | None = None) -> str:
                 path, sep, anchor = url.partition("#")
                 if path.endswith(".qmd") and "://" not in path:
@@ -311,7 +320,7 @@ def render_page(build: _Build, page: str) -> str:
     lang_attr = {"en": "en", "zh": "zh-CN"}.get(language or "", "en")
     return (
         f'<!DOCTYPE html>\n<html lang="{lang_attr}">\n<head>\n<meta charset="utf-8">\n'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n{NO_FAVICON}\n'
         f"<title>{html.escape(title)} · {html.escape(config.title)}</title>\n<style>{STYLE}</style>\n{plotly}</head>\n"
         f"<body>\n{_navbar(config, build.titles, page, language)}\n<main>\n<h1>{html.escape(title)}</h1>\n{rendered}</main>\n"
         f"<footer>{FOOTER[language]} {footer_links or '—'}</footer>\n{SWITCH_SCRIPT}\n</body>\n</html>\n"
