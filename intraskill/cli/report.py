@@ -14,16 +14,23 @@ app = typer.Typer(help="Build the bilingual report (papermill notebooks + Quarto
                   no_args_is_help=True)
 
 
+ROOT_OPTION = typer.Option(Path("."), "--root", help="Repository root holding _quarto.yml, report/ and notebooks/.")
+RUN_DIR_OPTION = typer.Option(None, "--run-dir", help="Run folder (default <root>/runs/report).")
+QUICK_OPTION = typer.Option(False, "--quick", help="Use each notebook's quick parameters (smoke build).")
+EXECUTE_OPTION = typer.Option(True, "--execute/--no-execute", help="Execute the notebooks first.")
+FORCE_OPTION = typer.Option(False, "--force", help="Execute even notebooks whose cached execution is current.")
+
+
 @app.command()
 def build(
-    root: Path = typer.Option(Path("."), "--root", help="Repository root holding _quarto.yml, report/ and notebooks/."),
-    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Run folder (default <root>/runs/report)."),
+    root: Path = ROOT_OPTION,
+    run_dir: Optional[Path] = RUN_DIR_OPTION,
     site_dir: Optional[Path] = typer.Option(None, "--site-dir", help="Static-site output (default <root>/_site)."),
-    quick: bool = typer.Option(False, "--quick", help="Use each notebook's quick parameters (smoke build)."),
-    execute: bool = typer.Option(True, "--execute/--no-execute", help="Execute the notebooks first."),
+    quick: bool = QUICK_OPTION,
+    execute: bool = EXECUTE_OPTION,
     quarto: Optional[bool] = typer.Option(None, "--quarto/--static", help="Force Quarto or the static renderer."),
     only: Optional[list[str]] = typer.Option(None, "--only", help="Execute only this notebook (repeatable)."),
-    force: bool = typer.Option(False, "--force", help="Execute even notebooks whose cached execution is current."),
+    force: bool = FORCE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Execute the manifest notebooks (report/notebooks.yaml; unchanged ones are re-used), export the data runs
@@ -43,12 +50,12 @@ def build(
 
 @app.command()
 def figures(
-    root: Path = typer.Option(Path("."), "--root", help="Repository root holding report/ and notebooks/."),
-    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Run folder (default <root>/runs/report)."),
+    root: Path = ROOT_OPTION,
+    run_dir: Optional[Path] = RUN_DIR_OPTION,
     out: Optional[Path] = typer.Option(None, "--out", help="Figures folder (default <root>/figures)."),
-    quick: bool = typer.Option(False, "--quick", help="Use each notebook's quick parameters (smoke build)."),
-    execute: bool = typer.Option(True, "--execute/--no-execute", help="Execute the notebooks first."),
-    force: bool = typer.Option(False, "--force", help="Execute even notebooks whose cached execution is current."),
+    quick: bool = QUICK_OPTION,
+    execute: bool = EXECUTE_OPTION,
+    force: bool = FORCE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Execute the notebooks that publish figures (report/notebooks.yaml `figures:`; unchanged executions are
