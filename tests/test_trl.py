@@ -84,6 +84,24 @@ def test_store_reward_hands_back_the_episode_rewards() -> None:
         store_reward(["a", "b"], r_strict=[1.0])
 
 
+def test_trl_config_follows_the_parameter_set(tmp_path: Path) -> None:
+    pytest.importorskip("trl", reason="the trl extra is not installed (pip install 'intraskill[trl]')")
+    from intraskill.integrations.trl.recipe import grpo_config
+
+    params = organism_params()  # 2 groups of 8 per step, one update per step
+    config = grpo_config(params, tmp_path, steps=3)
+    assert (config.num_generations, config.per_device_train_batch_size) == (8, 8)
+    assert (config.steps_per_generation, config.gradient_accumulation_steps, config.max_steps) == (2, 2, 3)
+    assert (config.learning_rate, config.epsilon, config.epsilon_high, config.beta) == (2.0e-4, 0.2, 0.28, 0.0)
+    assert (config.temperature, config.loss_type, config.shuffle_dataset) == (0.6, "dapo", False)
+    data = params.model_dump(mode="json")
+    data["grpo"]["global_batch_size"] = 8  # two updates of one group per rollout step
+    config = grpo_config(params_from_dict(data), tmp_path, steps=3)
+    assert (config.gradient_accumulation_steps, config.steps_per_generation, config.max_steps) == (1, 2, 6)
+    with pytest.raises(ValueError, match="steps: must be >= 1"):
+        grpo_config(params, tmp_path, steps=0)
+
+
 def test_grpo_trainer_trains_the_organism_on_store_episodes(organism_engine: Any, tmp_path: Path) -> None:
     pytest.importorskip("trl", reason="the trl extra is not installed (pip install 'intraskill[trl]')")
     import torch

@@ -42,10 +42,7 @@ def grpo_config(params: Params, output_dir: str | Path, steps: int, **overrides:
     if grpo.lora is not None:
         raise ValueError("grpo.lora: the recipe trains the whole model; pass peft_config to GRPOTrainer for LoRA")
     group, groups = rounds.n_samples_per_prompt, rounds.rollout_batch_size
-    update = grpo.global_batch_size or group * groups
-    if update % group or (group * groups) % update:
-        raise ValueError(f"grpo.global_batch_size: {update} episodes per update must be whole groups of "
-                         f"{group} and divide a step's {group * groups} episodes")
+    update = grpo.global_batch_size or group * groups  # whole groups dividing a step (the parameters check it)
     settings: dict[str, Any] = {
         "output_dir": str(output_dir),
         "max_steps": steps * (group * groups // update),
