@@ -11,10 +11,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# torch is pinned to the CPU wheel first so that nothing pulls a CUDA build.
+# torch is pinned to the CPU wheel first so that nothing pulls a CUDA build. The trl extra (five small wheels,
+# torch and transformers untouched) lets the suite run a real GRPOTrainer step (tests/test_trl.py, ~20 s of CPU).
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e ".[dev,lab]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,lab,trl]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 

@@ -37,6 +37,7 @@ EXECUTIONS = {
     "08_controls": REPORT["08_controls"].overrides(quick=True),  # the report's quick build: a tiny ci matrix
     # the report's quick build (a Skill1 round on ci over the ci seed library), one step of it
     "09_skill1": {**QUICK_SKILL1, "overrides": f"{QUICK_SKILL1['overrides']}; round.rollout_steps=1"},
+    "10_trl": {"steps": 1},  # the organism's warm start, one TRL GRPOTrainer step (needs the trl extra)
 }
 
 
@@ -45,6 +46,8 @@ EXECUTIONS = {
 def test_notebook_executes(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import papermill
 
+    if name == "10_trl":
+        pytest.importorskip("trl", reason="the trl extra is not installed (pip install 'intraskill[trl]')")
     monkeypatch.setenv("INTRASKILL_ROOT", str(NOTEBOOKS.parent))
     out = tmp_path / f"{name}.ipynb"
     parameters = dict(EXECUTIONS[name])

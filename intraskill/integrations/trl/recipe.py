@@ -1,0 +1,117 @@
+"""TRL's ``GRPOTrainer`` on the store, configured from a parameter set (e.g. ``params/organism.yaml``).
+
+:func:`grpo_config` maps the ``grpo``, ``round`` and ``sampling`` sections onto TRL's ``GRPOConfig`` the way the
+package's own trainer reads them: a rollout step of ``rollout_batch_size`` groups of ``n_samples_per_prompt``
+episodes, one group per micro-batch, an optimizer update per ``global_batch_size`` episodes (``null``: one per
+step), AdamW at a constant learning rate, the asymmetric clip, a token mean over the update (TRL's ``dapo``
+loss), group-normalized advantages, log-probs at the sampling temperature, no activation checkpointing.
+:func:`round_tasks` lists the tasks the package's round draws first at each step (wave 0), so both trainers see
+the same tasks; :func:`build_trainer` puts it together with a :class:`~.rollout.StoreRollout`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from datasets import Dataset
+from trl import GRPOConfig, GRPOTrainer
+
+from intraskill.agent.env import InProcessEnvironment
+from intraskill.agent.runtime import RuntimeConfig
+from intraskill.integrations.trl.rollout import StoreRollout, store_reward, task_prompt
+from intraskill.params import Params
+from intraskill.pipeline.rollout import RolloutConfig, wave_tasks
+from intraskill.policy.factory import resolve_device
+from intraskill.skills.curriculum import CurriculumState
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+
+def grpo_config(params: Params, output_dir: str | Path, steps: int, **overrides: Any) -> GRPOConfig:
+    """TRL's config for ``steps`` rollout steps of ``params`` (``overrides``: any other ``GRPOConfig`` field).
+
+    A rollout step generates ``rollout_batch_size`` groups; ``grpo.global_batch_size`` episodes (``null``: all of
+    them) make one optimizer update, so TRL's ``max_steps`` counts ``steps`` × the updates of a step.
+    """
+    grpo, rounds = params.grpo, params.round
+    if steps < 1:
+        raise ValueError(f"steps: must be >= 1, got {steps}")
+    if grpo.lora is not None:
+        raise ValueError("grpo.lora: the recipe trains the whole model; pass peft_config to GRPOTrainer for LoRA")
+    group, groups = rounds.n_samples_per_prompt, rounds.rollout_batch_size
+    update = grpo.global_batch_size or group * groups  # whole groups dividing a step (the parameters check it)
+    settings: dict[str, Any] = {
+        "output_dir": str(output_dir),
+        "max_steps": steps * (group * groups // update),
+        "seed": params.experiment.seed,
+        "num_generations": group,
+        "per_device_train_batch_size": group,
+        "gradient_accumulation_steps": update // group,
+        "steps_per_generation": groups,
+        "shuffle_dataset": False,
+        "temperature": params.sampling.temperature,
+        "learning_rate": grpo.lr,
+        "lr_scheduler_type": "constant",
+        "weight_decay": grpo.weight_decay,
+        "adam_beta1": grpo.betas[0],
+        "adam_beta2": grpo.betas[1],
+        "max_grad_norm": grpo.max_grad_norm or 0.0,
+        "epsilon": grpo.eps_low,
+        "epsilon_high": grpo.eps_high,
+        "beta": grpo.kl_coef,
+        "loss_type": "dapo",
+        "scale_rewards": "group",
+        "model_init_kwargs": {"dtype": params.model.dtype},
+        # TRL turns it on by default; the package's trainer keeps activations (pass True for a large model)
+        "gradient_checkpointing": False,
+        "use_cpu": resolve_device(params.model.device) == "cpu",
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+    }
+    return GRPOConfig(**{**settings, **overrides})
+
+
+def task_dataset(task_ids: Sequence[int]) -> Dataset:
+    """The prompt dataset of ``task_ids``, in order (one :func:`~.rollout.task_prompt` each)."""
+    if not task_ids:
+        raise ValueError("task_ids: no tasks to train on")
+    return Dataset.from_dict({"prompt": [task_prompt(task_id) for task_id in task_ids]})
+
+
+def round_tasks(params: Params, task_ids: Sequence[int], steps: int, round_index: int = 0) -> list[int]:
+    """The first ``rollout_batch_size`` tasks of wave 0 at each step of the package's round, step after step."""
+    config = RolloutConfig.from_params(params.round, params.experiment.seed)
+    return [task for step in range(1, steps + 1)
+            for task in wave_tasks(task_ids, config.seed, round_index, step, 0,
+                                   config.over_sampling_batch_size)[:config.rollout_batch_size]]
+
+
+def store_rollout(params: Params, engine: Any, curriculum: CurriculumState | None = None,
+                  progress: bool = False) -> StoreRollout:
+    """A :class:`~.rollout.StoreRollout` over the in-process ``engine`` with the runtime of ``params``."""
+    return StoreRollout(lambda: InProcessEnvironment(engine),
+                        RuntimeConfig.from_params(params.sampling, params.store, params.model),
+                        seed=params.experiment.seed, curriculum=curriculum, progress=progress)
+
+
+def build_trainer(
+    params: Params,
+    model: str | Path | PreTrainedModel,
+    rollout: StoreRollout,
+    task_ids: Sequence[int],
+    output_dir: str | Path,
+    steps: int,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+    **overrides: Any,
+) -> GRPOTrainer:
+    """TRL's trainer over ``task_ids`` (in order) with the store's rollout and reward.
+
+    ``model`` is a Hugging Face directory (TRL loads it and its tokenizer) or a loaded model with ``tokenizer``.
+    """
+    return GRPOTrainer(model=str(model) if isinstance(model, Path) else model, reward_funcs=[store_reward],
+                       args=grpo_config(params, output_dir, steps, **overrides),
+                       train_dataset=task_dataset(task_ids), processing_class=tokenizer, rollout_func=rollout)
