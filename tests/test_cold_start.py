@@ -236,6 +236,10 @@ def test_tiny_cold_start_on_the_ci_organism_resumes_and_refuses_a_changed_plan(t
     assert {s.version for s in result.s0.skills} <= {"active-1"}
     assert all(s.estimated_effect > 0 for s in result.s0.skills)
     assert stages["gate_a"].counts["observations"] == 12 and stages["gate_a"].cost["episodes"] == 24
+    rows = result.chunk_rows()
+    assert [r["chunk_id"] for r in rows] == [s.skill_id for s in result.draft.skills]
+    assert {r["status"] for r in rows} <= {"selected", "non_positive", "budget_excluded"}
+    assert [r["stage"] for r in result.stage_rows()] == list(stages)
     assert result.manifest["cost"]["episodes"] == sum(s.cost["episodes"] for s in stages.values())
     summary = json.loads((out / "analysis_summary.json").read_text())
     assert summary["input"]["total"] == 8 and summary["evidence_cards"] == stages["firewall"].counts["evidence_cards"]
@@ -277,3 +281,63 @@ def test_cold_start_with_both_channels_on_a_flawed_expert(tmp_path, small_store_
     assert channels == {"success", "failure"}
     assert "select-the-profile-s-option-values" in [c["chunk_id"] for c in draft["chunks"]]
     assert load_skillbank(tmp_path / "cs" / "selected_skillbank.json") == result.s0
+
+
+def llm_roles(body: dict) -> dict | str:
+    """Answers every cold-start role of a request like a (lazy) model: one paging lesson per success, no proposal
+    per failure, one cluster per batch, one chunk from all clusters."""
+    tools = [t["function"]["name"] for t in body.get("tools") or []]
+    payload = json.loads(body["messages"][1]["content"]) if len(body["messages"]) > 1 else {}
+    if "submit_success_cards" in tools:
+        return {"name": "submit_success_cards", "arguments": {"cards": [{
+            "mechanism": "paging", "applicable_when": "a results page fits poorly", "observed_evidence": "it paged",
+            "decisive_behavior": "open the next page", "generalizable_lesson": "page on before settling",
+            "related_chunk_ids": [], "confidence": 0.8}]}}
+    if "submit_failure_card" in tools:
+        abstraction = {k: "" for k in ("failure_mechanism", "applicable_when", "observable_trigger",
+                                       "corrective_procedure", "verification_step", "proposed_content")}
+        return {"name": "submit_failure_card", "arguments": {
+            "status": "NO_PROPOSAL", "privileged_audit": {k: "unclear" for k in (
+                "gold_asin", "chosen_asin", "failure_surface", "earliest_divergence", "oracle_comparison",
+                "replay_evidence", "minimal_repair", "repair_validation_result")},
+            "deployable_abstraction": {**abstraction, "target_chunk_id": None}}}
+    if "submit_clusters" in tools:
+        return {"name": "submit_clusters", "arguments": {"clusters": [{
+            "workflow_stage": "candidate inspection and comparison", "mechanism": "paging",
+            "applicable_when": "a results page fits poorly", "procedure": ["Open the next page"],
+            "verification": "a fitting result appears", "common_failure": "buying a poor fit",
+            "evidence_card_ids": [c["card_id"] for c in payload["cards"]]}], "evidence_only_card_ids": []}}
+    if "submit_initial_skill" in tools:
+        return {"name": "submit_initial_skill", "arguments": {
+            "skill_title": "Shopping", "conflicts_resolved": [], "evidence_only_cluster_ids": [],
+            "chunks": [{**chunk_record("Page on with care", [c["cluster_id"] for c in payload["cluster_summaries"]]),
+                        "workflow_stage": "candidate inspection and comparison"}]}}
+    return "no role"
+
+
+def test_cold_start_with_the_llm_roles_over_http(tmp_path, small_store_root) -> None:
+    from intraskill.pipeline.cold_start import ColdStartError
+    from intraskill.trace2skill.analysts import AnalystSettings
+
+    scripted = ScriptedServer(answer=llm_roles)
+    params = with_overrides(ci_params(tmp_path, trajectories=8),
+                            ["model.spec=expert:without:inspect_candidates", "model.checkpoint=null",
+                             "sampling.max_turns=30"])
+    with serve_in_thread(scripted.app) as running:
+        settings = AnalystSettings("llm", f"{running.base_url}/v1", "scripted", max_turns=2)
+        result = run_cold_start(params, tmp_path / "cs", analyst=settings, store_root=small_store_root,
+                                progress=False)
+        successes = result.stages["analysis"].counts["input"]["success"]
+        failures = result.stages["analysis"].counts["input"]["failure"]
+        assert successes > 0 and result.stages["analysis"].counts["success_cards"] == successes
+        assert result.stages["firewall"].counts["failure"]["eligible"] == 0  # no proposal, nothing to cluster
+        assert result.stages["analysis"].cost["llm_calls"] == successes + failures  # one call each
+        assert result.stages["analysis"].cost["tokens"] == 2 * result.stages["analysis"].cost["llm_calls"]
+        assert result.stages["consolidation"].counts["success"]["clusters"] == 1
+        assert [s.skill_id for s in result.draft.skills] == ["page-on-with-care"]
+        assert result.manifest["analyst"] == "llm"
+        scripted.answer = lambda body: ({"name": "submit_success_cards", "arguments": {"cards": []}}
+                                        if "submit_success_cards" in str(body.get("tools")) else llm_roles(body))
+        with pytest.raises(ColdStartError, match="no eligible card"):
+            run_cold_start(params, tmp_path / "empty", analyst=settings, store_root=small_store_root,
+                           progress=False)

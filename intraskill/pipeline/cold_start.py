@@ -46,7 +46,8 @@ from intraskill.gate.selection import ACTIVE_SKILL_BUDGET
 from intraskill.hashing import sha256_file, sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.organism.shipped import resolve_checkpoint
-from intraskill.params import Params, plan_dump
+from intraskill.params import ExperimentParams, Params, plan_dump
+from intraskill.paths import runs_root
 from intraskill.pipeline.gate_run import GateConfig, run_gate_a
 from intraskill.pipeline.round import open_train_store
 from intraskill.provenance import write_plan
@@ -147,6 +148,26 @@ class ColdStartResult:
     def s0_path(self) -> Path:
         return ColdStartPaths.of(self.root).s0
 
+    def stage_rows(self) -> list[dict[str, Any]]:
+        """One row per stage: its scalar counts and its cost (for a table)."""
+        rows = []
+        for name, stage in self.stages.items():
+            counts = {k: v for k, v in stage.counts.items() if not isinstance(v, (dict, list))}
+            for channel in CHANNELS:
+                if isinstance(stage.counts.get(channel), dict):
+                    counts.update({f"{channel} {k}": v for k, v in stage.counts[channel].items()})
+            rows.append({"stage": name, **counts, **{f"cost: {k}": v for k, v in stage.cost.items()}})
+        return rows
+
+    def chunk_rows(self) -> list[dict[str, Any]]:
+        """One row per draft chunk: order, title, workflow stage, clusters, and Gate A's β, rank and status."""
+        contributions = _read_json(ColdStartPaths.of(self.root).gate / "contributions.json")["contributions"]
+        gate = {c["intervention_id"]: c for c in contributions}
+        return [{"chunk_id": s.skill_id, "order": s.metadata["draft_order"], "title": s.metadata["title"],
+                 "workflow_stage": s.metadata["workflow_stage"], "clusters": len(s.metadata["evidence_cluster_ids"]),
+                 "beta": gate[s.skill_id]["coefficient"], "rank": gate[s.skill_id]["rank"],
+                 "status": gate[s.skill_id]["status"]} for s in self.draft.skills]
+
     def summary(self) -> str:
         """One line per stage: its counts and cost."""
         lines = [f"S0: {len(self.s0.skills)} of {len(self.draft.skills)} draft chunks selected -> {self.s0_path}"]
@@ -157,6 +178,11 @@ class ColdStartResult:
         total = self.manifest["cost"]
         lines.append(f"total: {total['episodes']} episodes, {total['tokens']} tokens, {total['wall_s']:.1f} s")
         return "\n".join(lines)
+
+
+def default_cold_start_dir(experiment: ExperimentParams) -> Path:
+    """``<run_root>/<experiment.name>/cold-start``."""
+    return runs_root(experiment.run_root) / experiment.name / "cold-start"
 
 
 def cold_start_plan(params: Params, settings: AnalystSettings, checkpoint: str | None) -> dict[str, Any]:
