@@ -14,7 +14,7 @@ from intraskill.agent.env import InProcessEnvironment
 from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
 from intraskill.cli import app
 from intraskill.hashing import sha256_json
-from intraskill.params import ParamsError, load_params, params_from_dict, with_overrides
+from intraskill.params import ParamsError, load_params, params_from_dict, plan_dump, with_overrides
 from intraskill.paths import params_path
 from intraskill.pipeline.cold_start import ColdStartPlanMismatchError, run_cold_start
 from intraskill.policy.expert_policy import ExpertPolicy
@@ -202,6 +202,7 @@ def test_llm_success_analyst_and_initial_compiler_over_http(server, engine, succ
 def test_cold_start_params_are_validated_before_work() -> None:
     ci = load_params(params_path("ci"))
     assert ci.cold_start.max_cards_per_success == 2 and ci.cold_start.consolidation_batch == 40
+    assert "cold_start" not in plan_dump(ci)  # other runs' plans (and fingerprints) do not depend on it
     with pytest.raises(ParamsError, match="cold_start.max_cards_per_success"):
         with_overrides(ci, ["cold_start.max_cards_per_success=3"])
     with pytest.raises(ParamsError, match="cold_start.validation_dimension_cap"):

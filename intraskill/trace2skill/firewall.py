@@ -145,7 +145,7 @@ class GoldLookup:
                           self.gold_options + other.gold_options)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=1 << 16)
 def _lookup_pattern(value: str) -> re.Pattern[str]:
     parts = [re.escape(part) for part in _normalize(value).split(" ")]
     body = r"\s+".join(parts)
