@@ -50,6 +50,7 @@ from intraskill.params import ExperimentParams, Params, plan_dump
 from intraskill.paths import runs_root
 from intraskill.pipeline.gate_run import GateConfig, run_gate_a
 from intraskill.pipeline.round import open_train_store
+from intraskill.policy.factory import weights_digest
 from intraskill.provenance import write_plan
 from intraskill.shop.engine import ShopEngine
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
@@ -186,10 +187,11 @@ def default_cold_start_dir(experiment: ExperimentParams) -> Path:
 
 
 def cold_start_plan(params: Params, settings: AnalystSettings, checkpoint: str | None) -> dict[str, Any]:
-    """The fingerprinted plan: parameters (with the cold-start section), the analyst and the base checkpoint."""
+    """The fingerprinted plan: parameters (with the cold-start section), the analyst and the base checkpoint's
+    weights (their digest, not the path, so a clone elsewhere resumes the same plan)."""
     return {"pipeline_version": PIPELINE_VERSION, "params": plan_dump(params),
             "cold_start": params.cold_start.model_dump(mode="json"), "analyst": asdict(settings),
-            "checkpoint": checkpoint}
+            "checkpoint_sha256": weights_digest(Path(checkpoint)) if checkpoint is not None else None}
 
 
 def _outputs(root: Path, names: Sequence[str]) -> dict[str, str]:
@@ -489,7 +491,8 @@ def run_cold_start(
         checkpoint = resolve_checkpoint(params)[0]
     paths = ColdStartPaths.of(out_dir)
     paths.root.mkdir(parents=True, exist_ok=True)
-    fingerprint = write_plan(paths.root / "plan.json", cold_start_plan(params, analyst, checkpoint),
+    plan = cold_start_plan(params, analyst, checkpoint)
+    fingerprint = write_plan(paths.root / "plan.json", plan,
                              what="cold-start", error=ColdStartPlanMismatchError, schema=PLAN_SCHEMA_VERSION,
                              hint="Use another --out directory to run a different plan.")
     stages: dict[str, StageRecord] = {}
@@ -522,7 +525,7 @@ def run_cold_start(
         "cards_path": paths.evidence_cards.name}, indent=1)
     total = {key: sum(s.cost.get(key, 0) for s in stages.values()) for key in ("episodes", "tokens", "wall_s")}
     manifest = {"schema_version": MANIFEST_SCHEMA_VERSION, "status": "complete", "plan_fingerprint": fingerprint,
-                "analyst": analyst.kind, "checkpoint": checkpoint,
+                "analyst": analyst.kind, "checkpoint_sha256": plan["checkpoint_sha256"],
                 "stages": {name: asdict(record) for name, record in stages.items()},
                 "cost": {**total, "wall_s": round(total["wall_s"], 3)},
                 "outputs": _outputs(paths.root, [paths.draft_bank.name, paths.s0.name, paths.summary.name])}
