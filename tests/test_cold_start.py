@@ -267,12 +267,29 @@ def test_tiny_cold_start_on_the_ci_organism_resumes_and_refuses_a_changed_plan(t
         run_cold_start(ci_params(tmp_path, trajectories=9), out, store_root=small_store_root, progress=False)
 
 
-def test_cold_start_with_both_channels_on_a_flawed_expert(tmp_path, small_store_root) -> None:
+def test_cold_start_with_both_channels_on_a_flawed_expert(tmp_path, small_store_root, monkeypatch) -> None:
     params = with_overrides(ci_params(tmp_path, trajectories=24),
                             ["model.spec=expert:without:inspect_candidates", "model.checkpoint=null",
                              "sampling.max_turns=30"])
+    analyze, calls = RuleSuccessAnalyst.analyze, []
+
+    def killed_on_the_third(self, trace, max_cards):
+        calls.append(trace.episode_id)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return analyze(self, trace, max_cards)
+
+    monkeypatch.setattr(RuleSuccessAnalyst, "analyze", killed_on_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        run_cold_start(params, tmp_path / "cs", store_root=small_store_root, progress=False)
+    interrupted = json.loads((tmp_path / "cs" / "stages" / "analysis.interrupted.json").read_text())
+    assert lines(tmp_path / "cs" / "success_cards.jsonl") == 2 and interrupted["wall_s"] > 0
+    monkeypatch.setattr(RuleSuccessAnalyst, "analyze", analyze)
     result = run_cold_start(params, tmp_path / "cs", store_root=small_store_root, progress=False)
     analysis = result.stages["analysis"].counts
+    assert lines(tmp_path / "cs" / "success_cards.jsonl") == analysis["input"]["success"]  # resumed, no repeats
+    assert result.stages["analysis"].cost["wall_s"] >= round(interrupted["wall_s"], 3)
+    assert not (tmp_path / "cs" / "stages" / "analysis.interrupted.json").exists()
     assert analysis["input"]["success"] > 0 and analysis["input"]["failure"] > 0
     consolidation = result.stages["consolidation"].counts
     assert consolidation["success"]["clusters"] > 0 and consolidation["failure"]["clusters"] > 0

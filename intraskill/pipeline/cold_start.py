@@ -24,8 +24,9 @@ is skipped, and a killed stage resumes where it stopped:
 
 The directory's ``plan.json`` (the parameters, the cold-start section, the analyst and the base checkpoint)
 refuses a different plan. ``analysis_summary.json`` and ``cold_start_manifest.json`` (status, counts and cost per
-stage and in total, output hashes) are written at the end. A stage's wall time is that of the call that finished
-it (a resumed stage counts only its last part).
+stage and in total, output hashes) are written at the end. A stage's wall time adds the calls an exception or
+an interrupt ended (``stages/<stage>.interrupted.json``) to the one that finished it; a process killed outright
+loses its part.
 """
 
 from __future__ import annotations
@@ -150,13 +151,16 @@ class ColdStartResult:
         return ColdStartPaths.of(self.root).s0
 
     def stage_rows(self) -> list[dict[str, Any]]:
-        """One row per stage: its scalar counts and its cost (for a table)."""
+        """One row per stage: its counts (one level of nesting flattened, ``success cards``; lists left out) and its
+        cost (``cost: episodes``), for a table."""
         rows = []
         for name, stage in self.stages.items():
-            counts = {k: v for k, v in stage.counts.items() if not isinstance(v, (dict, list))}
-            for channel in CHANNELS:
-                if isinstance(stage.counts.get(channel), dict):
-                    counts.update({f"{channel} {k}": v for k, v in stage.counts[channel].items()})
+            counts: dict[str, Any] = {}
+            for key, value in stage.counts.items():
+                if isinstance(value, dict):
+                    counts.update({f"{key} {k}": v for k, v in value.items() if not isinstance(v, (dict, list))})
+                elif not isinstance(value, list):
+                    counts[key] = value
             rows.append({"stage": name, **counts, **{f"cost: {k}": v for k, v in stage.cost.items()}})
         return rows
 
@@ -172,9 +176,9 @@ class ColdStartResult:
     def summary(self) -> str:
         """One line per stage: its counts and cost."""
         lines = [f"S0: {len(self.s0.skills)} of {len(self.draft.skills)} draft chunks selected -> {self.s0_path}"]
-        for name, stage in self.stages.items():
-            counts = ", ".join(f"{k} {v}" for k, v in stage.counts.items() if not isinstance(v, (dict, list)))
-            lines.append(f"{name}: {counts}; {stage.cost.get('episodes', 0)} episodes, "
+        for row, stage in zip(self.stage_rows(), self.stages.values()):
+            counts = ", ".join(f"{k} {v}" for k, v in row.items() if k != "stage" and not k.startswith("cost: "))
+            lines.append(f"{row['stage']}: {counts}; {stage.cost.get('episodes', 0)} episodes, "
                          f"{stage.cost.get('tokens', 0)} tokens, {stage.cost.get('wall_s', 0.0):.1f} s")
         total = self.manifest["cost"]
         lines.append(f"total: {total['episodes']} episodes, {total['tokens']} tokens, {total['wall_s']:.1f} s")
@@ -212,11 +216,20 @@ def _stage(paths: ColdStartPaths, name: str, inputs: Mapping[str, Any],
                 (paths.root / n).is_file() and sha256_file(paths.root / n) == h for n, h in stored.outputs.items()):
             LOGGER.info("cold start: %s done, skipped", name)
             return stored
+    partial = paths.stages / f"{name}.interrupted.json"
+    earlier = _read_json(partial) if partial.is_file() else {}
+    spent = float(earlier.get("wall_s", 0.0)) if earlier.get("fingerprint") == fingerprint else 0.0
     started = time.monotonic()
-    counts, cost, names = work()
-    record = StageRecord(name, fingerprint, counts, {**cost, "wall_s": round(time.monotonic() - started, 3)},
+    try:
+        counts, cost, names = work()
+    except BaseException:
+        paths.stages.mkdir(parents=True, exist_ok=True)
+        write_json(partial, {"fingerprint": fingerprint, "wall_s": spent + time.monotonic() - started})
+        raise
+    record = StageRecord(name, fingerprint, counts, {**cost, "wall_s": round(spent + time.monotonic() - started, 3)},
                          _outputs(paths.root, names))
     write_json(record_path, asdict(record), indent=1)
+    partial.unlink(missing_ok=True)
     return record
 
 
