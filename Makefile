@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test round controls lab warmstart warmstart-additive warmstart-skill1 report figures bench smollm2 clean
+.PHONY: venv test round cold-start controls lab warmstart warmstart-additive warmstart-skill1 report figures bench smollm2 clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ test: $(STAMP)
 round: $(STAMP)
 	mkdir -p runs/notebooks
 	$(BIN)/papermill notebooks/02_train_round.ipynb runs/notebooks/02_train_round.ipynb --cwd notebooks
+
+# The cold start on the organism: S0 induced from the warm start's own train traces (docs/cold-start.md);
+# runs/organism/cold-start/selected_skillbank.json, resumable.
+cold-start: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/intraskill cold-start --params params/organism.yaml --out runs/organism/cold-start
 
 # The control experiment on the organism (5 arms x 3 seeds x 2 rounds, two cells at a time; resumable):
 # runs/organism/controls/matrix_summary.json and docs/results.md.

@@ -288,6 +288,37 @@ class RoundParams(_Section):
         return self
 
 
+MAX_SUCCESS_CARDS = 2
+"""Success-Analyst cards per successful trajectory (method §1.5)."""
+CONSOLIDATION_BATCH = 40
+"""Eligible cards per consolidation batch (method §1.5)."""
+MAX_CLUSTERS = 12
+"""Clusters per consolidation batch, at most (and at most the batch's size; method §1.5)."""
+VALIDATION_DIMENSION_CAP = 16
+"""Draft chunks the cold-start compiler may write, M_init (method §1.5; Gate A accepts 1–16)."""
+
+
+class ColdStartParams(_Section):
+    """The cold start (``intraskill cold-start``): S₀ induced from the base policy's train traces.
+
+    Reference: intraskill-method.md §4.4 and the roles table of §4.1. ``trajectories`` train tasks (the first of
+    the split, one rollout each; the release: 400) are played by the base policy (``model.checkpoint``) without
+    skills; successes go to the Success Analyst (at most ``max_cards_per_success`` cards each), failures to the
+    gold-aware Failure Analyst in a live session (ADD only); eligible cards are consolidated per channel in
+    batches of ``consolidation_batch`` into at most ``max_clusters`` clusters per batch; the compiler drafts at
+    most ``validation_dimension_cap`` chunks; Gate A runs on the first ``gate_tasks`` val tasks (``null`` =
+    ``evaluation.task_limit``, then the whole split) with ``checkpoint_id`` naming the base checkpoint.
+    """
+
+    trajectories: int = Field(400, ge=1)
+    max_cards_per_success: int = Field(MAX_SUCCESS_CARDS, ge=1, le=MAX_SUCCESS_CARDS)
+    consolidation_batch: int = Field(CONSOLIDATION_BATCH, ge=1, le=CONSOLIDATION_BATCH)
+    max_clusters: int = Field(MAX_CLUSTERS, ge=1, le=MAX_CLUSTERS)
+    validation_dimension_cap: int = Field(VALIDATION_DIMENSION_CAP, ge=1, le=VALIDATION_DIMENSION_CAP)
+    gate_tasks: int | None = Field(None, ge=1)
+    checkpoint_id: str = Field("base", min_length=1)
+
+
 class WarmstartParams(_Section):
     """The organism's behaviour-cloning warm start (``intraskill warmstart``).
 
@@ -551,6 +582,7 @@ class Params(_Section):
     skill1: Skill1Params = Skill1Params()
     skill1_warmstart: Skill1WarmstartParams = Skill1WarmstartParams()
     matrix: MatrixParams = MatrixParams()
+    cold_start: ColdStartParams = ColdStartParams()
 
     @model_validator(mode="after")
     def _paths_inside_the_run_root(self) -> "Params":
@@ -602,7 +634,7 @@ def plan_dump(params: Params) -> dict[str, Any]:
     at their defaults (:func:`section_plan`), so
     that adding a method or a setting leaves the plans of existing runs valid."""
     data = params.model_dump(mode="json")
-    del data["skill1_warmstart"]
+    del data["skill1_warmstart"], data["cold_start"]
     data["skill1"] = section_plan(params.skill1)
     data["matrix"]["define"] = {name: section_plan(arm) for name, arm in params.matrix.define.items()}
     del data["round"]["report_to"]

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from intraskill.cli.common import JSON_OPTION, emit, fail
+from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load
 from intraskill.trace2skill.pool import DEFAULT_MAX_CANDIDATES
 
 if TYPE_CHECKING:
@@ -84,3 +84,32 @@ def analyze(
     keys = ("triage_groups", "analyzed_cards", "eligible_cards", "candidates", "fallback_reason", "rejections")
     emit(summary, as_json, "\n".join([*(f"{key}: {summary[key]}" for key in keys),
                                       f"pool: {summary['candidate_pool_path']}"]))
+
+
+def cold_start_command(
+    params: Path = typer.Option(..., "--params", help="Parameter file (cold_start, store, model, evaluation, round)."),
+    overrides: list[str] = SET_OPTION,
+    out: Path = typer.Option(..., "--out", help="Cold-start directory (resumed when it holds the same plan)."),
+    analyst: str = ANALYST_OPTION,
+    analyst_url: str = ANALYST_URL_OPTION,
+    analyst_model: str = ANALYST_MODEL_OPTION,
+    analyst_max_turns: int = ANALYST_MAX_TURNS_OPTION,
+    analyst_max_tokens: int = ANALYST_MAX_TOKENS_OPTION,
+    progress: bool = PROGRESS_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Induce S0 from the base policy's train traces: rollouts, Success and Failure Analyst cards, firewall,
+    consolidation, compiler, Gate A; writes <out>/selected_skillbank.json (usable as round.skillbank)."""
+    settings = analyst_settings(analyst, analyst_url, analyst_model, analyst_max_turns, analyst_max_tokens)
+    loaded = load(params, overrides)
+    # deferred: a verb loads its stage only when it runs
+    from intraskill.pipeline.cold_start import ColdStartError, ColdStartPlanMismatchError, run_cold_start
+
+    try:
+        result = run_cold_start(loaded, out, analyst=settings, progress=progress)
+    except (ColdStartError, ColdStartPlanMismatchError) as error:
+        fail(str(error))
+    emit({"out": str(result.root), "s0": str(result.s0_path), "selected": [s.skill_id for s in result.s0.skills],
+          "draft": [s.skill_id for s in result.draft.skills], "cost": result.manifest["cost"],
+          "stages": {name: {"counts": s.counts, "cost": s.cost} for name, s in result.stages.items()}},
+         as_json, result.summary())

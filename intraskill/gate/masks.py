@@ -31,14 +31,14 @@ from intraskill.gate.ols import check_design_rank
 from intraskill.gate.selection import Intervention
 from intraskill.hashing import sha256_json, u64
 from intraskill.jsonl import write_json
-from intraskill.params import RELEASE_SEED
+from intraskill.params import RELEASE_SEED, VALIDATION_DIMENSION_CAP
 from intraskill.skills.bank import SkillBank
 from intraskill.trace2skill.pool import CandidatePool
 
 MASK_ASSIGNMENT_SCHEMA_VERSION = "intraskill-mask-assignment-v1"
 DEFAULT_MASK_SEED = RELEASE_SEED
 GATE_A_MASK_PROBABILITY = 0.5
-GATE_A_MAX_CHUNKS = 16
+GATE_A_MAX_CHUNKS = VALIDATION_DIMENSION_CAP
 DESIGN_ONLINE = "online_slot_states"
 DESIGN_GATE_A = "gate_a_bernoulli"
 DESIGNS = (DESIGN_ONLINE, DESIGN_GATE_A)

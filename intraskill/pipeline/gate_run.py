@@ -94,6 +94,8 @@ ONLINE = "online"
 GATE_A = "gate_a"
 MANIFESTS = {ONLINE: "online_gate_manifest.json", GATE_A: "gate_a_manifest.json"}
 GATE_A_BANK_VERSION = "cold-start-gate-a-selected-v2"
+ACTIVE_VERSION = "active-1"
+"""The version of a chunk Gate A selected (method §1.3; the draft's is ``draft-1``)."""
 COMPLETE = "complete"
 RUNNING = "running"
 
@@ -236,8 +238,8 @@ def pool_versions(pool: CandidatePool) -> dict[str, Skill]:
 
 
 def gate_a_selected_bank(contributions: GateContributions, draft: SkillBank) -> SkillBank:
-    """Gate A's selected bank (``cold-start-gate-a-selected-v2``): selected chunks in draft order,
-    each with ``validation_result``, ``estimated_effect`` (β) and ``contribution_rank``."""
+    """Gate A's selected bank (``cold-start-gate-a-selected-v2``): selected chunks in draft order, version
+    ``active-1``, each with ``validation_result``, ``estimated_effect`` (β) and ``contribution_rank``."""
     if contributions.pool_sha256 != draft.sha256:
         raise GateInputError(f"pool_sha256: contributions were fitted on "
                              f"{contributions.pool_sha256!r}, not on draft {draft.sha256!r}")
@@ -249,7 +251,7 @@ def gate_a_selected_bank(contributions: GateContributions, draft: SkillBank) -> 
         metadata = {k: v for k, v in skill.metadata.items() if k != "draft_only"}
         metadata.update(validation_result="selected", estimated_effect=record.coefficient,
                         contribution_rank=record.rank, selected_intervention_id=skill.skill_id)
-        skills.append(replace(skill, metadata=metadata))
+        skills.append(replace(skill, version=ACTIVE_VERSION, metadata=metadata))
     metadata = {"draft_sha256": draft.sha256, **selection_metadata(contributions)}
     return SkillBank(bank_version=GATE_A_BANK_VERSION, skills=tuple(skills), metadata=metadata)
 

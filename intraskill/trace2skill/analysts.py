@@ -10,18 +10,24 @@ only when the analysis runs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
+from intraskill.chat.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.policy.openai_backend import OpenAIPolicy
 from intraskill.shop.engine import ShopEngine
 from intraskill.trace2skill.analysis import Compiler
 from intraskill.trace2skill.audit import Analyst
+from intraskill.trace2skill.cards import STAGE_COLD_START
 from intraskill.trace2skill.compiler import rule_compile
+from intraskill.trace2skill.consolidation import Consolidator, LLMConsolidator, rule_consolidate
+from intraskill.trace2skill.initial_skill import CompiledDraft, LLMInitialCompiler, rule_compile_initial
 from intraskill.trace2skill.llm_analyst import LLMAnalyst, LLMCompiler
 from intraskill.trace2skill.roles import MAX_FAILURE_STEPS, RoleConfig
 from intraskill.trace2skill.rule_analyst import RuleAnalyst
+from intraskill.trace2skill.success import LLMSuccessAnalyst, RuleSuccessAnalyst
 
 RULE = "rule"
 LLM = "llm"
@@ -78,3 +84,68 @@ def open_analyst(settings: AnalystSettings, engine: ShopEngine) -> Iterator[tupl
                LLMCompiler(policy))
     finally:
         policy.close()
+
+
+class CountingPolicy:
+    """A policy that counts the calls and tokens of the roles it serves (the cold start's LLM cost)."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.calls = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return self.policy.identity
+
+    def generate(self, requests: list[ChatRequest]) -> list[Generation]:
+        generations = self.policy.generate(requests)
+        self.calls += len(generations)
+        self.prompt_tokens += sum(g.prompt_tokens for g in generations)
+        self.completion_tokens += sum(g.completion_tokens for g in generations)
+        return generations
+
+    def end_session(self, session_id: str) -> SessionTokens | None:
+        return self.policy.end_session(session_id)
+
+    def cost(self) -> dict[str, int]:
+        """``{calls, prompt_tokens, completion_tokens, total_tokens}`` so far."""
+        return {"calls": self.calls, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "total_tokens": self.prompt_tokens + self.completion_tokens}
+
+
+@dataclass(frozen=True)
+class ColdStartRoles:
+    """The cold start's four roles and, for an LLM, the counter of their calls (``None`` for the rules)."""
+
+    success: RuleSuccessAnalyst | LLMSuccessAnalyst
+    failure: Analyst
+    consolidator: Consolidator
+    compiler: Callable[..., CompiledDraft]
+    counter: CountingPolicy | None = None
+
+    def cost(self) -> dict[str, int]:
+        """The LLM roles' calls and tokens so far (zeros for the rule roles)."""
+        return self.counter.cost() if self.counter is not None else {
+            "calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+
+
+@contextmanager
+def open_cold_start_roles(settings: AnalystSettings, engine: ShopEngine) -> Iterator[ColdStartRoles]:
+    """The Success Analyst, the gold-aware Failure Analyst (stage ``cold_start``: ADD only), the consolidator
+    and the holistic compiler ``settings`` name; an LLM's HTTP client is closed on exit."""
+    if settings.kind == RULE:
+        yield ColdStartRoles(RuleSuccessAnalyst(engine), RuleAnalyst(engine, stage=STAGE_COLD_START),
+                             rule_consolidate, rule_compile_initial)
+        return
+    remote = OpenAIPolicy(str(settings.url), settings.model)
+    counter = CountingPolicy(remote)
+    config = RoleConfig(max_tokens=settings.max_tokens)
+    try:
+        yield ColdStartRoles(LLMSuccessAnalyst(counter, engine, config),
+                             LLMAnalyst(counter, engine, config, max_turns=settings.max_turns, stage=STAGE_COLD_START),
+                             LLMConsolidator(counter), LLMInitialCompiler(counter), counter)
+    finally:
+        remote.close()

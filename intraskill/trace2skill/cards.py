@@ -167,6 +167,10 @@ class FailureCard:
         """A proposal with no firewall findings."""
         return self.is_proposal and not self.firewall_findings
 
+    def deployable_view(self) -> dict[str, Any]:
+        """What the consolidator sees of the card: its deployable abstraction (never the privileged audit)."""
+        return asdict(self.deployable_abstraction)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON record (``evidence_cards.jsonl`` line), including the derived eligibility flag."""
         return {

@@ -19,6 +19,7 @@ match as plain substrings. Trace text is also redacted before prompting (:func:`
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -144,6 +145,7 @@ class GoldLookup:
                           self.gold_options + other.gold_options)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _lookup_pattern(value: str) -> re.Pattern[str]:
     parts = [re.escape(part) for part in _normalize(value).split(" ")]
     body = r"\s+".join(parts)

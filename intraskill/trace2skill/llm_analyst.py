@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from intraskill.agent.protocol import interpret_generation, observation_message, turn_messages
 from intraskill.agent.tools import build_tools
 from intraskill.chat.base import ChatRequest, Policy
 from intraskill.hashing import seed32
+from intraskill.params import CONSOLIDATION_BATCH, MAX_CLUSTERS
 from intraskill.shop.engine import ShopEngine
 from intraskill.skills.bank import SkillBank
 from intraskill.trace2skill.audit import LiveAudit, finalize_card
@@ -65,8 +66,6 @@ from intraskill.trace2skill.roles import (
 )
 
 REASON_NO_VALID_SUBMISSION = "analyst_no_valid_submission"
-MAX_CLUSTERS = 12
-CONSOLIDATION_BATCH = 40
 
 
 def _user(payload: Mapping[str, Any]) -> dict[str, Any]:
@@ -230,15 +229,26 @@ def validate_clusters(arguments: Mapping[str, Any], card_ids: Sequence[str], max
     return dict(arguments)
 
 
-def consolidate(policy: Policy, cards: Sequence[FailureCard], *, channel: str, batch_id: str,
-                lookup: GoldLookup | None = None, config: RoleConfig | None = None) -> dict[str, Any]:
-    """One consolidator call over a batch (≤ 40) of cards' deployable views; returns ``submit_clusters``."""
+class EvidenceCard(Protocol):
+    """A card the consolidator can cluster: a failure card or a success card."""
+
+    card_id: str
+
+    def deployable_view(self) -> dict[str, Any]:
+        """The card's gold-free fields."""
+        ...
+
+
+def consolidate(policy: Policy, cards: Sequence[EvidenceCard], *, channel: str, batch_id: str,
+                lookup: GoldLookup | None = None, config: RoleConfig | None = None,
+                max_clusters: int = MAX_CLUSTERS) -> dict[str, Any]:
+    """One consolidator call over a batch (≤ 40) of cards' deployable views; returns ``submit_clusters``
+    (at most ``min(max_clusters, len(cards))`` clusters)."""
     if not 1 <= len(cards) <= CONSOLIDATION_BATCH:
         raise ValueError(f"cards: a batch holds 1..{CONSOLIDATION_BATCH} cards, got {len(cards)}")
-    max_clusters = min(MAX_CLUSTERS, len(cards))
+    max_clusters = min(max_clusters, len(cards))
     payload = {"channel": channel, "batch_id": batch_id, "max_clusters": max_clusters,
-               "cards": [{"card_id": c.card_id, "deployable_abstraction": c.to_dict()["deployable_abstraction"]}
-                         for c in cards]}
+               "cards": [{"card_id": c.card_id, "deployable_abstraction": c.deployable_view()} for c in cards]}
     ids = [c.card_id for c in cards]
     messages = [{"role": "system", "content": CONSOLIDATOR_PROMPT}, _user(payload)]
     return call_structured(policy, f"consolidate:{channel}:{batch_id}", messages, CLUSTERS_TOOL,

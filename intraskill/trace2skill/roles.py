@@ -31,6 +31,8 @@ ROLE_SEED = 20260831
 SUBMIT_FAILURE_CARD = "submit_failure_card"
 SUBMIT_CLUSTERS = "submit_clusters"
 SUBMIT_ONLINE_CANDIDATES = "submit_online_candidates"
+SUBMIT_SUCCESS_CARDS = "submit_success_cards"
+SUBMIT_INITIAL_SKILL = "submit_initial_skill"
 
 REJECT_NO_TOOL_CALL = "no_tool_call"
 REJECT_TOOL_CALL_COUNT = "several_tool_calls"
@@ -94,6 +96,20 @@ ONLINE_CANDIDATES_TOOL = _tool(SUBMIT_ONLINE_CANDIDATES, "Submit this round's AD
     "evidence_only_card_ids": _strings(),
 }))
 
+SUCCESS_CARDS_TOOL = _tool(SUBMIT_SUCCESS_CARDS, "Submit the lessons of this successful trajectory.", _object({
+    "cards": {"type": "array", "items": _object({
+        "mechanism": _string(), "applicable_when": _string(), "observed_evidence": _string(),
+        "decisive_behavior": _string(), "generalizable_lesson": _string(), "related_chunk_ids": _strings(),
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1}})},
+}))
+INITIAL_SKILL_TOOL = _tool(SUBMIT_INITIAL_SKILL, "Submit the initial skill: its independently maskable chunks.", _object({
+    "skill_title": _string(),
+    "chunks": {"type": "array", "items": _object({
+        "title": _string(), "workflow_stage": _string(), **_CHUNK_FIELDS, "evidence_cluster_ids": _strings()})},
+    "evidence_only_cluster_ids": _strings(),
+    "conflicts_resolved": _strings(),
+}))
+
 WORKFLOW_SKELETON = ("query formulation → explicit constraints → persona-grounded preferences → candidate "
                      "inspection and comparison → variant and price verification → backtracking and purchase "
                      "termination")
@@ -109,6 +125,18 @@ CONSOLIDATOR_PROMPT = (
     "You are the consolidator. Group the cards' deployable abstractions into at most max_clusters clusters "
     "by mechanism; every card appears exactly once, either in one cluster or in evidence_only_card_ids. "
     "Call submit_clusters exactly once; no product titles, brands, IDs or gold options.")
+SUCCESS_ANALYST_PROMPT = (
+    "You are the Success Analyst of a shopping agent. You see one successful trajectory and its outcome. Name "
+    "at most max_cards decisive behaviours that made it succeed and would generalize to other tasks (an empty "
+    "list is valid). Call submit_success_cards exactly once; no product titles, brands, IDs, task numbers or "
+    "option values of this task.")
+INITIAL_COMPILER_PROMPT = (
+    "You are the holistic initial skill compiler. From the cluster summaries, write one shopping skill as at "
+    "most validation_dimension_cap chunks that can each be masked on its own: split mechanisms that work "
+    "independently, merge steps that only work together. Organize by the workflow skeleton: "
+    f"{WORKFLOW_SKELETON}. Do not fill the cap for its own sake. Every cluster appears exactly once, in one "
+    "chunk's evidence_cluster_ids or in evidence_only_cluster_ids. Call submit_initial_skill exactly once; no "
+    "product titles, brands, IDs or option values.")
 ONLINE_COMPILER_PROMPT = (
     "You are the online candidate compiler. From the eligible failure cards, propose at most max_candidates "
     "ADD or REWRITE chunks (REWRITE targets an active chunk id). Organize by the workflow skeleton: "

@@ -1,0 +1,546 @@
+"""The cold start: S₀ induced from the base policy's train traces (``intraskill cold-start``).
+
+Reference: intraskill-method.md §4.4 (traces → analysis → consolidation → compile → Gate A), §4.1 (the roles)
+and intraskill-release-data.md §1.2 (``cold-start/analysis_summary.json``: input {failure, success, total},
+``unique_analyzed``, ``evidence_cards``, ``missing``, ``error_count``). Stages, each recorded in
+``stages/<stage>.json`` with the fingerprint of its inputs, its counts, its cost (episodes, tokens, wall time)
+and the SHA-256 of its outputs; a stage whose record matches its inputs and whose outputs still hash as recorded
+is skipped, and a killed stage resumes where it stopped:
+
+1. ``rollouts`` — ``cold_start.trajectories`` train tasks, one bare rollout each, by the base policy
+   (``rollouts/``, the evaluator's resumable run);
+2. ``analysis`` — the last completed record of each episode: successes to the Success Analyst
+   (``success_cards.jsonl``, one record per trajectory), failures to the gold-aware Failure Analyst in a live
+   session, no current skill, so ADD only (``failure_cards.jsonl``); appended with fsync, analyzed ones skipped;
+3. ``firewall`` — every card with its channel and eligibility (``evidence_cards.jsonl``): failure cards carry
+   the analyst's firewall findings and downgrades, success cards the firewall over their lesson fields;
+4. ``consolidation`` — per channel, eligible cards in batches, each batch's clusters (``cluster_batches.jsonl``,
+   one record per batch, every card once);
+5. ``compile`` — all clusters → the draft (``initial_skill_draft.json``, ``initial_skillbank.json``,
+   ``initial_skill_draft.md``, the pre-validation ADD ledger ``proposal_ledger.jsonl``, and
+   ``compiler_invalid_attempts.jsonl`` for an LLM compiler);
+6. ``gate_a`` — Gate A on val (``gate-a/``, :func:`~intraskill.pipeline.gate_run.run_gate_a`); its selected bank
+   is the active S₀, copied to ``selected_skillbank.json`` (usable as ``round.skillbank``).
+
+The directory's ``plan.json`` (the parameters, the cold-start section, the analyst and the base checkpoint)
+refuses a different plan. ``analysis_summary.json`` and ``cold_start_manifest.json`` (status, counts and cost per
+stage and in total, output hashes) are written at the end. A stage's wall time adds the calls an exception or
+an interrupt ended (``stages/<stage>.interrupted.json``) to the one that finished it; a process killed outright
+loses its part.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from intraskill.agent.traces import EpisodeTrace, read_traces
+from intraskill.evaluate.runner import run_eval
+from intraskill.evaluate.summary import final_records
+from intraskill.gate.selection import ACTIVE_SKILL_BUDGET
+from intraskill.hashing import sha256_file, sha256_json
+from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
+from intraskill.organism.shipped import resolve_checkpoint
+from intraskill.params import ExperimentParams, Params, plan_dump
+from intraskill.paths import runs_root
+from intraskill.pipeline.gate_run import GateConfig, run_gate_a
+from intraskill.pipeline.round import open_train_store
+from intraskill.policy.factory import weights_digest
+from intraskill.provenance import write_plan
+from intraskill.shop.engine import ShopEngine
+from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
+from intraskill.trace2skill.analysts import AnalystSettings, ColdStartRoles, open_cold_start_roles
+from intraskill.trace2skill.cards import STAGE_COLD_START, FailureCard
+from intraskill.trace2skill.compact import gold_lookup, replay_trace
+from intraskill.trace2skill.consolidation import Cluster, ClusterBatch, batch_ids, cluster_batch, in_batches
+from intraskill.trace2skill.firewall import GoldLookup
+from intraskill.trace2skill.initial_skill import InitialSkill, compiler_input
+from intraskill.trace2skill.ledger import LedgerEntry, write_ledger
+from intraskill.trace2skill.llm_analyst import EvidenceCard
+from intraskill.trace2skill.queue import AnalysisItem
+from intraskill.trace2skill.roles import RoleFailure
+from intraskill.trace2skill.success import (
+    CHANNEL_FAILURE,
+    CHANNEL_SUCCESS,
+    CHANNELS,
+    SuccessAnalysis,
+)
+
+LOGGER = logging.getLogger(__name__)
+
+PIPELINE_VERSION = "intraskill-cold-start-v1"
+PLAN_SCHEMA_VERSION = "intraskill-cold-start-plan-v1"
+SUMMARY_SCHEMA_VERSION = "shopsimrl-trace2skill-cold-start-v3"
+MANIFEST_SCHEMA_VERSION = "intraskill-cold-start-manifest-v1"
+STAGES = ("rollouts", "analysis", "firewall", "consolidation", "compile", "gate_a")
+TRAIN_SPLIT = "train"
+
+
+class ColdStartPlanMismatchError(RuntimeError):
+    """The cold-start directory already holds a different plan."""
+
+
+class ColdStartError(RuntimeError):
+    """A stage cannot produce its output (e.g. the LLM compiler never submitted a valid draft)."""
+
+
+@dataclass(frozen=True)
+class ColdStartPaths:
+    """The files of a cold-start directory (see the module docstring)."""
+
+    root: Path
+    rollouts: Path
+    success_cards: Path
+    failure_cards: Path
+    evidence_cards: Path
+    cluster_batches: Path
+    draft: Path
+    draft_bank: Path
+    draft_markdown: Path
+    ledger: Path
+    invalid_attempts: Path
+    gate: Path
+    s0: Path
+    stages: Path
+    summary: Path
+    manifest: Path
+
+    @classmethod
+    def of(cls, root: str | Path) -> "ColdStartPaths":
+        root = Path(root)
+        return cls(root, root / "rollouts", root / "success_cards.jsonl", root / "failure_cards.jsonl",
+                   root / "evidence_cards.jsonl", root / "cluster_batches.jsonl", root / "initial_skill_draft.json",
+                   root / "initial_skillbank.json", root / "initial_skill_draft.md", root / "proposal_ledger.jsonl",
+                   root / "compiler_invalid_attempts.jsonl", root / "gate-a", root / "selected_skillbank.json",
+                   root / "stages", root / "analysis_summary.json", root / "cold_start_manifest.json")
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    """One finished stage: its input fingerprint, counts, cost and output hashes (``stages/<name>.json``)."""
+
+    name: str
+    fingerprint: str
+    counts: dict[str, Any]
+    cost: dict[str, Any]
+    outputs: dict[str, str]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "StageRecord":
+        return cls(data["name"], data["fingerprint"], dict(data["counts"]), dict(data["cost"]), dict(data["outputs"]))
+
+
+@dataclass(frozen=True)
+class ColdStartResult:
+    """A finished cold start: its directory, the draft, the active S₀ and every stage's record."""
+
+    root: Path
+    draft: SkillBank
+    s0: SkillBank
+    stages: dict[str, StageRecord]
+    manifest: dict[str, Any]
+
+    @property
+    def s0_path(self) -> Path:
+        return ColdStartPaths.of(self.root).s0
+
+    def stage_rows(self) -> list[dict[str, Any]]:
+        """One row per stage: its counts (one level of nesting flattened, ``success cards``; lists left out) and its
+        cost (``cost: episodes``), for a table."""
+        rows = []
+        for name, stage in self.stages.items():
+            counts: dict[str, Any] = {}
+            for key, value in stage.counts.items():
+                if isinstance(value, dict):
+                    counts.update({f"{key} {k}": v for k, v in value.items() if not isinstance(v, (dict, list))})
+                elif not isinstance(value, list):
+                    counts[key] = value
+            rows.append({"stage": name, **counts, **{f"cost: {k}": v for k, v in stage.cost.items()}})
+        return rows
+
+    def chunk_rows(self) -> list[dict[str, Any]]:
+        """One row per draft chunk: order, title, workflow stage, clusters, and Gate A's β, rank and status."""
+        contributions = _read_json(ColdStartPaths.of(self.root).gate / "contributions.json")["contributions"]
+        gate = {c["intervention_id"]: c for c in contributions}
+        return [{"chunk_id": s.skill_id, "order": s.metadata["draft_order"], "title": s.metadata["title"],
+                 "workflow_stage": s.metadata["workflow_stage"], "clusters": len(s.metadata["evidence_cluster_ids"]),
+                 "beta": gate[s.skill_id]["coefficient"], "rank": gate[s.skill_id]["rank"],
+                 "status": gate[s.skill_id]["status"]} for s in self.draft.skills]
+
+    def summary(self) -> str:
+        """One line per stage: its counts and cost."""
+        lines = [f"S0: {len(self.s0.skills)} of {len(self.draft.skills)} draft chunks selected -> {self.s0_path}"]
+        for row, stage in zip(self.stage_rows(), self.stages.values()):
+            counts = ", ".join(f"{k} {v}" for k, v in row.items() if k != "stage" and not k.startswith("cost: "))
+            lines.append(f"{row['stage']}: {counts}; {stage.cost.get('episodes', 0)} episodes, "
+                         f"{stage.cost.get('tokens', 0)} tokens, {stage.cost.get('wall_s', 0.0):.1f} s")
+        total = self.manifest["cost"]
+        lines.append(f"total: {total['episodes']} episodes, {total['tokens']} tokens, {total['wall_s']:.1f} s")
+        return "\n".join(lines)
+
+
+def default_cold_start_dir(experiment: ExperimentParams) -> Path:
+    """``<run_root>/<experiment.name>/cold-start``."""
+    return runs_root(experiment.run_root) / experiment.name / "cold-start"
+
+
+def cold_start_plan(params: Params, settings: AnalystSettings, checkpoint: str | None) -> dict[str, Any]:
+    """The fingerprinted plan: parameters (with the cold-start section), the analyst and the base checkpoint's
+    weights (their digest, not the path, so a clone elsewhere resumes the same plan)."""
+    return {"pipeline_version": PIPELINE_VERSION, "params": plan_dump(params),
+            "cold_start": params.cold_start.model_dump(mode="json"), "analyst": asdict(settings),
+            "checkpoint_sha256": weights_digest(Path(checkpoint)) if checkpoint is not None else None}
+
+
+def _outputs(root: Path, names: Sequence[str]) -> dict[str, str]:
+    return {name: sha256_file(root / name) for name in names}
+
+
+def _stage(paths: ColdStartPaths, name: str, inputs: Mapping[str, Any],
+           work: Callable[[], tuple[dict[str, Any], dict[str, Any], list[str]]]) -> StageRecord:
+    """Run ``work`` unless ``stages/<name>.json`` records the same inputs and its outputs still hash as recorded.
+
+    ``work`` returns (counts, cost without wall time, output names relative to the root).
+    """
+    fingerprint = sha256_json({"stage": name, **inputs})
+    record_path = paths.stages / f"{name}.json"
+    if record_path.is_file():
+        stored = StageRecord.from_dict(_read_json(record_path))
+        if stored.fingerprint == fingerprint and all(
+                (paths.root / n).is_file() and sha256_file(paths.root / n) == h for n, h in stored.outputs.items()):
+            LOGGER.info("cold start: %s done, skipped", name)
+            return stored
+    partial = paths.stages / f"{name}.interrupted.json"
+    earlier = _read_json(partial) if partial.is_file() else {}
+    spent = float(earlier.get("wall_s", 0.0)) if earlier.get("fingerprint") == fingerprint else 0.0
+    started = time.monotonic()
+    try:
+        counts, cost, names = work()
+    except BaseException:
+        paths.stages.mkdir(parents=True, exist_ok=True)
+        write_json(partial, {"fingerprint": fingerprint, "wall_s": spent + time.monotonic() - started})
+        raise
+    record = StageRecord(name, fingerprint, counts, {**cost, "wall_s": round(spent + time.monotonic() - started, 3)},
+                         _outputs(paths.root, names))
+    write_json(record_path, asdict(record), indent=1)
+    partial.unlink(missing_ok=True)
+    return record
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _run_tokens(summary: Mapping[str, Any]) -> int:
+    return int(summary["cost"]["tokens"]["total_tokens"])
+
+
+def _rollouts(params: Params, paths: ColdStartPaths, checkpoint: str | None,
+              store_root: str | Path | None, progress: bool) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    evaluation = params.evaluation.model_copy(update={"repeats": 1})
+    run = run_eval(params.model_copy(update={"evaluation": evaluation}), TRAIN_SPLIT, checkpoint, None,
+                   paths.rollouts, limit=params.cold_start.trajectories, store_root=store_root, progress=progress)
+    counts = run.summary["counts"]
+    return ({"requested": counts["requested"], "completed": counts["completed"], "failed": counts["failed"],
+             "success_rate": run.summary["primary"]["success_rate"]},
+            {"episodes": counts["trace_files"], "tokens": _run_tokens(run.summary)},
+            ["rollouts/plan.json", "rollouts/traces.jsonl"])
+
+
+def usable_traces(path: Path) -> tuple[list[EpisodeTrace], list[EpisodeTrace], list[str]]:
+    """(successes, failures, missing): the completed record of each episode with a binary ``r_success``, and the
+    episodes without one (method §4.4 step 1)."""
+    completed, failed = final_records(read_traces(path))
+    successes, failures, missing = [], [], sorted(failed)
+    for episode, trace in completed.items():
+        if trace.reward is None or trace.reward.r_success not in (0, 1):
+            missing.append(episode)
+        else:
+            (successes if trace.reward.r_success == 1 else failures).append(trace)
+    return successes, failures, sorted(missing)
+
+
+def _analysis(paths: ColdStartPaths, roles: ColdStartRoles, max_cards: int) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    successes, failures, missing = usable_traces(paths.rollouts / "traces.jsonl")
+    before = roles.cost()
+    done = {r["episode_id"] for r in iter_jsonl(paths.success_cards)}
+    with JsonlWriter(paths.success_cards) as writer:
+        for trace in successes:
+            if trace.episode_id not in done:
+                writer.append(roles.success.analyze(trace, max_cards).to_dict())
+    done = {r["card_id"] for r in iter_jsonl(paths.failure_cards)}
+    with JsonlWriter(paths.failure_cards) as writer:
+        for trace in failures:
+            item = AnalysisItem(trace.episode_id, 0, trace.task_id, TRAIN_SPLIT, False, trace)
+            if item.card_id not in done:
+                writer.append(roles.failure.analyze(item, SkillBank("cold-start-empty", ())).to_dict())
+    success_records, failure_cards = _cards(paths)
+    after = roles.cost()
+    trials = sum(len(c.terminal_trials) for c in failure_cards)
+    return ({"input": {"success": len(successes), "failure": len(failures), "total": len(successes) + len(failures)},
+             "missing": missing, "success_cards": sum(len(r.cards) for r in success_records),
+             "failure_cards": len(failure_cards),
+             "success_rejections": dict(Counter(x for r in success_records for x in r.rejections))},
+            {"episodes": trials, "tokens": after["total_tokens"] - before["total_tokens"],
+             "llm_calls": after["calls"] - before["calls"]},
+            [paths.success_cards.name, paths.failure_cards.name])
+
+
+def _cards(paths: ColdStartPaths) -> tuple[list[SuccessAnalysis], list[FailureCard]]:
+    """The analysis stage's records: one per success trace, one card per failure (last record wins)."""
+    successes = {r["episode_id"]: SuccessAnalysis.from_dict(r) for r in iter_jsonl(paths.success_cards)}
+    failures = {r["card_id"]: FailureCard.from_dict(r) for r in iter_jsonl(paths.failure_cards)}
+    return list(successes.values()), list(failures.values())
+
+
+def _evidence(paths: ColdStartPaths) -> dict[str, list[EvidenceCard]]:
+    """Every card by channel, in analysis order."""
+    successes, failures = _cards(paths)
+    return {CHANNEL_SUCCESS: [c for r in successes for c in r.cards], CHANNEL_FAILURE: list(failures)}
+
+
+def _firewall(paths: ColdStartPaths) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    cards = _evidence(paths)
+    staging = paths.evidence_cards.with_name(paths.evidence_cards.name + ".tmp")
+    staging.unlink(missing_ok=True)
+    counts: dict[str, Any] = {}
+    with JsonlWriter(staging) as writer:
+        for channel in CHANNELS:
+            for card in cards[channel]:
+                writer.append({"channel": channel, "card_id": card.card_id,
+                               "eligible_for_consolidation": card.eligible_for_consolidation, "card": card.to_dict()})
+            counts[channel] = {"cards": len(cards[channel]),
+                               "eligible": sum(c.eligible_for_consolidation for c in cards[channel]),
+                               "firewall_flagged": sum(bool(c.firewall_findings) for c in cards[channel])}
+    staging.replace(paths.evidence_cards)
+    failures = [c for c in cards[CHANNEL_FAILURE] if isinstance(c, FailureCard)]
+    counts["failure_downgrades"] = dict(sorted(Counter(c.downgrade_reason for c in failures
+                                                       if c.downgrade_reason).items()))
+    counts["evidence_cards"] = sum(len(v) for v in cards.values())
+    return counts, {"episodes": 0, "tokens": 0}, [paths.evidence_cards.name]
+
+
+def _eligible(paths: ColdStartPaths) -> dict[str, list[EvidenceCard]]:
+    return {channel: [c for c in cards if c.eligible_for_consolidation] for channel, cards in _evidence(paths).items()}
+
+
+def _episode_of(card_id: str) -> str:
+    """The episode of a card ID (``success-<episode>-NN`` / ``failure-<episode>-01``)."""
+    return card_id.split("-", 1)[1].rsplit("-", 1)[0]
+
+
+class _Lookups:
+    """Gold-firewall lookups of the rollout traces (replayed once each, on demand)."""
+
+    def __init__(self, paths: ColdStartPaths, engine: ShopEngine) -> None:
+        completed, _ = final_records(read_traces(paths.rollouts / "traces.jsonl"))
+        self.traces, self.engine, self.cache = completed, engine, {}
+
+    def of(self, card_ids: Sequence[str]) -> GoldLookup:
+        """The union of the lookups of the cards' trajectories."""
+        parts = []
+        for episode in dict.fromkeys(_episode_of(c) for c in card_ids):
+            if episode not in self.cache:
+                self.cache[episode] = gold_lookup(replay_trace(self.engine, self.traces[episode]))
+            parts.append(self.cache[episode])
+        return GoldLookup(tuple(t for p in parts for t in p.titles), tuple(b for p in parts for b in p.brands),
+                          tuple(o for p in parts for o in p.gold_options))
+
+
+def _planned_batches(params: Params, paths: ColdStartPaths) -> list[tuple[str, str, list[EvidenceCard]]]:
+    """(channel, batch ID, cards) of every consolidation batch: each channel's eligible cards in order, cut into
+    batches of ``cold_start.consolidation_batch``."""
+    planned = []
+    for channel, cards in _eligible(paths).items():
+        batches = in_batches(cards, params.cold_start.consolidation_batch)
+        planned += [(channel, ident, batch) for ident, batch in zip(batch_ids(channel, len(batches)), batches)]
+    return planned
+
+
+def _key(channel: str, batch_id: str, card_ids: Sequence[str]) -> tuple[str, str, tuple[str, ...]]:
+    return channel, batch_id, tuple(card_ids)
+
+
+def _stored_batches(paths: ColdStartPaths) -> dict[tuple[str, str, tuple[str, ...]], ClusterBatch]:
+    """Stored batches by (channel, batch ID, card IDs); the last record of a key wins."""
+    batches = (ClusterBatch.from_dict(r) for r in iter_jsonl(paths.cluster_batches))
+    return {_key(b.channel, b.batch_id, b.card_ids): b for b in batches}
+
+
+def _consolidation(params: Params, paths: ColdStartPaths, roles: ColdStartRoles,
+                   lookups: _Lookups) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    before = roles.cost()
+    planned = _planned_batches(params, paths)
+    done = _stored_batches(paths)
+    with JsonlWriter(paths.cluster_batches) as writer:
+        for channel, batch_id, batch in planned:
+            ids = [c.card_id for c in batch]
+            if _key(channel, batch_id, ids) in done:
+                continue
+            submission = roles.consolidator(batch, channel=channel, batch_id=batch_id,
+                                            max_clusters=params.cold_start.max_clusters, lookup=lookups.of(ids))
+            writer.append(cluster_batch(channel, batch_id, batch, submission).to_dict())
+    batches = _batches(params, paths)
+    counts = {channel: {"batches": sum(b.channel == channel for b in batches),
+                        "clusters": sum(len(b.clusters) for b in batches if b.channel == channel),
+                        "evidence_only_cards": sum(len(b.evidence_only_card_ids) for b in batches
+                                                   if b.channel == channel)} for channel in CHANNELS}
+    after = roles.cost()
+    return counts, {"episodes": 0, "tokens": after["total_tokens"] - before["total_tokens"],
+                    "llm_calls": after["calls"] - before["calls"]}, [paths.cluster_batches.name]
+
+
+def _batches(params: Params, paths: ColdStartPaths) -> list[ClusterBatch]:
+    """The consolidated batches of the current eligible cards, in channel then batch order."""
+    stored = _stored_batches(paths)
+    return [stored[_key(channel, ident, [c.card_id for c in batch])]
+            for channel, ident, batch in _planned_batches(params, paths)]
+
+
+def _ledger(skill: InitialSkill, clusters: Sequence[Cluster], checkpoint_id: str) -> list[LedgerEntry]:
+    """The pre-validation ADD ledger: one entry per draft chunk."""
+    by_id = {c.cluster_id: c for c in clusters}
+    entries = []
+    for chunk in skill.chunks:
+        members = [by_id[i] for i in chunk.evidence_cluster_ids]
+        entries.append(LedgerEntry(
+            candidate_id=chunk.chunk_id, operation="ADD", target_chunk_id=None,
+            source_card_ids=tuple(card for c in members for card in c.evidence_card_ids),
+            failure_mechanism="+".join(dict.fromkeys(c.mechanism for c in members)),
+            proposal_checkpoint=checkpoint_id, stage=STAGE_COLD_START,
+            consolidation_cluster_id=",".join(chunk.evidence_cluster_ids), replacement_family_id=None,
+            content=chunk.content, notes=f"draft order {chunk.order}"))
+    return entries
+
+
+def _compile(params: Params, paths: ColdStartPaths, roles: ColdStartRoles,
+             lookups: _Lookups) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    settings, before = params.cold_start, roles.cost()
+    clusters = [c for b in _batches(params, paths) for c in b.clusters]
+    if not clusters:
+        raise ColdStartError("compile: no cluster to compile (no eligible card); the cold start cannot draft S0 "
+                             f"from {paths.evidence_cards}")
+    cap = settings.validation_dimension_cap
+    lookup = lookups.of([card for c in clusters for card in c.evidence_card_ids])
+    paths.invalid_attempts.unlink(missing_ok=True)
+    try:
+        compiled = roles.compiler(clusters, cap, lookup)
+    except RoleFailure as failure:
+        _write_attempts(paths.invalid_attempts, failure.attempts)
+        raise ColdStartError(f"compile: {failure}; invalid attempts in {paths.invalid_attempts}") from None
+    _write_attempts(paths.invalid_attempts, compiled.invalid_attempts)
+    skill = compiled.skill
+    write_json(paths.draft, skill.to_dict(ACTIVE_SKILL_BUDGET, cap,
+                                         sha256_json(compiler_input(clusters, cap))), indent=1)
+    save_skillbank(skill.bank(), paths.draft_bank)
+    paths.draft_markdown.write_text(skill.markdown(), encoding="utf-8")
+    write_ledger(paths.ledger, _ledger(skill, clusters, settings.checkpoint_id))
+    after = roles.cost()
+    counts = {"clusters": len(clusters), "chunks": len(skill.chunks),
+              "evidence_only_clusters": len(skill.evidence_only_cluster_ids),
+              "invalid_attempts": len(compiled.invalid_attempts)}
+    names = [paths.draft.name, paths.draft_bank.name, paths.draft_markdown.name, paths.ledger.name,
+             paths.invalid_attempts.name]
+    return counts, {"episodes": 0, "tokens": after["total_tokens"] - before["total_tokens"],
+                    "llm_calls": after["calls"] - before["calls"]}, names
+
+
+def _write_attempts(path: Path, attempts: Sequence[Mapping[str, Any]]) -> None:
+    with JsonlWriter(path) as writer:
+        for attempt in attempts:
+            writer.append(dict(attempt))
+
+
+def _gate_a(params: Params, paths: ColdStartPaths, checkpoint: str | None, store_root: str | Path | None,
+            progress: bool) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    settings = params.cold_start
+    config = GateConfig.from_params(params.round, settings.checkpoint_id, task_limit=settings.gate_tasks,
+                                    next_round_id="round-000")
+    result = run_gate_a(params, load_skillbank(paths.draft_bank), paths.gate, config, checkpoint=checkpoint,
+                        ledger=paths.ledger, store_root=store_root, progress=progress)
+    save_skillbank(result.selected_bank, paths.s0)
+    bare = _read_json(Path(result.manifest["inputs"]["bare_run_dir"]) / "summary.json")
+    masked = _read_json(paths.gate / "summary.json")
+    outcomes = result.manifest["outcomes"]
+    counts = {"draft_chunks": outcomes["columns"], "selected": outcomes["selected_count"],
+              "selected_ids": list(result.contributions.selected_intervention_ids),
+              "observations": result.contributions.observations,
+              "bare_success": outcomes.get("r_success", {}).get("bare_mean"),
+              "masked_success": outcomes.get("r_success", {}).get("masked_mean"),
+              "additivity_rejected": (outcomes.get("additivity") or {}).get("rejected")}
+    cost = {"episodes": bare["counts"]["trace_files"] + masked["counts"]["trace_files"],
+            "tokens": _run_tokens(bare) + _run_tokens(masked)}
+    gate = paths.gate.name
+    names = [f"{gate}/contributions.json", f"{gate}/selected_skillbank.json", paths.s0.name]
+    return counts, cost, names
+
+
+def run_cold_start(
+    params: Params,
+    out_dir: str | Path,
+    *,
+    analyst: AnalystSettings = AnalystSettings(),
+    checkpoint: str | None = None,
+    store_root: str | Path | None = None,
+    progress: bool = True,
+) -> ColdStartResult:
+    """Run (or resume, or skip when finished) the cold start into ``out_dir``; see the module docstring.
+
+    Parameters
+    ----------
+    params : the parameter set (``cold_start`` and the store, model, sampling, evaluation and round sections).
+    out_dir : the cold-start directory.
+    analyst : the roles (:class:`~intraskill.trace2skill.analysts.AnalystSettings`: rule by default, or an LLM).
+    checkpoint : the base policy (default ``model.checkpoint`` resolved: for the organism its warm start).
+    store_root : the store directory (default the cached store of ``params.store``).
+    """
+    if checkpoint is None:
+        checkpoint = resolve_checkpoint(params)[0]
+    paths = ColdStartPaths.of(out_dir)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    plan = cold_start_plan(params, analyst, checkpoint)
+    fingerprint = write_plan(paths.root / "plan.json", plan,
+                             what="cold-start", error=ColdStartPlanMismatchError, schema=PLAN_SCHEMA_VERSION,
+                             hint="Use another --out directory to run a different plan.")
+    stages: dict[str, StageRecord] = {}
+
+    def inputs(previous: str | None) -> dict[str, Any]:
+        return {"plan": fingerprint, "previous": asdict(stages[previous])["outputs"] if previous else None}
+
+    stages["rollouts"] = _stage(paths, "rollouts", inputs(None),
+                                lambda: _rollouts(params, paths, checkpoint, store_root, progress))
+    store = open_train_store(params, store_root)
+    try:
+        with open_cold_start_roles(analyst, store.engine) as roles:
+            lookups = _Lookups(paths, store.engine)
+            stages["analysis"] = _stage(paths, "analysis", inputs("rollouts"), lambda: _analysis(
+                paths, roles, params.cold_start.max_cards_per_success))
+            stages["firewall"] = _stage(paths, "firewall", inputs("analysis"), lambda: _firewall(paths))
+            stages["consolidation"] = _stage(paths, "consolidation", inputs("firewall"),
+                                             lambda: _consolidation(params, paths, roles, lookups))
+            stages["compile"] = _stage(paths, "compile", inputs("consolidation"),
+                                       lambda: _compile(params, paths, roles, lookups))
+    finally:
+        store.close()
+    stages["gate_a"] = _stage(paths, "gate_a", inputs("compile"),
+                              lambda: _gate_a(params, paths, checkpoint, store_root, progress))
+    analysis = stages["analysis"].counts
+    write_json(paths.summary, {
+        "schema_version": SUMMARY_SCHEMA_VERSION, "input": analysis["input"],
+        "unique_analyzed": analysis["input"]["total"], "evidence_cards": stages["firewall"].counts["evidence_cards"],
+        "missing": analysis["missing"], "error_count": len(analysis["missing"]),
+        "cards_path": paths.evidence_cards.name}, indent=1)
+    total = {key: sum(s.cost.get(key, 0) for s in stages.values()) for key in ("episodes", "tokens", "wall_s")}
+    manifest = {"schema_version": MANIFEST_SCHEMA_VERSION, "status": "complete", "plan_fingerprint": fingerprint,
+                "analyst": analyst.kind, "checkpoint_sha256": plan["checkpoint_sha256"],
+                "stages": {name: asdict(record) for name, record in stages.items()},
+                "cost": {**total, "wall_s": round(total["wall_s"], 3)},
+                "outputs": _outputs(paths.root, [paths.draft_bank.name, paths.s0.name, paths.summary.name])}
+    write_json(paths.manifest, manifest, indent=1)
+    return ColdStartResult(paths.root, load_skillbank(paths.draft_bank), load_skillbank(paths.s0), stages, manifest)
