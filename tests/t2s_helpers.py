@@ -4,7 +4,8 @@ scripted OpenAI-compatible server, and a model that answers the LLM roles as mes
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -12,8 +13,10 @@ from fastapi import FastAPI, Request
 from intraskill.agent.env import InProcessEnvironment
 from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
 from intraskill.policy.expert_policy import ExpertPolicy
+from intraskill.policy.openai_backend import OpenAIPolicy
 from intraskill.shop.engine import ShopEngine
 from intraskill.shop.scripted_expert import Competences, ScriptedExpert, run_expert_episode
+from intraskill.shop.service import serve_in_thread
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.render import render_chunk
 from intraskill.trace2skill.mechanisms import MECHANISMS
@@ -83,6 +86,17 @@ class ScriptedServer:
 
     def tools(self, index: int) -> list[str]:
         return [tool["function"]["name"] for tool in self.requests[index].get("tools") or []]
+
+
+
+@contextmanager
+def scripted_analyst() -> Iterator[tuple[ScriptedServer, OpenAIPolicy]]:
+    """A :class:`ScriptedServer` on 127.0.0.1 and an OpenAI-protocol policy talking to it (no retries)."""
+    scripted = ScriptedServer()
+    with serve_in_thread(scripted.app) as running:
+        policy = OpenAIPolicy(f"{running.base_url}/v1", "scripted", max_retries=0)
+        yield scripted, policy
+        policy.close()
 
 
 def card_arguments(content: str, mechanism: str = "option_selection") -> dict[str, Any]:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from t2s_helpers import ScriptedServer
+from t2s_helpers import ScriptedServer, scripted_analyst
 from typer.testing import CliRunner
 
 from intraskill.agent.env import InProcessEnvironment
@@ -64,11 +64,8 @@ def successes(engine, small_store):
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[ScriptedServer, OpenAIPolicy]]:
-    scripted = ScriptedServer()
-    with serve_in_thread(scripted.app) as running:
-        policy = OpenAIPolicy(f"{running.base_url}/v1", "scripted", max_retries=0)
-        yield scripted, policy
-        policy.close()
+    with scripted_analyst() as pair:
+        yield pair
 
 
 def card(card_id: str, mechanism: str) -> SuccessCard:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from t2s_helpers import BANK, ScriptedServer, failed_retries
+from t2s_helpers import BANK, ScriptedServer, failed_retries, scripted_analyst
 
 from intraskill.chat.base import Generation, ToolCall
 from intraskill.policy.openai_backend import OpenAIPolicy
@@ -40,11 +40,8 @@ def engine(small_store) -> ShopEngine:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[ScriptedServer, OpenAIPolicy]]:
-    scripted = ScriptedServer()
-    with serve_in_thread(scripted.app) as running:
-        policy = OpenAIPolicy(f"{running.base_url}/v1", "scripted", max_retries=0)
-        yield scripted, policy
-        policy.close()
+    with scripted_analyst() as pair:
+        yield pair
 
 
 @pytest.fixture(scope="module")
