@@ -4,10 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from intraskill.hashing import sha256_json
 from intraskill.params import load_params
 from intraskill.paths import params_path
-from intraskill.pipeline.notebook import CheckpointChoice, four_conditions, notebook_params
+from intraskill.pipeline.notebook import (
+    STAND_IN_MARK,
+    CheckpointChoice,
+    behaviour_runs,
+    coevolve_evidence,
+    four_conditions,
+    notebook_params,
+    status_note,
+)
 
 CHOICES = {"base": CheckpointChoice("", "**/warmstart*", "expert:without:check_budget"),
            "trained": CheckpointChoice("", "**/round-*/checkpoint*", "expert")}
@@ -50,3 +60,63 @@ def test_four_conditions_keeps_an_explicit_folder_and_checkpoint(tmp_path: Path)
     assert chosen.models["trained"].checkpoint == str(tmp_path / "mine")
     assert chosen.models["base"].label == "base (stand-in)"
     assert chosen.params.sampling.max_turns == load_params(params_path("ci")).sampling.max_turns
+
+
+def _coevolve_run(root: Path, *, final_chunks: int) -> Path:
+    """The files a finished one-round co-evolve run leaves (plan, summary, S₀, checkpoint, selected bank)."""
+    from intraskill.jsonl import write_json
+    from intraskill.skills.bank import Skill, SkillBank, save_skillbank
+
+    round_dir = root / "round-000"
+    (round_dir / "checkpoint" / "model").mkdir(parents=True)
+    (round_dir / "checkpoint" / "model" / "config.json").write_text("{}", encoding="utf-8")
+    tidy = Skill("tidy", "### Be tidy\n- Click only listed values.", metadata={"estimated_effect": 0.05})
+    save_skillbank(SkillBank("ci-s0", (tidy,)), round_dir / "skillbank.json")
+    save_skillbank(SkillBank("selected", (tidy,)[:final_chunks]), round_dir / "gate" / "selected_skillbank.json")
+    write_json(root / "plan.json", {"start": {"checkpoint": None, "curriculum_state_id": "c"}})
+    write_json(root / "co_evolve_summary.json", {"fingerprint": "f", "rounds": [{"round_index": 0}]})
+    return root
+
+
+def test_coevolve_evidence_names_start_final_checkpoint_and_banks(tmp_path: Path) -> None:
+    assert coevolve_evidence(tmp_path / "absent") is None
+    run = _coevolve_run(tmp_path / "co-evolve", final_chunks=1)
+    evidence = coevolve_evidence(run)
+    assert evidence is not None and evidence.rounds == 1 and evidence.start_checkpoint is None
+    assert evidence.final_checkpoint == run / "round-000" / "checkpoint" / "model"
+    assert evidence.s0_bank == run / "round-000" / "skillbank.json"
+    assert evidence.final_bank == run / "round-000" / "gate" / "selected_skillbank.json"
+    chosen = four_conditions("ci", str(tmp_path), split="test", limit=6, max_turns=4, checkpoints=CHOICES,
+                             banks={"S0": "", "St": ""}, coevolve_dir=str(run), allow_stand_ins=False)
+    assert chosen.missing is None
+    assert {name: (model.checkpoint, model.label) for name, model in chosen.models.items()} == {
+        "base": (None, "start (untrained)"), "trained": (str(evidence.final_checkpoint), "co-evolve round 0")}
+    assert chosen.banks == {"S0": str(evidence.s0_bank), "St": str(evidence.final_bank)}
+    empty = coevolve_evidence(_coevolve_run(tmp_path / "empty-gate", final_chunks=0))
+    assert empty is not None and empty.final_bank is None  # the last gate kept nothing: no final bank
+
+
+def test_report_set_up_states_what_is_missing_instead_of_a_stand_in(tmp_path: Path) -> None:
+    absent = str(tmp_path / "co-evolve")
+    chosen = four_conditions("ci", str(tmp_path), split="test", limit=6, max_turns=4, checkpoints=CHOICES,
+                             banks={"S0": "", "St": ""}, coevolve_dir=absent)
+    assert chosen.models == {} and chosen.missing == f"no co-evolve run at {absent}"
+    note = status_note(chosen.missing, [], coevolve_dir=absent, params_name="organism", language="en")
+    assert note.startswith(f"**No co-evolve run at `{absent}`.**") and "params/organism.yaml" in note
+    assert "协同演化" in status_note(chosen.missing, [], coevolve_dir=absent, params_name="organism", language="zh")
+    refused = four_conditions("ci", str(tmp_path), split="test", limit=6, max_turns=4, checkpoints=CHOICES,
+                              banks={"S0": "", "St": ""}, allow_stand_ins=False)
+    assert refused.models == {} and refused.missing.startswith("no base checkpoint matching **/warmstart*")
+    assert STAND_IN_MARK not in status_note(refused.missing, [], coevolve_dir="", params_name="ci", language="en")
+    behaviour = behaviour_runs("ci", str(tmp_path), split="val", limit=2, repeats=1, max_turns=4,
+                               runs={"a": "", "b": ""}, stand_ins={"a": "expert", "b": "expert"},
+                               labels={"a": "", "b": ""}, allow_stand_ins=False)
+    assert behaviour.run_dirs == {} and behaviour.missing == "no run directory for arm(s) ['a', 'b']"
+    teaching = four_conditions("ci", str(tmp_path), split="test", limit=6, max_turns=4, checkpoints=CHOICES,
+                               banks={"S0": "", "St": ""})  # the notebooks' own default: labelled stand-ins
+    labels = [model.label for model in teaching.models.values()]
+    assert labels == ["base (stand-in)", "trained (stand-in)"]
+    assert status_note(None, labels, coevolve_dir="", params_name="ci", language="en").startswith(
+        "**Scripted stand-ins, not trained models:**")
+    with pytest.raises(ValueError, match="language: expected one of"):
+        status_note(None, labels, coevolve_dir="", params_name="ci", language="fr")

@@ -34,6 +34,7 @@ EXECUTIONS = {
     "04_evaluate": {"limit": 6, "max_turns": 12},
     "05_behaviour": {"limit": 8, "samples": 500},
     "06_release_reanalysis": {"samples": 500},
+    "07_co_evolve": REPORT["07_co_evolve"].overrides(quick=True),  # the report's quick build: one tiny ci round
     "08_controls": REPORT["08_controls"].overrides(quick=True),  # the report's quick build: a tiny ci matrix
     # the report's quick build (a Skill1 round on ci over the ci seed library), one step of it
     "09_skill1": {**QUICK_SKILL1, "overrides": f"{QUICK_SKILL1['overrides']}; round.rollout_steps=1"},
@@ -53,7 +54,7 @@ def test_notebook_executes(name: str, tmp_path: Path, monkeypatch: pytest.Monkey
     parameters = dict(EXECUTIONS[name])
     if "run_root" in papermill.inspect_notebook(str(NOTEBOOKS / f"{name}.ipynb")):
         parameters["run_root"] = str(tmp_path / "runs")
-    if name in ("01_cold_start", "02_train_round"):
+    if name in ("01_cold_start", "02_train_round", "07_co_evolve"):
         parameters["out_dir"] = str(tmp_path / "out")
     papermill.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(out), parameters=parameters,
                                cwd=str(NOTEBOOKS), progress_bar=False, kernel_name="python3")
@@ -62,3 +63,27 @@ def test_notebook_executes(name: str, tmp_path: Path, monkeypatch: pytest.Monkey
     assert not errors
     for label in REPORT[name].figures if name in REPORT else ():  # what `make figures` publishes
         assert set(figure_outputs(out, label)) == {"svg", "png"}, label
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["04_evaluate", "05_behaviour"])
+def test_report_evaluation_without_a_run_says_so(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the report's parameters and no co-evolve run, 04 and 05 state that plainly (both languages) and
+    evaluate nothing: no output anywhere names a stand-in."""
+    import papermill
+
+    from intraskill.pipeline.notebook import STAND_IN_MARK
+
+    monkeypatch.setenv("INTRASKILL_ROOT", str(NOTEBOOKS.parent))
+    absent = str(tmp_path / "co-evolve")
+    parameters = {**REPORT[name].overrides(quick=True), "coevolve_dir": absent, "run_root": str(tmp_path / "runs")}
+    out = tmp_path / f"{name}.ipynb"
+    papermill.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(out), parameters=parameters,
+                               cwd=str(NOTEBOOKS), progress_bar=False, kernel_name="python3")
+    executed = nbformat.read(out, as_version=4)
+    texts = [str(value) for cell in executed.cells if cell.cell_type == "code" for output in cell.outputs
+             for value in [output.get("text", ""), *output.get("data", {}).values()]]
+    assert not any(STAND_IN_MARK in text for text in texts)
+    notes = [text for text in texts if text.startswith(("**No co-evolve run", "**`"))]
+    assert len(notes) == 2 and f"`{absent}`" in notes[0] and "协同演化" in notes[1]
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").glob("eval-4c-*"))

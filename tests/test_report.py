@@ -45,7 +45,7 @@ from intraskill.report.site import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAPTERS = ("method", "protocol", "results", "controls", "skill1", "behaviour", "optimization", "reproduce", "data", "browser", "skills")
+CHAPTERS = ("method", "protocol", "results", "runs", "controls", "skill1", "behaviour", "optimization", "reproduce", "data", "browser", "skills")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -534,3 +534,49 @@ def test_browser_live_replay_ui(browser_runs: Path) -> None:
         assert "私有目标" in page.locator("#eb-pane-a .eb-final").inner_text()
         chromium.close()
     assert not problems, problems
+
+
+def test_every_notebook_has_a_home_on_a_page() -> None:
+    """Notebooks 00–09 are all executed by the build and embedded on a page of each language."""
+    manifest = {spec.name for spec in load_manifest(ROOT / MANIFEST_PATH).notebooks}
+    notebooks = {path.stem for path in (ROOT / "notebooks").glob("*.ipynb")}
+    assert notebooks <= manifest, sorted(notebooks - manifest)
+    for language in ("en", "zh"):
+        embedded = {PurePosixPath(path).stem for chapter in CHAPTERS
+                    for path, _ in find_embeds((ROOT / "report" / language / f"{chapter}.qmd").read_text(encoding="utf-8"))}
+        assert notebooks <= embedded, (language, sorted(notebooks - embedded))
+
+
+def test_report_evaluations_never_run_stand_ins() -> None:
+    """The report executes 04 and 05 on the co-evolve run 07 writes, stand-ins refused, in both builds."""
+    specs = {spec.name: spec for spec in load_manifest(ROOT / MANIFEST_PATH).notebooks}
+    order = list(specs)
+    for name in ("04_evaluate", "05_behaviour"):
+        assert order.index("07_co_evolve") < order.index(name), f"{name} must run after 07_co_evolve"
+        for quick in (False, True):
+            overrides = specs[name].overrides(quick)
+            assert overrides["allow_stand_ins"] is False, (name, quick)
+            expected = specs["07_co_evolve"].overrides(quick).get("out_dir", "runs/organism/co-evolve")
+            assert overrides["coevolve_dir"] == expected, (name, quick)
+
+
+def test_static_renderer_refuses_an_embedded_stand_in(tmp_path: Path) -> None:
+    """Markdown outputs render (math included); a notebook whose outputs name a stand-in is not embedded."""
+    executed = _tiny_project(tmp_path)
+    note = nbformat.v4.new_code_cell("#| label: md-x\nMarkdown(note)", outputs=[nbformat.v4.new_output(
+        "execute_result", data={"text/markdown": "**Evaluated:** with $S_0$.", "text/plain": "<Markdown>"},
+        execution_count=1)])
+    notebook = nbformat.read(executed / "nb.ipynb", as_version=4)
+    notebook.cells.append(note)
+    nbformat.write(notebook, executed / "nb.ipynb")
+    page = tmp_path / "report" / "en" / "a.qmd"
+    page.write_text(page.read_text(encoding="utf-8") + "\n{{< embed ../../runs/report/notebooks/nb.ipynb#md-x >}}\n",
+                    encoding="utf-8")
+    render_static_site(tmp_path, executed, tmp_path / "_site")
+    english = (tmp_path / "_site" / "report" / "en" / "a.html").read_text(encoding="utf-8")
+    assert "<strong>Evaluated:</strong> with <math" in english and "&lt;Markdown&gt;" not in english
+    notebook.cells.insert(0, nbformat.v4.new_code_cell("print(setup)", outputs=[nbformat.v4.new_output(
+        "stream", name="stdout", text='{"label": "trained (stand-in)"}\n')]))
+    nbformat.write(notebook, executed / "nb.ipynb")
+    with pytest.raises(ValueError, match=r"nb.ipynb#fig-x: the executed nb.ipynb evaluated a scripted stand-in"):
+        render_static_site(tmp_path, executed, tmp_path / "_site")

@@ -169,7 +169,7 @@ def _joined(value: Any) -> str:
 
 
 def render_outputs(cell: Mapping[str, Any], label: str) -> str:
-    """HTML for a cell's rich outputs (PNG/JPEG as data URIs, SVG inline, HTML, else plain text).
+    """HTML for a cell's rich outputs (PNG/JPEG as data URIs, SVG inline, HTML, Markdown, else plain text).
 
     Streams (logs, warnings) are left out, as in a rendered report; errors are shown.
     """
@@ -189,6 +189,8 @@ def render_outputs(cell: Mapping[str, Any], label: str) -> str:
             parts.append(_joined(data["image/svg+xml"]))
         elif "text/html" in data:
             parts.append(_joined(data["text/html"]))
+        elif "text/markdown" in data:
+            parts.append(_Renderer.create()(_joined(data["text/markdown"])))
         elif "text/plain" in data:
             parts.append(f"<pre>{html.escape(_joined(data['text/plain']))}</pre>")
     return f'<figure class="embed" id="{html.escape(label)}">{"".join(parts)}</figure>'
@@ -252,6 +254,22 @@ def _navbar(config: SiteConfig, titles: Mapping[str, str], page: str, language: 
     return f'<nav class="navbar">{"".join(links)}</nav>'
 
 
+def _stand_in_output(notebook: Mapping[str, Any]) -> str | None:
+    """The first output line of an executed notebook that names a scripted stand-in, else ``None``."""
+    # deferred: the pipeline's notebook set-up imports the evaluator
+    from intraskill.pipeline.notebook import STAND_IN_MARK
+
+    for cell in notebook.get("cells", []):
+        for output in cell.get("outputs", []):
+            texts = [output.get("text", "")] + [value for mime, value in output.get("data", {}).items()
+                                                 if mime.startswith("text/")]
+            for text in texts:
+                line = next((line for line in _joined(text).splitlines() if STAND_IN_MARK in line), None)
+                if line is not None:
+                    return line.strip()
+    return None
+
+
 def _embed_html(path: str, label: str, executed_dir: Path, cache: dict[str, Any], language: str | None) -> str:
     # deferred: nbformat is heavy to import
     import nbformat
@@ -264,6 +282,10 @@ def _embed_html(path: str, label: str, executed_dir: Path, cache: dict[str, Any]
     if notebook is None:
         note = MISSING_OUTPUT[language].format(label=html.escape(label), name=html.escape(name))
         return f'<div class="embed-missing">{note}</div>'
+    shown = _stand_in_output(notebook)
+    if shown is not None:
+        raise ValueError(f"{path}#{label}: the executed {name}.ipynb evaluated a scripted stand-in ({shown!r}); a "
+                         "report page shows trained models only: execute it with allow_stand_ins: false")
     cells = cell_labels(notebook)
     if label not in cells:
         raise ValueError(f"{path}: no cell labelled {label!r} in the executed {name}.ipynb")

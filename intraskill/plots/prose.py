@@ -1,0 +1,168 @@
+"""Sentences that state a result's numbers, in English or Chinese, as Markdown for a labelled notebook cell.
+
+The report's pages embed these instead of typing numbers by hand: each function takes what the notebook already
+holds (the release re-analysis frames, a round's val comparison, a warm start's metrics and ground truth) and
+words its numbers as the pages do: success as a percentage with two decimals, a difference in points with its
+95 % interval, and the tasks a comparison fixes (0 → 1) and breaks (1 → 0).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+LANGUAGES = ("en", "zh")
+ARROW = " → "
+
+
+def _check(language: str) -> None:
+    if language not in LANGUAGES:
+        raise ValueError(f"language: expected one of {list(LANGUAGES)}, got {language!r}")
+
+
+def percent(value: float, language: str) -> str:
+    """A 0–1 rate as a percentage: ``51.75 %`` (en), ``51.75%`` (zh)."""
+    _check(language)
+    return f"{100 * value:.2f}{' %' if language == 'en' else '%'}"
+
+
+def points(value: float) -> str:
+    """A 0–1 difference in signed percentage points: ``+32.50``, ``−0.50``."""
+    return f"{100 * value:+.2f}".replace("-", "−")
+
+
+def interval(low: float, high: float) -> str:
+    """A 95 % interval of a 0–1 difference in points: ``[+27.50, +37.50]``."""
+    return f"[{points(low)}, {points(high)}]"
+
+
+def _fixed(value: float) -> str:
+    """A statistic with two decimals, or ``—`` where it is undefined (NaN: e.g. ρ of tied effects)."""
+    return "—" if math.isnan(value) else f"{value:.2f}"
+
+
+def _covers_zero(low: float, high: float) -> bool:
+    return low <= 0.0 <= high
+
+
+def _row(frame: pd.DataFrame, column: str, value: str) -> Mapping[str, Any]:
+    rows = frame[frame[column] == value]
+    if rows.empty:
+        raise ValueError(f"no row with {column} == {value!r} (rows: {list(frame[column])})")
+    return rows.iloc[0]
+
+
+def release_test(conditions: pd.DataFrame, comparisons: pd.DataFrame, steps: int, language: str) -> str:
+    """Base free → Iter80 free test success and what the final bank adds (the re-analysis' ``conditions`` and
+    ``comparisons`` frames; ``steps``: the rollout steps of the last round)."""
+    _check(language)
+    base = percent(_row(conditions, "arm", "base_free")["success_rate"], language)
+    trained = percent(_row(conditions, "arm", "iter80_free")["success_rate"], language)
+    final = _row(comparisons, "name", "final_skill")
+    added, span = points(final["success_diff"]), interval(final["success_lo"], final["success_hi"])
+    if language == "en":
+        return (f"Test success rises from {base} (base, no skill) to {trained} after {steps} rollout steps, without "
+                f"any skill in the prompt; the final bank adds {added} points {span} on top.")
+    return (f"在提示中不带任何技能的情况下，测试成功率从 {base}（基座）提升到 {steps} 个 rollout 步之后的 {trained}；"
+            f"最终技能库在此基础上再增加 {added} 个百分点 {span}。")
+
+
+def _paired(row: Mapping[str, Any], language: str) -> str:
+    fixed, broken = int(row["0->1"]), int(row["1->0"])
+    span = interval(row["success_lo"], row["success_hi"])
+    verdict = _covers_zero(row["success_lo"], row["success_hi"])
+    if language == "en":
+        return (f"{points(row['success_diff'])} points {span}, {fixed} tasks fixed and {broken} broken — "
+                f"its interval {'covers' if verdict else 'excludes'} zero")
+    return (f"{points(row['success_diff'])} 个百分点 {span}，{fixed} 个任务由失败变为成功、{broken} 个相反，"
+            f"置信区间{'包含' if verdict else '不包含'}零")
+
+
+def release_paired(comparisons: pd.DataFrame, language: str) -> str:
+    """What training did without skills (Iter80 free − Base free) and what the final bank adds on Iter80."""
+    _check(language)
+    training = _paired(_row(comparisons, "name", "training_free"), language)
+    final = _paired(_row(comparisons, "name", "final_skill"), language)
+    if language == "en":
+        return f"Iter80 free − Base free is {training}; Iter80 + $S_T$ − Iter80 free is {final}."
+    return f"Iter80 无技能 − 基座无技能为 {training}；Iter80 + $S_T$ − Iter80 无技能为 {final}。"
+
+
+def release_rounds(rounds: pd.DataFrame, language: str) -> str:
+    """The bank's size through the gates, bare val success per gate and the gate delta's first and last value
+    with how many of its intervals cover zero (the re-analysis' ``rounds`` frame)."""
+    _check(language)
+    sizes = ARROW.join(str(int(n)) for n in [*rounds["input_chunks"], rounds["selected_chunks"].iloc[-1]])
+    success = ARROW.join(percent(value, language) for value in rounds["bare_success"])
+    first, last = (f"{value:+.4f}".replace("-", "−") for value in rounds["gate_delta"].iloc[[0, -1]])
+    covering = sum(_covers_zero(low, high) for low, high in zip(rounds["gate_delta_lo"], rounds["gate_delta_hi"]))
+    if language == "en":
+        return (f"The bank goes {sizes} chunks. Bare validation success goes {success} across the gates, and the "
+                f"masked-minus-bare gate delta goes from {first} to {last} strict reward; {covering} of its "
+                f"{len(rounds)} intervals cover zero.")
+    return (f"技能库依次为 {sizes} 个技能块。各次门控的无技能验证成功率依次为 {success}，"
+            f"“带掩码减无技能”的门控差值从 {first} 变为 {last}（严格奖励）；{len(rounds)} 个置信区间中有 {covering} "
+            "个包含零。")
+
+
+def round_val(comparison: Mapping[str, Any], language: str) -> str:
+    """A round's bare val check (its ``val-compare/comparison.json``): before → after, the difference with its
+    interval, and the tasks fixed and broken."""
+    _check(language)
+    paired = comparison["paired"]
+    success = paired["metrics"]["r_success"]
+    low, high = success["confidence_interval"]
+    fixed, broken = paired["success_transitions"]["0->1"], paired["success_transitions"]["1->0"]
+    before, after = percent(success["a_mean"], language), percent(success["b_mean"], language)
+    difference = f"{points(success['mean_difference'])}"
+    if language == "en":
+        return (f"Bare val success on {paired['pairs']} val tasks went from {before} to {after}: {difference} points "
+                f"{interval(low, high)} (task-paired bootstrap), {fixed} tasks fixed and {broken} broken.")
+    return (f"{paired['pairs']} 个验证任务上的无技能成功率从 {before} 升到 {after}：{difference} 个百分点 "
+            f"{interval(low, high)}（按任务配对的自助法），{fixed} 个任务由失败变为成功，{broken} 个相反。")
+
+
+def warmstart_effects(metrics: Mapping[str, Any], truth: Mapping[str, Any], language: str) -> str:
+    """A warm start's val success bare and with S₀, and each chunk alone against bare: the largest effect with
+    its interval and the range of the others (``manifest.json`` metrics, ``ground_truth.json``)."""
+    _check(language)
+    chunks: Sequence[tuple[str, Mapping[str, Any]]] = sorted(truth["chunks"].items(),
+                                                             key=lambda item: -item[1]["effect"])
+    (best, top), others = chunks[0], [chunk["effect"] for _, chunk in chunks[1:]]
+    episodes = metrics["bare"]["episodes"]
+    bare, s0 = percent(metrics["bare"]["success"], language), percent(metrics["s0"]["success"], language)
+    lead = f"{points(top['effect'])}" + (" points " if language == "en" else " 个百分点 ") + interval(*top["ci95"])
+    spread = f"{points(min(others))} … {points(max(others))}" if others else "—"
+    if language == "en":
+        return (f"On {episodes} val tasks: bare success {bare}, with $S_0$ {s0}. Alone against bare, the `{best}` chunk "
+                f"adds {lead}; every other chunk adds {spread} points.")
+    return (f"在 {episodes} 个验证任务上：无技能成功率 {bare}，带 $S_0$ 为 {s0}。单独加入与无技能相比，"
+            f"`{best}` 技能块提升 {lead}；其余每个技能块提升 {spread} 个百分点。")
+
+
+def gate_validation(reports: Mapping[int, Any], language: str) -> str:
+    """Gate A against the ground truth, one sentence per number of masked rollouts per task m: the mean
+    Spearman ρ over the mask seeds (each seed's), the mean CI coverage, the attainable ρ and whether the target
+    is met (``reports``: m → :class:`~intraskill.pipeline.gate_validation.GateValidationReport`)."""
+    _check(language)
+    sentences = []
+    for m, report in reports.items():
+        seeds = ", ".join(str(seed) for seed in report.seeds)
+        each = " / ".join(_fixed(s.comparison.spearman) for s in report.per_seed)
+        rho, coverage = _fixed(report.spearman_mean), _fixed(report.coverage_mean)
+        attainable = _fixed(report.attainable_spearman_mean)
+        if language == "en":
+            sentences.append(
+                f"With m = {m} masked rollout(s) per task (mask seeds {seeds}), Spearman's ρ averages {rho} ({each}) "
+                f"and CI coverage {coverage}; the attainable ρ is {attainable}; the target (ρ ≥ 0.8, coverage ≥ "
+                f"0.9) is {'met' if report.meets_target else 'not met'}.")
+        else:
+            sentences.append(
+                f"每个任务 m = {m} 次掩码 rollout（掩码种子 {seeds}）时，Spearman ρ 平均为 {rho}（{each}），"
+                f"置信区间覆盖率为 {coverage}；可达 ρ 为 {attainable}；目标（ρ ≥ 0.8，覆盖率 ≥ 0.9）"
+                f"{'已达到' if report.meets_target else '未达到'}。")
+    return " ".join(sentences)

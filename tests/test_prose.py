@@ -1,0 +1,69 @@
+"""The report's sentences: numbers worded from the results the notebooks hold (release, round, warm start, gate)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from intraskill.analysis.release import locate_release_dir, reanalyse_release
+from intraskill.paths import project_root
+from intraskill.pipeline.gate_validation import GateValidationReport, SeedValidation, TruthComparison
+from intraskill.plots import prose
+
+
+@pytest.fixture(scope="module")
+def release():
+    return reanalyse_release(locate_release_dir(None), samples=200)
+
+
+def test_release_sentences_state_the_reanalysed_numbers(release) -> None:
+    conditions, comparisons, rounds = (release.to_frame(name) for name in ("conditions", "comparisons", "rounds"))
+    test = prose.release_test(conditions, comparisons, int(rounds["step"].max()), "en")
+    assert test.startswith("Test success rises from 51.75 % (base, no skill) to 84.25 % after 80 rollout steps")
+    final = comparisons.set_index("name").loc["final_skill"]
+    assert f"adds +2.00 points [{prose.points(final['success_lo'])}, {prose.points(final['success_hi'])}]" in test
+    paired = prose.release_paired(comparisons, "en")
+    assert "139 tasks fixed and 9 broken — its interval excludes zero" in paired
+    assert "19 tasks fixed and 11 broken — its interval covers zero" in paired
+    assert prose.release_rounds(rounds, "en").startswith("The bank goes 10 → 7 → 5 → 8 → 8 chunks. Bare validation "
+                                                        "success goes 74.75 % → 80.00 % → 84.75 % → 86.00 %")
+    assert "从 +0.0257 变为 +0.0066" in prose.release_rounds(rounds, "zh")
+    assert "51.75%（基座）" in prose.release_test(conditions, comparisons, 80, "zh")
+    with pytest.raises(ValueError, match=r"language: expected one of \['en', 'zh'\], got 'de'"):
+        prose.release_paired(comparisons, "de")
+
+
+def test_round_and_warm_start_sentences() -> None:
+    comparison = {"paired": {"pairs": 200, "success_transitions": {"0->1": 39, "1->0": 3, "1->1": 52, "0->0": 106},
+                             "metrics": {"r_success": {"a_mean": 0.455, "b_mean": 0.635, "mean_difference": 0.18,
+                                                       "confidence_interval": [0.125, 0.24]}}}}
+    assert prose.round_val(comparison, "en") == (
+        "Bare val success on 200 val tasks went from 45.50 % to 63.50 %: +18.00 points [+12.50, +24.00] "
+        "(task-paired bootstrap), 39 tasks fixed and 3 broken.")
+    warmstart = project_root() / "params" / "organism_warmstart"
+    metrics = json.loads((warmstart / "manifest.json").read_text(encoding="utf-8"))["metrics"]
+    truth = json.loads((warmstart / "ground_truth.json").read_text(encoding="utf-8"))
+    effects = sorted(chunk["effect"] for chunk in truth["chunks"].values())
+    sentence = prose.warmstart_effects(metrics, truth, "en")
+    assert sentence.startswith(f"On {metrics['bare']['episodes']} val tasks: bare success "
+                               f"{prose.percent(metrics['bare']['success'], 'en')}, with $S_0$")
+    assert f"adds {prose.points(effects[-1])} points" in sentence
+    assert f"every other chunk adds {prose.points(effects[0])} … {prose.points(effects[-2])} points" in sentence
+
+
+def test_gate_validation_sentence() -> None:
+    def seed(mask_seed: int, rho: float, coverage: float) -> SeedValidation:
+        return SeedValidation(mask_seed, 400, 0.2, TruthComparison({}, rho, coverage, 0.87))
+
+    reports = {1: GateValidationReport("success", 1, None, (seed(20260901, 0.98, 1.0), seed(1, 0.88, 0.875))),
+               2: GateValidationReport("success", 2, None, (seed(20260901, 0.5, 0.5),))}
+    sentence = prose.gate_validation(reports, "en")
+    assert sentence.startswith("With m = 1 masked rollout(s) per task (mask seeds 20260901, 1), Spearman's ρ "
+                               "averages 0.93 (0.98 / 0.88) and CI coverage 0.94")
+    assert sentence.endswith("With m = 2 masked rollout(s) per task (mask seeds 20260901), Spearman's ρ averages "
+                             "0.50 (0.50) and CI coverage 0.50; the attainable ρ is 0.87; the target (ρ ≥ 0.8, "
+                             "coverage ≥ 0.9) is not met.")
+    assert "已达到" in prose.gate_validation({1: reports[1]}, "zh")
+    tied = {1: GateValidationReport("success", 1, None, (seed(1, float("nan"), 1.0),))}
+    assert "ρ averages — (—) and CI coverage 1.00" in prose.gate_validation(tied, "en")
