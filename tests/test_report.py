@@ -537,7 +537,7 @@ def test_browser_live_replay_ui(browser_runs: Path) -> None:
 
 
 def test_every_notebook_has_a_home_on_a_page() -> None:
-    """Notebooks 00–09 are all executed by the build and embedded on a page of each language."""
+    """Every notebook is executed by the build and embedded on a page of each language."""
     manifest = {spec.name for spec in load_manifest(ROOT / MANIFEST_PATH).notebooks}
     notebooks = {path.stem for path in (ROOT / "notebooks").glob("*.ipynb")}
     assert notebooks <= manifest, sorted(notebooks - manifest)
