@@ -400,4 +400,4 @@ def test_behaviour_runs_uses_given_runs_and_their_labels(runs) -> None:
                             stand_ins={"a": "expert", "b": "expert"}, labels={"a": "", "b": "mine"})
     assert chosen.run_dirs == {arm: Path(path) for arm, path in given.items()}
     assert chosen.labels == {"a": f"scripted-expert ({BASE_TAG}), val", "b": "mine"}
-    assert chosen.to_dict()["b"] == {"run": given["b"], "label": "mine"}
+    assert chosen.to_dict()["arms"]["b"] == {"run": given["b"], "label": "mine"}
