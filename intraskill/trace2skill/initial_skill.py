@@ -35,6 +35,7 @@ from intraskill.trace2skill.roles import (
     INITIAL_SKILL_TOOL,
     RoleConfig,
     call_structured,
+    require_each_once,
 )
 
 DRAFT_SCHEMA_VERSION = "shopsimrl-initial-skill-draft-v2"
@@ -188,11 +189,7 @@ def validate_initial_skill(arguments: Mapping[str, Any], cluster_ids: Sequence[s
             raise InitialSkillError(f"{key}: expected a list of strings")
     check_payload({"conflicts_resolved": conflicts}, lookup, "conflicts_resolved")
     cited += evidence_only
-    repeated = sorted({c for c in cited if cited.count(c) > 1})
-    missing, stray = sorted(set(cluster_ids) - set(cited)), sorted(set(cited) - set(cluster_ids))
-    if repeated or missing or stray:
-        raise InitialSkillError(f"evidence_cluster_ids: every cluster exactly once (repeated {repeated}, missing "
-                                f"{missing}, unknown {stray})")
+    require_each_once(cited, cluster_ids, "evidence_cluster_ids", "cluster", InitialSkillError)
     ids = chunk_ids([(chunk.title, evidence) for _, chunk, evidence in parsed])
     drafts = tuple(DraftChunk(ident, order, stage, chunk, evidence)
                    for order, (ident, (stage, chunk, evidence)) in enumerate(zip(ids, parsed), start=1))

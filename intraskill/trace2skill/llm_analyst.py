@@ -62,6 +62,7 @@ from intraskill.trace2skill.roles import (
     call_structured,
     draft_text,
     rejected,
+    require_each_once,
     submission,
 )
 
@@ -221,11 +222,7 @@ def validate_clusters(arguments: Mapping[str, Any], card_ids: Sequence[str], max
     if not isinstance(evidence_only, list):
         raise ValueError("evidence_only_card_ids: expected a list")
     cited += evidence_only
-    repeated = sorted({c for c in cited if cited.count(c) > 1})
-    missing, stray = sorted(set(card_ids) - set(cited)), sorted(set(cited) - set(card_ids))
-    if repeated or missing or stray:
-        raise ValueError(f"evidence_card_ids: every card exactly once (repeated {repeated}, missing {missing}, "
-                         f"unknown {stray})")
+    require_each_once(cited, card_ids, "evidence_card_ids", "card")
     return dict(arguments)
 
 

@@ -12,7 +12,7 @@ for the analyst and 8192 for the compiler, base seed 20260831.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -322,3 +322,14 @@ def call_structured(
         except ValueError as error:
             log.append(rejected(attempt, draft_text(generation), error))
     raise RoleFailure(f"{name}: no valid submission in {config.attempts} attempts (last: {log[-1]['error']})", log)
+
+
+def require_each_once(cited: Sequence[str], expected: Iterable[str], field: str, what: str,
+                      error: type[ValueError] = ValueError) -> None:
+    """Raise ``error`` naming ``field`` unless ``cited`` names every ``expected`` id exactly once (a submission
+    must account for each of its inputs: repeated, missing and unknown ids are listed)."""
+    known = set(expected)
+    repeated = sorted({c for c in cited if cited.count(c) > 1})
+    missing, stray = sorted(known - set(cited)), sorted(set(cited) - known)
+    if repeated or missing or stray:
+        raise error(f"{field}: every {what} exactly once (repeated {repeated}, missing {missing}, unknown {stray})")
