@@ -46,7 +46,7 @@ def test_the_shipped_warm_start_plays_a_rollout_and_takes_one_update(organism_en
     [result] = run_episodes(policy, lambda: InProcessEnvironment(organism_engine), [job], config, progress=False)
     tokens = result.session_tokens
     assert result.model_steps == 2 and tokens is not None and tokens.loss_mask.count(1) > 0
-    assert result.protocol_errors == 0  # the warm start answers with tool calls, as the zero-shot model did not
+    assert tokens.loss_mask.count(1) == result.tokens["completion"]  # what was sampled is what is trained
 
     sample = TrainSample.from_session_tokens(tokens, 1.0, 0, job.episode_id)
     lora = LoraParams()
