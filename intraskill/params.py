@@ -328,7 +328,13 @@ class WarmstartParams(_Section):
     them with probability ``base`` plus the ``weights`` of the chunks in context. The organism is cloned from
     those demonstrations (loss on assistant tokens only), then evaluated bare and with S₀, and each
     chunk's true marginal effect is measured by a paired evaluation (chunk alone vs bare).
+
+    The organism (``model.spec: organism``) is a random-init model trained in full; any other in-process spec
+    (``smollm2``, a local HF directory) starts from its own weights and is cloned with LoRA adapters (``lora``,
+    peft) or in full (``lora: null``), behaviour cloning only (no drills, no LM phase).
     """
+
+    plan_optional: ClassVar[tuple[str, ...]] = ("lora",)
 
     skills: str = "params/organism_s0.json"
     """S₀ SkillBank: chunk metadata ``competence`` (helpful), ``habit`` (harmful) or neither (neutral)."""
@@ -386,10 +392,14 @@ class WarmstartParams(_Section):
     """Global gradient-norm clip."""
     batch_tokens: int = Field(8192, ge=256)
     """Token budget of one optimizer step (whole episodes packed up to this many tokens)."""
+    lora: LoraParams | None = None
+    """LoRA adapters of a pretrained model's warm start (peft; the shipped checkpoint is the adapter alone);
+    ``null`` = full fine-tuning. The random-init organism is always trained in full."""
     eval_episodes: int = Field(200, ge=1)
     """Val tasks of the bare and with-S₀ evaluation of the warm start."""
-    ground_truth_episodes: int = Field(200, ge=1)
-    """Val tasks per arm of the per-chunk ground truth (chunk alone vs bare, paired by task and seed)."""
+    ground_truth_episodes: int = Field(200, ge=0)
+    """Val tasks per arm of the per-chunk ground truth (chunk alone vs bare, paired by task and seed); 0 skips
+    the chunk-alone arms (``ground_truth.json`` then has no chunks: a large model on a CPU)."""
     eval_batch_size: int = Field(64, ge=1)
     """Episodes per lockstep batch during evaluation."""
     out_dir: str = "runs/warmstart"
@@ -614,6 +624,13 @@ class Params(_Section):
                 f"and divide the {admitted} admitted episodes per step (round.rollout_batch_size × "
                 "n_samples_per_prompt)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _lora_needs_pretrained_weights(self) -> "Params":
+        if self.warmstart.lora is not None and self.model.spec == "organism":
+            raise ValueError("warmstart.lora: the organism's warm start trains a random-init model in full; "
+                             "set warmstart.lora: null (LoRA is for a pretrained model.spec such as smollm2)")
         return self
 
 

@@ -30,6 +30,35 @@ def test_random_organism_is_cached_and_reloads_identically(tmp_path) -> None:
     assert from_checkpoint.generate([request])[0].token_ids == first.generate([request])[0].token_ids
 
 
+def test_a_lora_warm_start_is_merged_into_the_specs_own_weights(tmp_path) -> None:
+    import torch
+
+    from intraskill.organism.warmstart import save_checkpoint
+    from intraskill.params import LoraParams
+    from intraskill.policy.factory import load_model, random_organism, weights_digest
+    from intraskill.training.grpo import apply_lora
+
+    base_dir = tmp_path / "base"
+    model, tokenizer = random_organism(TINY, tmp_path / "cache")
+    model.save_pretrained(str(base_dir))
+    tokenizer.save_pretrained(str(base_dir))
+    adapted = apply_lora(model, LoraParams(rank=4))
+    with torch.no_grad():
+        for name, parameter in adapted.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.5)  # a trained adapter: B is zero only at initialisation
+    ids = torch.tensor([[1, 5, 9, 3]])
+    expected = adapted.to(torch.bfloat16).float()(input_ids=ids).logits
+    checkpoint = save_checkpoint(adapted, tokenizer, tmp_path / "warmstart")
+    assert {p.name for p in checkpoint.iterdir()} >= {"adapter_config.json", "adapter_model.safetensors"}
+    merged, _, model_id, checkpoint_id = load_model(str(base_dir), checkpoint=str(checkpoint))
+    assert (model_id, checkpoint_id) == (str(base_dir), weights_digest(checkpoint))
+    assert not any("lora" in name for name, _ in merged.named_parameters())
+    base_only = load_model(str(base_dir))[0](input_ids=ids).logits
+    got = merged(input_ids=ids).logits
+    assert (got - expected).abs().max() < 0.05 * (got - base_only).abs().max()  # bf16 adapter, float32 base
+
+
 def test_specs_are_checked() -> None:
     remote = load_policy("openai:http://127.0.0.1:9/v1#served", max_retries=0)
     assert isinstance(remote, OpenAIPolicy) and remote.identity["model_id"] == "served"

@@ -517,3 +517,34 @@ def test_title_sensitivity_is_the_mean_log_likelihood_drop(tokenizer) -> None:
             deltas.append(total - reply_logprob(model, *tokenize_demonstration(dropped, tok)))
         assert result[skill.skill_id].mean_nats == pytest.approx(sum(deltas) / len(deltas), abs=1e-3)
         assert any(abs(d) > 1e-3 for d in deltas)  # a random model still reads the block
+
+
+def test_a_pretrained_spec_is_cloned_with_lora_and_ships_its_adapter(tmp_path: Path) -> None:
+    from intraskill.organism.shipped import ship_warmstart
+    from intraskill.organism.warmstart import run_warmstart
+    from intraskill.policy.factory import ADAPTER_CONFIG, load_model, random_organism
+    from intraskill.policy.organism import OrganismConfig
+
+    pretrained = tmp_path / "pretrained"  # stands for smollm2: a model directory with its own weights
+    data = CI.model_dump()
+    data["model"]["organism"]["max_position"] = 32768  # standard-view demonstrations in a protocol-corpus BPE
+    model, tokenizer = random_organism(OrganismConfig(**data["model"]["organism"]))
+    model.save_pretrained(str(pretrained))
+    tokenizer.save_pretrained(str(pretrained))
+    data["model"].update(spec=str(pretrained), checkpoint=None)
+    data["warmstart"].update(demos=4, steps=2, warmup_steps=1, lora={"rank": 4}, eval_episodes=2,
+                             ground_truth_episodes=0)
+    params = params_from_dict(data)
+    manifest = run_warmstart(params, out_dir=tmp_path / "run", progress=False)
+    assert manifest["bc"]["steps"] == 2 and manifest["bc"]["drill_steps"] == manifest["bc"]["lm_steps"] == 0
+    assert manifest["demos"]["trained_parameters"] < manifest["demos"]["parameters"]  # the adapters alone
+    assert manifest["metrics"]["alone"] == {} and manifest["metrics"]["bare"]["episodes"] == 2
+    shipped = ship_warmstart(tmp_path / "run", tmp_path / "shipped")
+    assert verify_shipped(shipped) == []
+    names = {p.name for p in (shipped / "checkpoint").iterdir()}
+    assert ADAPTER_CONFIG in names and "model.safetensors" not in names
+    merged, _, _, checkpoint_id = load_model(str(pretrained), checkpoint=str(shipped / "checkpoint"))
+    assert checkpoint_id == manifest["checkpoint_sha256"]
+    assert not warmstart_matches(shipped, params)  # never taken for an organism's warm start
+    with pytest.raises(ParamsError, match="warmstart.lora"):
+        params_from_dict({**data, "model": {**data["model"], "spec": "organism"}})

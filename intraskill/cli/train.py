@@ -30,8 +30,8 @@ def warmstart_command(
     progress: bool = PROGRESS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Collect S0-gated expert demos, behaviour-clone the organism, evaluate it and write the
-    checkpoint, manifest.json and ground_truth.json."""
+    """Collect S0-gated expert demos, behaviour-clone the organism (or a pretrained model.spec such as smollm2,
+    with LoRA or in full), evaluate it and write the checkpoint, manifest.json and ground_truth.json."""
     # deferred: a verb loads its stage only when it runs
     from intraskill.organism.shipped import ship_warmstart
     from intraskill.organism.warmstart import run_warmstart

@@ -131,15 +131,22 @@ def collate_soft(examples: Sequence[BCExample]) -> SoftBatch | None:
 def bc_loss(model: PreTrainedModel, ids: torch.Tensor, labels: torch.Tensor,
             soft: SoftBatch | None = None) -> torch.Tensor:
     """Mean next-token cross-entropy over the assistant tokens (labels ≠ −100) of the batch; at the
-    ``soft`` positions the cross-entropy is taken against the teacher's distribution instead."""
+    ``soft`` positions the cross-entropy is taken against the teacher's distribution instead.
+
+    Without soft targets only the positions that predict a supervised token are projected onto the vocabulary
+    (``logits_to_keep``): the same loss, without the (positions × vocabulary) logits of prompts and pages.
+    """
     # deferred: torch is heavy to import
     import torch
 
-    logits = model(input_ids=ids).logits[:, :-1].float()
     targets = labels[:, 1:]
     if soft is None:
-        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+        kept = (targets != -100).any(dim=0).nonzero().flatten()
+        logits = model(input_ids=ids, logits_to_keep=kept).logits.float()
+        picked = targets[:, kept]
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), picked.reshape(-1),
                                                  ignore_index=-100)
+    logits = model(input_ids=ids).logits[:, :-1].float()
     losses = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
                                                ignore_index=-100, reduction="none").view(targets.shape)
     columns = soft.positions - 1

@@ -70,8 +70,10 @@ def warmstart_matches(directory: Path, params: Params) -> bool:
                 "organism": params.model.organism.model_dump(mode="json"), "view": params.model.view,
                 "warmstart": training_settings(params.warmstart)}
     model = recorded.get("model") or {}
-    settings = {**WarmstartParams().model_dump(mode="json"), **(recorded.get("warmstart") or {})}
-    trained = {k: v for k, v in settings.items() if k not in NOT_TRAINING}
+    defaults = WarmstartParams().model_dump(mode="json")
+    settings = {**defaults, **(recorded.get("warmstart") or {})}
+    trained = {k: v for k, v in settings.items() if k not in NOT_TRAINING
+               and not (k in WarmstartParams.plan_optional and v == defaults[k])}
     found = {"store": recorded.get("store"), "organism": model.get("organism"),
              "view": model.get("view", "standard"), "warmstart": trained}
     return json.loads(json.dumps(found)) == expected

