@@ -653,6 +653,7 @@ def plan_dump(params: Params) -> dict[str, Any]:
     data = params.model_dump(mode="json")
     del data["skill1_warmstart"], data["cold_start"]
     data["skill1"] = section_plan(params.skill1)
+    data["warmstart"] = section_plan(params.warmstart)
     data["matrix"]["define"] = {name: section_plan(arm) for name, arm in params.matrix.define.items()}
     del data["round"]["report_to"]
     if params.round.method == "intraskill":
