@@ -543,6 +543,7 @@ def test_a_pretrained_spec_is_cloned_with_lora_and_ships_its_adapter(tmp_path: P
     assert verify_shipped(shipped) == []
     names = {p.name for p in (shipped / "checkpoint").iterdir()}
     assert ADAPTER_CONFIG in names and "model.safetensors" not in names
+    assert "tokenizer.json" not in names and "README.md" not in names  # the spec brings its tokenizer
     merged, _, _, checkpoint_id = load_model(str(pretrained), checkpoint=str(shipped / "checkpoint"))
     assert checkpoint_id == manifest["checkpoint_sha256"]
     assert not warmstart_matches(shipped, params)  # never taken for an organism's warm start

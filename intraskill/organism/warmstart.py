@@ -15,7 +15,7 @@ Pipeline (:func:`run_warmstart`, ``intraskill warmstart --params P``):
    episodes packed into token-budget micro-batches, seeded, resumable after a kill (``bc_state.pt``);
    A pretrained ``model.spec`` (``smollm2``, a local HF directory) replaces steps 2–3 by behaviour cloning
    of its own weights, with LoRA adapters (``warmstart.lora``, peft) or in full (:func:`train_pretrained`);
-4. save ``checkpoint/`` (``save_pretrained`` in bfloat16 + tokenizer; a LoRA adapter alone), then evaluate the *saved*
+4. save ``checkpoint/`` (``save_pretrained`` in bfloat16 + tokenizer; a LoRA adapter alone, without tokenizer), then evaluate the *saved*
    checkpoint with the lockstep :class:`~intraskill.policy.hf.HFPolicy` on val: bare, with S₀, and
    each chunk alone (paired with bare by task and episode seed) → ``ground_truth.json``;
 5. ``manifest.json``: parameters, seeds, data and weight hashes, steps, losses, timings, metrics.
@@ -148,15 +148,20 @@ def train_pretrained(params: Params, demos: Sequence[Demonstration], out: Path,
 
 
 def save_checkpoint(model: Any, tokenizer: Any, out: Path) -> Path:
-    """``save_pretrained`` of the model (in :data:`CHECKPOINT_DTYPE`, on the CPU; of a peft model its adapter
-    alone) and its tokenizer into ``out/checkpoint``; returns that directory."""
+    """``save_pretrained`` of the model (in :data:`CHECKPOINT_DTYPE`, on the CPU) and its tokenizer into
+    ``out/checkpoint``; returns that directory. A peft model saves its adapter alone: the spec it is merged into
+    brings its own tokenizer (:func:`~intraskill.policy.factory.load_model`), and peft's generated model card is
+    not kept."""
     # deferred: torch is heavy to import
     import torch
 
     checkpoint = out / CHECKPOINT_DIR
     checkpoint.mkdir(parents=True, exist_ok=True)
     model.to("cpu", getattr(torch, CHECKPOINT_DTYPE)).save_pretrained(str(checkpoint))
-    tokenizer.save_pretrained(str(checkpoint))
+    if hasattr(model, "peft_config"):
+        (checkpoint / "README.md").unlink(missing_ok=True)
+    else:
+        tokenizer.save_pretrained(str(checkpoint))
     return checkpoint
 
 
