@@ -7,7 +7,14 @@ import math
 import pytest
 import torch
 
-from intraskill.training.loss import clipped_surrogate, k3_kl, masked_sum_mean, token_entropy, token_logprobs
+from intraskill.training.loss import (
+    clipped_surrogate,
+    k3_kl,
+    masked_sum_mean,
+    scored_positions,
+    token_entropy,
+    token_logprobs,
+)
 
 RATIOS = [1.1, 1.5, 0.5]  # inside, above 1 + 0.28, below 1 - 0.2
 
@@ -32,6 +39,27 @@ def test_token_logprobs_shift_and_temperature() -> None:
             assert float(got[b, t]) == pytest.approx(float(expected), abs=1e-6)
     with pytest.raises(ValueError, match="temperature"):
         token_logprobs(logits, ids, temperature=0.0)
+
+
+def test_kept_positions_score_exactly_the_loss_mask_tokens() -> None:
+    gen = torch.Generator().manual_seed(5)
+    logits = torch.randn(2, 6, 9, generator=gen)
+    ids = torch.randint(0, 9, (2, 6), generator=gen)
+    mask = torch.tensor([[0, 0, 1, 1, 0, 0], [0, 0, 0, 0, 1, 0]])
+    positions = scored_positions(mask)
+    assert positions.tolist() == [1, 2, 3]
+    kept = logits[:, positions]
+    full_logp, full_entropy = token_logprobs(logits, ids, 0.6), token_entropy(logits, 0.6)
+    got_logp = token_logprobs(kept, ids, 0.6, positions)
+    got_entropy = token_entropy(kept, 0.6, positions, length=6)
+    scored = torch.zeros(6, dtype=torch.bool)
+    scored[positions + 1] = True
+    assert torch.allclose(got_logp[:, scored], full_logp[:, scored]) and torch.all(got_logp[:, ~scored] == 0)
+    assert torch.allclose(got_entropy[:, scored], full_entropy[:, scored]) and torch.all(got_entropy[:, ~scored] == 0)
+    with pytest.raises(ValueError, match="positions"):
+        token_logprobs(logits, ids, 0.6, positions)
+    with pytest.raises(ValueError, match="sequence length"):
+        token_entropy(kept, 0.6, positions)
 
 
 def test_entropy_of_uniform_is_log_vocab() -> None:

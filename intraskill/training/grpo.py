@@ -28,7 +28,14 @@ from intraskill.training.batching import (
     padding_waste,
     split_updates,
 )
-from intraskill.training.loss import clipped_surrogate, k3_kl, masked_sum_mean, token_entropy, token_logprobs
+from intraskill.training.loss import (
+    clipped_surrogate,
+    k3_kl,
+    masked_sum_mean,
+    scored_positions,
+    token_entropy,
+    token_logprobs,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -274,10 +281,18 @@ class GRPOTrainer:
             return nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
 
-    def _logits(self, model: torch.nn.Module, batch: MicroBatch) -> torch.Tensor:
+    def _logits(self, model: torch.nn.Module, batch: MicroBatch, positions: torch.Tensor) -> torch.Tensor:
+        """Logits at ``positions`` only (:func:`~intraskill.training.loss.scored_positions`)."""
         with self._autocast():
-            output = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
+            output = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False,
+                           logits_to_keep=positions)
         return output.logits
+
+    def _logprobs(self, model: torch.nn.Module, batch: MicroBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(token log-probs (B, T), kept logits, their positions)`` of one micro-batch."""
+        positions = scored_positions(batch.loss_mask)
+        logits = self._logits(model, batch, positions)
+        return token_logprobs(logits, batch.input_ids, self.config.temperature, positions), logits, positions
 
     def _reference_logprobs(self, batch: MicroBatch) -> torch.Tensor:
         # deferred: torch is heavy to import
@@ -285,11 +300,9 @@ class GRPOTrainer:
 
         with torch.no_grad():
             if self.ref_model is not None:
-                logits = self._logits(self.ref_model, batch)
-            else:
-                with self.model.disable_adapter():
-                    logits = self._logits(self.model, batch)
-            return token_logprobs(logits, batch.input_ids, self.config.temperature)
+                return self._logprobs(self.ref_model, batch)[0]
+            with self.model.disable_adapter():
+                return self._logprobs(self.model, batch)[0]
 
     def micro_batches(self, samples: Sequence[TrainSample]) -> list[list[int]]:
         """Index lists of the micro-batches of ``samples`` (first-fit decreasing under the token budget)."""
@@ -311,9 +324,7 @@ class GRPOTrainer:
             with torch.no_grad():
                 for indices in self.micro_batches(samples):
                     batch = collate([samples[i] for i in indices], self.device, self.config.pad_token_id)
-                    logits = self._logits(self.model, batch)
-                    logp = token_logprobs(logits, batch.input_ids, self.config.temperature)
-                    logp = (logp * batch.loss_mask).cpu()
+                    logp = (self._logprobs(self.model, batch)[0] * batch.loss_mask).cpu()
                     for row, index in enumerate(indices):
                         out[index] = logp[row, : len(samples[index])].tolist()
         finally:
@@ -336,8 +347,7 @@ class GRPOTrainer:
         totals.micro_batches = len(bins)
         for indices in bins:
             batch = collate([samples[i] for i in indices], self.device, config.pad_token_id)
-            logits = self._logits(self.model, batch)
-            logp = token_logprobs(logits, batch.input_ids, config.temperature)
+            logp, logits, positions = self._logprobs(self.model, batch)
             pg_loss, clipfrac, approx_kl = clipped_surrogate(
                 logp, batch.old_logprobs, batch.advantages, batch.loss_mask, config.eps_low, config.eps_high,
                 denominator=model_tokens,
@@ -349,7 +359,8 @@ class GRPOTrainer:
                 totals.kl_ref += float(kl.detach())
             loss.backward()
             entropy = masked_sum_mean(
-                token_entropy(logits.detach(), config.temperature), batch.loss_mask, denominator=model_tokens
+                token_entropy(logits.detach(), config.temperature, positions, batch.input_ids.shape[1]),
+                batch.loss_mask, denominator=model_tokens,
             )
             totals.loss += float(loss.detach())
             totals.pg_loss += float(pg_loss.detach())

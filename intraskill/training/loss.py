@@ -19,22 +19,49 @@ if TYPE_CHECKING:
     import torch
 
 
-def _shifted_log_softmax(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """``log_softmax(logits[:, :-1] / temperature)`` in float32, shape ``(B, T-1, V)``."""
+def _scaled_log_softmax(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``log_softmax(logits / temperature)`` in float32 over the last (vocabulary) axis."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0 to score sampled tokens, got {temperature}")
-    return (logits[:, :-1].float() / temperature).log_softmax(dim=-1)
+    return (logits.float() / temperature).log_softmax(dim=-1)
 
 
-def _pad_first(values: torch.Tensor) -> torch.Tensor:
-    """Prepend a zero column so a ``(B, T-1)`` tensor aligns with ``input_ids`` ``(B, T)``."""
+def _predicting(logits: torch.Tensor, length: int, positions: torch.Tensor | None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The logits that predict a token and their positions: all ``T-1`` of them, or the given ones."""
     # deferred: torch is heavy to import
     import torch
 
-    return torch.cat([values.new_zeros(values.shape[0], 1), values], dim=1)
+    if positions is None:
+        return logits[:, :-1], torch.arange(length - 1, device=logits.device)
+    if logits.shape[1] != positions.numel():
+        raise ValueError(f"logits hold {logits.shape[1]} positions, positions name {positions.numel()}")
+    return logits, positions
 
 
-def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: float) -> torch.Tensor:
+def _spread(values: torch.Tensor, positions: torch.Tensor, length: int) -> torch.Tensor:
+    """Place ``(B, K)`` values predicted at ``positions`` onto their tokens' columns of a ``(B, T)`` zero tensor."""
+    return values.new_zeros(values.shape[0], length).index_copy(1, positions + 1, values)
+
+
+def scored_positions(loss_mask: torch.Tensor) -> torch.Tensor:
+    """Positions whose logits predict a loss-mask token in some row (``t - 1`` for each such column ``t``).
+
+    Pass them to the model as ``logits_to_keep`` and on to :func:`token_logprobs` / :func:`token_entropy`:
+    only these positions are projected onto the vocabulary, so a micro-batch of long prompts and pages does not
+    hold ``(B, T, V)`` float logits (8k tokens of a 49k vocabulary are 1.6 GB per copy).
+
+    Examples
+    --------
+    >>> import torch
+    >>> scored_positions(torch.tensor([[0, 0, 1, 1], [0, 1, 0, 0]]))
+    tensor([0, 1, 2])
+    """
+    return (loss_mask[:, 1:] != 0).any(dim=0).nonzero().flatten()
+
+
+def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: float,
+                   positions: torch.Tensor | None = None) -> torch.Tensor:
     """Log-probability of each token under the temperature-scaled distribution of the previous position.
 
     This is what the rollout recorded (log-softmax of ``logits / temperature``), so the trainer must
@@ -43,16 +70,18 @@ def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: f
     Parameters
     ----------
     logits
-        ``(B, T, V)`` model outputs (any float dtype; computed in float32).
+        ``(B, T, V)`` model outputs (any float dtype; computed in float32), or ``(B, K, V)`` at ``positions``.
     input_ids
         ``(B, T)`` token ids.
     temperature
         Sampling temperature, > 0.
+    positions
+        ``(K,)`` the positions ``logits`` were kept at (:func:`scored_positions`); ``None``: all of them.
 
     Returns
     -------
     torch.Tensor
-        ``(B, T)`` float32; column 0 is 0.
+        ``(B, T)`` float32; column 0, and every token not predicted at ``positions``, is 0.
 
     Examples
     --------
@@ -61,15 +90,19 @@ def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: f
     >>> token_logprobs(logits, torch.tensor([[0, 3]]), 1.0)
     tensor([[ 0.0000, -1.3863]])
     """
-    log_probs = _shifted_log_softmax(logits, temperature)
-    picked = log_probs.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-    return _pad_first(picked)
+    length = input_ids.shape[1]
+    logits, positions = _predicting(logits, length, positions)
+    log_probs = _scaled_log_softmax(logits, temperature)
+    picked = log_probs.gather(-1, input_ids[:, positions + 1].unsqueeze(-1)).squeeze(-1)
+    return _spread(picked, positions, length)
 
 
-def token_entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+def token_entropy(logits: torch.Tensor, temperature: float, positions: torch.Tensor | None = None,
+                  length: int | None = None) -> torch.Tensor:
     """Entropy (nats) of the temperature-scaled next-token distribution that produced each token.
 
-    Returns ``(B, T)`` float32 aligned with ``input_ids`` (column 0 is 0).
+    Returns ``(B, T)`` float32 aligned with ``input_ids`` (column 0 is 0). With ``positions`` (the logits were
+    kept there), ``length`` is the sequence length ``T`` and tokens not predicted there hold 0.
 
     Examples
     --------
@@ -77,8 +110,12 @@ def token_entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     >>> token_entropy(torch.zeros(1, 2, 4), 1.0)
     tensor([[0.0000, 1.3863]])
     """
-    log_probs = _shifted_log_softmax(logits, temperature)
-    return _pad_first(-(log_probs.exp() * log_probs).sum(dim=-1))
+    if positions is not None and length is None:
+        raise ValueError("token_entropy at kept positions needs the sequence length")
+    length = logits.shape[1] if positions is None else length
+    logits, positions = _predicting(logits, length, positions)
+    log_probs = _scaled_log_softmax(logits, temperature)
+    return _spread(-(log_probs.exp() * log_probs).sum(dim=-1), positions, length)
 
 
 def masked_sum_mean(
