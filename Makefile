@@ -14,9 +14,12 @@ $(BIN)/python:
 
 # torch is pinned to the CPU wheel first so that nothing pulls a CUDA build. The trl extra (five small wheels,
 # torch and transformers untouched) lets the suite run a real GRPOTrainer step (tests/test_trl.py, ~20 s of CPU).
+# openenv-core comes without its Gradio web UI (openenv-nogui: what openenv.core imports), so pillow stays and the
+# suite serves the store over OpenEnv (tests/test_openenv.py, and TRL through it).
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e ".[dev,lab,trl]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,lab,trl,openenv-nogui]"
+	$(BIN)/python -m pip install --quiet --no-deps "openenv-core>=0.3.0,<0.4"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 

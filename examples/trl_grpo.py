@@ -4,12 +4,15 @@ The organism's warm start by default (``params/organism.yaml``: a Qwen3-architec
 TRL loads with its tokenizer), on CPU; ``--model`` trains another Hugging Face directory with the parameter set's
 settings, and ``--params params/smollm2.yaml`` SmolLM2 (loaded as the package loads it), on a GPU when
 ``model.device`` finds one. ``--skills`` puts S0's chunks in the prompts with
-group-shared masks (the round's curriculum); without it every episode is bare. Prints one JSON object per step
-and a summary (seconds, rewards, the saved model).
+group-shared masks (the round's curriculum); without it every episode is bare. ``--env-url`` plays the episodes
+through the store served as an OpenEnv environment instead of an engine in this process (the same pages and
+rewards; the task ids still come from the parameter set's store). Prints one JSON object per step and a summary
+(seconds, rewards, the saved model).
 
     pip install -e ".[trl]"
     OMP_NUM_THREADS=2 python examples/trl_grpo.py --steps 3 --out runs/trl-grpo
     python examples/trl_grpo.py --params params/smollm2.yaml --steps 3     # on a GPU
+    python examples/trl_grpo.py --steps 3 --env-url http://127.0.0.1:5700  # through OpenEnv (the openenv extra)
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="rollout steps (one optimizer update each)")
     parser.add_argument("--skills", action="store_true", help="S0's chunks in the prompts, group-shared masks")
     parser.add_argument("--store-root", default=None, help="the built store (default: the params' cached store)")
+    parser.add_argument("--env-url", default=None,
+                        help="play the store served over OpenEnv at this URL (intraskill env serve --protocol openenv "
+                             "--root <the params' store>; the openenv extra) instead of an engine in this process")
     parser.add_argument("--out", default="runs/trl-grpo", help="output directory (TRL's files and the model)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     args = parser.parse_args()
@@ -61,7 +67,8 @@ def main() -> None:
         model, tokenizer, _, _ = load_model(params.model.spec, checkpoint=params.model.checkpoint)
     start = time.perf_counter()
     store = open_train_store(params, args.store_root)
-    rollout = store_rollout(params, store.engine, curriculum)
+    rollout = (store_rollout(params, curriculum=curriculum, env_url=args.env_url) if args.env_url
+               else store_rollout(params, store.engine, curriculum))
     trainer = build_trainer(params, model, rollout, round_tasks(params, store.task_ids, args.steps),
                             out / "trainer", args.steps, tokenizer=tokenizer)
     trainer.train()

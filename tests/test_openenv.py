@@ -15,11 +15,13 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 pytest.importorskip("openenv.core", reason="the openenv extra is not installed (pip install 'intraskill[openenv]')")
 
 from websockets.exceptions import ConnectionClosedError  # noqa: E402
 
+from intraskill.integrations.openenv.agent_env import openenv_environments  # noqa: E402
 from intraskill.integrations.openenv.client import ShopEnvClient  # noqa: E402
 from intraskill.integrations.openenv.models import ShopAction, ShopObservation  # noqa: E402
 from intraskill.integrations.openenv.server import create_openenv_app, uvicorn_options  # noqa: E402
@@ -49,6 +51,12 @@ def server(engine: ShopEngine, small_store) -> Iterator[RunningService]:
     app = create_openenv_app(engine, small_store[2], slots=4, bank=BANK)
     with serve_in_thread(app, **uvicorn_options()) as running:
         yield running
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def client(server: RunningService) -> Any:
@@ -99,6 +107,35 @@ def test_expert_episodes_match_the_engine_step_by_step(server: RunningService, e
             assert "goal" not in state.model_dump()
             rewards.append(seen.reward)
     assert max(rewards) == 1.0, rewards  # at least one expert purchase scored in full
+
+
+def test_the_agent_environment_hands_the_runtime_the_engines_payloads(server: RunningService, engine: ShopEngine,
+                                                                      small_store) -> None:
+    catalog, _, splits = small_store
+    environments = openenv_environments(server.base_url)
+    for task_id in splits.ids("val")[:2]:
+        env, reference = environments(), engine.new_session()
+        try:
+            expected, seen = reference.reset(task_id), env.reset(task_id)
+            assert seen == {key: value for key, value in expected.items() if key != "interaction_mode"}
+            expert, task = ScriptedExpert(), catalog.task(task_id)
+            for _ in range(4):
+                action = expert.act(task, expected["observation_state"])
+                expected, seen = reference.step(action), env.step(action)
+                assert seen == {key: value for key, value in expected.items() if key != "idx"}, action
+                if seen["done"]:
+                    break
+            if not seen["done"]:
+                expected, seen = reference.terminate("action_limit"), env.terminate("action_limit")
+                assert {key: seen[key] for key in ("done", "reward", "reward_detail", "termination_reason", "goal")} \
+                    == {key: expected[key] for key in ("done", "reward", "reward_detail", "termination_reason", "goal")}
+        finally:
+            env.close()
+            env.close()  # idempotent
+    with pytest.raises(ValueError, match="serves a store with page_size=20, the parameter set plays 5"):
+        openenv_environments(server.base_url, {"page_size": 5})
+    with pytest.raises(ValueError, match="env_url: no OpenEnv store answers at http://127.0.0.1:"):
+        openenv_environments(f"http://127.0.0.1:{free_port()}", timeout_s=2.0)
 
 
 def test_a_seed_draws_the_same_task_every_time(server: RunningService) -> None:
@@ -225,11 +262,13 @@ def test_one_slot_leases_like_the_shopsimulator_service(engine: ShopEngine, smal
 @pytest.mark.slow
 def test_cli_serves_the_openenv_protocol(small_store_root: Path, small_store, tmp_path: Path) -> None:
     bank_path = save_skillbank(BANK, tmp_path / "bank.json")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params" / "ci.yaml").read_text())
+    params["store"]["page_size"] = 5
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    port = free_port()
     command = [sys.executable, "-m", "intraskill", "env", "serve", "--protocol", "openenv", "--root",
-               str(small_store_root), "--port", str(port), "--slots", "2", "--skillbank", str(bank_path)]
+               str(small_store_root), "--params", str(tmp_path / "params.yaml"), "--port", str(port), "--slots", "2",
+               "--skillbank", str(bank_path)]
     process = subprocess.Popen(command, cwd=Path(__file__).resolve().parents[1], env=os.environ.copy(),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -247,6 +286,10 @@ def test_cli_serves_the_openenv_protocol(small_store_root: Path, small_store, tm
             first = env.reset(task_id=small_store[2].ids("val")[0], skill_ids=["chunk-a"]).observation
             assert isinstance(first, ShopObservation) and "chunk-a" in (first.skill_context or "")
             assert env.step(ShopAction(action="search[mug]")).observation.page_state["page_type"] == "search_results"
+            assert env.state().store_config["page_size"] == 5  # the parameter set's store settings
+        openenv_environments(base_url, {"page_size": 5, "max_actions": 30})
+        with pytest.raises(ValueError, match="page_size=5, the parameter set plays 20"):
+            openenv_environments(base_url, {"page_size": 20})
     finally:
         process.terminate()
         process.wait(20)

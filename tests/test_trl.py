@@ -4,6 +4,7 @@ GRPOTrainer step of the organism's warm start through it (skipped without the tr
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -128,3 +129,38 @@ def test_grpo_trainer_trains_the_organism_on_store_episodes(organism_engine: Any
     changed = [name for name, value in trainer.model.state_dict().items() if not torch.equal(before[name], value)]
     assert changed, "one GRPOTrainer step on store rewards changes the weights"
     assert store.stats[0].episodes == 8 and store.stats[0].sampled_tokens > 0
+
+
+def test_the_recipe_trains_through_openenv_with_the_engines_episodes(organism_engine: Any, small_store: Any,
+                                                                      tmp_path: Path) -> None:
+    pytest.importorskip("trl", reason="the trl extra is not installed (pip install 'intraskill[trl]')")
+    pytest.importorskip("openenv.core", reason="the openenv extra is not installed (pip install 'intraskill[openenv]')")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from intraskill.integrations.openenv.server import create_openenv_app, uvicorn_options
+    from intraskill.integrations.trl.recipe import build_trainer, store_rollout
+    from intraskill.shop.service import serve_in_thread
+
+    params = organism_params(n_samples_per_prompt=4, rollout_batch_size=2)
+    tasks = organism_engine.train_ids[:2]
+    with serve_in_thread(create_openenv_app(organism_engine, small_store[2], slots=8),
+                         **uvicorn_options()) as server:
+        served = store_rollout(params, env_url=server.base_url)
+        trainer = build_trainer(params, WARM_START, served, tasks, tmp_path / "trl", steps=1)
+        trainer.train()
+    assert trainer.state.log_history[0]["grad_norm"] > 0.0, "the served store's rewards gave a gradient"
+    assert served.stats[0].store_calls > 16 and all(result.scored for result in served.results)
+
+    # the same episodes, played by the same warm start against the engine in this process
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(WARM_START), AutoTokenizer.from_pretrained(WARM_START)
+    stand_in = SimpleNamespace(accelerator=SimpleNamespace(unwrap_model=lambda m: m), model=model.train(),
+                               num_generations=4, processing_class=tokenizer)
+    local = store_rollout(params, organism_engine)
+    local([task_prompt(task) for task in tasks for _ in range(4)], stand_in)
+    assert [r.session_tokens.input_ids for r in served.results] == [r.session_tokens.input_ids for r in local.results]
+    def outcome(result: Any) -> tuple[Any, ...]:
+        return result.reward, result.reward_detail, result.termination_reason, result.trace.private_goal
+
+    assert [outcome(r) for r in served.results] == [outcome(r) for r in local.results]
+    with pytest.raises(ValueError, match="exactly one"):
+        store_rollout(params)

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from intraskill.cli.common import JSON_OPTION, default, emit, fail
+from intraskill.cli.common import JSON_OPTION, default, emit, fail, load
 from intraskill.params import StoreParams
 
 SCALE_DEFAULT, SEED_DEFAULT = default(StoreParams, "scale"), default(StoreParams, "seed")
@@ -107,6 +107,9 @@ PROTOCOLS = ("shopsimulator", "openenv")
 @app.command("serve")
 def serve_command(
     root: str | None = typer.Option(None, "--root", help=ROOT_HELP),
+    params: Path | None = typer.Option(
+        None, "--params", help="Serve this parameter set's store with its settings (page size, results kept, "
+                               "actions, language), built when missing: the store its rollouts play in process."),
     protocol: str = typer.Option(
         "shopsimulator", "--protocol",
         help="shopsimulator (POST /api/shop_agent) or openenv (OpenEnv's /ws server; needs the openenv extra)."),
@@ -137,7 +140,7 @@ def serve_command(
     import uvicorn
 
     # deferred: a verb loads its stage only when it runs
-    from intraskill.shop.build import open_store
+    from intraskill.shop.build import ensure_store, open_store, store_config
     from intraskill.shop.engine import ShopEngine, StoreConfig
 
     # deferred: fastapi is heavy to import
@@ -149,8 +152,16 @@ def serve_command(
         fail("--skillbank: only the openenv protocol serves skill context")
     if runs is not None and (protocol != "shopsimulator" or not runs.is_dir()):
         fail(f"--runs: needs the shopsimulator protocol and an existing runs folder, got {runs} ({protocol})")
-    config = StoreConfig(language=language)
-    root = _ensure_store(root, scale, seed)
+    if params is None:
+        config = StoreConfig(language=language)
+        root = _ensure_store(root, scale, seed)
+    else:
+        if (language, scale, seed) != ("en", SCALE_DEFAULT, SEED_DEFAULT):
+            fail("--params: the store's language, scale and seed come from the parameter set; "
+                 "drop --language, --scale and --seed")
+        loaded = load(params)
+        config = store_config(loaded.store)
+        root = str(ensure_store(loaded.store, root, loaded.experiment.run_root).paths.root)
     catalog, index, splits = open_store(root)
     engine = ShopEngine(catalog.products, catalog.goals, index, config)
     options: dict[str, object] = {}
@@ -168,8 +179,8 @@ def serve_command(
             app_.include_router(replay_router(runs))
     replay = {"replay_ui": f"http://{host}:{port}/replay-ui", "runs": str(runs)} if runs is not None else {}
     emit({"serving": f"http://{host}:{port}", "protocol": protocol, "root": root, "slots": slots,
-          "language": language, "products": len(catalog.products), "lease_idle_s": lease_idle_s,
-          "reset_wait_s": reset_wait_s, **replay}, as_json)
+          "language": config.language, "page_size": config.page_size, "products": len(catalog.products),
+          "lease_idle_s": lease_idle_s, "reset_wait_s": reset_wait_s, **replay}, as_json)
     try:
         uvicorn.run(app_, host=host, port=port, log_level="info", timeout_graceful_shutdown=5,
                     **{**SERVER_STACK, **options})

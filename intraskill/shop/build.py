@@ -245,6 +245,12 @@ def ensure_store(store: Any, root: str | Path | None = None, run_root: str | Pat
     return build_shopsimulator_store(root, resolve_project_path(store.source))
 
 
+def store_config(store: Any, search_engine: str = "fast") -> StoreConfig:
+    """The engine settings of a parameter set's ``store`` section (``Params.store``), in persona mode."""
+    return StoreConfig(page_size=store.page_size, top_k=store.top_k, max_actions=store.max_actions,
+                       language=store.language, persona=True, search_engine=search_engine)
+
+
 def open_engine(store: Any, split: str, root: str | Path | None = None, run_root: str | Path = "runs",
                 search_engine: str = "fast") -> StoreHandle:
     """Build (or reuse) the store of a parameter set's ``store`` section and open an engine over it.
@@ -257,8 +263,7 @@ def open_engine(store: Any, split: str, root: str | Path | None = None, run_root
     artifacts = ensure_store(store, root, run_root)
     catalog = artifacts.catalog
     index = SearchIndex.open(artifacts.paths.index, catalog.sha256)
-    config = StoreConfig(page_size=store.page_size, top_k=store.top_k, max_actions=store.max_actions,
-                         language=store.language, persona=True, search_engine=search_engine)
+    config = store_config(store, search_engine)
     engine = ShopEngine(catalog.products, catalog.goals, index, config)
     source = artifacts.manifest.get("source")
     catalogue = ({"scale": store.scale, "store_seed": store.seed} if source is None

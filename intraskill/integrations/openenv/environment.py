@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from openenv.core.env_server.interfaces import Environment
@@ -121,7 +121,7 @@ class ShopOpenEnv(Environment[ShopAction, ShopObservation, ShopState]):
         self._session = host.engine.new_session()
         self._lease: tuple[int, str] | None = None
         self._resets = itertools.count(1)
-        self._state = ShopState(max_actions=host.engine.config.max_actions)
+        self._state = ShopState(max_actions=host.engine.config.max_actions, store_config=asdict(host.engine.config))
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **options: Any) -> ShopObservation:
         """Start an episode; options: ``task_id``, ``split``, ``persona`` (bool), ``skill_ids`` (list)."""
@@ -139,7 +139,7 @@ class ShopOpenEnv(Environment[ShopAction, ShopObservation, ShopState]):
         self._state = ShopState(
             episode_id=episode_id or f"{self._session.session_id}-{next(self._resets)}", step_count=0,
             task_id=task_id, split=split, seed=seed, task_mode=payload["task_mode"], skill_ids=skill_ids,
-            max_actions=self._host.engine.config.max_actions)
+            max_actions=self._host.engine.config.max_actions, store_config=asdict(self._host.engine.config))
         return ShopObservation(
             **page_fields(payload), task_id=task_id, instruction=payload["task_instruction"],
             user_persona=payload["user_persona"], task_mode=payload["task_mode"], skill_context=skill_context)

@@ -64,5 +64,7 @@ class ShopState(State):
     task_mode: str | None = None
     skill_ids: list[str] = Field(default_factory=list)
     max_actions: int = 0
+    store_config: dict[str, Any] = Field(default_factory=dict, description="The served store's settings "
+                                         "(intraskill.shop.engine.StoreConfig: page_size, top_k, max_actions, ...).")
     done: bool = False
     termination_reason: str | None = None

@@ -11,19 +11,22 @@ the same tasks; :func:`build_trainer` puts it together with a :class:`~.rollout.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
 
-from intraskill.agent.env import InProcessEnvironment
+from intraskill.agent.env import Environment, InProcessEnvironment
 from intraskill.agent.runtime import RuntimeConfig
 from intraskill.integrations.trl.rollout import StoreRollout, store_reward, task_prompt
 from intraskill.params import Params
 from intraskill.pipeline.rollout import RolloutConfig, wave_tasks
 from intraskill.policy.factory import resolve_device
+from intraskill.shop.build import store_config
 from intraskill.skills.curriculum import CurriculumState
 
 if TYPE_CHECKING:
@@ -90,11 +93,24 @@ def round_tasks(params: Params, task_ids: Sequence[int], steps: int, round_index
                                    config.over_sampling_batch_size)[:config.rollout_batch_size]]
 
 
-def store_rollout(params: Params, engine: Any, curriculum: CurriculumState | None = None,
-                  progress: bool = False) -> StoreRollout:
-    """A :class:`~.rollout.StoreRollout` over the in-process ``engine`` with the runtime of ``params``."""
-    return StoreRollout(lambda: InProcessEnvironment(engine),
-                        RuntimeConfig.from_params(params.sampling, params.store, params.model),
+def store_rollout(params: Params, engine: Any = None, curriculum: CurriculumState | None = None,
+                  progress: bool = False, env_url: str | None = None) -> StoreRollout:
+    """A :class:`~.rollout.StoreRollout` with the runtime of ``params`` over the in-process ``engine``, or over
+    the store served as an OpenEnv environment at ``env_url`` (``intraskill env serve --protocol openenv``; the
+    ``openenv`` extra), one OpenEnv session per episode, after checking that it serves the parameter set's store
+    settings (``intraskill env serve --protocol openenv --params P`` does)."""
+    if (engine is None) == (env_url is None):
+        raise ValueError("store_rollout: give the in-process engine or an env_url, exactly one")
+    if env_url is not None:
+        # deferred: the openenv extra is optional and only this path needs it
+        from intraskill.integrations.openenv.agent_env import openenv_environments
+
+        served_as = asdict(store_config(params.store))
+        del served_as["search_engine"]  # either engine ranks the same
+        environments: Callable[[], Environment] = openenv_environments(env_url, served_as)
+    else:
+        environments = functools.partial(InProcessEnvironment, engine)
+    return StoreRollout(environments, RuntimeConfig.from_params(params.sampling, params.store, params.model),
                         seed=params.experiment.seed, curriculum=curriculum, progress=progress)
 
 
