@@ -108,10 +108,11 @@ def test_cli_eval_and_compare(tmp_path: Path, small_store_root: Path) -> None:
     params_path.write_text(yaml.safe_dump(params), encoding="utf-8")
     runner = CliRunner()
     outputs = []
-    for name, model in (("a", "expert:without:page_on,read_persona"), ("b", "expert")):
+    for name, model, limit in (("a", "expert:without:page_on,read_persona", ["--set", "evaluation.task_limit=5"]),
+                               ("b", "expert", ["--limit", "5"])):  # --limit is the same task limit
         result = runner.invoke(app, ["eval", "--params", str(params_path), "--split", "val", "--skills",
                                      "none", "--out", str(tmp_path / name), "--set", f"model.spec={model}",
-                                     "--set", "evaluation.task_limit=5", "--no-progress", "--json"])
+                                     *limit, "--no-progress", "--json"])
         assert result.exit_code == 0, result.output
         outputs.append(json.loads(result.stdout))
     assert outputs[1]["counts"]["completed"] == 5 and set(outputs[1]["primary"]) == {

@@ -21,6 +21,8 @@ def eval_command(
                                 "distillation) with the params' skill1: settings; needs --skills none."),
     overrides: list[str] = SET_OPTION,
     batch_size: int = typer.Option(DEFAULT_BATCH_SIZE, "--batch-size", min=1, help="Episodes per lockstep batch."),
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, help="Only the split's first N tasks (a subset sized to the machine; default all)."),
     progress: bool = PROGRESS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -49,7 +51,7 @@ def eval_command(
         note(f"model.checkpoint: null -> the warm start {warmstart}")
     try:
         run = run_eval(params, split, checkpoint, None if deployment else skills, out, progress=progress,
-                       batch_size=batch_size, library=deployment)
+                       batch_size=batch_size, library=deployment, limit=limit)
     except PlanMismatchError as error:
         fail(str(error))
     counts, primary = run.summary["counts"], run.summary["primary"]
