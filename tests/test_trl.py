@@ -3,6 +3,7 @@ GRPOTrainer step of the organism's warm start through it (skipped without the tr
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -164,3 +165,33 @@ def test_the_recipe_trains_through_openenv_with_the_engines_episodes(organism_en
     assert [outcome(r) for r in served.results] == [outcome(r) for r in local.results]
     with pytest.raises(ValueError, match="exactly one"):
         store_rollout(params)
+
+
+def test_the_trl_verb_trains_and_saves_a_model(small_store_root: Path, tmp_path: Path) -> None:
+    pytest.importorskip("trl", reason="the trl extra is not installed (pip install 'intraskill[trl]')")
+    import json
+
+    from typer.testing import CliRunner
+
+    from intraskill.cli import app
+
+    (tmp_path / "runs" / "store").mkdir(parents=True)
+    (tmp_path / "runs" / "store" / "small-11").symlink_to(small_store_root, target_is_directory=True)
+    tiny = ["--set", "store.scale=small", "--set", "store.seed=11", "--set", f"experiment.run_root={tmp_path / 'runs'}",
+            "--set", "round.n_samples_per_prompt=2", "--set", "round.rollout_batch_size=1",
+            "--set", "round.over_sampling_batch_size=1"]
+    runner = CliRunner()
+    result = runner.invoke(app, ["trl", "--params", str(ROOT / "params" / "organism.yaml"), "--steps", "1",
+                                 "--model", str(WARM_START), "--out", str(tmp_path / "trl"), "--no-progress",
+                                 "--json", *tiny])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["steps"] == 1 and summary["store"] == "in process" and len(summary["reward_per_step"]) == 1
+    assert summary["per_step"][0]["episodes"] == 2 and (tmp_path / "trl" / "model" / "config.json").is_file()
+    bad = runner.invoke(app, ["trl", "--model", str(tmp_path), "--out", str(tmp_path / "x")])
+    assert bad.exit_code == 1 and "--model" in bad.stderr and "config.json" in bad.stderr
+    if importlib.util.find_spec("openenv") is not None:
+        unserved = runner.invoke(app, ["trl", "--params", str(ROOT / "params" / "organism.yaml"), "--steps", "1",
+                                       "--model", str(WARM_START), "--env-url", "http://127.0.0.1:9", "--out", str(tmp_path / "y"), *tiny])
+        assert unserved.exit_code == 1 and "env_url: no OpenEnv store answers" in unserved.stderr
+        assert "Traceback" not in unserved.output

@@ -25,6 +25,7 @@ from intraskill.cli import shop as shop_cli
 from intraskill.cli import slime as slime_cli
 from intraskill.cli import trace2skill as t2s_cli
 from intraskill.cli import train as train_cli
+from intraskill.cli import trl as trl_cli
 from intraskill.cli.common import USER_ERRORS, fail, route_notes
 
 
@@ -76,6 +77,7 @@ app.command("warmstart")(train_cli.warmstart_command)
 app.command("warmstart-skill1")(train_cli.warmstart_skill1_command)
 app.command("round")(train_cli.round_command)
 app.command("co-evolve")(train_cli.co_evolve_command)
+app.command("trl")(trl_cli.trl_command)
 app.command("cold-start")(t2s_cli.cold_start_command)
 app.command("experiment")(experiment_cli.experiment_command)
 app.command("slime-args")(slime_cli.slime_args_command)
