@@ -143,6 +143,21 @@ def test_changed_plan_is_refused_naming_the_field(tmp_path: Path, small_store_ro
     assert len(_records(out)) == 2
 
 
+def test_the_plan_records_its_provenance_beside_the_fingerprint(tmp_path: Path, small_store_root: Path,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    params = make_params(tmp_path, evaluation={"task_limit": 2})
+    out = tmp_path / "run"
+    run = run_eval(params, "val", None, None, out, progress=False, store_root=small_store_root)
+    stored = json.loads((out / "plan.json").read_text(encoding="utf-8"))
+    assert stored["provenance"]["schema_version"] == "intraskill-provenance-v1"
+    assert {"git_commit", "torch_threads"} <= set(stored["provenance"]) and read_plan(out) == run.plan
+    stored["provenance"]["torch_threads"] = -1  # as if recorded elsewhere: the resume warns and goes on
+    (out / "plan.json").write_text(json.dumps(stored), encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        run_eval(params, "val", None, None, out, progress=False, store_root=small_store_root)
+    assert "different provenance" in caplog.text and "torch_threads" in caplog.text
+
+
 def test_failed_episode_is_retried_and_the_attempt_kept(tmp_path: Path, small_store_root: Path) -> None:
     params = make_params(tmp_path, evaluation={"task_limit": 3})
     first = run_eval(params, "val", None, None, tmp_path / "probe", progress=False,

@@ -36,6 +36,7 @@ from intraskill.evaluate.summary import summarize
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, write_json
 from intraskill.params import Params
+from intraskill.provenance import run_provenance, warn_on_changes
 from intraskill.policy.factory import build_policy
 from intraskill.shop.build import open_engine
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
@@ -148,12 +149,15 @@ def plan_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def write_plan(run_dir: Path, plan: EvalPlan) -> None:
-    """Write ``plan.json``, or check that the existing one is the same plan.
+    """Write ``plan.json`` with this process's provenance beside the fingerprint, or check that the existing one is
+    the same plan (a resume under another provenance warns, :func:`~intraskill.provenance.warn_on_changes`).
 
     Raises :class:`PlanMismatchError` naming the differing fields.
     """
     path = run_dir / "plan.json"
-    record = {"schema_version": PLAN_SCHEMA_VERSION, **plan.to_dict(), "fingerprint": plan.fingerprint}
+    provenance = run_provenance()
+    record = {"schema_version": PLAN_SCHEMA_VERSION, **plan.to_dict(), "provenance": provenance,
+              "fingerprint": plan.fingerprint}
     if path.exists():
         stored = json.loads(path.read_text(encoding="utf-8"))
         if stored.get("fingerprint") != plan.fingerprint:
@@ -163,6 +167,7 @@ def write_plan(run_dir: Path, plan: EvalPlan) -> None:
                 f"{plan.fingerprint[:12]}…); differing fields: {', '.join(differing)}. "
                 "Use a new --out directory for a different evaluation."
             )
+        warn_on_changes(path, stored.get("provenance"), provenance)
         return
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json(path, record, indent=1)
