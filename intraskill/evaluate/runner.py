@@ -36,8 +36,8 @@ from intraskill.evaluate.summary import summarize
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, write_json
 from intraskill.params import Params
-from intraskill.provenance import run_provenance, warn_on_changes
 from intraskill.policy.factory import build_policy
+from intraskill.provenance import run_provenance, warn_on_changes
 from intraskill.shop.build import open_engine
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 
