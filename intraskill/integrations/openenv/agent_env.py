@@ -17,10 +17,9 @@ from typing import Any
 import httpx
 
 from intraskill.integrations.openenv.client import ShopEnvClient
+from intraskill.integrations.openenv.environment import STORE_NAME
 from intraskill.integrations.openenv.models import ShopAction, ShopObservation
 from intraskill.shop.types import ENVIRONMENT_VERSION
-
-STORE_NAME = "intraskill-store"
 
 
 def reset_payload(observation: ShopObservation, environment_version: str) -> dict[str, Any]:

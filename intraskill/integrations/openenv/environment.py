@@ -33,6 +33,8 @@ from intraskill.shop.types import ENVIRONMENT_VERSION
 from intraskill.skills.bank import SkillBank
 from intraskill.skills.render import render_skill_block
 
+STORE_NAME = "intraskill-store"
+"""The name the server's ``/metadata`` gives (clients check it, :mod:`.agent_env`)."""
 RESET_OPTIONS = ("task_id", "split", "seed", "persona", "skill_ids", "episode_id")
 
 
@@ -121,7 +123,8 @@ class ShopOpenEnv(Environment[ShopAction, ShopObservation, ShopState]):
         self._session = host.engine.new_session()
         self._lease: tuple[int, str] | None = None
         self._resets = itertools.count(1)
-        self._state = ShopState(max_actions=host.engine.config.max_actions, store_config=asdict(host.engine.config))
+        self._store_config = asdict(host.engine.config)
+        self._state = ShopState(max_actions=host.engine.config.max_actions, store_config=self._store_config)
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **options: Any) -> ShopObservation:
         """Start an episode; options: ``task_id``, ``split``, ``persona`` (bool), ``skill_ids`` (list)."""
@@ -139,7 +142,7 @@ class ShopOpenEnv(Environment[ShopAction, ShopObservation, ShopState]):
         self._state = ShopState(
             episode_id=episode_id or f"{self._session.session_id}-{next(self._resets)}", step_count=0,
             task_id=task_id, split=split, seed=seed, task_mode=payload["task_mode"], skill_ids=skill_ids,
-            max_actions=self._host.engine.config.max_actions, store_config=asdict(self._host.engine.config))
+            max_actions=self._host.engine.config.max_actions, store_config=self._store_config)
         return ShopObservation(
             **page_fields(payload), task_id=task_id, instruction=payload["task_instruction"],
             user_persona=payload["user_persona"], task_mode=payload["task_mode"], skill_context=skill_context)
@@ -173,7 +176,7 @@ class ShopOpenEnv(Environment[ShopAction, ShopObservation, ShopState]):
     def get_metadata(self) -> EnvironmentMetadata:
         """Name, description and the store's environment version."""
         return EnvironmentMetadata(
-            name="intraskill-store", version=ENVIRONMENT_VERSION,
+            name=STORE_NAME, version=ENVIRONMENT_VERSION,
             description="IntraSkill's ShopSimulator-compatible store: search, open products, choose options, buy.")
 
     def close(self) -> None:
