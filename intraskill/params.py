@@ -319,6 +319,20 @@ class ColdStartParams(_Section):
     checkpoint_id: str = Field("base", min_length=1)
 
 
+class PlantedInteraction(_Section):
+    """One planted pairwise interaction of the ``additive`` law: ``weight`` is added to the diligent probability
+    when both ``chunks`` are in context (a complement when positive, substitutes when negative)."""
+
+    chunks: Annotated[tuple[str, str], BeforeValidator(_tuple_from_list)]
+    weight: float
+
+    @model_validator(mode="after")
+    def _two_chunks(self) -> "PlantedInteraction":
+        if self.chunks[0] == self.chunks[1]:
+            raise ValueError(f"chunks must name two different chunks, got {list(self.chunks)}")
+        return self
+
+
 class WarmstartParams(_Section):
     """The organism's behaviour-cloning warm start (``intraskill warmstart``).
 
@@ -334,7 +348,7 @@ class WarmstartParams(_Section):
     peft) or in full (``lora: null``), behaviour cloning only (no drills, no LM phase).
     """
 
-    plan_optional: ClassVar[tuple[str, ...]] = ("lora",)
+    plan_optional: ClassVar[tuple[str, ...]] = ("lora", "interactions")
 
     skills: str = "params/organism_s0.json"
     """S₀ SkillBank: chunk metadata ``competence`` (helpful), ``habit`` (harmful) or neither (neutral)."""
@@ -359,6 +373,9 @@ class WarmstartParams(_Section):
     """Probability of a diligent episode with no chunk in context (``additive``)."""
     weights: dict[str, float] = {}
     """Chunk ID → what its presence adds to the diligent probability (``additive``; may be negative)."""
+    interactions: Annotated[tuple[PlantedInteraction, ...], BeforeValidator(_tuple_from_list)] = ()
+    """Pairs of chunks whose joint presence adds its own weight on top (``additive``): a law that is *not* additive
+    in the chunks, on which the gate's additivity test is validated (``params/organism_interaction.yaml``)."""
     slip_rate: float = Field(0.0, ge=0.0, lt=1.0)
     """Per-turn probability that the expert clicks ``buy now`` while it is not offered (at most once
     per episode) and then recovers; the slip is shown to the clone but never trained on."""
@@ -416,7 +433,7 @@ class WarmstartParams(_Section):
         if self.bare_share + self.alone_share > 1.0:
             raise ValueError(f"bare_share + alone_share must be at most 1, got "
                              f"{self.bare_share} + {self.alone_share}")
-        unused = ("base", "weights") if self.law == "competence" else ("p_with", "p_without")
+        unused = ("base", "weights", "interactions") if self.law == "competence" else ("p_with", "p_without")
         for name in unused:
             if getattr(self, name):
                 raise ValueError(f"{name} is not a setting of law: {self.law}")

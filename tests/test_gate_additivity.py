@@ -174,3 +174,24 @@ def test_interaction_heatmap_and_gate_show_cli(tmp_path: Path) -> None:
     assert record["additivity"]["df_num"] == 10 and record["ranking_check"] is None
     text = CliRunner().invoke(app, ["gate", "show", str(gate_dir)]).output
     assert "additivity (reward, 10 pairwise interactions of 5 selected chunks, HC3)" in text
+
+
+def test_the_gate_on_the_interaction_teacher_rejects_additivity(small_store_root: Path, tmp_path: Path) -> None:
+    """End to end: Gate A over S₀ played by the interaction organism's teacher (a planted complement, here 0.6 so
+    that the small store's 40 val tasks suffice) records a rejected additivity test led by the planted pair."""
+    from intraskill.params import load_params, params_from_dict
+    from intraskill.pipeline.gate_validation import validate_on_teacher
+
+    root = Path(__file__).resolve().parents[1]
+    ci, organism = load_params(root / "params" / "ci.yaml"), load_params(root / "params" / "organism_interaction.yaml")
+    warmstart = organism.warmstart.model_dump()
+    warmstart["interactions"] = [{"chunks": ["persona-query", "persona-options"], "weight": 0.6}]
+    params = params_from_dict({**ci.model_dump(), "warmstart": warmstart})
+    report = validate_on_teacher(params, tmp_path, seeds=[7], samples_per_task=4, task_limit=40, truth_tasks=8,
+                                 store_root=small_store_root, progress=False)
+    assert report.policy == "teacher"
+    gate = load_contributions(tmp_path / "m4" / "seed-7" / "contributions.json")
+    test = gate.additivity_test("reward", None)
+    assert test.testable and test.rejected and test.cov_type == "cluster"
+    top = test.largest(1)[0]
+    assert {top.a, top.b} == {"persona-query", "persona-options"} and top.ci95[0] > 0

@@ -83,6 +83,37 @@ def test_the_additive_law_adds_each_chunks_weight() -> None:
                                                                        frozenset(): pytest.approx(0.85)}
 
 
+def test_a_planted_interaction_adds_its_weight_only_when_both_chunks_are_shown() -> None:
+    weights = {**WEIGHTS, "persona-query": 0.0, "persona-options": 0.0}
+    law = additive_law(load_skillbank(S0_PATH), 0.2, weights, {("persona-query", "persona-options"): 0.4})
+    assert math.isclose(law.diligence(("persona-query",)), 0.2)
+    assert math.isclose(law.diligence(("persona-options",)), 0.2)
+    assert math.isclose(law.diligence(("persona-options", "persona-query", "budget-check")), 0.2 + 0.4 + 0.1)
+    assert law.identity["interactions"] == [["persona-query", "persona-options", 0.4]]
+    assert "interactions" not in additive_law(load_skillbank(S0_PATH), 0.3, WEIGHTS).identity
+    with pytest.raises(S0Error, match=r"warmstart\.interactions: not a chunk of the bank \['no-such'\]"):
+        additive_law(load_skillbank(S0_PATH), 0.2, weights, {("persona-query", "no-such"): 0.1})
+    with pytest.raises(S0Error, match=r"warmstart\.weights and interactions: .*\[0\.000, 1\.200\]"):
+        additive_law(load_skillbank(S0_PATH), 0.2, weights, {("persona-query", "persona-options"): 0.8})
+
+
+def test_the_interaction_organism_plants_one_complement() -> None:
+    from intraskill.organism.demos import teacher_law, teacher_table
+
+    params = load_params(ROOT / "params" / "organism_interaction.yaml")
+    bank = load_skillbank(S0_PATH)
+    law = teacher_law(bank, params.warmstart)
+    pair = ("persona-query", "persona-options")
+    both, alone = law.diligence(pair), law.diligence(pair[:1])
+    assert math.isclose(both - alone - (law.diligence(pair[1:]) - law.diligence(())), 0.3)
+    rows = {row["chunk"]: row for row in teacher_table(bank, params.warmstart)}
+    assert rows["persona-query"]["interactions"] == "persona-options +0.30"
+    assert rows["page-on"]["interactions"] == ""
+    with pytest.raises(ParamsError, match=r"warmstart\.interactions\.0: chunks must name two different chunks"):
+        params_from_dict({"experiment": {"name": "x"}, "warmstart": {
+            "law": "additive", "interactions": [{"chunks": ["page-on", "page-on"], "weight": 0.1}]}})
+
+
 def test_the_additive_law_and_its_params_name_bad_fields() -> None:
     bank = load_skillbank(S0_PATH)
     with pytest.raises(S0Error, match=r"warmstart\.weights: missing \['stay-calm'\]"):
@@ -94,6 +125,8 @@ def test_the_additive_law_and_its_params_name_bad_fields() -> None:
     base = {"experiment": {"name": "x"}}
     with pytest.raises(ParamsError, match="weights is not a setting of law: competence"):
         params_from_dict({**base, "warmstart": {"weights": {"stay-calm": 0.1}}})
+    with pytest.raises(ParamsError, match="interactions is not a setting of law: competence"):
+        params_from_dict({**base, "warmstart": {"interactions": [{"chunks": ["a", "b"], "weight": 0.1}]}})
     with pytest.raises(ParamsError, match="p_with is not a setting of law: additive"):
         params_from_dict({**base, "warmstart": {"law": "additive", "p_with": {"page_on": 1.0},
                                                 "p_without": {"page_on": 0.0}}})

@@ -7,7 +7,8 @@ Each competence runs with probability ``p_with`` when its chunk is in context an
 otherwise (:class:`S0Law`); the harmful chunk's habit (``hasty_buy``: open the first result and
 buy it without checking) switches the checking competences off with its own pair of probabilities.
 :class:`AdditiveLaw` plants additive effects instead: one per-episode draw, diligent (every competence)
-or not (none), with a probability that each chunk in context moves by its own weight.
+or not (none), with a probability that each chunk in context moves by its own weight (and each planted pair
+of chunks, when both are in context, by the pair's).
 
 A demonstration is stored as its token-stream *segments*: ``(prompt_text, completion_text)`` per
 turn, rendered exactly as :class:`~intraskill.policy.hf.HFPolicy` renders a growing conversation
@@ -20,6 +21,7 @@ the clone reads the mistake and learns the recovery, never the mistake.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -168,21 +170,28 @@ class AdditiveLaw:
     expert is *diligent* and uses every competence, otherwise it uses none of the ``tied`` ones (it
     searches the task words, opens the first result and buys it with the first listed options). Success is
     then linear in that probability, so each chunk's effect on the success rate is its weight times
-    one fixed gain, whatever other chunks are in context: the model the paired gate fits.
+    one fixed gain, whatever other chunks are in context: the model the paired gate fits. Planted
+    ``interactions`` (pairs of chunks → weight added when both are in context) break that on purpose.
     """
 
     tied: frozenset[str]
     base: float
     weights: Mapping[str, float]
+    interactions: Mapping[tuple[str, str], float] = field(default_factory=dict)
 
     @property
     def identity(self) -> dict[str, Any]:
-        return {"kind": "additive", "tied": sorted(self.tied), "base": self.base,
-                "weights": dict(sorted(self.weights.items()))}
+        identity = {"kind": "additive", "tied": sorted(self.tied), "base": self.base,
+                    "weights": dict(sorted(self.weights.items()))}
+        if self.interactions:
+            identity["interactions"] = [[a, b, w] for (a, b), w in sorted(self.interactions.items())]
+        return identity
 
     def diligence(self, skill_ids: tuple[str, ...]) -> float:
         """The probability of a diligent episode with the chunks ``skill_ids`` in context."""
-        return self.base + sum(self.weights.get(skill_id, 0.0) for skill_id in skill_ids)
+        shown = set(skill_ids)
+        return (self.base + sum(self.weights.get(skill_id, 0.0) for skill_id in skill_ids)
+                + sum(w for (a, b), w in self.interactions.items() if a in shown and b in shown))
 
     def draw(self, skill_ids: tuple[str, ...], rng: random.Random) -> frozenset[str]:
         """Every competence when diligent (one draw), else only those tied to no chunk."""
@@ -196,38 +205,55 @@ class AdditiveLaw:
         return {used: probability for used, probability in sets.items() if probability > 0.0}
 
 
-def additive_law(bank: SkillBank, base: float, weights: Mapping[str, float]) -> AdditiveLaw:
-    """The :class:`AdditiveLaw` of ``bank``: a weight for every enabled chunk, and a diligence
-    probability within [0, 1] for every chunk mask (else :class:`S0Error` naming the field)."""
+def additive_law(bank: SkillBank, base: float, weights: Mapping[str, float],
+                 interactions: Mapping[tuple[str, str], float] | None = None) -> AdditiveLaw:
+    """The :class:`AdditiveLaw` of ``bank``: a weight for every enabled chunk, planted ``interactions`` between
+    its chunks, and a diligence probability within [0, 1] for every chunk mask (else :class:`S0Error` naming
+    the field)."""
     roles = chunk_roles(bank)
-    chunks = {r.skill_id for r in roles}
-    missing, extra = sorted(chunks - set(weights)), sorted(set(weights) - chunks)
+    chunks = [r.skill_id for r in roles]
+    missing, extra = sorted(set(chunks) - set(weights)), sorted(set(weights) - set(chunks))
     if missing or extra:
         raise S0Error(f"warmstart.weights: missing {missing} / not a chunk of the bank {extra}")
-    low = base + sum(min(0.0, w) for w in weights.values())
-    high = base + sum(max(0.0, w) for w in weights.values())
-    if low < 0.0 or high > 1.0:
-        raise S0Error(f"warmstart.weights: base + weights must stay within [0, 1] for every mask, "
-                      f"got [{low:.3f}, {high:.3f}]")
+    interactions = dict(interactions or {})
+    strangers = sorted({c for pair in interactions for c in pair} - set(chunks))
+    if strangers:
+        raise S0Error(f"warmstart.interactions: not a chunk of the bank {strangers}")
     tied = frozenset(r.target for r in roles if r.role == "helpful" and r.target is not None)
-    return AdditiveLaw(tied, base, dict(weights))
+    law = AdditiveLaw(tied, base, dict(weights), interactions)
+    masks = (tuple(c for c, shown in zip(chunks, bits) if shown)
+             for bits in itertools.product((False, True), repeat=len(chunks)))
+    low, high = math.inf, -math.inf
+    for mask in masks:
+        diligence = law.diligence(mask)
+        low, high = min(low, diligence), max(high, diligence)
+    if low < 0.0 or high > 1.0:
+        field_name = "weights and interactions" if interactions else "weights"
+        raise S0Error(f"warmstart.{field_name}: base + weights must stay within [0, 1] for every mask, "
+                      f"got [{low:.3f}, {high:.3f}]")
+    return law
 
 
 def teacher_law(bank: SkillBank, warmstart: WarmstartParams) -> S0Law | AdditiveLaw:
     """The teacher's law that ``warmstart.law`` names, built from its parameters."""
     if warmstart.law == "additive":
-        return additive_law(bank, warmstart.base, warmstart.weights)
+        return additive_law(bank, warmstart.base, warmstart.weights,
+                            {i.chunks: i.weight for i in warmstart.interactions})
     return s0_law(bank, warmstart.p_with, warmstart.p_without)
 
 
 def teacher_table(bank: SkillBank, warmstart: WarmstartParams) -> list[dict[str, Any]]:
     """One row per chunk: its role, competence or habit, title and its setting in the teacher's law
-    (``p_with`` / ``p_without``, or the ``additive`` law's weight)."""
+    (``p_with`` / ``p_without``, or the ``additive`` law's weight and planted interactions)."""
     titles = {s.skill_id: s.content.splitlines()[0].lstrip("# ") for s in bank.enabled_skills()}
     rows = []
     for role in chunk_roles(bank):
         if warmstart.law == "additive":
             setting: dict[str, Any] = {"weight": warmstart.weights.get(role.skill_id)}
+            partners = [f"{next(c for c in i.chunks if c != role.skill_id)} {i.weight:+.2f}"
+                        for i in warmstart.interactions if role.skill_id in i.chunks]
+            if warmstart.interactions:
+                setting["interactions"] = "; ".join(partners)
         else:
             setting = {key: (mapping.get(role.target) if role.target else None) for key, mapping in
                        (("p_with", warmstart.p_with), ("p_without", warmstart.p_without))}
