@@ -352,7 +352,8 @@ def validate_on_warmstart(params: Params, warmstart_dir: str | Path, out_dir: st
 
 
 def teacher_policy(params: Params, draft: SkillBank) -> Policy:
-    """The organism's teacher: the scripted expert behind S₀'s gate, on the law ``warmstart`` names (:func:`~intraskill.organism.demos.teacher_law`)."""
+    """The organism's teacher: the scripted expert behind S₀'s gate, on the law ``warmstart`` names
+    (:func:`~intraskill.organism.demos.teacher_law`)."""
     ws = params.warmstart
     return ExpertPolicy(seed=ws.seed, law=teacher_law(draft, ws),
                         language=params.store.language, max_actions=params.store.max_actions, plan=ws.plan)
