@@ -15,7 +15,8 @@ chunks. The line holds each test's statistic, wild-bootstrap and F-reference p-v
 per seed, and the share of seeds that reject additivity at 5 %, with the gate validation's Spearman and
 coverage beside them. With ``--ranking-k K`` the first seed's gate also gets the ranking check (top-K, bottom-K
 and random-K fixed banks on the same val tasks: 3 × tasks × m more episodes). The rate over mask seeds is what the validation states: it should be high on the default
-organism (interacting chunks) and low on the additive one (``params/organism_additive.yaml``).
+organism (interacting chunks) and on the interaction organism (``params/organism_interaction.yaml``, a planted
+complement), low on the additive one (``params/organism_additive.yaml``).
 """
 
 from __future__ import annotations
