@@ -292,6 +292,10 @@ def test_finished_bc_resumes_only_the_same_run(tmp_path: Path, tokenizer) -> Non
     assert finished_bc(tmp_path, bigger_eval)["steps"] == 1
     elsewhere = params_from_dict({**CI.model_dump(), "warmstart": {**CI.warmstart.model_dump(), "out_dir": "x/y"}})
     assert finished_bc(tmp_path, elsewhere)["steps"] == 1
+    (tmp_path / "checkpoint" / "config.json").unlink()
+    assert finished_bc(tmp_path, CI) is None  # no checkpoint saved
+    (tmp_path / "checkpoint" / "adapter_config.json").write_text("{}")
+    assert finished_bc(tmp_path, CI)["steps"] == 1  # a LoRA warm start saves its adapter alone
 
 
 @pytest.fixture(scope="module")

@@ -44,7 +44,7 @@ from intraskill.organism.drills import copy_drills, drill_count, ordinary_tokens
 from intraskill.organism.plan_targets import demonstration_targets
 from intraskill.organism.truth import measure_ground_truth
 from intraskill.params import Params, WarmstartParams, section_plan
-from intraskill.policy.factory import load_model, resolve_device
+from intraskill.policy.factory import ADAPTER_CONFIG, load_model, resolve_device
 from intraskill.policy.organism import (
     OrganismConfig,
     build_organism,
@@ -211,10 +211,11 @@ def training_settings(warmstart: WarmstartParams) -> dict[str, Any]:
 
 def finished_bc(out: Path, params: Params) -> dict[str, Any] | None:
     """The ``bc.json`` record of a finished BC stage in ``out`` made from the same demonstrations and
-    parameters (so an interrupted evaluation resumes without retraining), else ``None``."""
+    parameters (so an interrupted evaluation resumes without retraining), else ``None``. The checkpoint is a
+    whole model (``config.json``) or a LoRA adapter alone (``adapter_config.json``)."""
     path = out / BC_FILE
-    needed = (path, out / DEMOS_FILE, out / CHECKPOINT_DIR / "config.json")
-    if not all(file.is_file() for file in needed):
+    saved = any((out / CHECKPOINT_DIR / name).is_file() for name in ("config.json", ADAPTER_CONFIG))
+    if not (saved and path.is_file() and (out / DEMOS_FILE).is_file()):
         return None
     record = json.loads(path.read_text(encoding="utf-8"))
     expected = json.loads(json.dumps(bc_identity(out, params)))
