@@ -18,7 +18,7 @@ from intraskill.agent import (
     run_episodes,
     scan_prompts_for_gold,
 )
-from intraskill.chat.base import ChatRequest, Generation, SessionTokens
+from intraskill.chat.base import ChatRequest, ContextFull, Generation, SessionTokens
 from intraskill.chat.chatml import parse_tool_calls
 from intraskill.hashing import seed32
 from intraskill.jsonl import JsonlWriter
@@ -32,7 +32,7 @@ class ScriptedPolicy:
 
     Faults: ``"mixed"`` (text next to the call), ``"text"`` (no call), ``"length"`` (cut-off call),
     ``"length_valid"`` (a valid call that hit the budget), ``"raise"`` (the backend fails),
-    ``"bad_click"`` (a click value outside the enum).
+    ``"context_full"`` (no room left in the context window), ``"bad_click"`` (a click value outside the enum).
     """
 
     def __init__(self, faults: dict[tuple[str, int], str] | None = None) -> None:
@@ -57,6 +57,8 @@ class ScriptedPolicy:
         fault = self.faults.get((request.session_id, turn), "")
         if fault == "raise":
             raise RuntimeError(f"backend failure in {request.session_id}")
+        if fault == "context_full":
+            raise ContextFull(f"session {request.session_id}: no room")
         name, argument = self._choose(request)
         if fault == "bad_click":
             name, argument = "click", {"value": "Buy Now!"}
@@ -255,6 +257,17 @@ def test_failures_are_isolated(engine, task_ids) -> None:
     assert all(r.trace.status == "failed" and r.trace.error == r.error for r in failed)
     assert sorted(FlakyEnvironment.closed) == sorted(task_ids[:4])
     assert sorted(policy.ended) == sorted(j.episode_id for j in jobs)
+
+
+def test_a_full_context_ends_the_episode_as_a_scored_generation_length(engine, task_ids) -> None:
+    full, first = episode_id(task_ids[0], 0), episode_id(task_ids[1], 0)
+    policy = ScriptedPolicy({(full, 2): "context_full", (first, 0): "context_full"})
+    results = {r.episode_id: r for r in run_episodes(policy, lambda: InProcessEnvironment(engine),
+                                                     _jobs(task_ids[:3]), RuntimeConfig(), progress=False)}
+    assert results[full].status == "completed" and results[full].termination_reason == "generation_length"
+    assert results[full].reward is not None and results[full].reward.reward == 0.0 and results[full].model_steps == 2
+    assert results[first].status == "failed" and "no room" in results[first].error  # its first prompt never fits
+    assert results[episode_id(task_ids[2], 0)].termination_reason == "purchase"
 
 
 def test_failed_reset_is_isolated(engine, task_ids) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from intraskill.chat.base import ChatRequest, Policy
+from intraskill.chat.base import ChatRequest, ContextFull, Policy
 from intraskill.chat.chatml import IM_END, assistant_message, render_messages
 from intraskill.policy.hf import HFPolicy
 from intraskill.policy.lockstep import GQA_SDPA, additive_mask, use_gqa_sdpa
@@ -163,6 +163,23 @@ def test_length_stop_closes_the_assistant_turn(organism) -> None:
     after_reply = stream[first.prompt_tokens + 3 :]
     assert tokenizer.decode(after_reply[:2], skip_special_tokens=False) == f"{IM_END}\n"
     assert second.prompt_tokens == len(stream) - 2
+
+
+def test_a_full_context_changes_no_session_of_the_batch(organism) -> None:
+    model, tokenizer = organism
+    policy = HFPolicy(model, tokenizer)
+    chats = conversations(2)
+    replies = policy.generate([ChatRequest(k, m, [CLICK], max_tokens=4, temperature=0.0) for k, m in chats.items()])
+    streams = {k: list(policy._sessions[k].input_ids) for k in chats}
+    follow = {k: m + [assistant_message(r), {"role": "tool", "content": "ok " * 20}]
+              for (k, m), r in zip(chats.items(), replies)}
+    policy.max_position = len(streams["ep-1"]) + 8  # ep-1's next prompt no longer leaves room for a reply
+    with pytest.raises(ContextFull, match="session ep-1: .* no room below max_position_embeddings"):
+        policy.generate([ChatRequest(k, m, [CLICK], max_tokens=4, temperature=0.0) for k, m in follow.items()])
+    assert {k: policy._sessions[k].input_ids for k in chats} == streams  # both streams end at their replies
+    policy.max_position = 1 << 30
+    alone = policy.generate([ChatRequest("ep-0", follow["ep-0"], [CLICK], max_tokens=4, temperature=0.0)])[0]
+    assert alone.prompt_tokens > len(streams["ep-0"])  # the other session continues its stream
 
 
 def test_bad_requests_name_the_field(organism) -> None:

@@ -37,7 +37,7 @@ from intraskill.agent.views import (
     view_persona,
     view_skills,
 )
-from intraskill.chat.base import ChatRequest, Generation, Policy, SessionTokens
+from intraskill.chat.base import ChatRequest, ContextFull, Generation, Policy, SessionTokens
 from intraskill.hashing import seed32
 from intraskill.params import ModelParams, SamplingParams, StoreParams
 from intraskill.shop.reward import Reward
@@ -389,7 +389,9 @@ def run_episodes(
     Each turn builds one :class:`ChatRequest` per live episode and calls ``policy.generate`` once for
     the whole batch, then steps each episode's environment. A finished episode gets
     ``policy.end_session`` (its :class:`SessionTokens` are attached), its environment closed, and its
-    trace appended to ``trace_writer`` (anything with ``append(dict)``, e.g. a ``JsonlWriter``).
+    trace appended to ``trace_writer`` (anything with ``append(dict)``, e.g. a ``JsonlWriter``). An episode
+    whose next prompt leaves no room in the model's context (:class:`~intraskill.chat.base.ContextFull`) ends
+    as a scored ``generation_length`` terminal, as the slime path ends it; on its first prompt it fails.
     """
     ids = [job.episode_id for job in jobs]
     if len(set(ids)) != len(ids):
@@ -415,9 +417,12 @@ def run_episodes(
         outcomes = generate_isolated(policy, [_request(episode, config) for episode in live])
         for episode, outcome in zip(live, outcomes):
             try:
-                if isinstance(outcome, BaseException):
+                if isinstance(outcome, ContextFull) and episode.trace.turns:
+                    episode.terminal = episode.env.terminate(GENERATION_LENGTH)
+                elif isinstance(outcome, BaseException):
                     raise outcome
-                _apply(episode, outcome, config)
+                else:
+                    _apply(episode, outcome, config)
             except Exception as error:  # noqa: BLE001
                 _fail(episode, error)
         for episode in [episode for episode in live if episode.done]:

@@ -68,6 +68,12 @@ class ChatRequest:
             raise ValueError(f"ChatRequest.top_p must be in (0, 1], got {self.top_p}")
 
 
+class ContextFull(ValueError):
+    """A session's next prompt leaves no room for a reply below the model's context window. The runtime ends
+    such an episode as a ``generation_length`` terminal (scored, reward 0) unless it fails on its first prompt,
+    and the backend leaves the session's stream at its last reply, so the trained stream is what was sampled."""
+
+
 @dataclass
 class Generation:
     """The model's reply to one :class:`ChatRequest`.

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from intraskill.chat.base import ChatRequest, Generation, SessionTokens
+from intraskill.chat.base import ChatRequest, ContextFull, Generation, SessionTokens
 from intraskill.chat.chatml import (
     IM_END,
     assistant_matches,
@@ -78,6 +78,17 @@ class _Session:
             elif (rendered[index] if rendered is not None else render_message(message)) != entry:
                 return False
         return True
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """One request's next turn, prepared before any session changes (:meth:`HFPolicy._prepare`)."""
+
+    request: ChatRequest
+    session: _Session
+    fresh: bool
+    prompt: list[int]
+    budget: int
 
 
 @dataclass
@@ -188,37 +199,48 @@ class HFPolicy:
         ids = [r.session_id for r in requests]
         if len(set(ids)) != len(ids):
             raise ValueError("generate() got two requests for the same session_id in one turn")
-        rows = [self._open_row(request) for request in requests]
+        turns = [self._prepare(request) for request in requests]
+        full = [t for t in turns if t.budget < 1]
+        if full:  # before any session changes, so the runtime can retry the others alone
+            raise ContextFull("; ".join(
+                f"session {t.request.session_id}: {len(t.session.input_ids) + len(t.prompt)} tokens leave no room "
+                f"below max_position_embeddings={self.max_position}" for t in full))
+        rows = [self._open_row(turn) for turn in turns]
         with torch.inference_mode():
             for start in range(0, len(rows), self.max_batch):
                 self._run_turn(rows[start : start + self.max_batch])
         return [self._finish_row(row) for row in rows]
 
-    def _open_row(self, request: ChatRequest) -> _Row:
-        # deferred: torch is heavy to import
-        import torch
-
+    def _prepare(self, request: ChatRequest) -> _Turn:
+        """The request's session (a fresh one when its messages do not continue the stream), the prompt tokens
+        to append and the reply budget left below the context window; changes nothing yet."""
         session = self._sessions.get(request.session_id)
         if session is not None and session.matches(request.messages):
             last = session.input_ids[-1]
             closing = "\n" if last == self.im_end_id else f"{IM_END}\n"
             delta = closing + render_messages(request.messages, request.tools, start=len(session.history))
+            fresh = False
         else:
             if session is not None:
                 LOGGER.warning("session %s: messages diverge from its stream; restarting it", request.session_id)
-            session = self._sessions[request.session_id] = _Session()
+            session, fresh = _Session(), True
             delta = render_messages(request.messages, request.tools)
-        session.extend_prompt(self.tokenizer(delta, add_special_tokens=False)["input_ids"])
+        prompt = self.tokenizer(delta, add_special_tokens=False)["input_ids"]
+        budget = min(request.max_tokens, self.max_position - len(session.input_ids) - len(prompt))
+        return _Turn(request, session, fresh, prompt, budget)
+
+    def _open_row(self, turn: _Turn) -> _Row:
+        # deferred: torch is heavy to import
+        import torch
+
+        request, session = turn.request, turn.session
+        if turn.fresh:
+            self._sessions[request.session_id] = session
+        session.extend_prompt(turn.prompt)
         session.history.extend(render_message(m) for m in request.messages[len(session.history) :])
-        budget = min(request.max_tokens, self.max_position - len(session.input_ids))
-        if budget < 1:
-            raise ValueError(
-                f"session {request.session_id}: {len(session.input_ids)} tokens leave no room below "
-                f"max_position_embeddings={self.max_position}"
-            )
         seed = request.seed if request.seed is not None else seed32(f"{request.session_id}/turn-{session.turns}")
         generator = torch.Generator(device=self.device).manual_seed(int(seed))
-        return _Row(session, request, generator, budget, prompt_tokens=len(session.input_ids))
+        return _Row(session, request, generator, turn.budget, prompt_tokens=len(session.input_ids))
 
     def _forward(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Any) -> Any:
         kwargs = {self._cache_kw: cache}
