@@ -313,7 +313,7 @@ def test_shipped_checkpoint_matches_its_manifest(shipped_ci: Path) -> None:
     assert verify_shipped(shipped_ci) == []
     manifest = json.loads((shipped_ci / "manifest.json").read_text())
     assert manifest["bank_sha256"] == load_skillbank(S0_PATH).sha256
-    assert manifest["params"]["warmstart"] == CI.warmstart.model_dump()
+    assert manifest["params"]["warmstart"] == CI.warmstart.model_dump(mode="json")
     weights = shipped_ci / "checkpoint" / "model.safetensors"
     assert weights.stat().st_size <= 10 * 2**20
     weights.write_bytes(weights.read_bytes()[:-8] + b"\0" * 8)
