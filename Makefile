@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test round cold-start controls lab warmstart warmstart-additive warmstart-skill1 report figures bench \
+.PHONY: venv test round cold-start cold-start-compare controls lab warmstart warmstart-additive warmstart-skill1 report figures bench \
         smollm2 warmstart-smollm2 smollm2-smoke clean
 
 $(BIN)/python:
@@ -38,6 +38,13 @@ round: $(STAMP)
 # runs/organism/cold-start/selected_skillbank.json, resumable.
 cold-start: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/intraskill cold-start --params params/organism.yaml --out runs/organism/cold-start
+
+# The induced S0 against the hand-written one: the method from each (arm `induced` = coevolve from the cold start's
+# S0), 3 seeds x 1 round, tested on all 400 test tasks: runs/organism/cold-start-compare/matrix_summary.json.
+cold-start-compare: cold-start
+	OMP_NUM_THREADS=1 $(BIN)/intraskill experiment --params params/organism.yaml --jobs 2 \
+	  --out runs/organism/cold-start-compare --arms coevolve,induced --set matrix.rounds=1 \
+	  --set 'matrix.define={induced: {skillbank: runs/organism/cold-start/selected_skillbank.json}}'
 
 # The control experiment on the organism (5 arms x 3 seeds x 2 rounds, two cells at a time; resumable):
 # runs/organism/controls/matrix_summary.json and docs/results.md.

@@ -500,10 +500,11 @@ class ArmParams(_Section):
     ``method: skill1`` trains Skill1 rounds instead (``round.method: skill1``, each round's library carried to
     the next); it has no S₀ curriculum, so it needs ``skills: none`` and none of the settings above.
     ``checkpoint`` starts the arm from another checkpoint than the shared warm start (relative to the project
-    root; ``null``: the shared one); the results name it.
+    root; ``null``: the shared one); ``skillbank`` replaces S₀ as round 0's bank (``round.skillbank``, e.g. a
+    cold start's induced S₀; it needs ``skills: s0``); the results name both.
     """
 
-    plan_optional: ClassVar[tuple[str, ...]] = ("method", "checkpoint")
+    plan_optional: ClassVar[tuple[str, ...]] = ("method", "checkpoint", "skillbank")
 
     description: str = ""
     method: Literal["intraskill", "skill1"] = "intraskill"
@@ -514,9 +515,12 @@ class ArmParams(_Section):
     rho_max: float | None = Field(None, ge=0.0, le=1.0)
     full_skill_retry: bool | None = None
     checkpoint: str | None = Field(None, min_length=1)
+    skillbank: str | None = Field(None, min_length=1)
 
     @model_validator(mode="after")
     def _skills_to_work_with(self) -> "ArmParams":
+        if self.skillbank is not None and self.skills != "s0":
+            raise ValueError(f"skillbank ({self.skillbank!r}) replaces S₀; it needs skills: s0")
         if self.method == "skill1" and self.skills != "none":
             raise ValueError("method: skill1 retrieves from its own library and has no S₀ curriculum; "
                              "set skills: none")
@@ -531,7 +535,7 @@ class ArmParams(_Section):
     def round_overlay(self) -> dict[str, Any]:
         """The ``round`` fields this arm replaces (a skill-free arm never retries: it has no skill; a Skill1 arm
         has no bank either)."""
-        overlay = {name: getattr(self, name) for name in ("q", "rho_min", "rho_max", "full_skill_retry")
+        overlay = {name: getattr(self, name) for name in ("q", "rho_min", "rho_max", "full_skill_retry", "skillbank")
                    if getattr(self, name) is not None}
         if self.method == "skill1":
             overlay.update(method="skill1", skillbank=None)

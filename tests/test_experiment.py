@@ -27,6 +27,7 @@ from intraskill.params import (
     with_overrides,
 )
 from intraskill.paths import project_root
+from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
 
 SKILL_FIELDS = {"round.q", "round.rho_min", "round.rho_max", "round.full_skill_retry"}
 
@@ -71,6 +72,8 @@ def test_matrix_parameters_name_the_bad_field() -> None:
                             ({"define": {"grpo": {}}}, "define.grpo: a built-in arm"),
                             ({"define": {"bare": {"skills": "none"}}, "arms": ["bare"]}, "needs skills: s0"),
                             ({"define": {"half": {"rho_min": 0.6, "rho_max": 0.4}}, "arms": ["half"]}, None),
+                            ({"define": {"bare": {"skills": "none", "evolve": False, "skillbank": "s0.json"}},
+                              "arms": ["bare"]}, "replaces S₀; it needs skills: s0"),
                             ({"seeds": True}, "matrix.seeds")):
         with pytest.raises(ParamsError) as error:
             params = params_from_dict({**base, "matrix": matrix})
@@ -178,6 +181,33 @@ def test_tiny_matrix_runs_compares_resumes_cell_by_cell_and_refuses_another_plan
     assert printed["comparisons"]["coevolve-grpo"]["deployed"]["success"]["mean"] == \
         block["deployed"]["success"]["mean"]
     assert load_matrix(out).to_dict()["arms"].keys() == {"coevolve", "grpo"}
+
+    # an arm with its own S₀ (a cold start's bank): refused before any work when missing, then one new cell that
+    # trains from that bank alone, named in its cell, summary and statements
+    induced = tmp_path / "induced_s0.json"
+    save_skillbank(SkillBank("ci-induced", load_skillbank(project_root() / "params" / "ci_s0.json").skills[1:]), induced)
+    for bank, message in ((tmp_path / "missing.json", "matrix arm induced: skillbank .* is not a file"),
+                          (induced, None)):
+        define = f"matrix.define={{induced: {{skillbank: {bank}}}}}"
+        if message is not None:
+            with pytest.raises(FileNotFoundError, match=message):
+                run_matrix(with_overrides(params, [define, "matrix.arms=[coevolve,induced]"]), out,
+                           store_root=small_store_root, progress=False)
+            assert not (out / "cells" / "induced").exists()
+            continue
+        monkeypatch.setattr(matrix_module, "run_cell", lambda params, out, cell, *args, **kwargs: real_run_cell(
+            params, out, cell, *args, **kwargs) if cell.arm == "induced" else pytest.fail("a finished cell ran"))
+        extended = run_matrix(with_overrides(params, [define, "matrix.arms=[coevolve,induced]", "matrix.seeds=1"]),
+                              out, store_root=small_store_root, progress=False)
+    cell = extended.cell("induced", 0)
+    assert cell.start_skillbank == str(induced) and cell.rounds[0].chunks_in == 1
+    assert [s.skill_id for s in load_skillbank(out / "cells" / "induced" / "seed-0" / "start" / "skillbank.json")
+            .skills] == ["budget"]
+    assert extended.cell("coevolve", 0).start_skillbank is None
+    note = f"induced trained from S₀ {induced}, not the shared S₀"
+    assert note in extended.summary()
+    assert [c.name for c in extended.contrasts] == ["coevolve-induced"] * 4
+    assert all(note in c.statement() for c in extended.contrasts)
 
 
 def test_plans_leave_out_the_settings_of_an_unused_method() -> None:

@@ -14,8 +14,9 @@ A matrix directory (``<run_root>/<experiment.name>/controls`` by default) holds:
   a Skill1 arm's cell also holds ``final_library.json`` (its last round's committed library) and
   ``test-final-library`` (:mod:`~intraskill.evaluate.skill1_deploy`: the library frozen, no distillation). An
   arm with its own ``checkpoint`` (a Skill1 arm: else ``skill1.start_checkpoint``) starts its first round there
-  instead of the shared warm start; its
-  ``cell.json`` and every statement about it name that checkpoint;
+  instead of the shared warm start, and an arm with its own ``skillbank`` trains from that S₀ (with its α,
+  in ``start/skillbank.json``) instead of the shared one; its ``cell.json`` and every statement about it name
+  that checkpoint or bank;
 * ``matrix_summary.json`` — :meth:`~intraskill.experiment.results.MatrixResult.to_dict`.
 
 Every stage below a cell resumes from its own records (rollout steps, evaluation traces), and a cell with a
@@ -161,15 +162,17 @@ def run_cell(params: Params, out: Path, cell: Cell, start: RoundInputs, store_ro
              progress: bool = True) -> CellResult:
     """Train, evaluate and record one cell (resuming whatever it already holds)."""
     arm = params.matrix.arm(cell.arm)
-    if arm.skills == "s0" and start.skillbank is None:
-        raise ValueError(f"arm {cell.arm}: trains with S₀, but no chunk of S₀ has a positive contribution α")
     trained = cell_params(params, arm, cell.seed_index)
     seeds = CellSeeds.derive(params, cell.seed_index)
     root = out / "cells" / cell.name
+    bank = start.skillbank if arm.skillbank is None else prepare_round(trained, 0, root / "start").skillbank
+    if arm.skills == "s0" and bank is None:
+        raise ValueError(f"arm {cell.arm}: trains with S₀ ({arm.skillbank or 'the shared one'}), but none of its "
+                         "chunks has a positive contribution α")
     with torch_threads(params.matrix.threads):
         if arm.skills == "s0":
-            curriculum = round_curriculum(trained.round, 0, start.skillbank, recorded_path=start.skillbank.name)
-            cell_start = replace(start, curriculum=curriculum)
+            curriculum = round_curriculum(trained.round, 0, bank, recorded_path=bank.name)
+            cell_start = replace(start, skillbank=bank, curriculum=curriculum)
         else:
             cell_start = replace(start, skillbank=None, curriculum=None)
         own_start = start_checkpoint(params, arm)
@@ -179,7 +182,7 @@ def run_cell(params: Params, out: Path, cell: Cell, start: RoundInputs, store_ro
             chain = co_evolve(trained, params.matrix.rounds, start=cell_start, out_dir=root, store_root=store_root,
                               progress=progress,
                               config=CoEvolveConfig(mask_seed=seeds.mask, evolve=arm.evolve))
-        s0 = load_skillbank(start.skillbank) if start.skillbank is not None else None
+        s0 = load_skillbank(bank) if bank is not None else None
         final_bank = _final_bank(chain.rounds[-1].curriculum(), s0) if arm.evolve else s0
         if final_bank is not None:
             save_skillbank(final_bank, root / "final_skillbank.json")
@@ -204,7 +207,7 @@ def run_cell(params: Params, out: Path, cell: Cell, start: RoundInputs, store_ro
         seeds={"experiment": seeds.experiment, "curriculum": seeds.curriculum, "mask": seeds.mask},
         rounds=tuple(RoundRecord.read(r) for r in summary["rounds"]), tests=tests, deployed=deployed,
         final_bank=tuple(s.skill_id for s in final_bank.enabled_skills()) if final_bank is not None else (),
-        wall_seconds=_wall_seconds(root), start_checkpoint=own_start)
+        wall_seconds=_wall_seconds(root), start_checkpoint=own_start, start_skillbank=arm.skillbank)
     write_json(root / CELL_FILE, result.to_dict(), indent=1)
     return result
 
@@ -216,6 +219,20 @@ def arm_checkpoint(arm: str, checkpoint: str) -> str:
         raise FileNotFoundError(f"matrix arm {arm}: checkpoint {checkpoint!r} holds no model ({path / 'config.json'} "
                                 "is missing)")
     return str(path)
+
+
+def check_arm_inputs(params: Params) -> None:
+    """Refuse, before any work, an arm whose own checkpoint holds no model or whose own S₀ is not a bank."""
+    for name in params.matrix.arms:
+        arm = params.matrix.arm(name)
+        own_start = start_checkpoint(params, arm)
+        if own_start is not None:
+            arm_checkpoint(name, own_start)
+        if arm.skillbank is not None:
+            path = resolve_project_path(arm.skillbank)
+            if not path.is_file():
+                raise FileNotFoundError(f"matrix arm {name}: skillbank {arm.skillbank!r} is not a file ({path})")
+            load_skillbank(path)
 
 
 def _final_library(round_root: Path, target: Path) -> Path:
@@ -265,6 +282,7 @@ def run_matrix(params: Params, out_dir: str | Path | None = None, *, jobs: int =
         raise ValueError(f"jobs: must be >= 1, got {jobs}")
     out = Path(out_dir) if out_dir is not None else default_matrix_dir(params)
     store = Path(store_root) if store_root is not None else None
+    check_arm_inputs(params)
     _write_plan(out, matrix_plan(params))
     with torch_threads(params.matrix.threads):
         start, _ = shared_start(params, out, store, progress)

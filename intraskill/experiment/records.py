@@ -140,7 +140,8 @@ class CellResult:
     that their four-condition table is complete); a Skill1 arm adds ``final-library``. ``deployed`` is what
     the arm ships: ``final-library`` for a Skill1 arm, ``final-bank`` for arms trained with skills and a
     non-empty bank, else ``final-bare``. ``start_checkpoint`` names the checkpoint an arm started from when it
-    is not the shared warm start (``None``: the shared one).
+    is not the shared warm start, ``start_skillbank`` the S₀ it trained from when not the shared one (``None``:
+    the shared one).
     """
 
     arm: str
@@ -152,20 +153,21 @@ class CellResult:
     final_bank: tuple[str, ...]
     wall_seconds: float
     start_checkpoint: str | None = None
+    start_skillbank: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"arm": self.arm, "seed_index": self.seed_index, "seeds": dict(self.seeds),
                 "rounds": [r.to_dict() for r in self.rounds],
                 "tests": {name: run.to_dict() for name, run in self.tests.items()},
                 "deployed": self.deployed, "final_bank": list(self.final_bank), "wall_seconds": self.wall_seconds,
-                "start_checkpoint": self.start_checkpoint}
+                "start_checkpoint": self.start_checkpoint, "start_skillbank": self.start_skillbank}
 
     @classmethod
     def from_dict(cls, record: Mapping[str, Any]) -> CellResult:
-        """A ``cell.json`` record (one written before ``start_checkpoint`` existed started from the shared
-        warm start)."""
+        """A ``cell.json`` record (one written before ``start_checkpoint`` or ``start_skillbank`` existed started
+        from the shared warm start and S₀)."""
         return cls(record["arm"], record["seed_index"], dict(record["seeds"]),
                    tuple(RoundRecord(**r) for r in record["rounds"]),
                    {name: TestRun.from_dict(run) for name, run in record["tests"].items()},
                    record["deployed"], tuple(record["final_bank"]), record["wall_seconds"],
-                   record.get("start_checkpoint"))
+                   record.get("start_checkpoint"), record.get("start_skillbank"))

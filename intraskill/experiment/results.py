@@ -6,8 +6,8 @@ Skill1 arm) or ``bare`` (the final checkpoint alone) — for test success and st
 (cells with the same index share their training draws) it is the release's task-paired bootstrap; across seeds a
 hierarchical bootstrap (seeds, then tasks; :func:`~intraskill.evaluate.bootstrap.hierarchical_bootstrap`). A
 difference is *supported* when its 95 % interval excludes 0; everything is seeded from
-``evaluation.bootstrap_seed``. An arm that started from its own checkpoint (``start_checkpoint``) is named as
-such in the summary and in every statement about it.
+``evaluation.bootstrap_seed``. An arm that started from its own checkpoint (``start_checkpoint``) or trained
+from its own S₀ (``start_skillbank``) is named as such in the summary and in every statement about it.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class Contrast:
     per_seed: tuple[BootstrapResult, ...]
     transitions: dict[str, int] | None
     starts: dict[str, str] = field(default_factory=dict)
-    """Arm → the checkpoint it started from, for an arm that did not start from the shared warm start."""
+    """Arm → how it started apart from the others (its own checkpoint, its own S₀), for such an arm."""
 
     @property
     def name(self) -> str:
@@ -71,8 +71,7 @@ class Contrast:
         size = (f"{100 * self.across_seeds.mean_difference:+.1f} points [{100 * low:+.1f}, {100 * high:+.1f}] "
                 f"over {self.across_seeds.seeds} seed(s) × {self.across_seeds.tasks} tasks")
         caveat = "; one seed: the interval holds no training-seed variance" if self.across_seeds.seeds < 2 else ""
-        caveat += "".join(f"; {arm} started from {checkpoint}, not the shared warm start"
-                          for arm, checkpoint in self.starts.items())
+        caveat += "".join(f"; {arm} {start}" for arm, start in self.starts.items())
         if self.verdict == "unresolved":
             return (f"{self.name} ({self.condition}, {label}): {size}; the interval covers 0, no difference "
                     f"resolved{caveat}")
@@ -149,8 +148,7 @@ class MatrixResult:
                 seeds = sum(c.arm == arm for c in self.cells)
                 lines.append(f"  {arm:<16} success {100 * row.success:5.1f} %  reward {row.reward:.3f}  "
                              f"(deployed, {seeds} seed(s))")
-        for arm, checkpoint in _starts(self.cells).items():
-            lines.append(f"  {arm} started from {checkpoint}, not the shared warm start")
+        lines += [f"  {arm} {start}" for arm, start in _starts(self.cells).items()]
         lines += [f"  {c.statement()}" for c in self.contrasts]
         return "\n".join(lines)
 
@@ -260,8 +258,14 @@ def comparison_pairs(arms: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def _starts(cells: Sequence[CellResult]) -> dict[str, str]:
-    """Arm → its own starting checkpoint, for the arms among ``cells`` that have one."""
-    return {c.arm: c.start_checkpoint for c in cells if c.start_checkpoint is not None}
+    """Arm → how it started apart from the shared warm start and S₀, for the arms among ``cells`` that did."""
+    starts = {}
+    for c in cells:
+        notes = [f"started from {c.start_checkpoint}, not the shared warm start"] * (c.start_checkpoint is not None)
+        notes += [f"trained from S₀ {c.start_skillbank}, not the shared S₀"] * (c.start_skillbank is not None)
+        if notes:
+            starts[c.arm] = " and ".join(notes)
+    return starts
 
 
 def _run_dir(out: Path, cell: CellResult, condition: str) -> Path:
