@@ -307,8 +307,11 @@ class ColdStartParams(_Section):
     gold-aware Failure Analyst in a live session (ADD only); eligible cards are consolidated per channel in
     batches of ``consolidation_batch`` into at most ``max_clusters`` clusters per batch; the compiler drafts at
     most ``validation_dimension_cap`` chunks; Gate A runs on the first ``gate_tasks`` val tasks (``null`` =
-    ``evaluation.task_limit``, then the whole split) with ``checkpoint_id`` naming the base checkpoint.
+    ``evaluation.task_limit``, then the whole split) with ``checkpoint_id`` naming the base checkpoint; Gate B
+    reports the active S₀ against bare on the first ``gate_b_tasks`` test tasks (the same rule).
     """
+
+    plan_optional: ClassVar[tuple[str, ...]] = ("gate_b_tasks",)
 
     trajectories: int = Field(400, ge=1)
     max_cards_per_success: int = Field(MAX_SUCCESS_CARDS, ge=1, le=MAX_SUCCESS_CARDS)
@@ -316,6 +319,7 @@ class ColdStartParams(_Section):
     max_clusters: int = Field(MAX_CLUSTERS, ge=1, le=MAX_CLUSTERS)
     validation_dimension_cap: int = Field(VALIDATION_DIMENSION_CAP, ge=1, le=VALIDATION_DIMENSION_CAP)
     gate_tasks: int | None = Field(None, ge=1)
+    gate_b_tasks: int | None = Field(None, ge=1)
     checkpoint_id: str = Field("base", min_length=1)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,13 +17,14 @@ from intraskill.cli import app
 from intraskill.hashing import sha256_json
 from intraskill.params import ParamsError, load_params, params_from_dict, plan_dump, with_overrides
 from intraskill.paths import params_path
+from intraskill.pipeline import cold_start as cold_start_module
 from intraskill.pipeline.cold_start import ColdStartPlanMismatchError, run_cold_start
 from intraskill.policy.expert_policy import ExpertPolicy
 from intraskill.policy.openai_backend import OpenAIPolicy
 from intraskill.shop.engine import ShopEngine
 from intraskill.shop.scripted_expert import Competences
 from intraskill.shop.service import serve_in_thread
-from intraskill.skills.bank import load_skillbank
+from intraskill.skills.bank import SkillBank, load_skillbank
 from intraskill.trace2skill.consolidation import Cluster, in_batches, rule_consolidate
 from intraskill.trace2skill.firewall import GoldLookup
 from intraskill.trace2skill.initial_skill import (
@@ -220,12 +222,13 @@ def lines(path: Path) -> int:
     return path.read_text(encoding="utf-8").count("\n")
 
 
-def test_tiny_cold_start_on_the_ci_organism_resumes_and_refuses_a_changed_plan(tmp_path, small_store_root) -> None:
+def test_tiny_cold_start_on_the_ci_organism_resumes_and_refuses_a_changed_plan(tmp_path, small_store_root,
+                                                                               monkeypatch) -> None:
     params = ci_params(tmp_path, trajectories=8)
     out = tmp_path / "cold-start"
     result = run_cold_start(params, out, store_root=small_store_root, progress=False)
     stages = result.stages
-    assert list(stages) == ["rollouts", "analysis", "firewall", "consolidation", "compile", "gate_a"]
+    assert list(stages) == ["rollouts", "analysis", "firewall", "consolidation", "compile", "gate_a", "gate_b"]
     assert stages["rollouts"].counts["completed"] == 8
     analysis = stages["analysis"].counts
     assert analysis["input"]["total"] == 8 and analysis["failure_cards"] == analysis["input"]["failure"]
@@ -234,6 +237,9 @@ def test_tiny_cold_start_on_the_ci_organism_resumes_and_refuses_a_changed_plan(t
     assert {s.version for s in result.s0.skills} <= {"active-1"}
     assert all(s.estimated_effect > 0 for s in result.s0.skills)
     assert stages["gate_a"].counts["observations"] == 12 and stages["gate_a"].cost["episodes"] == 24
+    # the random-init ci organism never succeeds: no chunk is positive, and Gate B has nothing to report on
+    assert result.s0.skills == () and stages["gate_b"].counts == {"selected": 0}
+    assert stages["gate_b"].cost["episodes"] == 0 and result.gate_b is None and not (out / "gate-b").exists()
     rows = result.chunk_rows()
     assert [r["chunk_id"] for r in rows] == [s.skill_id for s in result.draft.skills]
     assert {r["status"] for r in rows} <= {"selected", "non_positive", "budget_excluded"}
@@ -262,6 +268,20 @@ def test_tiny_cold_start_on_the_ci_organism_resumes_and_refuses_a_changed_plan(t
     assert resumed.stages["analysis"].counts == stages["analysis"].counts
     with pytest.raises(ColdStartPlanMismatchError, match="cold_start"):
         run_cold_start(ci_params(tmp_path, trajectories=9), out, store_root=small_store_root, progress=False)
+
+    # Gate B on a non-empty S₀: Gate A's selection forced to the first draft chunk, Gate A's record dropped
+    real_gate_a = cold_start_module.run_gate_a
+    monkeypatch.setattr(cold_start_module, "run_gate_a", lambda *args, **kwargs: replace(
+        real_gate_a(*args, **kwargs), selected_bank=SkillBank("forced", result.draft.skills[:1])))
+    (out / "stages" / "gate_a.json").unlink()
+    forced = run_cold_start(params, out, store_root=small_store_root, progress=False)
+    gate_b = forced.stages["gate_b"].counts
+    assert gate_b["selected"] == 1 and gate_b["tasks"] == 12 and sum(gate_b["transitions"].values()) == 12
+    assert forced.stages["gate_b"].cost["episodes"] == 24 and "gate_b: selected 1, tasks 12" in forced.summary()
+    assert forced.gate_b.tasks == 12 and forced.gate_b.reward.difference == gate_b["reward_difference"]
+    comparison = json.loads((out / "gate-b" / "comparison.json").read_text())
+    assert comparison["paired"]["metrics"]["reward"]["mean_difference"] == gate_b["reward_difference"]
+    assert forced.manifest["cost"]["episodes"] == sum(s.cost["episodes"] for s in forced.stages.values())
 
 
 def test_cold_start_with_both_channels_on_a_flawed_expert(tmp_path, small_store_root, monkeypatch) -> None:

@@ -26,6 +26,7 @@ from intraskill.gate.contributions import PairingError
 from intraskill.gate.masks import load_mask_assignment
 from intraskill.gate.ols import RankDeficientDesignError
 from intraskill.params import Params, RoundParams, params_from_dict
+from intraskill.pipeline.gate_b import run_gate_b
 from intraskill.pipeline.gate_run import (
     GateConfig,
     GateInputError,
@@ -349,3 +350,28 @@ def test_gate_config_from_round_params() -> None:
     config = GateConfig.from_params(section, "c", mask_seed=2, task_limit=4)
     assert (config.q, config.rho_min, config.rho_max, config.curriculum_seed) == (0.3, 0.1, 0.8, 5)
     assert (config.checkpoint_id, config.mask_seed, config.task_limit) == ("c", 2, 4)
+
+
+def test_gate_b_reports_a_planted_effect_on_test_and_resumes(tmp_path: Path, small_store_root: Path) -> None:
+    """Gate B: the same policy on the same test jobs bare and with S₀, paired; a planted +0.7 success effect of
+    the profile chunk shows with an interval above 0, and a finished Gate B runs no episode again."""
+    params, s0 = make_params(tmp_path), SkillBank("s0", (PERSONA, NEUTRAL))
+    out = tmp_path / "gate-b"
+    result = run_gate_b(params, s0, out, policy=planted_policy(), task_limit=30, store_root=small_store_root,
+                        progress=False)
+    assert result.tasks == 30 and result.episodes == 60 and sum(result.transitions.values()) == 30
+    success = result.success
+    assert success.ci[0] > 0.2 and success.difference == pytest.approx(success.s0 - success.bare)
+    assert result.transitions["0->1"] > result.transitions["1->0"]
+    skills = {name: {tuple(s["skill_id"] for s in t.provenance.get("selected_skills") or [])
+                     for t in read_traces(out / name / "traces.jsonl")} for name in ("bare", "s0")}
+    assert skills == {"bare": {()}, "s0": {("persona", "neutral")}}
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert comparison["alignment"]["plan"]["status"] == "matched" and comparison["paired"]["pairs"] == 30
+    assert "Gate B on 30 test tasks" in result.statement() and (out / "comparison.md").is_file()
+    again = run_gate_b(params, s0, out, policy=MustNotRun(planted_policy()), task_limit=30,
+                       store_root=small_store_root, progress=False)
+    assert again == result
+    with pytest.raises(ValueError, match="Gate B needs an S₀ with an enabled chunk"):
+        run_gate_b(params, SkillBank("empty", ()), tmp_path / "empty", policy=planted_policy(),
+                   store_root=small_store_root)

@@ -20,7 +20,9 @@ is skipped, and a killed stage resumes where it stopped:
    ``initial_skill_draft.md``, the pre-validation ADD ledger ``proposal_ledger.jsonl``, and
    ``compiler_invalid_attempts.jsonl`` for an LLM compiler);
 6. ``gate_a`` — Gate A on val (``gate-a/``, :func:`~intraskill.pipeline.gate_run.run_gate_a`); its selected bank
-   is the active S₀, copied to ``selected_skillbank.json`` (usable as ``round.skillbank``).
+   is the active S₀, copied to ``selected_skillbank.json`` (usable as ``round.skillbank``);
+7. ``gate_b`` — Gate B (§4.4 step 6): the base policy on test, bare (``gate-b/bare``) and with the active S₀
+   (``gate-b/s0``), compared task by task (``gate-b/comparison.json`` and ``.md``, S₀ − bare); it only reports.
 
 The directory's ``plan.json`` (the parameters, the cold-start section, the analyst and the base checkpoint)
 refuses a different plan. ``analysis_summary.json`` and ``cold_start_manifest.json`` (status, counts and cost per
@@ -47,8 +49,10 @@ from intraskill.gate.selection import ACTIVE_SKILL_BUDGET
 from intraskill.hashing import sha256_file, sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.organism.shipped import resolve_checkpoint
-from intraskill.params import ExperimentParams, Params, plan_dump
+from intraskill.params import ExperimentParams, Params, plan_dump, section_plan
 from intraskill.paths import runs_root
+from intraskill.pipeline.gate_b import RUNS as GATE_B_RUNS
+from intraskill.pipeline.gate_b import GateBResult, read_gate_b, run_gate_b
 from intraskill.pipeline.gate_run import GateConfig, run_gate_a
 from intraskill.pipeline.round import open_train_store
 from intraskill.policy.factory import weights_digest
@@ -78,7 +82,7 @@ PIPELINE_VERSION = "intraskill-cold-start-v1"
 PLAN_SCHEMA_VERSION = "intraskill-cold-start-plan-v1"
 SUMMARY_SCHEMA_VERSION = "shopsimrl-trace2skill-cold-start-v3"
 MANIFEST_SCHEMA_VERSION = "intraskill-cold-start-manifest-v1"
-STAGES = ("rollouts", "analysis", "firewall", "consolidation", "compile", "gate_a")
+STAGES = ("rollouts", "analysis", "firewall", "consolidation", "compile", "gate_a", "gate_b")
 TRAIN_SPLIT = "train"
 
 
@@ -107,6 +111,7 @@ class ColdStartPaths:
     invalid_attempts: Path
     gate: Path
     s0: Path
+    gate_b: Path
     stages: Path
     summary: Path
     manifest: Path
@@ -118,7 +123,7 @@ class ColdStartPaths:
                    root / "evidence_cards.jsonl", root / "cluster_batches.jsonl", root / "initial_skill_draft.json",
                    root / "initial_skillbank.json", root / "initial_skill_draft.md", root / "proposal_ledger.jsonl",
                    root / "compiler_invalid_attempts.jsonl", root / "gate-a", root / "selected_skillbank.json",
-                   root / "stages", root / "analysis_summary.json", root / "cold_start_manifest.json")
+                   root / "gate-b", root / "stages", root / "analysis_summary.json", root / "cold_start_manifest.json")
 
 
 @dataclass(frozen=True)
@@ -149,6 +154,12 @@ class ColdStartResult:
     @property
     def s0_path(self) -> Path:
         return ColdStartPaths.of(self.root).s0
+
+    @property
+    def gate_b(self) -> GateBResult | None:
+        """Gate B's report (the active S₀ against bare on test), ``None`` when Gate A selected nothing."""
+        directory = ColdStartPaths.of(self.root).gate_b
+        return read_gate_b(directory) if (directory / "comparison.json").is_file() else None
 
     def stage_rows(self) -> list[dict[str, Any]]:
         """One row per stage: its counts (one level of nesting flattened, ``success cards``; lists left out) and its
@@ -194,7 +205,7 @@ def cold_start_plan(params: Params, settings: AnalystSettings, checkpoint: str |
     """The fingerprinted plan: parameters (with the cold-start section), the analyst and the base checkpoint's
     weights (their digest, not the path, so a clone elsewhere resumes the same plan)."""
     return {"pipeline_version": PIPELINE_VERSION, "params": plan_dump(params),
-            "cold_start": params.cold_start.model_dump(mode="json"), "analyst": asdict(settings),
+            "cold_start": section_plan(params.cold_start), "analyst": asdict(settings),
             "checkpoint_sha256": weights_digest(Path(checkpoint)) if checkpoint is not None else None}
 
 
@@ -481,6 +492,25 @@ def _gate_a(params: Params, paths: ColdStartPaths, checkpoint: str | None, store
     return counts, cost, names
 
 
+def _gate_b(params: Params, paths: ColdStartPaths, checkpoint: str | None, store_root: str | Path | None,
+            progress: bool) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    s0 = load_skillbank(paths.s0)
+    if not s0.enabled_skills():
+        LOGGER.warning("cold start: Gate A selected no chunk; Gate B has no S₀ to report on")
+        return {"selected": 0}, {"episodes": 0, "tokens": 0}, []
+    result = run_gate_b(params, s0, paths.gate_b, checkpoint=checkpoint, task_limit=params.cold_start.gate_b_tasks,
+                        store_root=store_root, progress=progress)
+    LOGGER.info("cold start: %s", result.statement())
+    counts: dict[str, Any] = {"selected": len(s0.enabled_skills()), "tasks": result.tasks}
+    for label, metric in (("success", result.success), ("reward", result.reward)):
+        counts.update({f"bare_{label}": metric.bare, f"s0_{label}": metric.s0, f"{label}_difference": metric.difference,
+                       f"{label}_ci": list(metric.ci)})
+    counts["transitions"] = result.transitions
+    gate_b = paths.gate_b.name
+    return counts, {"episodes": result.episodes, "tokens": result.tokens}, [
+        *(f"{gate_b}/{name}/traces.jsonl" for name in GATE_B_RUNS), f"{gate_b}/comparison.json"]
+
+
 def run_cold_start(
     params: Params,
     out_dir: str | Path,
@@ -530,6 +560,8 @@ def run_cold_start(
         store.close()
     stages["gate_a"] = _stage(paths, "gate_a", inputs("compile"),
                               lambda: _gate_a(params, paths, checkpoint, store_root, progress))
+    stages["gate_b"] = _stage(paths, "gate_b", inputs("gate_a"),
+                              lambda: _gate_b(params, paths, checkpoint, store_root, progress))
     analysis = stages["analysis"].counts
     write_json(paths.summary, {
         "schema_version": SUMMARY_SCHEMA_VERSION, "input": analysis["input"],
