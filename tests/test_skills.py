@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from intraskill.paths import release_data_dir
+from intraskill.paths import project_root, release_data_dir
 from intraskill.skills import (
     Chunk,
     Skill,
@@ -184,3 +184,19 @@ def test_provider_identity_refuses_truncating_max_skills() -> None:
     assert bank.provider_identity()["bank_sha256"] == bank.sha256
     with pytest.raises(SkillBankError, match="max_skills"):
         bank.provider_identity(max_skills=1)
+
+
+def test_the_reworded_organism_bank_mirrors_the_hand_written_one() -> None:
+    """``organism_s0_paraphrased.json`` (the wording probe, docs/cold-start.md) keeps every chunk's ID, roles,
+    structure and step count and changes every title and line of text."""
+    original = load_skillbank(project_root() / "params" / "organism_s0.json")
+    reworded = load_skillbank(project_root() / "params" / "organism_s0_paraphrased.json")
+    assert [s.skill_id for s in reworded.skills] == [s.skill_id for s in original.skills]
+    for before, after in zip(original.skills, reworded.skills):
+        assert after.metadata == before.metadata
+        old, new = parse_chunk(before.content), parse_chunk(after.content)
+        assert len(new.procedure) == len(old.procedure)
+        pairs = [(old.title, new.title), (old.applicable_when, new.applicable_when),
+                 (old.verification, new.verification), (old.common_failure, new.common_failure),
+                 *zip(old.procedure, new.procedure)]
+        assert all(a != b for a, b in pairs), before.skill_id
