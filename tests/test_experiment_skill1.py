@@ -232,7 +232,7 @@ def test_skill1_arm_parameters_and_the_other_arms_plans() -> None:
     # the new arm and settings leave every other plan as it was: fields at their defaults are not in plans
     base = load_params(project_root() / "params" / "organism.yaml")
     assert section_plan(BUILTIN_ARMS["grpo"]) == {k: v for k, v in BUILTIN_ARMS["grpo"].model_dump(mode="json").items()
-                                                  if k not in ("method", "checkpoint")}
+                                                  if k not in ("method", "checkpoint", "skillbank")}
     assert section_plan(base.skill1) == base.skill1.model_dump(
         mode="json", exclude={"query_max_tokens", "rank_max_tokens", "distill_max_tokens"})
     defined = params_from_dict({**base.model_dump(mode="json"), "matrix": {
