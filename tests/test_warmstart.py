@@ -553,3 +553,38 @@ def test_a_pretrained_spec_is_cloned_with_lora_and_ships_its_adapter(tmp_path: P
     assert not warmstart_matches(shipped, params)  # never taken for an organism's warm start
     with pytest.raises(ParamsError, match="warmstart.lora"):
         params_from_dict({**data, "model": {**data["model"], "spec": "organism"}})
+
+
+def test_a_killed_warm_start_evaluation_resumes_from_its_recorded_episodes(
+        shipped_ci: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm start's evaluation keeps every episode (``evaluation.jsonl``, one key per arm): killed after its
+    first arm and mid-line, it plays only the other arms' episodes and gives the same ground truth; run again,
+    it plays none."""
+    from intraskill.organism import truth as truth_module
+    from intraskill.organism.truth import EVALUATION_FILE, measure_ground_truth
+    from intraskill.shop.build import open_engine
+
+    run, bank = shipped_ci.parent / "run", load_skillbank(S0_PATH)
+    lines = (run / EVALUATION_FILE).read_text(encoding="utf-8").splitlines()
+    keys = list(dict.fromkeys(json.loads(line)["key"] for line in lines))
+    assert len(keys) == 2 + len(bank.enabled_skills())  # bare, S₀ and each chunk alone
+    first = [line for line in lines if json.loads(line)["key"] == keys[0]]
+    out = tmp_path / "resumed"
+    out.mkdir()
+    (out / EVALUATION_FILE).write_text("".join(f"{line}\n" for line in first) + lines[len(first)][:40])
+    played: list[object] = []
+    real = truth_module.run_episodes
+    monkeypatch.setattr(truth_module, "run_episodes", lambda policy, factory, jobs, *args, **kwargs: (
+        played.extend(jobs), real(policy, factory, jobs, *args, **kwargs))[1])
+    store = open_engine(CI.store, "train", run_root=CI.experiment.run_root)
+    try:
+        metrics, _ = measure_ground_truth(CI, run / "checkpoint", out, bank, store, progress=False)
+        assert len(played) == len(lines) - len(first)
+        recorded = json.loads((run / "manifest.json").read_text())["metrics"]
+        assert {k: metrics[k] for k in ("bare", "s0", "alone")} == {k: recorded[k] for k in ("bare", "s0", "alone")}
+        assert json.loads((out / "ground_truth.json").read_text()) == json.loads((run / "ground_truth.json").read_text())
+        played.clear()
+        measure_ground_truth(CI, run / "checkpoint", out, bank, store, progress=False)
+        assert played == []
+    finally:
+        store.close()

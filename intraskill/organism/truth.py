@@ -6,15 +6,19 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
 from intraskill.agent.env import InProcessEnvironment
-from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
+from intraskill.agent.runtime import EpisodeJob, EpisodeResult, RuntimeConfig, run_episodes
+from intraskill.agent.traces import EpisodeTrace
 from intraskill.chat.base import Policy
 from intraskill.evaluate.bootstrap import paired_bootstrap_ci
+from intraskill.hashing import sha256_json
+from intraskill.jsonl import JsonlWriter, iter_jsonl
 from intraskill.organism.demos import chunk_roles
 from intraskill.params import Params
 from intraskill.policy.factory import load_policy, resolve_device, weights_digest
@@ -22,10 +26,11 @@ from intraskill.skills.bank import Skill, SkillBank
 
 if TYPE_CHECKING:
     from intraskill.agent.env import Environment
-    from intraskill.agent.runtime import EpisodeResult, RuntimeConfig
 
 
 GROUND_TRUTH_SCHEMA_VERSION = "intraskill-ground-truth-v1"
+EVALUATION_FILE = "evaluation.jsonl"
+"""The warm start's evaluated episodes (``{"key", "trace"}`` per line, appended with fsync; :func:`run_arm`)."""
 
 def arm_metrics(results: Sequence[EpisodeResult]) -> dict[str, Any]:
     """Success and reward (unscored episodes count 0), protocol-error rate per model turn, turns."""
@@ -45,14 +50,32 @@ def arm_metrics(results: Sequence[EpisodeResult]) -> dict[str, Any]:
 
 
 def run_arm(policy: Policy, env_factory: Callable[[], Environment], task_ids: Sequence[int],
-            skills: Sequence[Skill], seed: int, config: RuntimeConfig,
-            batch_size: int) -> list[EpisodeResult]:
-    """One evaluation arm: each task once (sample 0) with ``skills`` injected, episode seeds from ``seed``."""
-    jobs = [EpisodeJob.create(task, 0, seed, skills) for task in task_ids]
-    results: list[EpisodeResult] = []
-    for start in range(0, len(jobs), batch_size):
-        results += run_episodes(policy, env_factory, jobs[start:start + batch_size], config, progress=False)
-    return results
+            skills: Sequence[Skill], seed: int, config: RuntimeConfig, batch_size: int,
+            record: Path | None = None, key: str = "") -> list[EpisodeResult]:
+    """One evaluation arm: each task once (sample 0) with ``skills`` injected, episode seeds from ``seed``.
+
+    With ``record`` (a JSONL file), every finished episode's trace is appended there under ``key`` with fsync, and
+    the tasks already recorded under ``key`` are read back instead of played again: a killed arm resumes with no
+    episode lost or repeated.
+    """
+    done: dict[int, EpisodeResult] = {}
+    if record is not None:
+        for line in iter_jsonl(record):
+            if line["key"] == key:
+                trace = EpisodeTrace.from_dict(line["trace"])
+                done[trace.task_id] = EpisodeResult.from_trace(trace)
+    jobs = [EpisodeJob.create(task, 0, seed, skills) for task in task_ids if task not in done]
+    writer = JsonlWriter(record) if record is not None and jobs else None
+    try:
+        for start in range(0, len(jobs), batch_size):
+            for result in run_episodes(policy, env_factory, jobs[start:start + batch_size], config, progress=False):
+                done[result.task_id] = result
+                if writer is not None:
+                    writer.append({"key": key, "trace": result.trace.to_dict()})
+    finally:
+        if writer is not None:
+            writer.close()
+    return [done[task] for task in task_ids]
 
 
 def ground_truth(bank: SkillBank, bare: Sequence[EpisodeResult], alone: dict[str, Sequence[EpisodeResult]],
@@ -109,9 +132,11 @@ def warmstart_checks(metrics: Mapping[str, Any], truth: Mapping[str, Any]) -> di
 
 # --- the whole pipeline ------------------------------------------------------------------------------
 def evaluate_warmstart(params: Params, checkpoint: Path, bank: SkillBank, engine: Any, val_ids: Sequence[int],
-                       progress: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+                       progress: bool = True, record: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(metrics, ground_truth)`` of a saved checkpoint: bare, with S₀ and each chunk alone on val (no chunk-alone
-    arms with ``warmstart.ground_truth_episodes: 0``)."""
+    arms with ``warmstart.ground_truth_episodes: 0``). With ``record`` every episode is kept there
+    (:func:`run_arm`), keyed by the checkpoint's weights, the arm's chunks, the seed, the runtime and the store, so
+    a killed evaluation resumes."""
 
     ws = params.warmstart
     policy = load_policy(params.model.spec, checkpoint=str(checkpoint), device=resolve_device(params.model.device),
@@ -125,11 +150,15 @@ def evaluate_warmstart(params: Params, checkpoint: Path, bank: SkillBank, engine
         ("bare", list(val_ids[:max(n_eval, n_truth)]), ()),
         ("s0", list(val_ids[:n_eval]), tuple(skills)),
     ] + [(f"alone:{s.skill_id}", list(val_ids[:n_truth]), (s,)) for s in alone_skills]
+    identity = {"checkpoint": weights_digest(checkpoint), "spec": params.model.spec, "dtype": params.model.dtype,
+                "seed": ws.seed, "runtime": asdict(config), "store": engine.versions(),
+                "products_sha256": engine.index.manifest["products_sha256"]}
     results: dict[str, list[EpisodeResult]] = {}
     timings: dict[str, float] = {}
     for name, tasks, injected in tqdm(arms, desc="evaluate warm start", disable=not progress):
         started = time.monotonic()
-        results[name] = run_arm(policy, factory, tasks, injected, ws.seed, config, ws.eval_batch_size)
+        key = sha256_json({**identity, "skills": [[s.skill_id, s.content_sha256] for s in injected]})
+        results[name] = run_arm(policy, factory, tasks, injected, ws.seed, config, ws.eval_batch_size, record, key)
         timings[name] = round(time.monotonic() - started, 1)
     bare_eval = results["bare"][:n_eval]
     metrics = {"split": "val", "bare": arm_metrics(bare_eval), "s0": arm_metrics(results["s0"]),
@@ -151,7 +180,8 @@ def measure_ground_truth(params: Params, checkpoint: Path, out: Path, bank: Skil
     """
     ws = params.warmstart
     val_ids = list(store.catalog.task_ids("val"))
-    metrics, truth = evaluate_warmstart(params, checkpoint, bank, store.engine, val_ids, progress=progress)
+    metrics, truth = evaluate_warmstart(params, checkpoint, bank, store.engine, val_ids, progress=progress,
+                                        record=out / EVALUATION_FILE)
     identity = {"checkpoint_sha256": weights_digest(checkpoint), "bank_sha256": bank.sha256,
                 "catalog_sha256": store.catalog.sha256}
     truth = {"schema_version": GROUND_TRUTH_SCHEMA_VERSION, **identity, "split": "val",
