@@ -19,10 +19,10 @@ import torch
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from intraskill.chat.base import ChatRequest, ToolCall
+from intraskill.chat.base import ChatRequest, ContextFull, ToolCall
 from intraskill.chat.chatml import assistant_message, render_messages
 from intraskill.policy.hf import HFPolicy
-from intraskill.policy.openai_backend import OpenAIPolicy
+from intraskill.policy.openai_backend import OpenAIPolicy, context_exceeded
 from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
 from intraskill.policy.server import ServerConfig, create_app
 
@@ -155,6 +155,28 @@ def test_openai_policy_plays_turns_with_tools_and_reuses_sessions(served) -> Non
     assert len(policy.session_ids) == 3
     for session_id in policy.session_ids:
         assert policy.end_session(session_id).loss_mask.count(1) >= 2 * 10
+
+
+def test_a_full_context_crosses_http_as_context_full(served) -> None:
+    """serve-policy answers a prompt that leaves no room as OpenAI's ``context_length_exceeded``; the OpenAI
+    backend reads it back as ContextFull (which the runtime scores as a ``generation_length`` terminal), as it
+    reads vLLM's and SGLang's wording; any other 400 stays an error."""
+    base_url, policy, _ = served
+    messages = conversation(0)
+    policy.max_position = 8  # no prompt fits below it
+    reply = httpx.post(f"{base_url}/chat/completions", json={"model": "organism-test", "messages": messages})
+    assert reply.status_code == 400 and reply.json()["error"]["code"] == "context_length_exceeded"
+    remote = OpenAIPolicy(base_url, "organism-test")
+    try:
+        with pytest.raises(ContextFull, match="session ep-9: .* leave no room below max_position_embeddings=8"):
+            remote.generate([ChatRequest("ep-9", messages, [CLICK], max_tokens=4, temperature=0.0)])
+    finally:
+        remote.close()
+    response = httpx.Response(400, request=httpx.Request("POST", "http://127.0.0.1/v1/chat/completions"))
+    for message, full in (("This model's maximum context length is 4096 tokens. However, you requested 5000", True),
+                          ("The input (5000 tokens) is longer than the model's context length (4096 tokens).", True),
+                          ("messages[0]: an object with a string 'role' is required", False)):
+        assert context_exceeded(openai.BadRequestError(message, response=response, body=None)) is full
 
 
 def test_lru_sessions_are_evicted(served) -> None:

@@ -74,6 +74,12 @@ class ContextFull(ValueError):
     and the backend leaves the session's stream at its last reply, so the trained stream is what was sampled."""
 
 
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+"""The OpenAI API's error code for a prompt over the context window: ``serve-policy`` answers
+:class:`ContextFull` with it, and the OpenAI backend reads it (or a message naming the context length, as vLLM and
+SGLang word it) back as :class:`ContextFull`."""
+
+
 @dataclass
 class Generation:
     """The model's reply to one :class:`ChatRequest`.

@@ -14,7 +14,14 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
-from intraskill.chat.base import ChatRequest, Generation, SessionTokens, ToolCall
+from intraskill.chat.base import (
+    CONTEXT_LENGTH_EXCEEDED,
+    ChatRequest,
+    ContextFull,
+    Generation,
+    SessionTokens,
+    ToolCall,
+)
 from intraskill.chat.chatml import INVALID_ARGUMENTS_JSON, parse_tool_calls, render_tool_call
 
 if TYPE_CHECKING:
@@ -134,6 +141,10 @@ class OpenAIPolicy:
             try:
                 response = await self._client.chat.completions.create(**body, extra_body=self.extra_body or None)
                 return to_generation(response)
+            except openai.BadRequestError as error:
+                if context_exceeded(error):
+                    raise ContextFull(f"session {request.session_id}: {error.message}") from None
+                raise
             except retryable as error:
                 if attempt >= self.max_retries:
                     raise
@@ -141,6 +152,13 @@ class OpenAIPolicy:
                 attempt += 1
                 LOGGER.warning("%s: %s; retry %d in %.2fs", request.session_id, type(error).__name__, attempt, delay)
                 await asyncio.sleep(delay)
+
+
+def context_exceeded(error: Any) -> bool:
+    """Whether an HTTP 400 says the prompt exceeds the context window: the OpenAI code
+    (:data:`~intraskill.chat.base.CONTEXT_LENGTH_EXCEEDED`, which ``serve-policy`` sends) or a message naming the
+    context length (vLLM: "maximum context length is …", SGLang: "… longer than the model's context length")."""
+    return getattr(error, "code", None) == CONTEXT_LENGTH_EXCEEDED or "context length" in str(error.message).lower()
 
 
 def to_generation(response: Any) -> Generation:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from intraskill.chat.base import ChatRequest, Generation
+from intraskill.chat.base import CONTEXT_LENGTH_EXCEEDED, ChatRequest, ContextFull, Generation
 from intraskill.chat.chatml import render_message
 
 if TYPE_CHECKING:
@@ -254,12 +254,15 @@ def create_app(policy: HFPolicy, config: ServerConfig | None = None) -> FastAPI:
             return _error(400, "the request body must be a JSON object")
         try:
             generation, _ = await state["batcher"].submit(body)
+        except ContextFull as error:
+            return _error(400, str(error), CONTEXT_LENGTH_EXCEEDED)
         except (ValueError, TypeError) as error:
             return _error(400, str(error))
         payload = completion_payload(generation, config.model_name, f"{next(completion_ids):08d}")
         return JSONResponse(payload)
 
-    def _error(status: int, message: str) -> JSONResponse:
-        return JSONResponse({"error": {"message": message, "type": "invalid_request_error"}}, status_code=status)
+    def _error(status: int, message: str, code: str | None = None) -> JSONResponse:
+        return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "code": code}},
+                            status_code=status)
 
     return app
