@@ -8,6 +8,7 @@ import pytest
 
 from intraskill.analysis.release import locate_release_dir, reanalyse_release
 from intraskill.paths import project_root
+from intraskill.pipeline.gate_b import GateBResult, PairedMetric
 from intraskill.pipeline.gate_validation import GateValidationReport, SeedValidation, TruthComparison
 from intraskill.plots import prose
 
@@ -50,6 +51,17 @@ def test_round_and_warm_start_sentences() -> None:
                                f"{prose.percent(metrics['bare']['success'], 'en')}, with $S_0$")
     assert f"adds {prose.points(effects[-1])} points" in sentence
     assert f"every other chunk adds {prose.points(effects[0])} … {prose.points(effects[-2])} points" in sentence
+
+
+def test_gate_b_sentence() -> None:
+    result = GateBResult(project_root(), 400, PairedMetric(0.4, 0.4725, 0.0725, (0.0475, 0.1)),
+                         PairedMetric(0.538, 0.594, 0.056, (0.035, 0.079)),
+                         {"0->1": 31, "1->0": 2, "1->1": 158, "0->0": 209}, 800, 2_620_132)
+    assert prose.gate_b(result, "en") == (
+        "Gate B on 400 test tasks: bare success 40.00 %, with the induced $S_0$ 47.25 %: +7.25 points "
+        "[+4.75, +10.00] (task-paired bootstrap), 31 tasks fixed and 2 broken.")
+    assert "400 个测试任务：无技能成功率 40.00%，带归纳出的 $S_0$ 为 47.25%" in prose.gate_b(result, "zh")
+    assert result.statement().startswith("Gate B on 400 test tasks: success 40.0 % bare, 47.2 % with S₀ (+7.2 points")
 
 
 def test_gate_validation_sentence() -> None:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
+    from intraskill.pipeline.gate_b import GateBResult
+
 LANGUAGES = ("en", "zh")
 ARROW = " → "
 
@@ -124,6 +126,21 @@ def round_val(comparison: Mapping[str, Any], language: str) -> str:
                 f"{interval(low, high)} (task-paired bootstrap), {fixed} tasks fixed and {broken} broken.")
     return (f"{paired['pairs']} 个验证任务上的无技能成功率从 {before} 升到 {after}：{difference} 个百分点 "
             f"{interval(low, high)}（按任务配对的自助法），{fixed} 个任务由失败变为成功，{broken} 个相反。")
+
+
+def gate_b(result: GateBResult, language: str) -> str:
+    """The cold start's Gate B: the base policy on test bare and with the induced S₀, the difference with its
+    interval, and the tasks fixed and broken."""
+    _check(language)
+    success = result.success
+    bare, s0 = percent(success.bare, language), percent(success.s0, language)
+    fixed, broken = result.transitions["0->1"], result.transitions["1->0"]
+    difference = f"{points(success.difference)}"
+    if language == "en":
+        return (f"Gate B on {result.tasks} test tasks: bare success {bare}, with the induced $S_0$ {s0}: {difference} "
+                f"points {interval(*success.ci)} (task-paired bootstrap), {fixed} tasks fixed and {broken} broken.")
+    return (f"Gate B，{result.tasks} 个测试任务：无技能成功率 {bare}，带归纳出的 $S_0$ 为 {s0}：{difference} 个百分点 "
+            f"{interval(*success.ci)}（按任务配对的自助法），{fixed} 个任务由失败变为成功，{broken} 个相反。")
 
 
 def warmstart_effects(metrics: Mapping[str, Any], truth: Mapping[str, Any], language: str) -> str:
