@@ -182,6 +182,45 @@ def test_a_full_context_changes_no_session_of_the_batch(organism) -> None:
     assert alone.prompt_tokens > len(streams["ep-0"])  # the other session continues its stream
 
 
+def test_a_failed_turn_is_rolled_back_and_its_retry_continues_the_stream(organism, monkeypatch, caplog) -> None:
+    """A turn that fails after its rows were opened and one reply finished leaves every session as before it
+    (a new one gone): retried, the sessions continue their streams, and the whole episode's token stream is the
+    one a policy that never failed samples."""
+    model, tokenizer = organism
+    chats = conversations(3)
+    first = {k: m for k, m in chats.items() if k != "ep-2"}  # ep-2 opens in the failing turn
+    reference, failing = HFPolicy(model, tokenizer), HFPolicy(model, tokenizer)
+    requests = [ChatRequest(k, m, [CLICK], max_tokens=4, temperature=1.0, seed=7) for k, m in first.items()]
+    replies = reference.generate(requests)
+    assert [r.text for r in failing.generate(requests)] == [r.text for r in replies]
+    follow = {**{k: m + [assistant_message(r), {"role": "tool", "content": "ok"}]
+                 for (k, m), r in zip(first.items(), replies)}, "ep-2": chats["ep-2"]}
+    second = [ChatRequest(k, m, [CLICK], max_tokens=4, temperature=1.0, seed=11) for k, m in follow.items()]
+    streams = {k: (list(failing._sessions[k].input_ids), len(failing._sessions[k].history)) for k in first}
+    finish, calls = failing._finish_row, []
+
+    def fail_on_the_second_row(row):
+        calls.append(row.request.session_id)
+        if len(calls) == 2:
+            raise RuntimeError("out of memory")
+        return finish(row)
+
+    monkeypatch.setattr(failing, "_finish_row", fail_on_the_second_row)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        failing.generate(second)
+    assert {k: (failing._sessions[k].input_ids, len(failing._sessions[k].history)) for k in first} == streams
+    assert "ep-2" not in failing._sessions and all(failing._sessions[k].cache is None for k in first)
+    monkeypatch.setattr(failing, "_finish_row", finish)
+    with caplog.at_level("WARNING", logger="intraskill.policy.hf"):
+        retried = [failing.generate([request])[0] for request in second]  # as the runtime isolates them
+    assert "restarting" not in caplog.text
+    assert [g.text for g in retried] == [g.text for g in reference.generate(second)]
+    for key in follow:  # the same tokens; log-probs alike up to the float noise of batch shapes
+        resumed, expected = failing.end_session(key), reference.end_session(key)
+        assert (resumed.input_ids, resumed.loss_mask) == (expected.input_ids, expected.loss_mask)
+        assert resumed.logprobs == pytest.approx(expected.logprobs, abs=1e-4)
+
+
 def test_bad_requests_name_the_field(organism) -> None:
     model, tokenizer = organism
     policy = HFPolicy(model, tokenizer)

@@ -81,6 +81,24 @@ class _Session:
 
 
 @dataclass(frozen=True)
+class _Mark:
+    """A session's lengths before a turn, to roll a failed turn back (:meth:`HFPolicy._roll_back`)."""
+
+    tokens: int
+    history: int
+    turns: int
+
+    @classmethod
+    def of(cls, session: _Session) -> _Mark:
+        return cls(len(session.input_ids), len(session.history), session.turns)
+
+    def restore(self, session: _Session) -> None:
+        del session.input_ids[self.tokens :], session.loss_mask[self.tokens :], session.logprobs[self.tokens :]
+        del session.history[self.history :]
+        session.turns, session.cache = self.turns, None
+
+
+@dataclass(frozen=True)
 class _Turn:
     """One request's next turn, prepared before any session changes (:meth:`HFPolicy._prepare`)."""
 
@@ -205,11 +223,27 @@ class HFPolicy:
             raise ContextFull("; ".join(
                 f"session {t.request.session_id}: {len(t.session.input_ids) + len(t.prompt)} tokens leave no room "
                 f"below max_position_embeddings={self.max_position}" for t in full))
-        rows = [self._open_row(turn) for turn in turns]
-        with torch.inference_mode():
-            for start in range(0, len(rows), self.max_batch):
-                self._run_turn(rows[start : start + self.max_batch])
-        return [self._finish_row(row) for row in rows]
+        marks = [(turn, self._sessions.get(turn.request.session_id), _Mark.of(turn.session)) for turn in turns]
+        try:
+            rows = [self._open_row(turn) for turn in turns]
+            with torch.inference_mode():
+                for start in range(0, len(rows), self.max_batch):
+                    self._run_turn(rows[start : start + self.max_batch])
+            return [self._finish_row(row) for row in rows]
+        except BaseException:
+            self._roll_back(marks)
+            raise
+
+    def _roll_back(self, marks: list[tuple[_Turn, _Session | None, _Mark]]) -> None:
+        """Undo a failed turn: every session ends at its last reply again (its cache dropped, so the next turn
+        prefills the stream anew) and a session the turn opened or replaced is as it was, so a retry continues
+        the exact training stream instead of restarting it."""
+        for turn, previous, mark in marks:
+            mark.restore(turn.session)
+            if previous is None:
+                self._sessions.pop(turn.request.session_id, None)
+            else:
+                self._sessions[turn.request.session_id] = previous
 
     def _prepare(self, request: ChatRequest) -> _Turn:
         """The request's session (a fresh one when its messages do not continue the stream), the prompt tokens
