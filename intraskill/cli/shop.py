@@ -142,6 +142,7 @@ def serve_command(
     # deferred: a verb loads its stage only when it runs
     from intraskill.shop.build import ensure_store, open_store, store_config
     from intraskill.shop.engine import ShopEngine, StoreConfig
+    from intraskill.shop.search import SearchIndex
 
     # deferred: fastapi is heavy to import
     from intraskill.shop.service import SERVER_STACK, create_app
@@ -155,14 +156,16 @@ def serve_command(
     if params is None:
         config = StoreConfig(language=language)
         root = _ensure_store(root, scale, seed)
+        catalog, index, splits = open_store(root)
     else:
         if (language, scale, seed) != ("en", SCALE_DEFAULT, SEED_DEFAULT):
             fail("--params: the store's language, scale and seed come from the parameter set; "
                  "drop --language, --scale and --seed")
         loaded = load(params)
         config = store_config(loaded.store)
-        root = str(ensure_store(loaded.store, root, loaded.experiment.run_root).paths.root)
-    catalog, index, splits = open_store(root)
+        artifacts = ensure_store(loaded.store, root, loaded.experiment.run_root)  # read and checked once
+        root, catalog, splits = str(artifacts.paths.root), artifacts.catalog, artifacts.splits
+        index = SearchIndex.open(artifacts.paths.index, catalog.sha256)
     engine = ShopEngine(catalog.products, catalog.goals, index, config)
     options: dict[str, object] = {}
     if protocol == "openenv":
