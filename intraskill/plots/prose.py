@@ -111,21 +111,27 @@ def release_rounds(rounds: pd.DataFrame, language: str) -> str:
             "个包含零。")
 
 
+def _paired_difference(difference: float, ci: Sequence[float], transitions: Mapping[str, int], language: str) -> str:
+    """``+18.00 points [+12.50, +24.00] (task-paired bootstrap), 39 tasks fixed and 3 broken.`` (or its Chinese)."""
+    fixed, broken = transitions["0->1"], transitions["1->0"]
+    if language == "en":
+        return (f"{points(difference)} points {interval(*ci)} (task-paired bootstrap), {fixed} tasks fixed and "
+                f"{broken} broken.")
+    return f"{points(difference)} 个百分点 {interval(*ci)}（按任务配对的自助法），{fixed} 个任务由失败变为成功，{broken} 个相反。"
+
+
 def round_val(comparison: Mapping[str, Any], language: str) -> str:
     """A round's bare val check (its ``val-compare/comparison.json``): before → after, the difference with its
     interval, and the tasks fixed and broken."""
     _check(language)
     paired = comparison["paired"]
     success = paired["metrics"]["r_success"]
-    low, high = success["confidence_interval"]
-    fixed, broken = paired["success_transitions"]["0->1"], paired["success_transitions"]["1->0"]
     before, after = percent(success["a_mean"], language), percent(success["b_mean"], language)
-    difference = f"{points(success['mean_difference'])}"
+    tail = _paired_difference(success["mean_difference"], success["confidence_interval"],
+                              paired["success_transitions"], language)
     if language == "en":
-        return (f"Bare val success on {paired['pairs']} val tasks went from {before} to {after}: {difference} points "
-                f"{interval(low, high)} (task-paired bootstrap), {fixed} tasks fixed and {broken} broken.")
-    return (f"{paired['pairs']} 个验证任务上的无技能成功率从 {before} 升到 {after}：{difference} 个百分点 "
-            f"{interval(low, high)}（按任务配对的自助法），{fixed} 个任务由失败变为成功，{broken} 个相反。")
+        return f"Bare val success on {paired['pairs']} val tasks went from {before} to {after}: {tail}"
+    return f"{paired['pairs']} 个验证任务上的无技能成功率从 {before} 升到 {after}：{tail}"
 
 
 def gate_b(result: GateBResult, language: str) -> str:
@@ -134,13 +140,10 @@ def gate_b(result: GateBResult, language: str) -> str:
     _check(language)
     success = result.success
     bare, s0 = percent(success.bare, language), percent(success.s0, language)
-    fixed, broken = result.transitions["0->1"], result.transitions["1->0"]
-    difference = f"{points(success.difference)}"
+    tail = _paired_difference(success.difference, success.ci, result.transitions, language)
     if language == "en":
-        return (f"Gate B on {result.tasks} test tasks: bare success {bare}, with the induced $S_0$ {s0}: {difference} "
-                f"points {interval(*success.ci)} (task-paired bootstrap), {fixed} tasks fixed and {broken} broken.")
-    return (f"Gate B，{result.tasks} 个测试任务：无技能成功率 {bare}，带归纳出的 $S_0$ 为 {s0}：{difference} 个百分点 "
-            f"{interval(*success.ci)}（按任务配对的自助法），{fixed} 个任务由失败变为成功，{broken} 个相反。")
+        return f"Gate B on {result.tasks} test tasks: bare success {bare}, with the induced $S_0$ {s0}: {tail}"
+    return f"Gate B，{result.tasks} 个测试任务：无技能成功率 {bare}，带归纳出的 $S_0$ 为 {s0}：{tail}"
 
 
 def warmstart_effects(metrics: Mapping[str, Any], truth: Mapping[str, Any], language: str) -> str:
