@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +58,6 @@ class GateBResult:
                 f"({100 * s.difference:+.1f} points [{100 * s.ci[0]:+.1f}, {100 * s.ci[1]:+.1f}]); reward "
                 f"{r.difference:+.3f} [{r.ci[0]:+.3f}, {r.ci[1]:+.3f}]")
 
-    def to_dict(self) -> dict[str, Any]:
-        record = asdict(self)
-        record["out_dir"] = str(self.out_dir)
-        return record
-
 
 def run_gate_b(params: Params, s0: SkillBank, out_dir: str | Path, *, checkpoint: str | None = None,
                policy: Policy | None = None, task_limit: int | None = None, store_root: str | Path | None = None,
@@ -75,7 +70,8 @@ def run_gate_b(params: Params, s0: SkillBank, out_dir: str | Path, *, checkpoint
     for name, bank in zip(RUNS, (None, s0)):
         run_eval(params, TEST_SPLIT, checkpoint, bank, out / name, policy=policy, limit=task_limit,
                  store_root=store_root, progress=progress)
-    write_comparison(compare_runs(out / "bare", out / "s0", seed=params.evaluation.bootstrap_seed), out)
+    bare, equipped = (out / name for name in RUNS)
+    write_comparison(compare_runs(bare, equipped, seed=params.evaluation.bootstrap_seed), out)
     return read_gate_b(out)
 
 
