@@ -48,6 +48,39 @@ def trace_lines(root: Path) -> dict[Path, int]:
     return {p: p.read_text(encoding="utf-8").count("\n") for p in root.rglob("traces.jsonl")}
 
 
+def counted(cell: Path) -> dict[str, int]:
+    """A cell's episodes and generated tokens counted from its trace files, by kind (independently of its
+    records)."""
+    kinds = {"rollout": "round-*/steps/step-*/traces.jsonl", "retry": "round-*/retries.jsonl",
+             "gate": "round-*/gate/traces.jsonl", "val": "round-*/val-*/traces.jsonl", "test": "test-*/traces.jsonl"}
+    counts = {}
+    for kind, pattern in kinds.items():
+        traces = [json.loads(line) for path in cell.glob(pattern) for line in path.read_text().splitlines()]
+        counts[f"{kind}_episodes"] = len(traces)
+        counts[f"{kind}_tokens"] = sum(t["tokens"]["completion"] for t in traces)
+    return counts
+
+
+def assert_compute_table(result: object, out: Path) -> None:
+    """The compute table per arm is the mean over seeds of what each cell's trace files hold."""
+    table = result.compute_by_arm()
+    for arm in result.arms:
+        cells = [counted(out / "cells" / arm / f"seed-{c.seed_index}") for c in result.cells if c.arm == arm]
+        mean = {key: sum(c[key] for c in cells) / len(cells) for key in cells[0]}
+        row = table.loc[arm]
+        assert row.seeds == len(cells)
+        assert row.generated_episodes == mean["rollout_episodes"] + mean["retry_episodes"] > 0
+        assert row.generated_tokens == mean["rollout_tokens"] + mean["retry_tokens"] > 0
+        for kind in ("retry", "gate", "val", "test"):
+            assert (row[f"{kind}_episodes"], row[f"{kind}_tokens"]) == (mean[f"{kind}_episodes"],
+                                                                       mean[f"{kind}_tokens"]), (arm, kind)
+        assert 0 < row.trained_episodes <= row.generated_episodes
+    assert table.loc["grpo"].retry_episodes == 0 and table.loc["grpo"].gate_episodes == 0
+    assert table.loc["coevolve"].gate_episodes > 0
+    summary = json.loads((out / "matrix_summary.json").read_text())
+    assert summary["compute"]["grpo"]["test_episodes"] == table.loc["grpo"].test_episodes
+
+
 def test_arms_differ_from_each_other_only_in_how_skills_enter_and_seeds_only_in_seeds() -> None:
     base = load_params(project_root() / "params" / "organism.yaml")
     method = cell_params(base, BUILTIN_ARMS["coevolve"], 0)
@@ -160,6 +193,21 @@ def test_tiny_matrix_runs_compares_resumes_cell_by_cell_and_refuses_another_plan
     frames = result.four_conditions(), result.learning_curves(), result.compute(), result.comparisons()
     assert all(not frame.empty for frame in frames)
     assert set(frames[0].condition) >= {"warmstart-bare", "warmstart-s0", "final-bare"}
+    assert_compute_table(result, out)
+
+    # the deployment baselines, per seed: grpo with S₀ is its own final-bank run; the ci gate keeps no chunk, so
+    # grpo with coevolve's (empty) final bank is grpo bare and runs nothing
+    assert [(c.arm, c.seed_index) for c in result.baselines] == [("grpo+s0", 0), ("grpo+s0", 1),
+                                                                 ("grpo+coevolve_bank", 0), ("grpo+coevolve_bank", 1)]
+    for k in (0, 1):
+        baselines = {c.arm: c.tests[c.deployed] for c in result.baselines if c.seed_index == k}
+        assert baselines["grpo+s0"].run_dir == f"cells/grpo/seed-{k}/test-final-bank"
+        assert baselines["grpo+coevolve_bank"].run_dir == f"cells/grpo/seed-{k}/test-final-bare"
+    assert not list(out.glob("baselines/seed-*/test-*"))
+    for name in ("coevolve-grpo+s0", "coevolve-grpo+coevolve_bank"):
+        assert set(summary["comparisons"][name]) == {"deployed"}
+        assert summary["comparisons"][name]["deployed"]["success"]["seeds"] == 2
+    assert set(summary["baselines"]) == {"grpo+s0", "grpo+coevolve_bank"}
 
     # a cell killed after its tests but before cell.json: resumed without a new episode
     all_lines = trace_lines(out)

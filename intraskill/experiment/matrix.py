@@ -17,6 +17,9 @@ A matrix directory (``<run_root>/<experiment.name>/controls`` by default) holds:
   instead of the shared warm start, and an arm with its own ``skillbank`` trains from that S₀ (with its α,
   in ``start/skillbank.json``) instead of the shared one; its ``cell.json`` and every statement about it name
   that checkpoint or bank;
+* ``baselines/seed-<k>/`` — the deployment baselines of seed index k once its ``grpo`` and ``coevolve`` cells
+  finished (:mod:`intraskill.experiment.baselines`: ``grpo``'s final checkpoint with S₀ and with ``coevolve``'s
+  final bank; ``baseline.json`` and the run ``test-grpo-coevolve-bank``, resumed like every test run);
 * ``matrix_summary.json`` — :meth:`~intraskill.experiment.results.MatrixResult.to_dict`.
 
 Every stage below a cell resumes from its own records (rollout steps, evaluation traces), and a cell with a
@@ -46,6 +49,15 @@ from intraskill.evaluate.runner import run_eval
 from intraskill.evaluate.skill1_deploy import LibraryDeployment
 from intraskill.evaluate.summary import utc_now
 from intraskill.experiment.arms import Cell, CellSeeds, cell_params, start_checkpoint
+from intraskill.experiment.baselines import (
+    BASELINE_FILE,
+    GRPO_METHOD_BANK,
+    GRPO_S0,
+    METHOD_ARM,
+    METHOD_BANK_RUN,
+    REFERENCE_ARM,
+    baseline_dir,
+)
 from intraskill.experiment.records import (
     FINAL_BANK,
     FINAL_BARE,
@@ -294,9 +306,34 @@ def run_matrix(params: Params, out_dir: str | Path | None = None, *, jobs: int =
             run_cell(params, out, cell, start, store, progress)
     else:
         _run_parallel(params, out, pending, start, store, jobs, progress)
+    with torch_threads(params.matrix.threads):
+        for seed_index in range(params.matrix.seeds):
+            run_baselines(params, out, seed_index, store, progress)
     result = load_matrix(out, params.matrix.arms, params.matrix.seeds)
     write_json(out / SUMMARY_FILE, result.to_dict(), indent=1)
     return result
+
+
+def run_baselines(params: Params, out: Path, seed_index: int, store_root: Path | None = None,
+                  progress: bool = True) -> dict[str, TestRun] | None:
+    """Seed index ``seed_index``'s deployment baselines (:mod:`intraskill.experiment.baselines`), run or resumed
+    and recorded in ``baseline.json``; ``None`` while the matrix lacks a finished ``grpo`` or ``coevolve`` cell
+    of that seed."""
+    cells = {arm: out / "cells" / arm / f"seed-{seed_index}" for arm in (REFERENCE_ARM, METHOD_ARM)}
+    if not all(arm in params.matrix.arms and (root / CELL_FILE).is_file() for arm, root in cells.items()):
+        return None
+    grpo = CellResult.from_dict(json.loads((cells[REFERENCE_ARM] / CELL_FILE).read_text(encoding="utf-8")))
+    bank = load_skillbank(cells[METHOD_ARM] / "final_skillbank.json")
+    root = baseline_dir(out, seed_index)
+    tests = {GRPO_S0: replace(grpo.tests[FINAL_BANK], condition=GRPO_S0)} if FINAL_BANK in grpo.tests else {}
+    if bank.enabled_skills():
+        tests[GRPO_METHOD_BANK] = _test(params, GRPO_METHOD_BANK, grpo.tests[FINAL_BARE].checkpoint, bank, out,
+                                        root / METHOD_BANK_RUN, store_root, progress)
+    else:
+        tests[GRPO_METHOD_BANK] = replace(grpo.tests[FINAL_BARE], condition=GRPO_METHOD_BANK)
+    write_json(root / BASELINE_FILE, {"seed_index": seed_index, "tests": {n: r.to_dict() for n, r in tests.items()}},
+               indent=1)
+    return tests
 
 
 def _run_parallel(params: Params, out: Path, cells: Sequence[Cell], start: RoundInputs, store_root: Path | None,

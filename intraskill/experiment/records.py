@@ -1,8 +1,10 @@
 """What one cell of the control experiment produced: per-round learning and compute, and its test runs.
 
 Compute parity is shown, not assumed: per round the episodes generated (rollouts and full-skill retries),
-their completion tokens, the episodes and tokens the trainer received, the gate's masked episodes and the
-training time, all read from the round directory once, when the cell finishes, and kept in ``cell.json``. A
+their completion tokens (the retries' also apart), the episodes and tokens the trainer received, the gate's
+episodes and tokens, the round's bare val checks and the training time, all read from the round directory
+once, when the cell finishes, and kept in ``cell.json`` (a record written before a field existed reads it as
+``None``: not recorded). A
 Skill1 round's rollouts are its ``skill1_episodes.jsonl`` records; their generated tokens add the query, rank
 and distillation replies to the episode's.
 """
@@ -41,16 +43,22 @@ class RoundRecord:
     trained_tokens: int
     gate_episodes: int
     train_seconds: float
+    retry_tokens: int | None = None
+    gate_tokens: int | None = None
+    val_episodes: int | None = None
+    val_tokens: int | None = None
 
     @classmethod
     def read(cls, summary: Mapping[str, Any]) -> RoundRecord:
         """The record of one ``co_evolve_summary.json`` round (its directory is read for the compute)."""
         root = Path(summary["root"])
-        val = summary.get("val_success") or {}
+        val_success = summary.get("val_success") or {}
         metrics = list(iter_jsonl(root / "metrics.jsonl"))
         rollouts = list(_traces(sorted(root.glob("steps/step-*/traces.jsonl"))))
         skill1 = list(_traces(sorted(root.glob("steps/step-*/skill1_episodes.jsonl"))))
         retries = list(_traces([root / "retries.jsonl"]))
+        gate = list(_traces([root / "gate" / "traces.jsonl"]))
+        val = list(_traces(root / f"val-{when}" / "traces.jsonl" for when in ("before", "after")))
         curriculum = json.loads((root / "curriculum.json").read_text(encoding="utf-8")) \
             if (root / "curriculum.json").is_file() else {"chunks": []}
         outcomes = summary.get("gate_outcomes") or {}
@@ -59,14 +67,17 @@ class RoundRecord:
         if chunks_out is None and next_path is not None:
             chunks_out = len(json.loads(Path(next_path).read_text(encoding="utf-8"))["chunks"])
         return cls(
-            round_index=summary["round_index"], val_before=val.get("before"), val_after=val.get("after"),
+            round_index=summary["round_index"], val_before=val_success.get("before"),
+            val_after=val_success.get("after"),
             gate_status=summary["gate_status"], chunks_in=len(curriculum["chunks"]), chunks_out=chunks_out,
             rollout_episodes=len(rollouts) + len(skill1), retry_episodes=len(retries),
             generated_tokens=sum(_completion_tokens(t) for t in rollouts + retries) + sum(map(_skill1_tokens, skill1)),
             trained_episodes=int(_total(metrics, "rollout/shopsim/train_trajectory_count")),
             trained_tokens=int(_total(metrics, "train/model_tokens")),
-            gate_episodes=sum(1 for _ in iter_jsonl(root / "gate" / "traces.jsonl")),
+            gate_episodes=len(gate),
             train_seconds=sum(_total(metrics, key) for key in {k for m in metrics for k in m if k.startswith("time/")}),
+            retry_tokens=sum(map(_completion_tokens, retries)), gate_tokens=sum(map(_completion_tokens, gate)),
+            val_episodes=len(val), val_tokens=sum(map(_completion_tokens, val)),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -94,7 +105,8 @@ def _total(records: Iterable[Mapping[str, Any]], key: str) -> float:
 @dataclass(frozen=True)
 class TestRun:
     """One test-split evaluation: its condition, directory (relative to the matrix directory), checkpoint,
-    skills and headline outcomes."""
+    skills, headline outcomes and generated (completion) tokens (``None`` in a record written before they
+    were kept)."""
 
     condition: str
     run_dir: str
@@ -104,6 +116,7 @@ class TestRun:
     reward: float
     steps: float
     episodes: int
+    tokens: int | None = None
 
     @classmethod
     def read(cls, condition: str, run_dir: Path, out: Path, checkpoint: str, skills: Iterable[str]) -> TestRun:
@@ -111,7 +124,7 @@ class TestRun:
         summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
         return cls(condition, str(run_dir.relative_to(out)), checkpoint, tuple(skills), summary["primary"]["success_rate"],
                    summary["primary"]["reward_mean"], summary["behavior"]["steps_mean"],
-                   summary["counts"]["scored"])
+                   summary["counts"]["scored"], int(summary["cost"]["tokens"]["completion_tokens"]))
 
     def to_dict(self) -> dict[str, Any]:
         record = asdict(self)

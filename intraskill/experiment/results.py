@@ -8,6 +8,11 @@ hierarchical bootstrap (seeds, then tasks; :func:`~intraskill.evaluate.bootstrap
 difference is *supported* when its 95 % interval excludes 0; everything is seeded from
 ``evaluation.bootstrap_seed``. An arm that started from its own checkpoint (``start_checkpoint``) or trained
 from its own S₀ (``start_skillbank``) is named as such in the summary and in every statement about it.
+
+The deployment baselines (:mod:`~intraskill.experiment.baselines`: ``grpo``'s final checkpoint with S₀ and with
+``coevolve``'s final bank of the same seed) join the comparisons as ``coevolve-grpo+s0`` and
+``coevolve-grpo+coevolve_bank`` (deployed only), and :meth:`MatrixResult.compute_by_arm` is the compute table
+per arm (generated, retry, trained, gate, val and test episodes and tokens per seed).
 """
 
 from __future__ import annotations
@@ -27,6 +32,14 @@ from intraskill.evaluate.bootstrap import (
     success_transitions,
 )
 from intraskill.evaluate.compare import run_task_values
+from intraskill.experiment.baselines import (
+    BASELINE_DESCRIPTIONS,
+    BASELINES,
+    METHOD_ARM,
+    REFERENCE_ARM,
+    baseline_cells,
+    read_baselines,
+)
 from intraskill.experiment.records import FINAL_BARE, METRICS, SUCCESS, CellResult, TestRun
 from intraskill.params import BUILTIN_ARMS
 
@@ -34,10 +47,14 @@ if TYPE_CHECKING:
     import pandas as pd
 
 RESULT_SCHEMA = "intraskill-control-matrix-result-v1"
-REFERENCE_ARM = "grpo"
-METHOD_ARM = "coevolve"
 CONDITIONS: tuple[str, ...] = ("deployed", "bare")
 METRIC_LABELS = {SUCCESS: "success", "reward": "reward"}
+COMPUTE_FIELDS: tuple[str, ...] = ("rollout_episodes", "retry_episodes", "generated_tokens", "retry_tokens",
+                                   "trained_episodes", "trained_tokens", "gate_episodes", "gate_tokens",
+                                   "val_episodes", "val_tokens", "train_seconds")
+"""The per-round compute a cell's rounds record (:class:`~intraskill.experiment.records.RoundRecord`), summed
+per cell in the compute table; ``generated_tokens`` counts rollouts and retries, ``retry_tokens`` the
+retries alone."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +128,8 @@ class MatrixResult:
     warmstart: dict[str, TestRun]
     cells: tuple[CellResult, ...]
     contrasts: tuple[Contrast, ...]
+    baselines: tuple[CellResult, ...] = ()
+    """The deployment baselines (:mod:`intraskill.experiment.baselines`) as pseudo-cells, by name then seed."""
     task_values: TaskValues = field(default_factory=TaskValues, repr=False, compare=False)
 
     @property
@@ -132,6 +151,11 @@ class MatrixResult:
             "rounds": self.plan["rounds"], "test_tasks": self.plan["test_tasks"], "threads": self.plan["threads"],
             "warmstart": {name: run.to_dict() for name, run in self.warmstart.items()},
             "arms": {arm: {str(c.seed_index): c.to_dict() for c in self.cells if c.arm == arm} for arm in self.arms},
+            "baselines": {name: {"description": BASELINE_DESCRIPTIONS[name],
+                                 "seeds": {str(c.seed_index): c.tests[c.deployed].to_dict()
+                                           for c in self.baselines if c.arm == name}}
+                          for name in BASELINES if any(c.arm == name for c in self.baselines)},
+            "compute": _compute_dict(self.compute_by_arm()),
             "comparisons": comparisons,
             "statements": [c.statement() for c in self.contrasts],
         }
@@ -148,7 +172,19 @@ class MatrixResult:
                 seeds = sum(c.arm == arm for c in self.cells)
                 lines.append(f"  {arm:<16} success {100 * row.success:5.1f} %  reward {row.reward:.3f}  "
                              f"(deployed, {seeds} seed(s))")
+        for name in BASELINES:
+            runs = [c.tests[c.deployed] for c in self.baselines if c.arm == name]
+            if runs:
+                lines.append(f"  {name:<16} success {100 * statistics.fmean(r.success for r in runs):5.1f} %  "
+                             f"reward {statistics.fmean(r.reward for r in runs):.3f}  ({BASELINE_DESCRIPTIONS[name]}, "
+                             f"{len(runs)} seed(s))")
         lines += [f"  {arm} {start}" for arm, start in _starts(self.cells).items()]
+        compute = self.compute_by_arm()
+        for arm, row in compute.iterrows():
+            lines.append(f"  compute {arm:<9} per seed: {row.generated_episodes:.0f} episodes generated "
+                         f"({row.retry_episodes:.0f} retries), {row.trained_episodes:.0f} trained, "
+                         f"{row.gate_episodes:.0f} gate, {row.test_episodes:.0f} test; "
+                         f"{row.generated_tokens:.0f} tokens generated, {row.trained_tokens:.0f} trained")
         lines += [f"  {c.statement()}" for c in self.contrasts]
         return "\n".join(lines)
 
@@ -203,6 +239,20 @@ class MatrixResult:
                 for c in self.cells for r in c.rounds]
         return pd.DataFrame(rows)
 
+    def compute_by_arm(self) -> pd.DataFrame:
+        """The compute table: per arm, the mean over its seeds of each cell's totals over its rounds
+        (:data:`COMPUTE_FIELDS`; ``generated_episodes`` = rollouts + retries) and of its test runs' episodes and
+        generated tokens (``NaN`` where a record predates the field), with the seed count. Indexed by arm."""
+        # deferred: pandas is heavy to import and only the frames need it
+        import pandas as pd
+
+        rows = [{"arm": c.arm, "seed": c.seed_index, **_cell_compute(c)} for c in self.cells]
+        columns = ["generated_episodes", *COMPUTE_FIELDS, "test_episodes", "test_tokens", "wall_seconds"]
+        frame = pd.DataFrame(rows, columns=["arm", "seed", *columns])
+        table = frame.groupby("arm", sort=False)[columns].mean()
+        table.insert(0, "seeds", frame.groupby("arm", sort=False)["seed"].count())
+        return table
+
     def arm_intervals(self, samples: int = 2000) -> pd.DataFrame:
         """Per arm, condition and metric: the mean over seeds and tasks with its hierarchical 95 % interval
         (seeds, then tasks), for plotting each arm's level beside the paired comparisons."""
@@ -238,6 +288,26 @@ class MatrixResult:
                          "fixed (0→1)": (c.transitions or {}).get("0->1"),
                          "broken (1→0)": (c.transitions or {}).get("1->0"), "verdict": c.verdict})
         return pd.DataFrame(rows)
+
+
+def _cell_compute(cell: CellResult) -> dict[str, float | None]:
+    """One cell's compute: its rounds' :data:`COMPUTE_FIELDS` summed (``None`` when a round lacks one), its
+    generated episodes and its test runs' episodes and tokens."""
+    totals = {name: _sum([getattr(r, name) for r in cell.rounds]) for name in COMPUTE_FIELDS}
+    totals["generated_episodes"] = _sum([totals["rollout_episodes"], totals["retry_episodes"]])
+    totals["test_episodes"] = sum(run.episodes for run in cell.tests.values())
+    totals["test_tokens"] = _sum([run.tokens for run in cell.tests.values()])
+    return {**totals, "wall_seconds": cell.wall_seconds}
+
+
+def _sum(values: Sequence[float | None]) -> float | None:
+    return None if any(v is None for v in values) else sum(values)  # type: ignore[arg-type]
+
+
+def _compute_dict(table: pd.DataFrame) -> dict[str, dict[str, float | int | None]]:
+    """The compute table as JSON: arm → field → mean per seed (``None`` for a missing record)."""
+    return {str(arm): {name: (None if value != value else int(value) if name == "seeds" else float(value))
+                       for name, value in row.items()} for arm, row in table.iterrows()}
 
 
 def _condition_row(arm: str, condition: str, runs: Sequence[TestRun]) -> dict[str, Any]:
@@ -328,4 +398,12 @@ def load_matrix(out_dir: str | Path, arms: Sequence[str] | None = None, seeds: i
                  evaluation["bootstrap_samples"], evaluation["bootstrap_seed"], task_values)
         for a, b in comparison_pairs(finished) for condition in CONDITIONS for metric in METRICS
         if {c.seed_index for c in cells if c.arm == a} & {c.seed_index for c in cells if c.arm == b})
-    return MatrixResult(out, plan, warmstart, tuple(cells), contrasts, task_values)
+    baselines = tuple(baseline_cells(cells, read_baselines(out, seeds))) \
+        if arms is None or {METHOD_ARM, REFERENCE_ARM} <= set(arms) else ()
+    method = [c for c in cells if c.arm == METHOD_ARM]
+    contrasts += tuple(
+        contrast(out, method, [c for c in baselines if c.arm == name], "deployed", metric,
+                 evaluation["bootstrap_samples"], evaluation["bootstrap_seed"], task_values)
+        for name in BASELINES for metric in METRICS
+        if {c.seed_index for c in method} & {c.seed_index for c in baselines if c.arm == name})
+    return MatrixResult(out, plan, warmstart, tuple(cells), contrasts, baselines, task_values)
