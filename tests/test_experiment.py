@@ -264,3 +264,39 @@ def test_plans_leave_out_the_settings_of_an_unused_method() -> None:
     assert "skill1" not in dump and "method" not in dump["round"] and "skill1_warmstart" not in dump
     skill1 = with_overrides(params, ["round.method=skill1"])
     assert plan_dump(skill1)["round"]["method"] == "skill1" and "skill1" in plan_dump(skill1)
+
+
+def test_deployment_baseline_runs_grpo_with_coevolves_bank_and_resumes_it(
+        tmp_path: Path, small_store_root: Path) -> None:
+    out = tmp_path / "matrix"
+    run_matrix(matrix_params(tmp_path, arms=["coevolve"], seeds=1), out, store_root=small_store_root, progress=False)
+    assert not (out / "baselines").exists()  # no grpo cell yet: no baseline
+    # the ci gate keeps no chunk; this coevolve cell ends as if its gate had kept S₀'s two chunks
+    save_skillbank(load_skillbank(project_root() / "params" / "ci_s0.json"),
+                   out / "cells" / "coevolve" / "seed-0" / "final_skillbank.json")
+    params = matrix_params(tmp_path, seeds=1)
+    result = run_matrix(params, out, store_root=small_store_root, progress=False)
+    run = next(c for c in result.baselines if c.arm == "grpo+coevolve_bank").tests["final-bank"]
+    run_dir = out / "baselines" / "seed-0" / "test-grpo-coevolve-bank"
+    assert run.run_dir == "baselines/seed-0/test-grpo-coevolve-bank" and run.skills == ("tidy", "budget")
+    assert run.checkpoint == result.cell("grpo", 0).tests["final-bare"].checkpoint and run.episodes == 6
+    assert json.loads((run_dir / "plan.json").read_text())["seed"] == params.experiment.seed
+    record = result.to_dict()["comparisons"]["coevolve-grpo+coevolve_bank"]["deployed"]["success"]
+    assert len(record["per_seed"]) == 1 and record["ci_low"] <= record["mean"] <= record["ci_high"]
+    assert "grpo+coevolve_bank" in result.summary() and "compute coevolve" in result.summary()
+
+    # resumed, not redone: a run killed midway finishes only its missing episodes; a lost record is rebuilt
+    # without an episode
+    traces = run_dir / "traces.jsonl"
+    lines = traces.read_text().splitlines(keepends=True)
+    lines[0] = json.dumps({**json.loads(lines[0]), "duration_ms": 123456}) + "\n"  # a kept episode stays as it is
+    traces.write_text("".join(lines[:3]))
+    (run_dir / "summary.json").unlink()
+    (out / "baselines" / "seed-0" / "baseline.json").unlink()
+    again = run_matrix(params, out, store_root=small_store_root, progress=False)
+    assert traces.read_text().splitlines(keepends=True)[:3] == lines[:3] and len(traces.read_text().splitlines()) == 6
+    before = trace_lines(out)
+    (out / "baselines" / "seed-0" / "baseline.json").unlink()
+    assert run_matrix(params, out, store_root=small_store_root, progress=False).to_dict()["baselines"] == \
+        again.to_dict()["baselines"]
+    assert trace_lines(out) == before

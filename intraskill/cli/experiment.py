@@ -28,8 +28,9 @@ def experiment_command(
 ) -> None:
     """Run (or resume, or extend) the control experiment: every arm trains from the same warm start with the
     same rounds and differs only in how skills enter; every cell's final checkpoint is tested bare and with
-    its final bank (skill1: also deployed with its final library); arms are compared to grpo (and coevolve to
-    every arm) per seed and across seeds."""
+    its final bank (skill1: also deployed with its final library); grpo's final checkpoint is also deployed with
+    S₀ and with coevolve's final bank of the same seed; arms are compared to grpo (and coevolve to every arm and
+    to those two deployments) per seed and across seeds, beside a compute table per arm."""
     # deferred: a verb loads its stage only when it runs
     from intraskill.experiment.matrix import MatrixPlanMismatchError, run_matrix
     from intraskill.pipeline.coevolve import CoEvolvePlanMismatchError
