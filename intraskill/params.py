@@ -249,7 +249,13 @@ class RoundParams(_Section):
     them; ``skillbank`` must be ``null``, and ``q``, ``rho_*``, ``curriculum_seed``, ``full_skill_retry``,
     ``over_sampling_batch_size`` and ``max_consecutive_failed_groups`` mean nothing (there is no curriculum,
     retry or oversampling). Select it with ``--set round.method=skill1``.
+
+    ``exclude_dev`` leaves the store's dev tasks (a subset of train carved for probes and tuning,
+    :func:`~intraskill.shop.splits.carve_dev`) out of the tasks a round trains on (and a cold start reads), so that
+    a probe may evaluate on dev; off, a round trains on the whole train split as before.
     """
+
+    plan_optional: ClassVar[tuple[str, ...]] = ("exclude_dev",)
 
     method: Literal["intraskill", "skill1"] = "intraskill"
     n_samples_per_prompt: int = Field(8, ge=2)
@@ -266,6 +272,7 @@ class RoundParams(_Section):
     val_tasks: int | None = Field(None, ge=0)
     wandb_offline: bool = False
     report_to: Annotated[tuple[TrackerName, ...], BeforeValidator(_tuple_from_list)] = ()
+    exclude_dev: bool = False
 
     @property
     def trackers(self) -> tuple[TrackerName, ...]:
@@ -573,8 +580,12 @@ class MatrixParams(_Section):
     Seed index k trains with ``experiment.seed + k``, ``round.curriculum_seed + k`` and the gate's mask seed + k
     (index 0 is the base run); every evaluation keeps the base seeds, so cells are paired by task and
     episode seed. ``test_tasks`` limits the test split (``null``: all of it); ``threads`` is torch's thread
-    count in each cell (results depend on it, so it is fixed and recorded).
+    count in each cell (results depend on it, so it is fixed and recorded). ``split`` is where the cells are
+    evaluated: ``test`` for the matrix's declared claims, ``dev`` for a probe (the store's dev tasks, which every
+    cell then leaves out of training: ``round.exclude_dev``); never val, where the gate selects.
     """
+
+    plan_optional: ClassVar[tuple[str, ...]] = ("split",)
 
     arms: Names = DEFAULT_ARMS
     seeds: int = Field(3, ge=1)
@@ -582,6 +593,7 @@ class MatrixParams(_Section):
     test_tasks: int | None = Field(None, ge=1)
     threads: int = Field(1, ge=1)
     define: dict[str, ArmParams] = {}
+    split: Literal["test", "dev"] = "test"
 
     @model_validator(mode="after")
     def _known_arms(self) -> "MatrixParams":
@@ -679,6 +691,8 @@ def plan_dump(params: Params) -> dict[str, Any]:
     del data["skill1_warmstart"], data["cold_start"]
     data["skill1"] = section_plan(params.skill1)
     data["warmstart"] = section_plan(params.warmstart)
+    data["round"] = section_plan(params.round)
+    data["matrix"] = section_plan(params.matrix)
     data["matrix"]["define"] = {name: section_plan(arm) for name, arm in params.matrix.define.items()}
     del data["round"]["report_to"]
     if params.round.method == "intraskill":

@@ -52,7 +52,9 @@ def test_the_store_holds_the_published_catalogue_tasks_and_split(built: StoreArt
     manifest, catalog = built.manifest, built.catalog
     assert manifest["source"]["files"] == {"data/" + CATALOG_FILE: sha256_file(CATALOG),
                                            "configs/" + SPLITS_FILE: sha256_file(SPLITS)}
-    assert manifest["counts"] == {"products": 17, "tasks": 16, "train_tasks": 7, "val_tasks": 2, "test_tasks": 2}
+    assert manifest["counts"] == {"products": 17, "tasks": 16, "train_tasks": 7, "val_tasks": 2, "test_tasks": 2,
+                                  "dev_tasks": 1}  # dev: carved from train (7 // 5), the published lists kept
+    assert set(built.splits.ids("dev")) <= set(built.splits.ids("train"))
     published = json.loads(SPLITS.read_text(encoding="utf-8"))["splits"]
     for name in ("train", "val", "test"):
         assert list(built.splits.ids(name)) == published[name]["task_ids"]

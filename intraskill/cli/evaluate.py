@@ -13,7 +13,7 @@ from intraskill.params import EvaluationParams
 
 def eval_command(
     params_path: Path = typer.Option(..., "--params", help="Parameter file (params/*.yaml or a shipped name)."),
-    split: str = typer.Option(..., "--split", help="Task split: val or test."),
+    split: str = typer.Option(..., "--split", help="Task split: val, test (declared claims only) or dev (probes; carved from train)."),
     skills: str = typer.Option(..., "--skills", help="SkillBank JSON injected in every episode, or 'none'."),
     out: Path = typer.Option(..., "--out", help="Run directory (re-running the same plan resumes it)."),
     library: Path | None = typer.Option(
@@ -26,15 +26,15 @@ def eval_command(
     progress: bool = PROGRESS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Evaluate the params' policy on val/test (model.checkpoint: null = the matching warm start for the
+    """Evaluate the params' policy on val/test/dev (model.checkpoint: null = the matching warm start for the
     organism; choose others with --set model.checkpoint=DIR|untrained, --set model.spec=expert)."""
     # deferred: a verb loads its stage only when it runs
     from intraskill.evaluate.runner import PlanMismatchError, run_eval
     from intraskill.evaluate.skill1_deploy import LibraryDeployment
     from intraskill.organism.shipped import resolve_checkpoint
 
-    if split not in ("val", "test"):
-        fail(f"--split: expected val or test, got {split!r}")
+    if split not in ("val", "test", "dev"):
+        fail(f"--split: expected val, test or dev, got {split!r}")
     if skills.lower() != "none" and not Path(skills).is_file():
         fail(f"--skills: no such SkillBank file: {skills}")
     if library is not None and skills.lower() != "none":

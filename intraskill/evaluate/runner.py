@@ -49,7 +49,7 @@ MAX_ATTEMPTS = 3
 """Attempts per episode in total (the first run plus retries of failed attempts)."""
 DEFAULT_BATCH_SIZE = 32
 """Episodes per lockstep batch (the reference's evaluation concurrency)."""
-SPLITS = ("train", "val", "test")
+SPLITS = ("train", "val", "test", "dev")
 PLAN_FIELDS = (
     "pipeline_version", "model", "split", "jobs", "environment", "runtime", "prompt", "skills", "seed",
 )
@@ -251,7 +251,7 @@ def run_eval(
     Parameters
     ----------
     params : the parameter set (store, model, sampling, evaluation sections).
-    split : ``val`` or ``test`` (``train`` allowed for diagnostics).
+    split : ``val``, ``test`` or ``dev`` (probes; a subset of train) (``train`` allowed for diagnostics).
     checkpoint : checkpoint directory, or ``None`` for none (the CLI defaults it to
         ``params.model.checkpoint``); ignored when ``policy`` is given.
     skills : a SkillBank path, a loaded bank, or ``None`` / ``"none"`` for a bare run.

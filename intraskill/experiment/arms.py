@@ -2,7 +2,8 @@
 
 A cell's parameters are the base parameters with (1) the arm's ``round`` overlay
 (:meth:`~intraskill.params.ArmParams.round_overlay`) and (2) seed index k added to ``experiment.seed`` and
-``round.curriculum_seed`` — and nothing else, validated again as a whole. The ``matrix`` section is the
+``round.curriculum_seed`` (and (3) for a matrix evaluated on dev, ``round.exclude_dev``) — and nothing else,
+validated again as a whole. The ``matrix`` section is the
 experiment's, not the cell's: a cell carries the default one, so extending a matrix with arms or seeds
 leaves the finished cells' plans as they were. :func:`overlay_fields` names what differs between two
 cells, which the suite checks.
@@ -52,6 +53,8 @@ def cell_params(base: Params, arm: ArmParams, seed_index: int) -> Params:
     data = base.model_dump(mode="json")
     data["experiment"]["seed"] = seeds.experiment
     data["round"].update(arm.round_overlay(), curriculum_seed=seeds.curriculum)
+    if base.matrix.split == "dev":
+        data["round"]["exclude_dev"] = True
     data["matrix"] = MatrixParams().model_dump(mode="json")
     return params_from_dict(data, source=f"arm overlay (seed index {seed_index})")
 

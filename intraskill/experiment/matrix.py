@@ -1,5 +1,8 @@
 """The control experiment: every (arm, seed) cell trained, evaluated on the test split, resumable cell by cell.
 
+``matrix.split: dev`` evaluates a probe matrix on the store's dev tasks instead (every cell then trains without
+them); the run directories keep their ``test-*`` names, and the plan records the split.
+
 A matrix directory (``<run_root>/<experiment.name>/controls`` by default) holds:
 
 * ``matrix.json`` — the plan: base parameters (without the ``matrix`` section's arm and seed lists, so a
@@ -87,7 +90,6 @@ PLAN_FILE = "matrix.json"
 SUMMARY_FILE = "matrix_summary.json"
 CELL_FILE = "cell.json"
 FINAL_LIBRARY_FILE = "final_library.json"
-TEST_SPLIT = "test"
 
 
 class MatrixPlanMismatchError(RuntimeError):
@@ -104,8 +106,9 @@ def matrix_plan(params: Params) -> dict[str, Any]:
     and threads."""
     base = plan_dump(params)
     matrix = base.pop("matrix")
+    split = {"split": matrix["split"]} if "split" in matrix else {}  # a test matrix's plan is as before
     return {"schema_version": MATRIX_SCHEMA, "params": base, "rounds": matrix["rounds"],
-            "test_tasks": matrix["test_tasks"], "threads": matrix["threads"]}
+            "test_tasks": matrix["test_tasks"], "threads": matrix["threads"], **split}
 
 
 def _write_plan(out: Path, plan: dict[str, Any]) -> str:
@@ -142,7 +145,7 @@ def _test(params: Params, condition: str, checkpoint: str | None, bank: SkillBan
     deployment = LibraryDeployment.from_snapshot(library, params.skill1) if library is not None else None
     if not (run_dir / "summary.json").is_file() or not _complete(run_dir):
         with _timed(run_dir.parent, condition):
-            run_eval(params, TEST_SPLIT, checkpoint, bank, run_dir, progress=progress, limit=limit,
+            run_eval(params, params.matrix.split, checkpoint, bank, run_dir, progress=progress, limit=limit,
                      store_root=store_root, library=deployment)
     if deployment is not None:
         skills = deployment.skill_ids

@@ -36,7 +36,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ from intraskill.agent.runtime import RuntimeConfig
 from intraskill.chat.base import Policy
 from intraskill.evaluate.compare import compare_runs, write_comparison
 from intraskill.evaluate.runner import run_eval
-from intraskill.hashing import sha256_file
+from intraskill.hashing import sha256_file, sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.organism.shipped import resolve_checkpoint
 from intraskill.params import ExperimentParams, Params, RoundParams, section_plan
@@ -59,6 +59,7 @@ from intraskill.pipeline.trackers import TrackedRun, Trackers, require_trackers
 from intraskill.policy.factory import build_policy
 from intraskill.provenance import write_plan
 from intraskill.shop.build import StoreHandle, open_engine
+from intraskill.shop.splits import TRAIN_WITHOUT_DEV, train_without_dev
 from intraskill.skills.bank import load_skillbank
 from intraskill.skills.curriculum import CurriculumState, build_curriculum, save_curriculum
 from intraskill.skills.retrieval import encoder_identity
@@ -111,8 +112,15 @@ def round_curriculum(round_params: RoundParams, round_index: int, skillbank: str
 
 
 def open_train_store(params: Params, store_root: str | Path | None = None, split: str = "train") -> StoreHandle:
-    """Build (or reuse) the store of ``params.store`` and open an engine over ``split``'s tasks."""
-    return open_engine(params.store, split, store_root, params.experiment.run_root)
+    """Build (or reuse) the store of ``params.store`` and open an engine over ``split``'s tasks; with
+    ``round.exclude_dev`` the train split's tasks are those outside dev (its identity names ``train-dev`` and that
+    list's SHA-256)."""
+    handle = open_engine(params.store, split, store_root, params.experiment.run_root)
+    if split != "train" or not params.round.exclude_dev:
+        return handle
+    task_ids = train_without_dev(handle.catalog.splits)
+    return replace(handle, task_ids=task_ids, identity={**handle.identity, "split": TRAIN_WITHOUT_DEV,
+                                                        "split_sha256": sha256_json(list(task_ids))})
 
 
 def round_plan(

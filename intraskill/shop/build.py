@@ -4,14 +4,18 @@
 published files of a ShopSimulator directory, :mod:`intraskill.shop.shopsim_files`) write, under ``root``:
 
 * ``products.json.gz`` — the raw product list (reference schema, deterministic gzip);
-* ``splits.json`` — the group-disjoint train / val / test task-id lists with SHA-256s;
+* ``splits.json`` — the group-disjoint train / val / test task-id lists with SHA-256s, and the ``dev`` list
+  carved from train for probes and tuning (:func:`~intraskill.shop.splits.carve_dev`);
 * ``search.sqlite3`` — the FTS5 BM25 index (:class:`intraskill.shop.search.SearchIndex`);
 * ``manifest.json`` — generator version, scale and seed (or the source directory and its files' SHA-256s),
-  counts and the SHA-256 of every file (index included).
+  counts and SHA-256s per split (dev included, with how it was carved) and the SHA-256 of every file (index
+  included).
 
 A later call with the same identity (generator version, scale, seed; or the source files' checksums) reuses the files when their checksums match the
 manifest; a store whose files differ from its manifest is refused (:class:`StoreIntegrityError`, naming the
-file) until it is rebuilt with ``force=True`` (``intraskill env build --force``).
+file) until it is rebuilt with ``force=True`` (``intraskill env build --force``). A store written by an older
+schema (``intraskill-store-v2``: no dev split) is rebuilt by the builders and refused by :func:`open_store`; the
+rebuild leaves the catalogue and the train / val / test lists as they were, so recorded plans still match.
 """
 
 from __future__ import annotations
@@ -29,12 +33,12 @@ from intraskill.shop.data import Catalog, read_raw_products, write_raw_products
 from intraskill.shop.engine import ShopEngine, StoreConfig
 from intraskill.shop.search import SearchIndex
 from intraskill.shop.shopsim_files import SOURCE_KIND, load_source, locate
-from intraskill.shop.splits import Splits, build_splits
+from intraskill.shop.splits import Splits, build_splits, carve_dev
 from intraskill.shop.synth import GENERATOR_VERSION, generate_raw_products, scale_spec
 
 LOGGER = logging.getLogger(__name__)
 
-STORE_SCHEMA_VERSION = "intraskill-store-v2"
+STORE_SCHEMA_VERSION = "intraskill-store-v3"
 DEFAULT_STORE_SEED = 20260829
 
 
@@ -135,6 +139,7 @@ def _write_store(paths: StorePaths, identity: dict[str, Any], records: list[dict
         "counts": {"products": len(catalog.products), "tasks": len(catalog.goals),
                    **{f"{n}_tasks": len(splits.ids(n)) for n in splits.names}},
         "split_sha256": {n: splits.sha256(n) for n in splits.names},
+        "dev_carve": splits.meta["dev_carve"],
         "files": {name: sha256_file(getattr(paths, name)) for name in STORE_FILES},
     }
     write_json(paths.manifest, manifest, indent=1)
@@ -171,6 +176,7 @@ def build_store(root: str | Path, scale: str = "default", seed: int = DEFAULT_ST
     records = generate_raw_products(scale, seed)
     catalog = Catalog.from_records(records)
     splits = build_splits(catalog.goals.values(), val_size=spec.val_size, test_size=spec.test_size, seed=seed)
+    splits = carve_dev(splits, catalog.goals)
     catalog.attach_splits(splits)
     return _write_store(paths, identity, records, catalog, splits)
 
@@ -192,7 +198,9 @@ def build_shopsimulator_store(root: str | Path, source: str | Path, force: bool 
         return reused
     LOGGER.info("building the store from the ShopSimulator files in %s into %s", files.root, paths.root)
     loaded = load_source(files.root)
-    return _write_store(paths, identity, loaded.records, loaded.catalog, loaded.splits)
+    splits = carve_dev(loaded.splits, loaded.catalog.goals)
+    loaded.catalog.attach_splits(splits)
+    return _write_store(paths, identity, loaded.records, loaded.catalog, splits)
 
 
 def open_store(root: str | Path) -> tuple[Catalog, SearchIndex, Splits]:
@@ -205,6 +213,10 @@ def open_store(root: str | Path) -> tuple[Catalog, SearchIndex, Splits]:
     manifest = _read_manifest(paths)
     if manifest is None:
         raise FileNotFoundError(f"no store manifest at {paths.manifest} (run `intraskill env build --root {root}`)")
+    if manifest.get("schema_version") != STORE_SCHEMA_VERSION:
+        raise StoreIntegrityError(f"{paths.manifest}: a store of schema {manifest.get('schema_version')!r}, not "
+                                  f"{STORE_SCHEMA_VERSION!r} (it has no dev split); rebuild the store with "
+                                  f"`intraskill env build --root {paths.root} --force`")
     verify_store(paths, manifest)
     splits = Splits.load(paths.splits)
     catalog = Catalog.from_records(read_raw_products(paths.products), splits=splits)

@@ -9,6 +9,11 @@ Reference ``shopsimulator.md`` §1 (project split):
   chosen by an exact subset sum, test first, then val; held-out groups hold at most 20 tasks, so
   big reused-persona groups stay in train. Train is everything else.
 * **File.** Explicit task-id lists (ascending) with a SHA-256 per list: ``sha256_json(list)``.
+
+A ``dev`` list (:func:`carve_dev`) is carved from train for probes and tuning, so that test serves only declared
+claims and val stays the gate's: whole link groups of train, ranked by ``u64("{seed}:dev:{min task id}")`` and
+chosen by the same exact subset sum. Train keeps them, so the train list — and every warm start, round plan and
+figure made from it — means what it did; a round leaves dev out only when asked (``round.exclude_dev``).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import json
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from intraskill.hashing import sha256_json, u64
 from intraskill.jsonl import write_json
@@ -25,6 +30,15 @@ from intraskill.shop.types import Goal
 
 SPLIT_SCHEMA_VERSION = "intraskill-persona-splits-v1"
 SPLIT_NAMES = ("train", "val", "test")
+"""The partition: every persona task is in exactly one of them."""
+DEV_SPLIT = "dev"
+"""The probe and tuning split: a subset of train (:func:`carve_dev`)."""
+TRAIN_WITHOUT_DEV = "train-dev"
+"""The identity's split name of a round that leaves dev out (:func:`train_without_dev`)."""
+DEV_SIZE = 200
+DEV_SHARE = 5
+"""dev holds ``min(DEV_SIZE, len(train) // DEV_SHARE)`` train tasks (200 of the default store's 3726, 24 of the
+small one's 120)."""
 DEFAULT_SPLIT_SEED = 20260829
 MAX_HELDOUT_GROUP_SIZE = 20
 LINK_KEYS = ("asin", "instruction_simple", "instruction", "persona_fingerprint", "user_id")
@@ -206,3 +220,27 @@ def build_splits(
                    "max_size_heldout": max((len(g) for g in test + val), default=0)},
     }
     return Splits(lists=lists, seed=seed, meta=meta)
+
+
+def carve_dev(splits: Splits, goals: Mapping[int, Goal], max_heldout_group: int = MAX_HELDOUT_GROUP_SIZE) -> Splits:
+    """``splits`` with a ``dev`` list of train tasks (:data:`DEV_SHARE`): whole link groups of train (each at most
+    ``max_heldout_group`` tasks), ranked by the split seed's hash and chosen by exact subset sum (see the module
+    docstring); the other lists are unchanged. ``goals``: task id → goal, for the linking keys."""
+    size = min(DEV_SIZE, len(splits.ids("train")) // DEV_SHARE)
+    groups = link_groups(goals[t] for t in splits.ids("train"))
+    ranked = sorted((g for g in groups if len(g) <= max_heldout_group),
+                    key=lambda g: (u64(f"{splits.seed}:{DEV_SPLIT}:{g[0]}"), g[0]))
+    try:
+        chosen = _exact_fill(ranked, size)
+    except ValueError as error:
+        raise ValueError(f"dev split: {error} of train") from None
+    dev = tuple(sorted(t for g in chosen for t in g))
+    meta = {**splits.meta, "dev_carve": {"from": "train", "size": size, "max_group_size": max_heldout_group,
+                                         "rank": f"u64('{{seed}}:{DEV_SPLIT}:{{min task id}}')"}}
+    return Splits({**{n: v for n, v in splits.lists.items() if n != DEV_SPLIT}, DEV_SPLIT: dev}, splits.seed, meta)
+
+
+def train_without_dev(splits: Splits) -> tuple[int, ...]:
+    """The train tasks outside ``dev`` (in split-file order): what a round trains on with ``round.exclude_dev``."""
+    dev = set(splits.ids(DEV_SPLIT))
+    return tuple(t for t in splits.ids("train") if t not in dev)
