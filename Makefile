@@ -40,11 +40,13 @@ cold-start: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/intraskill cold-start --params params/organism.yaml --out runs/organism/cold-start
 
 # The induced S0 against the hand-written one and plain GRPO: the method from each S0 (arm `induced` = coevolve from
-# the cold start's S0) and `grpo`, 3 seeds x 1 round, tested on all 400 test tasks:
-# runs/organism/cold-start-compare/matrix_summary.json.
+# the cold start's S0) and `grpo`, 3 seeds x 1 round. A probe, not a declared claim: evaluated on the store's dev
+# tasks (carved from train; every cell trains without them), never on test, and not on val, where Gate A selected
+# the induced S0: runs/organism/cold-start-compare-dev/matrix_summary.json.
 cold-start-compare: cold-start
 	OMP_NUM_THREADS=1 $(BIN)/intraskill experiment --params params/organism.yaml --jobs 2 \
-	  --out runs/organism/cold-start-compare --arms coevolve,induced,grpo --set matrix.rounds=1 \
+	  --out runs/organism/cold-start-compare-dev --arms coevolve,induced,grpo --set matrix.rounds=1 \
+	  --set matrix.split=dev \
 	  --set 'matrix.define={induced: {skillbank: runs/organism/cold-start/selected_skillbank.json}}'
 
 # The control experiment on the organism (5 arms x 3 seeds x 2 rounds, two cells at a time; resumable):

@@ -300,3 +300,20 @@ def test_deployment_baseline_runs_grpo_with_coevolves_bank_and_resumes_it(
     assert run_matrix(params, out, store_root=small_store_root, progress=False).to_dict()["baselines"] == \
         again.to_dict()["baselines"]
     assert trace_lines(out) == before
+
+
+def test_a_probe_matrix_evaluates_on_dev_and_its_cells_train_without_dev(
+        tmp_path: Path, small_store_root: Path, small_store: object) -> None:
+    params = matrix_params(tmp_path, split="dev", test_tasks=3)
+    assert matrix_module.matrix_plan(params)["split"] == "dev"
+    assert "split" not in matrix_module.matrix_plan(matrix_params(tmp_path))  # a test matrix's plan is as before
+    cell = cell_params(params, params.matrix.arm("coevolve"), 1)
+    assert overlay_fields(cell_params(matrix_params(tmp_path), params.matrix.arm("coevolve"), 1), cell) == \
+        ["round.exclude_dev"]
+    _, tests = matrix_module.shared_start(params, tmp_path / "matrix", small_store_root, progress=False)
+    dev = small_store[2].ids("dev")
+    for run in tests.values():
+        plan = json.loads((tmp_path / "matrix" / run.run_dir / "plan.json").read_text())
+        assert plan["split"] == "dev" and [job[0] for job in plan["jobs"]] == list(dev[:3])
+    with pytest.raises(ParamsError, match="matrix.split"):
+        matrix_params(tmp_path, split="val")
