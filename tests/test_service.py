@@ -78,7 +78,7 @@ def test_healthz_contract(http: httpx.Client, engine: ShopEngine) -> None:
     health = http.get("/healthz").json()
     assert health["ready"] is True
     assert health["environment_slots"] == 2 and health["free_slots"] == 2
-    assert health["tasks"] == {"active": 200, "train": 120, "val": 40, "test": 40}
+    assert health["tasks"] == {"active": 200, "train": 120, "val": 40, "test": 40, "dev": 24}
     assert health["primary_reward"] == "r_strict"
     versions = health["versions"]
     assert versions["environment_version"] == "shopsimulator-paper-aligned-v8"

@@ -170,4 +170,4 @@ def test_env_build_command_reuses_the_store(small_store_root) -> None:
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["reused"] is True and summary["counts"]["products"] == 1000
-    assert set(summary["split_sha256"]) == {"train", "val", "test"}
+    assert set(summary["split_sha256"]) == {"train", "val", "test", "dev"}
