@@ -149,6 +149,7 @@ class MatrixResult:
         return {
             "schema_version": RESULT_SCHEMA, "out_dir": str(self.out_dir), "fingerprint": self.plan["fingerprint"],
             "rounds": self.plan["rounds"], "test_tasks": self.plan["test_tasks"], "threads": self.plan["threads"],
+            "split": self.plan.get("split", "test"),
             "warmstart": {name: run.to_dict() for name, run in self.warmstart.items()},
             "arms": {arm: {str(c.seed_index): c.to_dict() for c in self.cells if c.arm == arm} for arm in self.arms},
             "baselines": {name: {"description": BASELINE_DESCRIPTIONS[name],
