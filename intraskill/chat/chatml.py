@@ -11,12 +11,18 @@ growing conversation only ever *appends* text, which keeps the KV cache of earli
 
 ``render_messages(messages, tools, start=n)`` renders ``messages[n:]`` exactly as the tail of
 ``render_messages(messages, tools)`` would, so an in-process backend tokenizes only the new suffix.
+
+:func:`render_spans` gives the same text as :data:`Span` pieces that tell the renderer's own markup
+(``<|im_start|>``, ``<|im_end|>``, ``<tool_call>`` tags, :data:`TOOL_INSTRUCTIONS`) from text that came
+with a message, a tool or a call; :class:`intraskill.chat.tokens.ChatEncoder` encodes special-token text
+of the latter as plain text, so no message can forge a turn.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from intraskill.chat.base import Generation, ToolCall
@@ -35,6 +41,10 @@ TOOL_INSTRUCTIONS = (
     '<tool_call>{"name":"<tool>","arguments":{…}}</tool_call>. '
     f"The tools of the turn are listed after '{TOOLS_LABEL.strip()}'; copy enum values verbatim."
 )
+
+Span = tuple[str, bool]
+"""A piece of rendered ChatML and whether it is the renderer's own markup (``True``: special-token text in it
+is the special token) or text from a message, a tool or a call (``False``: always encoded as text)."""
 
 #: Parse error code: a ``<tool_call>`` body that is not a JSON object with a string ``name`` and an
 #: object ``arguments``, or a ``<tool_call>`` that is never closed. The runtime maps it to the
@@ -67,24 +77,39 @@ def message_text(message: dict[str, Any]) -> str:
     raise ValueError(f"message.content must be a string, null or a list of parts, got {type(content).__name__}")
 
 
-def render_tool_call(name: str, arguments: str | dict[str, Any]) -> str:
-    """``<tool_call>{"name":…,"arguments":…}</tool_call>``; undecodable argument text is kept verbatim."""
+def join_spans(spans: Sequence[Span]) -> str:
+    """The text of rendered spans."""
+    return "".join(text for text, _ in spans)
+
+
+def tool_call_spans(name: str, arguments: str | dict[str, Any]) -> list[Span]:
+    """The spans of ``<tool_call>{"name":…,"arguments":…}</tool_call>``; undecodable argument text is kept
+    verbatim."""
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
         except json.JSONDecodeError:
             quoted = json.dumps(name, ensure_ascii=False)
-            return f'{TOOL_CALL_OPEN}{{"name":{quoted},"arguments":{arguments}}}{TOOL_CALL_CLOSE}'
+            return [(TOOL_CALL_OPEN, True), (f'{{"name":{quoted},"arguments":{arguments}}}', False),
+                    (TOOL_CALL_CLOSE, True)]
     body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False, separators=(",", ":"))
-    return f"{TOOL_CALL_OPEN}{body}{TOOL_CALL_CLOSE}"
+    return [(TOOL_CALL_OPEN, True), (body, False), (TOOL_CALL_CLOSE, True)]
 
 
-def _assistant_body(message: dict[str, Any]) -> str:
-    parts = [message_text(message).strip()]
+def render_tool_call(name: str, arguments: str | dict[str, Any]) -> str:
+    """``<tool_call>{"name":…,"arguments":…}</tool_call>``; undecodable argument text is kept verbatim."""
+    return join_spans(tool_call_spans(name, arguments))
+
+
+def _assistant_spans(message: dict[str, Any]) -> list[Span]:
+    parts = [[(text, False)] for text in [message_text(message).strip()] if text]
     for call in message.get("tool_calls") or []:
         function = call.get("function", call)
-        parts.append(render_tool_call(function["name"], function.get("arguments", "{}")))
-    return "\n".join(part for part in parts if part)
+        parts.append(tool_call_spans(function["name"], function.get("arguments", "{}")))
+    spans: list[Span] = []
+    for index, part in enumerate(parts):
+        spans.extend([("\n", False), *part] if index else part)
+    return spans
 
 
 def _tool_signature(tool: dict[str, Any]) -> str:
@@ -116,15 +141,51 @@ def _newest_prompt_index(messages: list[dict[str, Any]]) -> int:
     return -1
 
 
-def render_message(message: dict[str, Any], tools_block: str = "") -> str:
-    """One ChatML message; ``tools_block`` (if any) is appended on its own line inside it."""
+def message_spans(message: dict[str, Any], tools_block: str = "", body: list[Span] | None = None) -> list[Span]:
+    """The spans of one ChatML message; ``tools_block`` (if any) is appended on its own line inside it;
+    ``body`` replaces the message's own content (the system message that carries the tool instructions)."""
     role = message.get("role")
     if not role:
         raise ValueError("message.role is required")
-    body = _assistant_body(message) if role == "assistant" else message_text(message)
+    if body is None:
+        body = _assistant_spans(message) if role == "assistant" else [(message_text(message), False)]
     if tools_block:
-        body = f"{body}\n{tools_block}" if body else tools_block
-    return f"{IM_START}{role}\n{body}{IM_END}\n"
+        body = [*body, (f"\n{tools_block}", False)] if join_spans(body) else [(tools_block, False)]
+    return [(IM_START, True), (f"{role}\n", False), *body, (IM_END, True), ("\n", False)]
+
+
+def render_message(message: dict[str, Any], tools_block: str = "") -> str:
+    """One ChatML message; ``tools_block`` (if any) is appended on its own line inside it."""
+    return join_spans(message_spans(message, tools_block))
+
+
+def render_spans(
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    *,
+    start: int = 0,
+    add_generation_prompt: bool = True,
+) -> list[Span]:
+    """The spans of ``messages[start:]`` as the tail of the full conversation (see :func:`render_messages`)."""
+    if not 0 <= start <= len(messages):
+        raise ValueError(f"start must be in [0, {len(messages)}], got {start}")
+    entries: list[tuple[dict[str, Any], list[Span] | None]] = [(message, None) for message in messages]
+    if tools and start == 0:
+        if messages and messages[0].get("role") == "system":
+            system_text = message_text(messages[0]).rstrip()
+            prefix = (f"{system_text}\n\n" if system_text else "").lstrip()
+            entries[0] = (messages[0], [(prefix, False), (TOOL_INSTRUCTIONS, True)])
+        else:
+            entries.insert(0, ({"role": "system"}, [(TOOL_INSTRUCTIONS, True)]))
+    prompt_index = _newest_prompt_index([message for message, _ in entries]) if tools else -1
+    spans: list[Span] = []
+    for index in range(start, len(entries)):
+        block = render_tools_block(tools) if index == prompt_index else ""
+        message, body = entries[index]
+        spans.extend(message_spans(message, block, body))
+    if add_generation_prompt:
+        spans.extend([(IM_START, True), ("assistant\n", False)])
+    return spans
 
 
 def render_messages(
@@ -139,23 +200,7 @@ def render_messages(
     With ``start == 0`` and non-empty ``tools`` the system message (created if absent) gets
     :data:`TOOL_INSTRUCTIONS`. The tools block goes into the newest non-assistant message.
     """
-    if not 0 <= start <= len(messages):
-        raise ValueError(f"start must be in [0, {len(messages)}], got {start}")
-    messages = list(messages)
-    if tools and start == 0:
-        if messages and messages[0].get("role") == "system":
-            system_text = message_text(messages[0]).rstrip()
-            messages[0] = {"role": "system", "content": f"{system_text}\n\n{TOOL_INSTRUCTIONS}".lstrip()}
-        else:
-            messages.insert(0, {"role": "system", "content": TOOL_INSTRUCTIONS})
-    prompt_index = _newest_prompt_index(messages) if tools else -1
-    pieces = []
-    for index in range(start, len(messages)):
-        block = render_tools_block(tools) if index == prompt_index else ""
-        pieces.append(render_message(messages[index], block))
-    if add_generation_prompt:
-        pieces.append(ASSISTANT_PROMPT)
-    return "".join(pieces)
+    return join_spans(render_spans(messages, tools, start=start, add_generation_prompt=add_generation_prompt))
 
 
 def parse_tool_calls(text: str) -> tuple[str, list[ToolCall], str | None]:

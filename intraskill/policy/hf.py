@@ -27,8 +27,9 @@ from intraskill.chat.chatml import (
     drop_reasoning,
     parse_tool_calls,
     render_message,
-    render_messages,
+    render_spans,
 )
+from intraskill.chat.tokens import ChatEncoder
 from intraskill.hashing import seed32
 from intraskill.policy.lockstep import (
     LayerKV,
@@ -171,6 +172,7 @@ class HFPolicy:
         if self.device.type == "cpu":
             use_gqa_sdpa(self.model)  # on CUDA, SDPA with a mask and grouped heads falls back to its math kernel
         self.tokenizer = tokenizer
+        self.encoder = ChatEncoder(tokenizer)
         self.max_batch = max_batch
         self.prefill_chunk_tokens = prefill_chunk_tokens
         self.im_end_id = _token_id(tokenizer, IM_END)
@@ -251,15 +253,15 @@ class HFPolicy:
         session = self._sessions.get(request.session_id)
         if session is not None and session.matches(request.messages):
             last = session.input_ids[-1]
-            closing = "\n" if last == self.im_end_id else f"{IM_END}\n"
-            delta = closing + render_messages(request.messages, request.tools, start=len(session.history))
+            closing = [("\n", False)] if last == self.im_end_id else [(IM_END, True), ("\n", False)]
+            delta = closing + render_spans(request.messages, request.tools, start=len(session.history))
             fresh = False
         else:
             if session is not None:
                 LOGGER.warning("session %s: messages diverge from its stream; restarting it", request.session_id)
             session, fresh = _Session(), True
-            delta = render_messages(request.messages, request.tools)
-        prompt = self.tokenizer(delta, add_special_tokens=False)["input_ids"]
+            delta = render_spans(request.messages, request.tools)
+        prompt = self.encoder.encode(delta)  # message text never becomes a special token
         budget = min(request.max_tokens, self.max_position - len(session.input_ids) - len(prompt))
         return _Turn(request, session, fresh, prompt, budget)
 

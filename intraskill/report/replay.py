@@ -34,6 +34,8 @@ from intraskill.report.site import NO_FAVICON
 LANGUAGES = ("en", "zh")
 TITLE = {"en": "Episode browser (live)", "zh": "回合浏览器（实时）"}
 MEDIA_TYPES = {".js": "text/javascript", ".css": "text/css"}
+SHOWN_CHARS = 120
+"""A refused run id is quoted in the error up to this many characters."""
 
 
 class ReplayError(ValueError):
@@ -75,13 +77,18 @@ class ReplayFolder:
             raise ReplayError(400, "run: required (a trace file path listed by /api/replay/runs)")
         if "\\" in ident or "\x00" in ident or ident.startswith("/"):
             raise ReplayError(400, f"run: must be a relative path inside the runs folder, got {ident!r}")
-        path = (self.root / ident).resolve()
+        shown = ident if len(ident) <= SHOWN_CHARS else f"{ident[:SHOWN_CHARS]}…"
+        try:  # a component over the file system's name limit (255 bytes) fails here with ENAMETOOLONG
+            path = (self.root / ident).resolve()
+            found = path.is_file()
+        except OSError as error:
+            raise ReplayError(400, f"run: {shown!r} is no usable path ({error.strerror})") from None
         if not path.is_relative_to(self.root):
-            raise ReplayError(400, f"run: {ident!r} lies outside the runs folder")
+            raise ReplayError(400, f"run: {shown!r} lies outside the runs folder")
         if path.name not in TRACE_FILES:
-            raise ReplayError(400, f"run: {ident!r} is not a trace file ({', '.join(TRACE_FILES)})")
-        if not path.is_file():
-            raise ReplayError(404, f"run: no trace file {ident!r} in the runs folder")
+            raise ReplayError(400, f"run: {shown!r} is not a trace file ({', '.join(TRACE_FILES)})")
+        if not found:
+            raise ReplayError(404, f"run: no trace file {shown!r} in the runs folder")
         return path
 
     def episodes(self, path: Path) -> TraceFileEpisodes:

@@ -58,7 +58,9 @@ EXECUTED_MESSAGES: dict[str, dict[str, str]] = {
 """Messages of valid actions (reason ``executed``), by event."""
 
 _ACTION_LINE_RE = re.compile(r"(?:^|(?<=\s))action\s*[:：]", re.IGNORECASE)
-_CHAINED_RE = re.compile(r"\]\s*[,;，；]?\s*(?:search|click)\s*\[", re.IGNORECASE)
+# Linear time: one whitespace run per ``]`` (an optional separator then its own run); two adjacent
+# ``\s*`` around an optional separator would try every split of a long run (quadratic).
+_CHAINED_RE = re.compile(r"\]\s*(?:[,;，；]\s*)?(?:search|click)\s*\[", re.IGNORECASE)
 _CANONICAL_RE = re.compile(r"(?P<name>[A-Za-z_]+)\[(?P<argument>.*)\]", re.DOTALL)
 PARSE_CACHE_SIZE = 4096
 """Distinct short action strings whose parse is remembered (navigation and option clicks recur)."""

@@ -8,10 +8,11 @@ lease; a slot is freed by ``release_one``, by ``release_all`` (admin token only)
 sits idle for ``lease_idle_s``. Every body is one of the pydantic models below (the OpenAPI schema
 documents them), parsed with orjson under a size cap.
 
-Errors, each as ``{"result": {"error": ...}}``: 400 bad argument or malformed JSON (the message
-names the field), 403 wrong admin token, 409 stale lease (``reason: stale_lease``) or finished
-episode (``reason: episode_finished``), 413 body over the cap, 503 no slot in time or shutting
-down, 500 anything else. A rejected request never reaches the session, so its episode is unchanged.
+Terminal replies carry the task's private ``goal`` only in trusted mode (``reveal_goal``; see
+``docs/security.md``). Errors, each as ``{"result": {"error": ...}}``: 400 bad argument or malformed
+JSON (the message names the field), 403 wrong admin token, 408 body too slow, 409 stale lease
+(``reason: stale_lease``) or finished episode (``reason: episode_finished``), 413 body over the cap,
+503 no slot in time or shutting down, 500 anything else. A rejected request never reaches the session, so its episode is unchanged.
 
 The app is a thin shell: request parsing and lease checks here, all store behaviour in the engine.
 ``POST /api/shop_agent`` is a plain Starlette route (no per-request dependency solving); its steps
@@ -41,6 +42,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from starlette.routing import Route
 
+from intraskill.http_limits import BODY_TIMEOUT_S, BodyLimit, uvicorn_limits
 from intraskill.shop.actions import InvalidActionError, parse_action
 from intraskill.shop.engine import (
     EXTERNAL_TERMINATIONS,
@@ -73,9 +75,10 @@ LEASE_IDLE_S = 900.0
 """Default idle time after which a lease expires and its slot returns to the pool."""
 RETRY_AFTER_S = 1
 """The ``Retry-After`` (seconds) of a 503."""
-SERVER_STACK = {"loop": "uvloop", "http": "httptools", "access_log": False, "proxy_headers": False}
+SERVER_STACK = {"loop": "uvloop", "access_log": False, "proxy_headers": False, **uvicorn_limits()}
 """uvicorn's event loop, HTTP parser and per-request extras (none) for the service, as measured by
-``intraskill env bench``: no access log line and no ``X-Forwarded-*`` rewriting per request."""
+``intraskill env bench``: no access log line and no ``X-Forwarded-*`` rewriting per request; the httptools
+parser under the header timeout and keep-alive of :func:`intraskill.http_limits.uvicorn_limits`."""
 
 
 # ---- request bodies (the OpenAPI schema) -------------------------------------------------------
@@ -187,16 +190,20 @@ class ShopService:
         Idle seconds after which a lease expires (``None``: never).
     max_query_tokens:
         Most tokens of one search query.
+    reveal_goal:
+        Trusted mode: terminal replies carry the task's private ``goal``. Off by default, since a client that
+        reads the goal can replay it on a fresh reset of the same task and forge its reward.
     """
 
     def __init__(self, engine: ShopEngine, slots: int = 8, split_sizes: Mapping[str, int] | None = None, *,
                  admin_token: str, lease_idle_s: float | None = LEASE_IDLE_S,
-                 max_query_tokens: int = MAX_QUERY_TOKENS) -> None:
+                 max_query_tokens: int = MAX_QUERY_TOKENS, reveal_goal: bool = False) -> None:
         if not admin_token:
             raise ValueError("admin_token: need a non-empty token")
         self.engine = engine
         self.pool = SlotLeasePool(slots, idle_timeout=lease_idle_s)
         self.max_query_tokens = max_query_tokens
+        self.reveal_goal = reveal_goal
         self._admin_token = admin_token.encode()
         self._slots = [_Slot(session=engine.new_session(), lock=threading.Lock()) for _ in range(slots)]
         self._episodes = itertools.count(1)
@@ -222,7 +229,7 @@ class ShopService:
         state = self._slots[slot]
         with state.lock:
             self.pool.validate(slot, lease)
-            payload = dict(state.session.step(response))
+            payload = self._public(state.session.step(response))
         payload.update(over=bool(payload["done"]), idx=state.session_id, lease_id=lease)
         return payload
 
@@ -231,9 +238,13 @@ class ShopService:
         state = self._slots[slot]
         with state.lock:
             self.pool.validate(slot, lease)
-            payload = dict(state.session.terminate(reason))
+            payload = self._public(state.session.terminate(reason))
         payload.update(over=True, idx=state.session_id, lease_id=lease)
         return payload
+
+    def _public(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """A step payload as this service sends it: the private ``goal`` only in trusted mode."""
+        return dict(payload) if self.reveal_goal else {k: v for k, v in payload.items() if k != "goal"}
 
     def release(self, slot: int, lease: str) -> dict[str, Any]:
         """Free a leased slot (``release_one``)."""
@@ -262,6 +273,7 @@ class ShopService:
             "tasks": self._task_counts,
             "versions": self.engine.versions(),
             "primary_reward": PRIMARY_REWARD,
+            "reveals_goal": self.reveal_goal,
         }
 
     def close(self) -> None:
@@ -291,20 +303,6 @@ def parse_body(raw: bytes) -> BaseModel:
         raise RequestError(_validation_message(exc)) from None
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it is known to exceed ``limit`` bytes."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise HTTPFailure(413, f"body: {declared} bytes, at most {limit} allowed")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise HTTPFailure(413, f"body: over {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def _slot(service: ShopService, body: _LeasedBody) -> int:
     if body.env_idx >= service.pool.size:
         raise RequestError(f"env_idx: need a slot index in [0, {service.pool.size}), got {body.env_idx}")
@@ -325,6 +323,7 @@ def dispatch(service: ShopService, body: BaseModel) -> Call:
     assert isinstance(body, _LeasedBody)
     slot, lease = _slot(service, body), body.lease_id
     if isinstance(body, InteractBody):
+        service.pool.validate(slot, lease)  # a stale lease is refused before its text is parsed
         searches = service.check_query(body.response)
         return Call(lambda: service.interact(slot, lease, body.response), searches)
     if isinstance(body, TerminateBody):
@@ -391,7 +390,8 @@ class _Lessor:
 def create_app(engine: ShopEngine, slots: int = 8, *, split_sizes: Mapping[str, int] | None = None,
                admin_token: str | None = None, lease_idle_s: float | None = LEASE_IDLE_S,
                reset_wait_s: float = RESET_WAIT_S, max_body_bytes: int = MAX_BODY_BYTES,
-               max_query_tokens: int = MAX_QUERY_TOKENS) -> FastAPI:
+               max_query_tokens: int = MAX_QUERY_TOKENS, body_timeout_s: float = BODY_TIMEOUT_S,
+               reveal_goal: bool = False) -> FastAPI:
     """Build the FastAPI app serving ``POST /api/shop_agent`` and ``GET /healthz`` over ``engine``.
 
     Parameters
@@ -409,7 +409,11 @@ def create_app(engine: ShopEngine, slots: int = 8, *, split_sizes: Mapping[str, 
     reset_wait_s:
         Longest wait of a ``reset`` for a free slot; then 503 with ``Retry-After``.
     max_body_bytes, max_query_tokens:
-        Caps on a request body (413) and on the tokens of one search query (400).
+        Caps on a request body (413, on the bytes read) and on the tokens of one search query (400).
+    body_timeout_s:
+        Longest time a request body may take to arrive (then 408; :class:`~intraskill.http_limits.BodyLimit`).
+    reveal_goal:
+        Trusted mode (see :class:`ShopService`): terminal replies carry the private goal.
 
     Returns
     -------
@@ -421,7 +425,7 @@ def create_app(engine: ShopEngine, slots: int = 8, *, split_sizes: Mapping[str, 
         raise ValueError("reset_wait_s, max_body_bytes and max_query_tokens must be positive")
     token = admin_token or secrets.token_urlsafe(24)
     service = ShopService(engine, slots, split_sizes, admin_token=token, lease_idle_s=lease_idle_s,
-                          max_query_tokens=max_query_tokens)
+                          max_query_tokens=max_query_tokens, reveal_goal=reveal_goal)
     lessor = _Lessor(service, reset_wait_s)
 
     @contextlib.asynccontextmanager
@@ -433,6 +437,8 @@ def create_app(engine: ShopEngine, slots: int = 8, *, split_sizes: Mapping[str, 
     app = FastAPI(title="intraskill store", lifespan=lifespan)
     app.state.shop = service
     app.state.admin_token = token
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes, timeout_s=body_timeout_s,
+                       error_body=lambda message: {"result": {"error": message}})
     body_schema = _BODY.json_schema(ref_template="#/components/schemas/{model}")
     body_models = body_schema.pop("$defs")
 
@@ -443,7 +449,7 @@ def create_app(engine: ShopEngine, slots: int = 8, *, split_sizes: Mapping[str, 
     async def shop_agent(request: Request) -> Response:
         action = None
         try:
-            body = parse_body(await _read_body(request, max_body_bytes))
+            body = parse_body(await request.body())
             action = body.action  # type: ignore[attr-defined]
             if isinstance(body, ResetBody):
                 result = await lessor.reset(request, body)

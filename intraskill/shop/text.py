@@ -18,7 +18,9 @@ FUZZY_MATCH_THRESHOLD = 85
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
 _WORD_CHAR = rf"[^\W_{_HAN}]"
 _TOKEN_RE = re.compile(rf"(?P<han>[{_HAN}]+)|(?P<word>{_WORD_CHAR}+(?:[._+\-/]{_WORD_CHAR}+)*)")
-_CURRENCY_WORD_RE = re.compile(r"(\d(?:[\d.]*\d)?)\s*(?:rmb|cny|yuan)\b")
+# A match starts only where a run of digits and dots starts (its leading dots kept in group 1), so each
+# run is scanned once: starting at every digit of a long run would be quadratic.
+_CURRENCY_WORD_RE = re.compile(r"(?<![\d.])(\.*)(\d(?:[\d.]*\d)?)\s*(?:rmb|cny|yuan)\b")
 _KEEP_INSIDE_TOKENS = frozenset("._+-/")
 _NON_WORD_RE = re.compile(r"\W+")
 
@@ -27,7 +29,7 @@ def normalize_money_words(text: str) -> str:
     """NFKC + casefold, then map 人民币/块钱 and a number followed by rmb/cny/yuan to 元."""
     out = unicodedata.normalize("NFKC", text).casefold()
     out = out.replace("人民币", "元").replace("块钱", "元")
-    return _CURRENCY_WORD_RE.sub(r"\1元", out)
+    return _CURRENCY_WORD_RE.sub(r"\1\2元", out)
 
 
 def normalize_query(text: str) -> str:

@@ -53,6 +53,8 @@ class ShopHost:
     bank: SkillBank | None = None
     reset_wait_s: float = RESET_WAIT_S
     max_query_tokens: int = MAX_QUERY_TOKENS
+    reveal_goal: bool = False
+    """Trusted mode: terminal observations carry the private goal (a client reading it could forge rewards)."""
 
     def task_id(self, task_id: int | None, split: str | None, seed: int | None) -> int:
         """The episode's task: ``task_id`` (in ``split`` when given), else a ``seed`` draw from ``split``."""
@@ -104,12 +106,13 @@ def page_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
             "feedback": state["last_action"], "message": payload["message"]}
 
 
-def observation_from(payload: Mapping[str, Any]) -> ShopObservation:
-    """The OpenEnv observation of an engine step payload (the terminal fields only when present)."""
+def observation_from(payload: Mapping[str, Any], reveal_goal: bool = False) -> ShopObservation:
+    """The OpenEnv observation of an engine step payload (the terminal fields only when present; the private
+    goal only with ``reveal_goal``)."""
     return ShopObservation(
         **page_fields(payload), done=bool(payload["done"]), reward=payload["reward"],
         reward_detail=payload.get("reward_detail"), termination_reason=payload.get("termination_reason"),
-        purchase=payload.get("purchase"), goal=payload.get("goal"))
+        purchase=payload.get("purchase"), goal=payload.get("goal") if reveal_goal else None)
 
 
 class ShopOpenEnv(Environment[ShopAction, ShopObservation, ShopState]):
@@ -166,7 +169,7 @@ class ShopOpenEnv(Environment[ShopAction, ShopObservation, ShopState]):
         self._state.step_count = self._session.action_count
         self._state.done = bool(payload["done"])
         self._state.termination_reason = payload.get("termination_reason")
-        return observation_from(payload)
+        return observation_from(payload, self._host.reveal_goal)
 
     @property
     def state(self) -> ShopState:

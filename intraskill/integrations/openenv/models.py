@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from intraskill.shop.engine import EXTERNAL_TERMINATIONS
 
@@ -27,7 +28,8 @@ class ShopAction(Action):
     @model_validator(mode="after")
     def _one_of(self) -> ShopAction:
         if (self.action is None) == (self.terminate is None):
-            raise ValueError("action, terminate: give exactly one")
+            # a custom error carries no exception object, so the error list serialises as JSON (HTTP and /ws)
+            raise PydanticCustomError("one_of", "action, terminate: give exactly one")
         return self
 
 
@@ -51,7 +53,8 @@ class ShopObservation(Observation):
     reward_detail: dict[str, Any] | None = Field(None, description="The reward parts (terminal only).")
     termination_reason: str | None = Field(None, description="purchase, action_limit or generation_length.")
     purchase: dict[str, Any] | None = Field(None, description="The bought item (terminal purchase only).")
-    goal: dict[str, Any] | None = Field(None, description="The private goal, revealed at the end (terminal only).")
+    goal: dict[str, Any] | None = Field(None, description="The private goal, revealed at the end (terminal only) "
+                                                         "by a server in trusted mode (--reveal-goal); else null.")
 
 
 class ShopState(State):

@@ -4,10 +4,13 @@ OpenEnv serves ``/ws`` (one session per connection: reset, step, state, close), 
 ``/state`` (stateless: each call gets a fresh environment), ``/health``, ``/schema`` and ``/metadata``.
 Around it, the ShopSimulator service's limits: ``slots`` concurrent episodes under slot leases (a reset
 waits at most ``reset_wait_s``, a lease idle for ``lease_idle_s`` expires, and OpenEnv's reaper closes a
-session idle that long), ``max_query_tokens`` per search and ``max_body_bytes`` per HTTP body or WebSocket
-message (:data:`UVICORN_OPTIONS` sets the latter for the server). The engine's one-line errors become
-400 (bad argument), 409 (stale lease, finished or unstarted episode) and 503 (no slot in time) over HTTP
-instead of 500; over ``/ws`` OpenEnv sends their message as an error frame.
+session idle that long), ``max_query_tokens`` per search and ``max_body_bytes`` per HTTP body (counted on the
+bytes read, :class:`~intraskill.http_limits.BodyLimit`, with its body timeout) or WebSocket message
+(:func:`uvicorn_options` sets the latter and the header timeout for the server). Terminal observations carry
+the private goal only with ``reveal_goal`` (trusted mode). The engine's one-line errors become 400 (bad
+argument), 409 (stale lease, finished or unstarted episode) and 503 (no slot in time) over HTTP instead of
+500, and OpenEnv's own refusals keep their status with a one-line ``detail``; over ``/ws`` OpenEnv sends
+their message as an error frame.
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ import functools
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import create_fastapi_app
 from openenv.core.env_server.types import ConcurrencyConfig
+from starlette.exceptions import HTTPException
 
+from intraskill.http_limits import BODY_TIMEOUT_S, BodyLimit, uvicorn_limits
 from intraskill.integrations.openenv.environment import EpisodeNotStartedError, ShopHost, ShopOpenEnv
 from intraskill.integrations.openenv.models import ShopAction, ShopObservation
 from intraskill.shop.engine import EpisodeFinishedError, ShopEngine
@@ -47,13 +53,14 @@ _STATUS: tuple[tuple[type[Exception], int, str], ...] = (
 
 
 def uvicorn_options(max_body_bytes: int = MAX_BODY_BYTES) -> dict[str, Any]:
-    """uvicorn settings of the OpenEnv server: the WebSocket message cap."""
-    return {"ws_max_size": max_body_bytes}
+    """uvicorn settings of the OpenEnv server: the WebSocket message cap, the header and keep-alive timeouts."""
+    return {"ws_max_size": max_body_bytes, **uvicorn_limits()}
 
 
 def create_openenv_app(engine: ShopEngine, splits: Splits, *, slots: int = 8, bank: SkillBank | None = None,
                        lease_idle_s: float | None = LEASE_IDLE_S, reset_wait_s: float = RESET_WAIT_S,
-                       max_query_tokens: int = MAX_QUERY_TOKENS, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+                       max_query_tokens: int = MAX_QUERY_TOKENS, max_body_bytes: int = MAX_BODY_BYTES,
+                       body_timeout_s: float = BODY_TIMEOUT_S, reveal_goal: bool = False) -> FastAPI:
     """The OpenEnv FastAPI app over ``engine``; ``app.state.pool`` is its slot pool.
 
     Parameters
@@ -64,13 +71,16 @@ def create_openenv_app(engine: ShopEngine, splits: Splits, *, slots: int = 8, ba
         Concurrent episodes; OpenEnv admits ``slots + MAX_WAITING_RESETS`` sessions, the rest wait for a slot.
     bank:
         The skill bank ``reset(skill_ids=…)`` selects from (``None``: no skill context).
-    lease_idle_s, reset_wait_s, max_query_tokens, max_body_bytes:
+    lease_idle_s, reset_wait_s, max_query_tokens, max_body_bytes, body_timeout_s:
         The ShopSimulator service's limits (``lease_idle_s=None`` never expires a lease).
+    reveal_goal:
+        Trusted mode: terminal observations carry the private goal (off by default: a client that reads it can
+        replay it on a fresh reset of the same task and forge the reward).
     """
     if reset_wait_s <= 0 or max_body_bytes < 1 or max_query_tokens < 1:
         raise ValueError("reset_wait_s, max_body_bytes and max_query_tokens must be positive")
     pool = SlotLeasePool(slots, idle_timeout=lease_idle_s)
-    host = ShopHost(engine, splits, pool, bank, reset_wait_s, max_query_tokens)
+    host = ShopHost(engine, splits, pool, bank, reset_wait_s, max_query_tokens, reveal_goal)
     concurrency = ConcurrencyConfig(max_concurrent_envs=slots + MAX_WAITING_RESETS, session_timeout=lease_idle_s)
     app = create_fastapi_app(functools.partial(ShopOpenEnv, host), ShopAction, ShopObservation,
                              concurrency_config=concurrency)
@@ -81,14 +91,27 @@ def create_openenv_app(engine: ShopEngine, splits: Splits, *, slots: int = 8, ba
     for error, status, reason in _STATUS:
         app.add_exception_handler(error, functools.partial(_refusal, status=status, reason=reason))
 
-    @app.middleware("http")
-    async def cap_body(request: Request, call_next: Any) -> Any:
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > max_body_bytes:
-            return JSONResponse({"detail": f"body: {declared} bytes, at most {max_body_bytes} allowed"}, 413)
-        return await call_next(request)
-
+    app.add_exception_handler(HTTPException, _one_line)
+    app.add_exception_handler(RequestValidationError, _one_line)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes, timeout_s=body_timeout_s,
+                       error_body=lambda message: {"detail": message})
     return app
+
+
+def _error_line(errors: list[Any]) -> str:
+    """``loc: msg`` of the first entry of a pydantic error list (its ``body`` prefix dropped)."""
+    first = errors[0] if errors and isinstance(errors[0], dict) else {}
+    loc = [str(part) for part in first.get("loc", ()) if part != "body"]
+    return f"{'.'.join(loc) or 'body'}: {first.get('msg', 'invalid request')}"
+
+
+async def _one_line(_: Request, exc: Exception) -> JSONResponse:
+    """OpenEnv's and FastAPI's refusals (422 validation lists, 404, 405, ...) as one line naming the field."""
+    if isinstance(exc, RequestValidationError):
+        return JSONResponse({"detail": _error_line(list(exc.errors()))}, 422)
+    assert isinstance(exc, HTTPException)
+    detail = _error_line(exc.detail) if isinstance(exc.detail, list) else str(exc.detail)
+    return JSONResponse({"detail": detail}, exc.status_code, headers=exc.headers)
 
 
 async def _refusal(_: Request, exc: Exception, *, status: int, reason: str) -> JSONResponse:
