@@ -123,6 +123,9 @@ def test_live_routes_answer_the_browser_shapes(replay: tuple[httpx.Client, Path]
     ("/api/replay/run", {"run": "/etc/passwd"}, 400, "must be a relative path"),
     ("/api/replay/run", {"run": "notes.txt"}, 400, "is not a trace file"),
     ("/api/replay/run", {"run": "eval-expert/val-x/traces.jsonl"}, 404, "no trace file"),
+    # a path component over the file system's 255-byte name limit (was a 500)
+    ("/api/replay/run", {"run": "a" * 300 + "/traces.jsonl"}, 400, "is no usable path (File name too long)"),
+    ("/api/replay/episode", {"run": "eval-expert/" + "b" * 300 + "/traces.jsonl"}, 400, "is no usable path"),
     ("/api/replay/run", {"run": str(EXPERT), "page": "two"}, 400, "page: must be a non-negative integer"),
     ("/api/replay/run", {"run": str(EXPERT), "page": 1}, 404, "page must be in 0..0"),
     ("/api/replay/episode", {"run": str(EXPERT), "index": -1}, 400, "index: must be a non-negative integer"),

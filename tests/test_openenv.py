@@ -100,7 +100,7 @@ def test_expert_episodes_match_the_engine_step_by_step(server: RunningService, e
                     assert all(getattr(seen, name) is None for name in TERMINAL_ONLY)
                     assert "__reasoning__" not in seen.model_dump_json()
             assert (seen.reward_detail, seen.termination_reason, seen.purchase, seen.goal) == (
-                expected["reward_detail"], expected["termination_reason"], expected["purchase"], expected["goal"])
+                expected["reward_detail"], expected["termination_reason"], expected["purchase"], None)  # no gold
             state = env.state()
             assert (state.task_id, state.split, state.step_count, state.done, state.termination_reason) == (
                 task_id, play["split"], steps, True, expected["termination_reason"])
@@ -122,13 +122,15 @@ def test_the_agent_environment_hands_the_runtime_the_engines_payloads(server: Ru
             for _ in range(4):
                 action = expert.act(task, expected["observation_state"])
                 expected, seen = reference.step(action), env.step(action)
-                assert seen == {key: value for key, value in expected.items() if key != "idx"}, action
+                assert seen == {key: None if key == "goal" else value for key, value in expected.items()
+                                if key != "idx"}, action
                 if seen["done"]:
                     break
             if not seen["done"]:
                 expected, seen = reference.terminate("action_limit"), env.terminate("action_limit")
-                assert {key: seen[key] for key in ("done", "reward", "reward_detail", "termination_reason", "goal")} \
-                    == {key: expected[key] for key in ("done", "reward", "reward_detail", "termination_reason", "goal")}
+                assert {key: seen[key] for key in ("done", "reward", "reward_detail", "termination_reason")} \
+                    == {key: expected[key] for key in ("done", "reward", "reward_detail", "termination_reason")}
+                assert seen["goal"] is None  # untrusted by default: no gold
         finally:
             env.close()
             env.close()  # idempotent
@@ -194,7 +196,7 @@ def test_bad_steps_are_clear_errors(server: RunningService, small_store) -> None
             env.step(ShopAction(action="search[" + " ".join(f"w{i}" for i in range(200)) + "]"))
         end = env.step(ShopAction(terminate="generation_length")).observation
         assert end.done and end.reward == 0.0 and end.termination_reason == "generation_length"
-        assert end.goal is not None and end.reward_detail is not None
+        assert end.goal is None and end.reward_detail is not None  # untrusted by default: no gold
         with pytest.raises(RuntimeError, match="the episode ended"):
             env.step(ShopAction(action="search[mug]"))
     with pytest.raises(ValueError, match="action, terminate: give exactly one"):

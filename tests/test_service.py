@@ -193,7 +193,7 @@ def test_full_purchase_episode_with_the_sync_client(service: RunningService, sma
         end = env.step("click[buy now]")
         assert end["done"] and end["termination_reason"] == "purchase"
         assert end["reward"] == end["reward_detail"]["r_strict"] == 1.0
-        assert end["purchase"]["asin"] == goal.asin and end["goal"]["task_id"] == goal.task_id
+        assert end["purchase"]["asin"] == goal.asin and "goal" not in end  # untrusted by default: no gold
         assert "lease_id" not in end and env.has_lease  # no automatic release
     env.close()  # idempotent: the context exit already closed it
     with httpx.Client(base_url=service.base_url, trust_env=False) as http:

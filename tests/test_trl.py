@@ -144,7 +144,8 @@ def test_the_recipe_trains_through_openenv_with_the_engines_episodes(organism_en
 
     params = organism_params(n_samples_per_prompt=4, rollout_batch_size=2)
     tasks = organism_engine.train_ids[:2]
-    with serve_in_thread(create_openenv_app(organism_engine, small_store[2], slots=8),
+    # trusted mode: the traces keep the private goal, as in process
+    with serve_in_thread(create_openenv_app(organism_engine, small_store[2], slots=8, reveal_goal=True),
                          **uvicorn_options()) as server:
         served = store_rollout(params, env_url=server.base_url)
         trainer = build_trainer(params, WARM_START, served, tasks, tmp_path / "trl", steps=1)

@@ -28,6 +28,8 @@ def serve_policy(
     max_sessions: int = typer.Option(256, "--max-sessions", min=1, help="live KV caches kept (LRU)"),
     batch_window_ms: float = typer.Option(5.0, "--batch-window-ms", min=0.0, help="micro-batching window"),
     cache_dir: str | None = typer.Option(None, "--cache-dir", help="cache of the random-init organism"),
+    max_body_bytes: int | None = typer.Option(None, "--max-body-bytes", min=1,
+                                              help="largest request body in bytes, 413 beyond (default 1 MiB)"),
 ) -> None:
     """Serve /v1/models and /v1/chat/completions (non-streaming, tools) with lockstep micro-batching."""
     # deferred: uvicorn is heavy to import
@@ -38,6 +40,7 @@ def serve_policy(
     from intraskill.policy.factory import load_hf_policy, resolve_device
 
     # deferred: fastapi is heavy to import
+    from intraskill.http_limits import uvicorn_limits
     from intraskill.policy.server import ServerConfig, create_app
 
     if model == "organism" and checkpoint is None:
@@ -50,5 +53,6 @@ def serve_policy(
     policy = load_hf_policy(model, checkpoint=checkpoint, device=resolve_device(device), dtype=dtype,
                             cache_dir=cache_dir, max_batch=max_batch)
     config = ServerConfig(model_name=served_name or model, max_sessions=max_sessions,
-                          batch_window_s=batch_window_ms / 1000.0, max_batch=max_batch)
-    uvicorn.run(create_app(policy, config), host=host, port=port, log_level="warning")
+                          batch_window_s=batch_window_ms / 1000.0, max_batch=max_batch,
+                          **({"max_body_bytes": max_body_bytes} if max_body_bytes else {}))
+    uvicorn.run(create_app(policy, config), host=host, port=port, log_level="warning", **uvicorn_limits())

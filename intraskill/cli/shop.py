@@ -124,7 +124,13 @@ def serve_command(
     language: str = typer.Option("en", "--language", help="Observation language: en or zh."),
     admin_token: str | None = typer.Option(
         None, "--admin-token", envvar="SHOPSIM_ADMIN_TOKEN",
-        help="Token release_all needs; generated and printed on stderr if omitted."),
+        help="Token release_all needs; generated and printed on stderr if omitted. Prefer the environment "
+             "variable SHOPSIM_ADMIN_TOKEN: a value on the command line shows in `ps` to every local user."),
+    reveal_goal: bool = typer.Option(
+        False, "--reveal-goal",
+        help="Trusted mode: terminal replies carry the task's private goal (product and options), which the "
+             "traces keep as private_goal. Only for clients you trust: a client that reads the goal can replay "
+             "it on a fresh reset and forge the reward. Off by default."),
     lease_idle_s: float = typer.Option(
         900.0, "--lease-idle-s", min=0.001, help="Idle seconds before a lease expires (its slot returns)."),
     reset_wait_s: float = typer.Option(
@@ -169,10 +175,11 @@ def serve_command(
     engine = ShopEngine(catalog.products, catalog.goals, index, config)
     options: dict[str, object] = {}
     if protocol == "openenv":
-        app_, options = _openenv_app(engine, splits, skillbank, slots, lease_idle_s, reset_wait_s)
+        app_, options = _openenv_app(engine, splits, skillbank, slots, lease_idle_s, reset_wait_s, reveal_goal)
     else:
         app_ = create_app(engine, slots=slots, split_sizes={name: len(splits.ids(name)) for name in splits.names},
-                          admin_token=admin_token, lease_idle_s=lease_idle_s, reset_wait_s=reset_wait_s)
+                          admin_token=admin_token, lease_idle_s=lease_idle_s, reset_wait_s=reset_wait_s,
+                          reveal_goal=reveal_goal)
         if admin_token is None:
             typer.echo(f"admin token (release_all): {app_.state.admin_token}", err=True)
         if runs is not None:
@@ -183,7 +190,7 @@ def serve_command(
     replay = {"replay_ui": f"http://{host}:{port}/replay-ui", "runs": str(runs)} if runs is not None else {}
     emit({"serving": f"http://{host}:{port}", "protocol": protocol, "root": root, "slots": slots,
           "language": config.language, "page_size": config.page_size, "products": len(catalog.products),
-          "lease_idle_s": lease_idle_s, "reset_wait_s": reset_wait_s, **replay}, as_json)
+          "lease_idle_s": lease_idle_s, "reset_wait_s": reset_wait_s, "reveal_goal": reveal_goal, **replay}, as_json)
     try:
         uvicorn.run(app_, host=host, port=port, log_level="info", timeout_graceful_shutdown=5,
                     **{**SERVER_STACK, **options})
@@ -192,7 +199,7 @@ def serve_command(
 
 
 def _openenv_app(engine: Any, splits: Any, skillbank: str | None, slots: int, lease_idle_s: float,
-                 reset_wait_s: float) -> tuple[Any, dict[str, object]]:
+                 reset_wait_s: float, reveal_goal: bool) -> tuple[Any, dict[str, object]]:
     """The OpenEnv app and its uvicorn settings; a clear failure when the openenv extra is missing."""
     # deferred: a verb loads its stage only when it runs
     from intraskill.skills.bank import load_skillbank
@@ -204,7 +211,7 @@ def _openenv_app(engine: Any, splits: Any, skillbank: str | None, slots: int, le
         fail(f"--protocol openenv needs the openenv extra (pip install 'intraskill[openenv]'): {exc}")
     bank = load_skillbank(skillbank) if skillbank is not None else None
     app_ = create_openenv_app(engine, splits, slots=slots, bank=bank, lease_idle_s=lease_idle_s,
-                              reset_wait_s=reset_wait_s)
+                              reset_wait_s=reset_wait_s, reveal_goal=reveal_goal)
     return app_, uvicorn_options()
 
 

@@ -102,7 +102,8 @@ def _error_line(errors: list[Any]) -> str:
     """``loc: msg`` of the first entry of a pydantic error list (its ``body`` prefix dropped)."""
     first = errors[0] if errors and isinstance(errors[0], dict) else {}
     loc = [str(part) for part in first.get("loc", ()) if part != "body"]
-    return f"{'.'.join(loc) or 'body'}: {first.get('msg', 'invalid request')}"
+    message = str(first.get("msg", "body: invalid request"))
+    return f"{'.'.join(loc)}: {message}" if loc else message  # a model-level message names its fields
 
 
 async def _one_line(_: Request, exc: Exception) -> JSONResponse:
