@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -159,6 +160,21 @@ def test_parse_action_rules() -> None:
         with pytest.raises(InvalidActionError) as caught:
             parse_action(text)
         assert caught.value.code == code
+
+
+def test_parse_action_is_linear_on_hostile_text() -> None:
+    """Two ``\\s*`` around an optional separator tried every split of a whitespace run: ``search[a]`` + 16,000
+    spaces + ``x]`` took ~7 s (minutes at the service's 64 KB body cap)."""
+    started = time.monotonic()
+    for text in ("search[a]" + " " * 16_000 + "x]", "search[a]" + " " * 60_000 + "x]",
+                 "search[a]" + " ;" * 30_000 + " click[b]"):
+        assert parse_action(text).argument.startswith("a]")
+    for text in ("]" * 60_000, "] ;" * 20_000, "Action " * 9_000):
+        with pytest.raises(InvalidActionError):
+            parse_action(text)
+    assert time.monotonic() - started < 1.0
+    with pytest.raises(InvalidActionError, match="multiple_actions_not_allowed"):
+        parse_action("search[a] ;  click[b]")
 
 
 def test_pagination_and_back_navigation(index: SearchIndex) -> None:

@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 
 pytest.importorskip("openenv", reason="the openenv extra is not installed (pip install 'intraskill[openenv]')")
 
-from intraskill.integrations.openenv.client import ShopEnvClient  # noqa: E402
-from intraskill.integrations.openenv.models import ShopAction  # noqa: E402
-from intraskill.integrations.openenv.server import create_openenv_app, uvicorn_options  # noqa: E402
-from intraskill.shop.engine import ShopEngine  # noqa: E402
-from intraskill.shop.service import RunningService, serve_in_thread  # noqa: E402
+from intraskill.integrations.openenv.client import ShopEnvClient
+from intraskill.integrations.openenv.models import ShopAction
+from intraskill.integrations.openenv.server import create_openenv_app, uvicorn_options
+from intraskill.shop.engine import ShopEngine
+from intraskill.shop.service import RunningService, serve_in_thread
 
 SLOTS = 2
 

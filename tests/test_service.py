@@ -79,7 +79,7 @@ def test_healthz_contract(http: httpx.Client, engine: ShopEngine) -> None:
     assert health["ready"] is True
     assert health["environment_slots"] == 2 and health["free_slots"] == 2
     assert health["tasks"] == {"active": 200, "train": 120, "val": 40, "test": 40, "dev": 24}
-    assert health["primary_reward"] == "r_strict"
+    assert health["primary_reward"] == "r_strict" and health["reveals_goal"] is False
     versions = health["versions"]
     assert versions["environment_version"] == "shopsimulator-paper-aligned-v8"
     assert versions["search"] == "shopsimulator-multifield-bm25-v3"
@@ -155,6 +155,33 @@ def test_stale_lease_is_409(http: httpx.Client, service: RunningService, task_id
             assert not env.has_lease
 
     asyncio.run(client_side())
+
+
+def test_a_hostile_action_is_refused_by_lease_first_and_parsed_in_linear_time(http: httpx.Client,
+                                                                               task_ids: list[int]) -> None:
+    """``search[a]`` + spaces + ``x]`` took ~7 s at 16,000 spaces on the event loop, before the lease check."""
+    hostile = "search[a]" + " " * 60_000 + "x]"
+    _, reset = post(http, action="reset", idx=task_ids[0])
+    slot, lease = reset["env_idx"], reset["lease_id"]
+    started = time.monotonic()
+    status, result = post(http, action="interact", env_idx=slot, lease_id="not-the-lease", response=hostile)
+    assert status == 409 and "stale lease" in result["error"]
+    status, result = post(http, action="interact", env_idx=slot, lease_id=lease, response=hostile)
+    assert status == 200 and result["action_feedback"]["valid"] is True
+    assert time.monotonic() - started < 2.0  # minutes at the 64 KB cap before the fix
+
+
+def test_the_goal_is_revealed_only_in_trusted_mode(engine: ShopEngine, task_ids: list[int]) -> None:
+    """``terminate`` once returned the goal, which replayed on a fresh reset scored 1.0."""
+    for reveal in (False, True):
+        with serve_in_thread(create_app(engine, slots=1, admin_token=ADMIN, reveal_goal=reveal)) as running, \
+                httpx.Client(base_url=running.base_url, trust_env=False, timeout=10) as client:
+            assert client.get("/healthz").json()["reveals_goal"] is reveal
+            _, reset = post(client, action="reset", idx=task_ids[0])
+            status, end = post(client, action="terminate", env_idx=reset["env_idx"], lease_id=reset["lease_id"],
+                               termination_reason="action_limit")
+        assert status == 200 and end["done"] and end["reward"] == 0.0
+        assert end.get("goal") == (engine.goals[task_ids[0]].to_dict() if reveal else None)
 
 
 def test_step_or_terminate_after_done_is_409_with_the_reason(http: httpx.Client, service: RunningService,
