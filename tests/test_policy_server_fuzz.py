@@ -17,7 +17,9 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from raw_http import connect, read_until_closed, trickle
 
+from intraskill.http_limits import uvicorn_limits
 from intraskill.policy.hf import HFPolicy
 from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
 from intraskill.policy.server import ServerConfig, create_app
@@ -27,6 +29,8 @@ TINY = OrganismConfig(vocab_size=400, hidden_size=32, num_layers=1, num_heads=2,
                       intermediate_size=64, max_position=512, seed=5)
 PATH = "/v1/chat/completions"
 CAP = 16 * 1024
+LIMIT_S = 0.6
+"""Header and body timeouts of the served app (the CLI's are 10 s and 30 s)."""
 USER = {"role": "user", "content": "Shopping task: a red mug"}
 CLICK = {"type": "function", "function": {"name": "click", "parameters": {
     "type": "object", "properties": {"value": {"type": "string", "enum": ["buy now"]}}, "required": ["value"]}}}
@@ -42,8 +46,8 @@ def policy() -> HFPolicy:
 @pytest.fixture(scope="module")
 def served(policy: HFPolicy) -> Iterator[RunningService]:
     config = ServerConfig(model_name="m", max_sessions=8, batch_window_s=0.002, default_max_tokens=2,
-                          max_body_bytes=CAP)
-    with serve_in_thread(create_app(policy, config)) as running:
+                          max_body_bytes=CAP, body_timeout_s=LIMIT_S)
+    with serve_in_thread(create_app(policy, config), **uvicorn_limits(header_timeout_s=LIMIT_S)) as running:
         yield running
 
 
@@ -118,6 +122,18 @@ def test_bodies_over_the_cap_are_413_on_the_bytes_read(http: httpx.Client) -> No
     chunked = http.post(PATH, content=iter([big[i:i + 1024] for i in range(0, len(big), 1024)]),
                         headers={"content-type": "application/json"})
     assert chunked.status_code == 413 and chunked.json()["error"]["message"] == f"body: over {CAP} bytes"
+    still_serving(http)
+
+
+def test_slow_clients_are_timed_out(served: RunningService, http: httpx.Client) -> None:
+    """An 8 MB body once held the batcher 12 s; slow-loris connections were never closed."""
+    with connect(served.base_url) as sock:
+        received, took = trickle(sock, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200, 0.1)
+    assert received.startswith(b"HTTP/1.1 408 ") and took < LIMIT_S + 3
+    with connect(served.base_url) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"messages\"")
+        received, closed_after = read_until_closed(sock)
+    assert received.startswith(b"HTTP/1.1 408 ") and closed_after < LIMIT_S + 2
     still_serving(http)
 
 
