@@ -34,21 +34,23 @@ SLOTS = 2
 
 @pytest.fixture(scope="module")
 def engine(small_store) -> ShopEngine:
-    catalog, index, _ = small_store
+    catalog, index = small_store[0], small_store[1]
     return ShopEngine(catalog.products, catalog.goals, index)
 
 
 @pytest.fixture(scope="module")
 def server(engine: ShopEngine, small_store) -> Iterator[RunningService]:
-    app = create_openenv_app(engine, small_store[2], slots=SLOTS, reset_wait_s=0.05)
-    with serve_in_thread(app, **uvicorn_options()) as running:
+    """One untrusted OpenEnv server of ``SLOTS`` slots whose resets give up after 50 ms."""
+    with serve_in_thread(create_openenv_app(engine, small_store[2], slots=SLOTS, reset_wait_s=0.05),
+                         **uvicorn_options()) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
 def http(server: RunningService) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, trust_env=False, timeout=20) as client:
-        yield client
+    client = httpx.Client(base_url=server.base_url, trust_env=False, timeout=20)
+    yield client
+    client.close()
 
 
 def refused_clearly(reply: httpx.Response) -> None:
