@@ -192,7 +192,7 @@ class GRPOParams(_Section):
 
 
 class Skill1Params(_Section):
-    """Skill1 (skill1-slime-peers.md §A.3–§A.4): library, retrieval and objective (``skill1:``; used when
+    """Skill1 (docs/method.md §10.2–§10.4): library, retrieval and objective (``skill1:``; used when
     ``round.method: skill1``).
 
     Paper values: N_max 5000, α 0.05, K 5 (the released scripts use 3), λ1 = λ2 = 0.3. ``retrieval`` is Eq. 3's
@@ -308,7 +308,7 @@ VALIDATION_DIMENSION_CAP = 16
 class ColdStartParams(_Section):
     """The cold start (``intraskill cold-start``): S₀ induced from the base policy's train traces.
 
-    Reference: intraskill-method.md §4.4 and the roles table of §4.1. ``trajectories`` train tasks (the first of
+    Reference: docs/method.md §4.4 and the roles table of §4.1. ``trajectories`` train tasks (the first of
     the split, one rollout each; the release: 400) are played by the base policy (``model.checkpoint``) without
     skills; successes go to the Success Analyst (at most ``max_cards_per_success`` cards each), failures to the
     gold-aware Failure Analyst in a live session (ADD only); eligible cards are consolidated per channel in

@@ -1,6 +1,6 @@
 """A hand-built mini catalogue and goals for the store's unit tests.
 
-The gold product and goal follow the reference's worked reward example (``shopsimulator.md`` §5.4,
+The gold product and goal follow the reference's worked reward example (``docs/store.md`` §5.4,
 §9): a smart hot-wash floor washer, attributes [智能, 热洗], option [白色], budget 2100.
 """
 

@@ -1,4 +1,4 @@
-"""Closed-form GRPO advantages over unique rollouts (intraskill-method.md §3.5)."""
+"""Closed-form GRPO advantages over unique rollouts (docs/method.md §3.5)."""
 
 from __future__ import annotations
 

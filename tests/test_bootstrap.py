@@ -1,4 +1,4 @@
-"""Paired bootstrap: the published worked examples (release-data §3.2) and the RNG conventions."""
+"""Paired bootstrap: the published worked examples (docs/release.md §3.2) and the RNG conventions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Regex budget parser (shopsimulator.md §1, §5.4) and the ``intraskill env budget`` command."""
+"""Regex budget parser (docs/store.md §1, §5.4) and the ``intraskill env budget`` command."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The store's page state machine on the hand-built catalogue (shopsimulator.md §4, §9)."""
+"""The store's page state machine on the hand-built catalogue (docs/store.md §4, §9)."""
 
 from __future__ import annotations
 

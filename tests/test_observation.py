@@ -1,4 +1,4 @@
-"""Page states and their rendering (shopping-observation-v7, shopsimulator.md §4.1, §4.3)."""
+"""Page states and their rendering (shopping-observation-v7, docs/store.md §4.1, §4.3)."""
 
 from __future__ import annotations
 

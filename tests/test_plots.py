@@ -114,7 +114,7 @@ def test_release_figures(tmp_path: Path) -> None:
     updates = pd.read_csv(release / "analysis" / "wandb" / "optimizer_updates.csv")
     optimization = plots.optimization_curves(updates)
     marked = optimization.axes[2].collections[0].get_offsets()[:, 0].tolist()
-    assert marked == [66, 70, 82, 116, 140, 142, 156, 160]  # release-data §3.7
+    assert marked == [66, 70, 82, 116, 140, 142, 156, 160]  # docs/release.md §3.7
     for name, fig in (("training", figure), ("optimization", optimization)):
         svg, png = plots.save_figure(fig, name, tmp_path)
         assert svg.stat().st_size > 10_000 and png.read_bytes().startswith(PNG_SIGNATURE)

@@ -1,4 +1,4 @@
-"""Release re-analysis: every headline number of release-data §3 recomputed from the shared files."""
+"""Release re-analysis: every headline number of docs/release.md §3 recomputed from the shared files."""
 
 from __future__ import annotations
 

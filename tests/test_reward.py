@@ -1,4 +1,4 @@
-"""Reward and SKU price resolution (shopsimulator.md §5) on hand-built products."""
+"""Reward and SKU price resolution (docs/store.md §5) on hand-built products."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SQLite FTS5 multi-field BM25 search (shopsimulator.md §3) on the hand-built catalogue."""
+"""SQLite FTS5 multi-field BM25 search (docs/store.md §3) on the hand-built catalogue."""
 
 from __future__ import annotations
 

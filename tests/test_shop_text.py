@@ -1,4 +1,4 @@
-"""Query normalisation, tokens, fuzzy token-set score and title terms (shopsimulator.md §3, §5.1–5.2)."""
+"""Query normalisation, tokens, fuzzy token-set score and title terms (docs/store.md §3, §5.1–5.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Skill1's three advantages on token segments, against hand-computed values (skill1-slime-peers.md §A.3)."""
+"""Skill1's three advantages on token segments, against hand-computed values (docs/method.md §10.3)."""
 
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ def test_untrained_organism_runs_skill1_groups_and_updates(organism, organism_en
     for episode in episodes:
         assert episode.result.scored and episode.success is False
         assert all(isinstance(f, ReplyFailure) and f.is_protocol_error for f in episode.failures())
-        assert episode.query_text == episode.task.instruction  # §A.7 fallback
+        assert episode.query_text == episode.task.instruction  # method §10.2 fallback
         assert len(episode.retrieved) == 2 and episode.ranking is None
         assert episode.selected == episode.candidates[0].skill  # bad rank → the first retrieved
         injected = episode.result.trace.provenance["selected_skills"]

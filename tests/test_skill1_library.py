@@ -1,4 +1,4 @@
-"""Skill1 library: EMA, admission gate, eviction order, persistence and resume (skill1-slime-peers.md §A.3)."""
+"""Skill1 library: EMA, admission gate, eviction order, persistence and resume (docs/method.md §10.2)."""
 
 from __future__ import annotations
 

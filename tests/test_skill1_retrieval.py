@@ -1,4 +1,4 @@
-"""Skill1 retrieval with the real all-MiniLM-L6-v2 encoder from its offline wheel (skill1-slime-peers.md §A.2)."""
+"""Skill1 retrieval with the real all-MiniLM-L6-v2 encoder from its offline wheel (docs/method.md §10.1)."""
 
 from __future__ import annotations
 

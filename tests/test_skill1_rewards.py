@@ -1,4 +1,4 @@
-"""Skill1 rewards and Algorithm 1's update order against hand-computed values (skill1-slime-peers.md §A.3)."""
+"""Skill1 rewards and Algorithm 1's update order against hand-computed values (docs/method.md §10.2)."""
 
 from __future__ import annotations
 

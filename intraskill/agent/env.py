@@ -2,7 +2,7 @@
 
 One environment object serves one episode: ``reset(task_id)`` → ``step(action)``… →
 (``terminate(reason)``) and always ``close()`` (in a ``finally``). Payload dicts follow the reference
-reset/interact/terminate responses (shopsimulator.md §4.5). The HTTP client
+reset/interact/terminate responses (docs/store.md §4.5). The HTTP client
 (``intraskill.shop.client.AsyncShopClient``) exposes the same shape over the service.
 """
 

@@ -1,8 +1,8 @@
 """The shopping agent's system prompt, persona block and first user message.
 
-Reference: shopsimulator.md §4.2 (conversation layout: system = prompt + persona block + optional
+Reference: docs/store.md §4.2 (conversation layout: system = prompt + persona block + optional
 skill chunks; first user = task label + instruction + blank line + home observation) and
-intraskill-method.md §1.6 (sections joined with blank lines; prompt identity = prompt_version,
+docs/method.md §1.6 (sections joined with blank lines; prompt identity = prompt_version,
 system-prompt SHA-256, skill_renderer_version). The base prompt states the reference rules: exactly
 one tool call per turn, ``search`` only when offered, ``click`` values copied verbatim, every option
 axis chosen before buying, no partly fitting purchase, no visible text. It is short on purpose (a

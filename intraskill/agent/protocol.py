@@ -1,6 +1,6 @@
 """Classifying one model turn: a valid action, or a protocol error fed back to the model.
 
-Reference: shopsimulator.md §4.2/§4.4 and intraskill-method.md §6.2. Exactly one tool call per
+Reference: docs/store.md §4.2/§4.4 and docs/method.md §6.2. Exactly one tool call per
 turn; protocol errors never reach the environment, cost a model turn, and are fed back as the JSON
 message ``{type: tool_protocol_error, code, message, instruction, available_tools}`` — as a ``tool``
 message when the model produced tool calls, else as a ``user`` message. A click value outside the

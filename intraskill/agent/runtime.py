@@ -1,7 +1,7 @@
 """The lockstep episode runtime: many live episodes, one ``policy.generate`` per turn.
 
-Reference: intraskill-method.md §6.2 (per-sample loop, turn outcomes, reward validity, unscored
-placeholders) and shopsimulator.md §4.2/§4.4 (tools per turn, protocol errors, 30 model turns →
+Reference: docs/method.md §6.2 (per-sample loop, turn outcomes, reward validity, unscored
+placeholders) and docs/store.md §4.2/§4.4 (tools per turn, protocol errors, 30 model turns →
 ``action_limit``, ``finish_reason == "length"`` without one valid call → ``generation_length``,
 reward 0, no retry). An exception from one episode's environment or policy marks only that episode
 ``failed`` (unscored, with the error recorded); the other episodes go on.
@@ -51,7 +51,7 @@ GENERATION_LENGTH = "generation_length"
 
 
 def episode_id(task_id: int, sample_id: int) -> str:
-    """``task-{id:06d}__sample-{k:03d}`` (shopsimulator.md §1, runtime loading)."""
+    """``task-{id:06d}__sample-{k:03d}`` (docs/store.md §1, runtime loading)."""
     return f"task-{task_id:06d}__sample-{sample_id:03d}"
 
 

@@ -1,7 +1,7 @@
-"""The Skill1 trajectory of Algorithm 1 (skill1-slime-peers.md §A.2), batched like the lockstep runtime.
+"""The Skill1 trajectory of Algorithm 1 (docs/method.md §10.1), batched like the lockstep runtime.
 
 For every job (one rollout of one task): a ``<query>`` reply written from the task → top-K retrieval from
-the library (the library is read, never changed: all rollouts of a step see the same state, §A.7) → a
+the library (the library is read, never changed: all rollouts of a step see the same state, method §10.2) → a
 ``<rank>`` reply over the candidates (none when nothing was retrieved) → the multi-turn shopping episode with
 the selected skill's strategy in the prompt → a distillation reply about the finished episode.
 
@@ -14,8 +14,8 @@ The strategy enters the episode as one skill of the job (``skill_id`` ``skill1-<
 its content), i.e. exactly the way IntraSkill's chunks enter the system prompt (the package's hints block,
 whose caveat plays the reference's "lessons may be outdated" warning); the runtime is unchanged.
 
-Reply failures follow §A.7: no well-formed ``<query>`` → the task instruction is the retrieval query; a bad
-``<rank>`` → the first retrieved candidate is used (the identity order; R_rerank 0 downstream); a bad
+Reply failures follow method §10.2: no well-formed ``<query>`` → the task instruction is the retrieval query;
+a bad ``<rank>`` → the first retrieved candidate is used (the identity order; R_rerank 0 downstream); a bad
 distillation → no skill. Each is a protocol error of its reply type (:attr:`Skill1Episode.protocol_errors`).
 Every reply is its own policy session (``<episode id>/query|rank|distill``); in-process policies return its
 exact token stream, kept in :attr:`Skill1Episode.reply_tokens` for the trainer's segments.
@@ -110,7 +110,7 @@ class Skill1Episode:
 
     @property
     def query_text(self) -> str:
-        """The retrieval query: the reply's, or the task instruction when it did not parse (§A.7)."""
+        """The retrieval query: the reply's, or the task instruction when it did not parse (method §10.2)."""
         return self.query.query if isinstance(self.query, QueryReply) else self.task.instruction
 
     @property

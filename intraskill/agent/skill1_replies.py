@@ -1,18 +1,18 @@
-"""Skill1's three extra reply types: their prompts and strict parsers (skill1-slime-peers.md §A.2, §A.7).
+"""Skill1's three extra reply types: their prompts and strict parsers (docs/method.md §10.1, §10.2).
 
 Each reply is a single-turn chat of its own (no tools), written from what the agent is shown: the persona
 block and the task instruction (never the goal).
 
-- **query** (§A.2.1): the reply is exactly ``<query>one sentence</query>``: the kind of strategy that would
-  help with the task, no action.
-- **rank** (§A.2.3): the K retrieved candidates are listed as ``[1] … [K]`` (description and strategy); the
-  reply is exactly ``<rank>i, j, …</rank>``, every candidate ID once, most useful first. The parser returns
-  0-based positions into the candidates, the form :class:`~intraskill.training.skill1_rewards.Skill1Rollout`
-  takes.
-- **distill** (§A.2.5): given the task, the trajectory's actions and its outcome, the reply is exactly one
-  JSON object with the reference's keys ``task_success`` (bool), ``action_lesson``, ``navigation_lesson`` and
-  ``description_head`` (non-empty strings). The skill is ``desc = description_head`` and ``strat =
-  "Action Insight: … | Navigation Insight: …"`` (RetroAgent's join, §A.2.5).
+- **query** (method §10.1, step 1): the reply is exactly ``<query>one sentence</query>``: the kind of strategy
+  that would help with the task, no action.
+- **rank** (method §10.1, step 3): the K retrieved candidates are listed as ``[1] … [K]`` (description and
+  strategy); the reply is exactly ``<rank>i, j, …</rank>``, every candidate ID once, most useful first. The
+  parser returns 0-based positions into the candidates, the form
+  :class:`~intraskill.training.skill1_rewards.Skill1Rollout` takes.
+- **distill** (method §10.1, step 5): given the task, the trajectory's actions and its outcome, the reply is
+  exactly one JSON object with the reference's keys ``task_success`` (bool), ``action_lesson``,
+  ``navigation_lesson`` and ``description_head`` (non-empty strings). The skill is ``desc = description_head``
+  and ``strat = "Action Insight: … | Navigation Insight: …"`` (RetroAgent's join, method §10.1).
 
 Parsers are strict and never raise on model output: a reply is well-formed or a :class:`ReplyFailure` naming
 its kind and a code (a protocol error of that reply type). A leading ``<think>…</think>`` block is allowed, as
@@ -34,7 +34,7 @@ from intraskill.chat.chatml import drop_reasoning
 ReplyKind = Literal["query", "rank", "distill"]
 REPLY_KINDS: tuple[ReplyKind, ...] = ("query", "rank", "distill")
 DISTILL_KEYS = ("task_success", "action_lesson", "navigation_lesson", "description_head")
-"""The distillation reply's JSON keys (§A.2.5)."""
+"""The distillation reply's JSON keys (method §10.1, step 5)."""
 GENERATION_ERROR = "generation_error"
 """Failure code of a reply the policy did not produce (an exception), not a protocol error."""
 
@@ -83,7 +83,7 @@ EPISODE_LABELS = {
            "end": "结束原因：", "outcome": "结果：", "success": "成功", "failure": "失败"},
 }
 STRATEGY_FORMAT = "Action Insight: {action} | Navigation Insight: {navigation}"
-"""How ``strat`` joins the two lessons (RetroAgent's form, §A.2.5 [inferred for Skill1])."""
+"""How ``strat`` joins the two lessons (RetroAgent's form, method §10.1 [inferred for Skill1])."""
 
 _QUERY = re.compile(r"<query>(.*?)</query>", re.DOTALL)
 _RANK = re.compile(r"<rank>(.*?)</rank>", re.DOTALL)

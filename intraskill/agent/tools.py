@@ -1,6 +1,6 @@
 """The per-turn function tools and their conversion to canonical environment actions.
 
-Reference: shopsimulator.md §4.2. Before every turn the tools are rebuilt from
+Reference: docs/store.md §4.2. Before every turn the tools are rebuilt from
 ``observation_state``: ``search(query: string, minLength 1)`` only where ``search_available``;
 ``click(value)`` with an enum of the current ``actions`` only when that list is non-empty. A valid
 call becomes ``search[query.strip()]`` or ``click[value.strip()]``.

@@ -1,12 +1,12 @@
 """Episode traces (``intraskill-episode-v1``): records, reward validation and the gold-leak scan.
 
 One JSONL record per episode attempt, appended with fsync (:class:`intraskill.jsonl.JsonlWriter`).
-The reward is a typed :class:`~intraskill.shop.reward.Reward` (intraskill-method.md §6.2 item 6:
+The reward is a typed :class:`~intraskill.shop.reward.Reward` (docs/method.md §6.2 item 6:
 ``reward`` plus every ``r_*`` of the terminal ``reward_detail``), valid only when the episode is done,
 all values are finite, ``r_success`` ∈ {0, 1} and ``reward == r_strict``; it becomes its JSON dict
 only in :meth:`EpisodeTrace.to_dict` and is parsed back in :meth:`EpisodeTrace.from_dict`. The environment's terminal ``goal`` is kept only
 under ``private_goal`` for analysis: it never enters a message sent to the policy
-(shopsimulator.md §8 item 3), which :func:`scan_prompts_for_gold` checks.
+(docs/store.md §8 item 3), which :func:`scan_prompts_for_gold` checks.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """How the agent sees the store: the ``standard`` view or the organism's ``compact`` one.
 
 ``standard`` is the reference conversation: the store's ``shopping-observation-v7`` page text, the
-whole persona document, and every skill chunk in full (shopsimulator.md §4.2, method §1.6).
+whole persona document, and every skill chunk in full (docs/store.md §4.2, method §1.6).
 
 ``compact`` is a testbed view for the CPU organism (``organism-feasibility.md``: a 3 M-parameter
 model learns copies in minutes only from short contexts). It is rendered by the agent from the same

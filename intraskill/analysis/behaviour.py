@@ -1,6 +1,6 @@
 """Behaviour tables of our own episode traces, and paired behaviour deltas between two runs.
 
-Reference: intraskill-release-data.md §1.2 (``behavior.excerpt.json``: ``paired`` blocks
+Reference: docs/release.md §1.2 (``behavior.excerpt.json``: ``paired`` blocks
 ``{paired_tasks, metrics{m: {n, a_mean, b_mean, difference, ci95}}}`` and ``phases`` records
 ``{phase, n, mean, median, p90}``) and §3.5 (the behaviour CI: each task's rows are averaged, then
 ``delta = b − a`` over the common tasks, 5,000 ``numpy.default_rng`` resamples seeded with the first
@@ -66,13 +66,13 @@ BEHAVIOUR_METRICS = (
     "option_changes", "protocol_errors", "invalid_actions", "reasoning_chars_per_turn", "first_product_rank",
     "actions", "valid_actions",
 )
-"""The release's 17 + 2 behaviour metrics (``paired.fixed_val_both_success`` order, release-data §1.2)."""
+"""The release's 17 + 2 behaviour metrics (``paired.fixed_val_both_success`` order, docs/release.md §1.2)."""
 OUTCOME_COLUMNS = ("success", "reward")
 PHASES = ("search_home", "search_results", "product_detail", "protocol_repair")
 """Page phases of the release ``phases`` records, in workflow order."""
 PROTOCOL_REPAIR = "protocol_repair"
 BEHAVIOUR_SAMPLES = 5000
-"""Bootstrap resamples of the behaviour CIs (release-data §3.5)."""
+"""Bootstrap resamples of the behaviour CIs (docs/release.md §3.5)."""
 RELEASE_BEHAVIOUR_FILE = Path("analysis") / "behavior" / "behavior.excerpt.json"
 
 
@@ -234,7 +234,7 @@ def scored_traces(source: str | Path | Iterable[EpisodeTrace]) -> list[EpisodeTr
     """The scored episodes of a run: per episode its completed record with a reward.
 
     ``source`` is a run directory (with ``traces.jsonl``), a traces JSONL file, or trace records.
-    Failed attempts are not samples (release-data §3.1 extraction rule); two completed records of one
+    Failed attempts are not samples (docs/release.md §3.1 extraction rule); two completed records of one
     episode raise :class:`~intraskill.evaluate.summary.DuplicateEpisodeError`.
     """
     if isinstance(source, (str, Path)):
@@ -397,7 +397,7 @@ def paired_block(
     samples: int = BEHAVIOUR_SAMPLES,
     seed_base: int = BEHAVIOR_SEED_BASE,
 ) -> PairedBlock:
-    """The release ``paired`` block of two episode tables (release-data §1.2).
+    """The release ``paired`` block of two episode tables (docs/release.md §1.2).
 
     Each task's episodes are averaged first (:func:`task_means`), then the tasks common to both runs are
     paired; a metric's ``n`` counts the common tasks where both runs define it (its values are ``None``
@@ -563,7 +563,7 @@ def compare_behaviour(
     a, b : run directory, traces JSONL file or trace records of the reference and the compared run.
     a_label, b_label : display names.
     metrics : which episode metrics to pair (default: all :data:`BEHAVIOUR_METRICS`).
-    samples, seed_base : bootstrap resamples (5,000) and seed base (20260909), release-data §3.5.
+    samples, seed_base : bootstrap resamples (5,000) and seed base (20260909), docs/release.md §3.5.
 
     Returns
     -------

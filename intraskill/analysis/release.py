@@ -1,4 +1,4 @@
-"""Re-analysis of the public IntraSkill release (intraskill-release-data.md §3).
+"""Re-analysis of the public IntraSkill release (docs/release.md §3).
 
 Every number here is recomputed from the release files under an ``artifacts`` folder laid out like
 ``data/intraskill-release`` (``analysis/``, ``eval/``, ``round-00X/``):

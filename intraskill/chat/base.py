@@ -3,7 +3,7 @@
 Every backend (in-process ``hf``, remote ``openai``) implements :class:`Policy`. The agent runtime
 calls :meth:`Policy.generate` once per turn with one :class:`ChatRequest` per live episode and
 :meth:`Policy.end_session` once per finished episode. In-process backends return the sampled
-token ids and log-probs (what GRPO trains on, ``intraskill-method.md`` §3.5); remote backends
+token ids and log-probs (what GRPO trains on, ``docs/method.md`` §3.5); remote backends
 return ``None`` for them.
 """
 

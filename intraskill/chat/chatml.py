@@ -4,7 +4,7 @@ A message renders as ``<|im_start|>role\\n…<|im_end|>\\n``. The rendering is b
 growing conversation only ever *appends* text, which keeps the KV cache of earlier turns valid:
 
 - the static tool-calling instructions live in the system message (:data:`TOOL_INSTRUCTIONS`);
-- the tools offered on a turn (names, parameters, the ``click`` enum; ``shopsimulator.md`` §4.2) are
+- the tools offered on a turn (names, parameters, the ``click`` enum; ``docs/store.md`` §4.2) are
   rendered compactly as a trailing ``Tools:`` line inside the newest non-assistant message, the one
   the model answers; once answered, that message never changes;
 - an assistant tool call renders as ``<tool_call>{"name":…,"arguments":{…}}</tool_call>``.
@@ -48,7 +48,7 @@ is the special token) or text from a message, a tool or a call (``False``: alway
 
 #: Parse error code: a ``<tool_call>`` body that is not a JSON object with a string ``name`` and an
 #: object ``arguments``, or a ``<tool_call>`` that is never closed. The runtime maps it to the
-#: protocol error ``invalid_arguments_json`` (``shopsimulator.md`` §4.4).
+#: protocol error ``invalid_arguments_json`` (``docs/store.md`` §4.4).
 INVALID_ARGUMENTS_JSON = "invalid_arguments_json"
 
 _CALL_PATTERN = re.compile(re.escape(TOOL_CALL_OPEN) + r"(.*?)" + re.escape(TOOL_CALL_CLOSE), re.DOTALL)

@@ -2,12 +2,12 @@
 
 Two RNG conventions exist in the release and both are reproduced here exactly:
 
-* :func:`paired_bootstrap_ci` — the test / gate CIs (intraskill-method.md §7, intraskill-release-data.md
+* :func:`paired_bootstrap_ci` — the test / gate CIs (docs/method.md §7, docs/release.md
   §3.2): pure-Python ``random.Random`` seeded with the first 8 bytes of ``sha256(f"{seed_base}:{metric}")``,
   10,000 resamples, linearly interpolated percentiles at ``p·(B−1)``. The draws replay that exact
   Mersenne Twister stream with numpy (:func:`resample_means`), bit-identical to the published loop
   (:func:`resample_means_reference`) and about ten times faster.
-* :func:`numpy_paired_bootstrap` — the behaviour CIs (release-data §3.5): ``numpy.random.default_rng``
+* :func:`numpy_paired_bootstrap` — the behaviour CIs (docs/release.md §3.5): ``numpy.random.default_rng``
   seeded with the first 4 bytes of ``sha256(f"20260909:{metric}")``, 5,000 resamples, ``np.quantile``.
 
 Across training seeds, :func:`hierarchical_bootstrap` (not in the release, which had one seed) resamples
@@ -230,7 +230,7 @@ def numpy_paired_bootstrap(
     seed_base: int = BEHAVIOR_SEED_BASE,
     confidence: float = 0.95,
 ) -> BootstrapResult:
-    """The behaviour CI method (release-data §3.5): vectorised numpy paired bootstrap.
+    """The behaviour CI method (docs/release.md §3.5): vectorised numpy paired bootstrap.
 
     ``rng = default_rng(seed32(f"{seed_base}:{metric}"))``;
     ``boot = delta[rng.integers(0, n, size=(samples, n))].mean(axis=1)``; the interval is

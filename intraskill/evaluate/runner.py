@@ -1,6 +1,6 @@
 """The evaluation runner: a fingerprinted plan, resumable lockstep batches, append-only traces.
 
-Reference: intraskill-method.md §7 (one rollout per task, ``repeats``) and §8 (the run directory
+Reference: docs/method.md §7 (one rollout per task, ``repeats``) and §8 (the run directory
 fingerprints its semantic plan — jobs, model identity, split, environment, runtime without
 concurrency, prompt, skills — and refuses a different plan; traces are append-only JSONL with fsync;
 episode IDs ``task-000123__sample-000``; the episode seed is the first 4 bytes of

@@ -1,5 +1,5 @@
 """Skill1 deployed: the policy writes a query, the frozen library answers with K candidates, the policy ranks
-them and acts with the top one (skill1-slime-peers.md §A.2 without steps 5–6: no distillation, no U update, no
+them and acts with the top one (docs/method.md §10.1 without steps 5–6: no distillation, no U update, no
 admission).
 
 :class:`LibraryDeployment` is what :func:`~intraskill.evaluate.runner.run_eval` runs instead of plain episodes

@@ -1,4 +1,4 @@
-"""Run summaries in the release's ``shopsimrl-eval-summary-v2`` schema (intraskill-method.md §5.6).
+"""Run summaries in the release's ``shopsimrl-eval-summary-v2`` schema (docs/method.md §5.6).
 
 Conventions (checked against the released ``eval/*/summary.json``):
 

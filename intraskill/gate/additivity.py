@@ -2,7 +2,7 @@
 
 The gate fits ``R_i − B_i = C_iᵀβ + ε_i``: every chunk adds its own β whatever else is shown. Where chunks
 are complements or substitutes, β is an average over the other chunks' random masks and differs from what
-a chunk does alone or inside the selected bank (intraskill-method.md §9 item 4). The diagnostic refits the
+a chunk does alone or inside the selected bank (docs/method.md §9 item 4). The diagnostic refits the
 same rows with the pairwise products ``C_ij·C_il`` of the selected chunks added,
 
 ``R_i − B_i = C_iᵀβ + Σ_{j<l} γ_jl C_ij C_il + ε_i``

@@ -1,7 +1,7 @@
 """Gate outputs: the pairing contract, ``contributions.json`` and the next (selected) SkillBank.
 
-Reference: intraskill-method.md §5.3 (pairing contract), §5.4 (estimator), §5.5 (selection and next
-bank), §5.6 (``contributions.json``, ``selected_skill.md``); intraskill-release-data.md §1.2 (the
+Reference: docs/method.md §5.3 (pairing contract), §5.4 (estimator), §5.5 (selection and next
+bank), §5.6 (``contributions.json``, ``selected_skill.md``); docs/release.md §1.2 (the
 ``shopsimrl-online-chunk-contributions-v2`` schema of the release files).
 
 The file keeps the release schema and adds per-metric inference the release did not compute:

@@ -1,6 +1,6 @@
 """Mask assignment of the paired validation gate, drawn and written before any rollout.
 
-Reference: intraskill-method.md §1.6 (slot order of online gate banks), §1.4 (rewrite families),
+Reference: docs/method.md §1.6 (slot order of online gate banks), §1.4 (rewrite families),
 §5.2 (online and Gate A draws, ``mask_assignments.json``).
 
 **Online gate.** Slots are the current chunks in bank order, each followed by its REWRITE versions

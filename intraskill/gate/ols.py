@@ -1,4 +1,4 @@
-"""The gate estimator ``paired_delta_ols_main_effects_no_intercept`` (intraskill-method.md §5.4).
+"""The gate estimator ``paired_delta_ols_main_effects_no_intercept`` (docs/method.md §5.4).
 
 ``R_i − B_i = C_iᵀβ + ε_i``: y is the masked-minus-bare outcome of the same validation task, X the 0/1
 mask of which interventions were injected. Plain unweighted OLS, no intercept, no centering; an all-zero

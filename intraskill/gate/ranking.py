@@ -1,6 +1,6 @@
 """The ranking check: does the gate's β ranking order fixed banks on validation? (top-K vs bottom-K vs random-K)
 
-The release's appendix (intraskill-release-data.md §3.6) injected the gate's top-4, bottom-4 and one random 4
+The release's appendix (docs/release.md §3.6) injected the gate's top-4, bottom-4 and one random 4
 chunks as fixed banks and found top-4 51.75 % < bottom-4 55.00 % on test, without paired intervals. Here the
 arms come from one gate's ranked survivors (:func:`ranking_arms`): ``top`` the K best ranks, ``bottom`` the K
 worst, ``random-<seed>`` K survivors drawn by ``u64("seed:ranking:intervention_id")`` order, each bank in

@@ -1,4 +1,4 @@
-"""Rewrite resolution and strictly-positive top-K selection (intraskill-method.md §5.5).
+"""Rewrite resolution and strictly-positive top-K selection (docs/method.md §5.5).
 
 Online gate (``rewrite_winners_then_strictly_positive_top_k``,
 ``mutually_exclusive_family_argmax_old_on_tie``):

@@ -1,6 +1,6 @@
 """Skill–model co-evolution: train round → Trace2Skill analysis → online gate → next curriculum.
 
-Reference: intraskill-method.md §0 (the loop) and §6.4 (chaining rounds: each round starts from the
+Reference: docs/method.md §0 (the loop) and §6.4 (chaining rounds: each round starts from the
 previous round's checkpoint; after training, the analysis compiles candidates — falling back to a
 pool of the current skills only — and the gate runs on the frozen checkpoint; the gate's selected
 bank defines the next curriculum with q 0.20, ρ 0.20–0.90).

@@ -1,7 +1,7 @@
 """The cold start: S₀ induced from the base policy's train traces (``intraskill cold-start``).
 
-Reference: intraskill-method.md §4.4 (traces → analysis → consolidation → compile → Gate A), §4.1 (the roles)
-and intraskill-release-data.md §1.2 (``cold-start/analysis_summary.json``: input {failure, success, total},
+Reference: docs/method.md §4.4 (traces → analysis → consolidation → compile → Gate A), §4.1 (the roles)
+and docs/release.md §1.2 (``cold-start/analysis_summary.json``: input {failure, success, total},
 ``unique_analyzed``, ``evidence_cards``, ``missing``, ``error_count``). Stages, each recorded in
 ``stages/<stage>.json`` with the fingerprint of its inputs, its counts, its cost (episodes, tokens, wall time)
 and the SHA-256 of its outputs; a stage whose record matches its inputs and whose outputs still hash as recorded

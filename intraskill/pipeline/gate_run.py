@@ -1,6 +1,6 @@
 """The paired validation gate as a run: the online gate and Gate A on a frozen checkpoint.
 
-Reference: intraskill-method.md §5.1 (frozen checkpoint, required ``checkpoint_id``, reused bare val,
+Reference: docs/method.md §5.1 (frozen checkpoint, required ``checkpoint_id``, reused bare val,
 one masked rollout per task), §5.2 (masks drawn and written before any rollout), §5.3 (pairing),
 §5.4–5.5 (estimator, selection), §5.6 (artifacts), §4.4 step 5 (Gate A) and §6.4 (the next
 curriculum: q 0.20, ρ 0.20–0.90).

@@ -1,6 +1,6 @@
 """Validation of the gate on the organism: Gate A's β against the warm start's ground-truth effects.
 
-The release never ran its planned check of the contribution ranking (intraskill-method.md §9 item 3)
+The release never ran its planned check of the contribution ranking (docs/method.md §9 item 3)
 and computed no standard errors (§5.4). The organism has known per-chunk effects: the warm start
 measures each S₀ chunk's effect on ``r_success`` as "chunk alone vs bare", paired by task and
 episode seed, with a task-level paired bootstrap CI (``ground_truth.json``). Here Gate A runs on the

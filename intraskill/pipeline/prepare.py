@@ -6,7 +6,7 @@ cached by its manifest), the warm-start checkpoint with its tokenizer and per-ch
 manifest matches the parameters, :func:`~intraskill.organism.shipped.resolve_checkpoint`), and the round's curriculum
 built from S₀ with each chunk's contribution α_j: its ``metadata.estimated_effect`` when present,
 else the warm start's measured effect (chunk alone − bare). Only chunks with α_j > 0 enter the
-curriculum (``intraskill-method.md`` §2.2: the gate admits positive chunks only).
+curriculum (``docs/method.md`` §2.2: the gate admits positive chunks only).
 """
 
 from __future__ import annotations

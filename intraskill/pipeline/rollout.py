@@ -1,6 +1,6 @@
 """One rollout step: oversampled GRPO groups with group-shared treatments, triage, retries, admission.
 
-Reference: ``intraskill-method.md`` §2 (group-shared treatments), §3 (triage, the full-skill
+Reference: ``docs/method.md`` §2 (group-shared treatments), §3 (triage, the full-skill
 diagnostic retry, the dynamic sampling filter) and §6.2 (per-sample loop). A step runs in waves:
 
 1. a wave plans ``over_sampling_batch_size`` groups (tasks drawn from the train split with a

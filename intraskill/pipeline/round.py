@@ -1,6 +1,6 @@
 """A training round: rollout steps, GRPO updates, atomic checkpoints, resume, before/after bare val.
 
-Reference: ``intraskill-method.md`` §6.2–6.4 (per-sample loop, hyperparameters, 20 rollout steps
+Reference: ``docs/method.md`` §6.2–6.4 (per-sample loop, hyperparameters, 20 rollout steps
 per round and one checkpoint per round). The round directory
 (``<run_root>/<experiment>/round-<NNN>/`` by default) holds:
 

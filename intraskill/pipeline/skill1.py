@@ -1,4 +1,5 @@
-"""One Skill1 rollout step: G rollouts of each task, Algorithm 1's updates and the trainer's samples (§A.2–§A.3).
+"""One Skill1 rollout step: G rollouts of each task, Algorithm 1's updates and the trainer's samples
+(method §10.1–§10.3).
 
 :func:`run_skill1_groups` plans one GRPO group per task (group indices and episode IDs as the GRPO rollout
 step names them) and runs every rollout of every group through

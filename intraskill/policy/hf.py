@@ -2,14 +2,14 @@
 
 Each session keeps the exact token stream of its episode: prompt deltas are tokenized once, the
 model's sampled tokens are appended verbatim (never re-tokenized), so :class:`SessionTokens` is
-precisely what the model saw and produced (``intraskill-method.md`` §3.5, §9.9). One
+precisely what the model saw and produced (``docs/method.md`` §3.5, §6.1). One
 :meth:`HFPolicy.generate` call runs one batched prefill of every live session's new suffix over its
 cached keys, then decodes all sessions in lockstep, one forward per token for the whole batch.
 
 Log-probs are ``log_softmax(logits / temperature)`` at the sampled token (``temperature == 0`` is
 greedy and records ``log_softmax(logits)``); a trainer recomputing them must use the same
 temperature. They are exact sampling log-probs only with ``top_p == 1`` (as the reference
-requires for training, ``intraskill-method.md`` §9.9).
+requires for training, ``docs/method.md`` §6.1).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Canonical action strings and the invalid-action codes (``shopsimulator.md`` §4.4).
+"""Canonical action strings and the invalid-action codes (``docs/store.md`` §4.4).
 
 An action is ``search[query]`` or ``click[value]``. :func:`parse_action` accepts the clean canonical
 string the runtime sends, or free text in "Thought: … Action: …" form from which it extracts the

@@ -1,6 +1,6 @@
 """Regex budget parser for instructions in Chinese and English (``instruction-budget-v1``).
 
-Reference: ``shopsimulator.md`` §1 (stored ``price_upper`` wins; ``instruction_simple`` first,
+Reference: ``docs/store.md`` §1 (stored ``price_upper`` wins; ``instruction_simple`` first,
 then the full instruction) and §5.4 (Chinese numerals, k suffixes, ranges take the upper end,
 approximate wordings ×1.1, lower bounds alone give no budget, 十几元 = base + 9, 个位数价格 = 9).
 

@@ -1,4 +1,4 @@
-"""Clients of the store service (reference ``shopsimulator.md`` §4.5, §6 "Clients", §8 item 10).
+"""Clients of the store service (reference ``docs/store.md`` §4.5, §6 "Clients", §8 item 10).
 
 Each client owns at most one slot lease. ``reset`` first releases a lease it still holds, then
 waits for a slot with a connect timeout only (no read timeout), so a full service queues it; when

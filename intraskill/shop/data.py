@@ -1,7 +1,7 @@
 """Raw product files (ShopSimulator schema), the runtime transform, private goals and the catalogue.
 
 One reader serves the synthetic store and the real ShopSimulator files (cleaned v2 catalogue as
-``.json`` or ``.json.gz``): ``shopsimulator.md`` §1 (tasks, ``get_goals``) and §2 (``load_products``).
+``.json`` or ``.json.gz``): ``docs/store.md`` §1 (tasks, ``get_goals``) and §2 (``load_products``).
 
 * :func:`load_products` drops bad ASINs ("nan", longer than 20 characters, missing) and duplicate
   ASINs (first wins), keeps the first two ``pricing`` entries for the price tag (a missing or empty

@@ -1,6 +1,6 @@
 """The store's page state machine: sessions over a catalogue, private goals and a search index.
 
-``search_home → search_results → product_detail → terminal`` as in ``shopsimulator.md`` §4.1 and
+``search_home → search_results → product_detail → terminal`` as in ``docs/store.md`` §4.1 and
 §4.4. Every ``step`` counts against ``max_actions`` (invalid ones too); reaching the limit without a
 purchase ends the episode with ``action_limit`` and reward 0. ``buy now`` scores the purchase with
 :func:`intraskill.shop.reward.score_purchase`. The private goal is never part of a page state; it

@@ -1,4 +1,4 @@
-"""Slot leases for the store service (reference ``shopsimulator.md`` §6, §8 item 10).
+"""Slot leases for the store service (reference ``docs/store.md`` §6, §8 item 10).
 
 A service runs ``n`` environment slots over one shared engine. A ``reset`` acquires a free slot
 and receives a fresh uuid4 lease for it; every later call on that slot must present the lease.

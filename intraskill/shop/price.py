@@ -1,4 +1,4 @@
-"""SKU price resolution (``variant-price-paper-v2``, ``shopsimulator.md`` §5.4).
+"""SKU price resolution (``variant-price-paper-v2``, ``docs/store.md`` §5.4).
 
 Only the price of the selected variant counts against a budget. An axis is *price-affecting* when
 its options carry more than one distinct price; the catalogue filter keeps at most one such axis.

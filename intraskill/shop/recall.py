@@ -1,6 +1,6 @@
 """Gold-ASIN retrieval quality of the search engine (the reference's ``evaluate_search`` table).
 
-Reference (shopsimulator.md §3, persona_eval, 1,274 tasks): ``instruction_simple`` R@1 24.10 %,
+Reference (docs/store.md §3, persona_eval, 1,274 tasks): ``instruction_simple`` R@1 24.10 %,
 R@20 69.07 %, R@150 95.68 %, MRR@150 0.3536; the full instruction 49.84 % / 85.71 % / 95.29 % / 0.6098.
 """
 

@@ -1,4 +1,4 @@
-"""The purchase reward (``shopsimulator-paper-reward-v2``, ``shopsimulator.md`` §5).
+"""The purchase reward (``shopsimulator-paper-reward-v2``, ``docs/store.md`` §5).
 
 Pure functions of (purchased product, selected options, private goal). With N_att target
 attributes, N_opt target option values and M_att, M_opt of them matched:

@@ -1,6 +1,6 @@
 """The store as an HTTP service: the ShopSimulator ``/api/shop_agent`` protocol over one engine.
 
-Reference ``shopsimulator.md`` §4.5 (payloads) and §6 (server): ``n`` slots share one
+Reference ``docs/store.md`` §4.5 (payloads) and §6 (server): ``n`` slots share one
 :class:`~intraskill.shop.engine.ShopEngine` (products, goals and search index loaded once); each
 slot owns its own :class:`~intraskill.shop.engine.Session`. ``reset`` leases a slot, waiting at
 most ``reset_wait_s`` for one (then 503 with ``Retry-After``); ``interact``/``terminate`` check the

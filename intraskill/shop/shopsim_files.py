@@ -1,4 +1,4 @@
-"""ShopSimulator's own files in their published layout: find, check and load them (``shopsimulator.md`` §1, §2).
+"""ShopSimulator's own files in their published layout: find, check and load them (``docs/store.md`` §1, §2).
 
 The build reads two files of a ShopSimulator ``shop_env`` directory:
 

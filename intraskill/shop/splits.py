@@ -1,6 +1,6 @@
 """Group-disjoint train / val / test splits of persona tasks (``persona_splits.v1.json`` style).
 
-Reference ``shopsimulator.md`` §1 (project split):
+Reference ``docs/store.md`` §1 (project split):
 
 * **Linking.** Tasks are joined with union-find whenever they share a normalised key: gold ASIN,
   ``instruction_simple``, full instruction, persona fingerprint (SHA-256 of the persona without

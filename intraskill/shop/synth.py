@@ -1,6 +1,6 @@
 """Deterministic synthetic catalogue and persona tasks in the ShopSimulator raw product schema.
 
-No real product text ships (``shopsimulator.md`` §2), so the store is generated from a seed. The
+No real product text ships (``docs/store.md`` §2), so the store is generated from a seed. The
 records have exactly the raw fields of the cleaned v2 files (asin, tag, domain labels, title,
 sub_title, shop_name, category joined with '›', product_category, attribute, customization_options,
 pricing, images, full_description = title, instructions, user_persona), so the one loader in

@@ -1,6 +1,6 @@
 """Text helpers of the store: query normalisation, tokens, fuzzy matching and title terms.
 
-Follows the ShopSimulator reference (``shopsimulator.md`` §3 query pipeline, §5.1 title terms,
+Follows the ShopSimulator reference (``docs/store.md`` §3 query pipeline, §5.1 title terms,
 §5.2 fuzzy score). One tokeniser serves the search index, the query and the reward's title terms,
 so Chinese text (no spaces) is handled the same way everywhere: overlapping Han bigrams.
 """

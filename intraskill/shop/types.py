@@ -1,6 +1,6 @@
 """Typed records of the store: products, private goals and the public task view.
 
-Field names follow the ShopSimulator reference (``shopsimulator.md`` §1–§2). A :class:`Goal` is
+Field names follow the ShopSimulator reference (``docs/store.md`` §1–§2). A :class:`Goal` is
 private: it is scored against, never rendered into a prompt. The public :class:`Task` carries
 only what the agent may see in persona mode (``instruction_simple`` and the persona without
 ``__reasoning__``).

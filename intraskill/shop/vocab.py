@@ -1,6 +1,6 @@
 """Word lists of the synthetic catalogue, kept as data.
 
-Nine persona domains as in the reference (``shopsimulator.md`` §2): appliances, beauty, clothing,
+Nine persona domains as in the reference (``docs/store.md`` §2): appliances, beauty, clothing,
 food, home, kids, leisure, sports, supplies. Each domain has three second-level categories, each
 with materials, feature words and product types (with a listing price range in dollars); a type
 name is the third category level. Word classes are disjoint (no colour is a material, no brand is

@@ -1,4 +1,4 @@
-"""SkillBank records, chunk rendering, the training curriculum (intraskill-method.md §1–§2) and Skill1's library."""
+"""SkillBank records, chunk rendering, the training curriculum (docs/method.md §1–§2) and Skill1's library."""
 
 from intraskill.skills.bank import (
     SKILLBANK_SCHEMA_VERSION,

@@ -1,7 +1,7 @@
 """The SkillBank file (``shopsimrl-skillbank-v1``): typed records, validation, hashing, load/save.
 
-Reference: intraskill-method.md §1.1 (bank and skill fields), §1.3 (versions) and
-intraskill-release-data.md §0 (``content_sha256`` = SHA-256 of ``json.dumps(content, ensure_ascii=False)``).
+Reference: docs/method.md §1.1 (bank and skill fields), §1.3 (versions) and
+docs/release.md §0 (``content_sha256`` = SHA-256 of ``json.dumps(content, ensure_ascii=False)``).
 A bank's identity is the SHA-256 of the canonical JSON of its normalized record (sorted keys,
 compact separators, non-ASCII kept).
 """

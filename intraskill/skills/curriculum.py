@@ -1,6 +1,6 @@
 """The training curriculum: inclusion probabilities, the hashed state file and group-shared mask draws.
 
-Reference: intraskill-method.md §1.7 (curriculum file ``shopsimrl-skill-curriculum-v1`` and its
+Reference: docs/method.md §1.7 (curriculum file ``shopsimrl-skill-curriculum-v1`` and its
 ``state_id``), §2.1 (two-level draw per GRPO group), §2.2 (ρ_j = clip(ρ_min + (ρ_max − ρ_min)·α_j/s,
 ρ_min, ρ_max), s = max α unless given) and §2.3 (one treatment per group, checked per sibling).
 """

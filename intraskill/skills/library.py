@@ -1,14 +1,14 @@
 """Skill1's skill library: records, EMA utility, admission, capacity eviction and crash-safe persistence.
 
-Reference: skill1-slime-peers.md §A.2 (a skill is a ``desc`` matched by retrieval and a ``strat`` put in the
-prompt), §A.3 (U ← (1−α)U + α·r over every retrieved skill, α = 0.05; admission only when r = 1; at
-N_max = 5000 evict argmin U·log n) and §E.2 (initial U and the n ≤ 1 case are left open).
+Reference: docs/method.md §10.1 (a skill is a ``desc`` matched by retrieval and a ``strat`` put in the
+prompt), §10.2 (U ← (1−α)U + α·r over every retrieved skill, α = 0.05; admission only when r = 1; at
+N_max = 5000 evict argmin U·log n; the initial U and the n ≤ 1 case are the project's).
 
 Conventions this module fixes where the reference is silent:
 
 - **Use count n** counts EMA updates, i.e. how often the skill was *retrieved* (RetroAgent's
-  ``_update_score_internal`` increments ``count`` together with the EMA, §A.3), so U is an average over
-  the n outcomes that log n weighs.
+  ``_update_score_internal`` increments ``count`` together with the EMA, method §10.2), so U is an average
+  over the n outcomes that log n weighs.
 - **Initial U = 0.5** (RetroAgent's ``initial_score``): the uninformative Bernoulli mean. U = 1 (the
   source rollout's r) would make Û = 1 as soon as a fresh skill is retrieved, so R_distill = r − Û ≤ 0 for
   every rollout that sees it and the U ordering would rank untested skills first.
@@ -40,9 +40,9 @@ from intraskill.params import Skill1Params
 LIBRARY_SCHEMA_VERSION = "intraskill-skill1-library-v1"
 _DEFAULTS = Skill1Params()
 DEFAULT_CAPACITY = _DEFAULTS.capacity
-"""N_max (§A.3, §A.4: 5000 in the paper)."""
+"""N_max (method §10.2: 5,000 in the paper)."""
 DEFAULT_EMA_RATE = _DEFAULTS.ema_rate
-"""α of the utility EMA (§A.3, §A.4)."""
+"""α of the utility EMA (method §10.2)."""
 DEFAULT_INITIAL_UTILITY = _DEFAULTS.initial_utility
 """U of a newly admitted skill (see the module docstring)."""
 HISTORY_FILE = "history.jsonl"
@@ -127,7 +127,7 @@ class Admission:
 
 
 def ema(utility: float, reward: float, rate: float = DEFAULT_EMA_RATE) -> float:
-    """U ← (1 − α)·U + α·r (§A.3).
+    """U ← (1 − α)·U + α·r (method §10.2).
 
     >>> ema(0.5, 1.0)
     0.525
@@ -137,7 +137,7 @@ def ema(utility: float, reward: float, rate: float = DEFAULT_EMA_RATE) -> float:
 
 def _check_reward(reward: float) -> float:
     if reward not in (0.0, 1.0):
-        raise SkillLibraryError(f"reward r must be 0 or 1 (§A.2 step 6), got {reward!r}")
+        raise SkillLibraryError(f"reward r must be 0 or 1 (method §10.1 step 6), got {reward!r}")
     return float(reward)
 
 

@@ -1,6 +1,6 @@
 """Chunk Markdown rendering and the prompt skill block (renderer ``plain-skill-context-v1``).
 
-Reference: intraskill-method.md §1.2 (the fixed chunk template: ``### title``, "- Applies when: …",
+Reference: docs/method.md §1.2 (the fixed chunk template: ``### title``, "- Applies when: …",
 "- Procedure:" with indented numbered steps, "- Verify: …", "- Avoid: …"; English labels) and §1.6
 (the skill block: an optional-hints header, a caveat line, then each chunk wrapped in
 ``<skill id="…" version="…">`` … ``</skill>`` with JSON-quoted attribute values, in bank order).

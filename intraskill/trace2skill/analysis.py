@@ -1,6 +1,6 @@
 """One round of online failure analysis: queue → evidence cards → candidates → pool and ledger.
 
-Reference: intraskill-method.md §3.3, §4.2–4.3 and intraskill-release-data.md (the
+Reference: docs/method.md §3.3, §4.2–4.3 and docs/release.md (the
 ``round-000/analysis/analysis_summary.json`` keys). Outputs under ``<round_dir>/analysis/``:
 
 - ``evidence_cards.jsonl`` — one card per analyzed retry, appended with fsync; keyed by card ID

@@ -1,6 +1,6 @@
 """The live audit session of a Failure Analyst, the ``Analyst`` protocol, and card finalization.
 
-Reference: intraskill-method.md §4.1 ("Live-audit semantics"). The analyst acts in a fresh live
+Reference: docs/method.md §4.1 ("Live-audit semantics"). The analyst acts in a fresh live
 session of the failed task. A purchase (or the store's action limit) ends the current *trial*: the
 runner records a terminal trial {reward, reward_detail, purchase, termination, success} and resets
 a new trial of the same task, so one audit can run several counterfactual purchases. Every valid

@@ -1,6 +1,6 @@
 """Typed failure cards of the gold-aware Failure Analyst and their programmatic downgrades.
 
-Reference: intraskill-method.md §4.1. The analyst submits ``submit_failure_card`` with a ``status``
+Reference: docs/method.md §4.1. The analyst submits ``submit_failure_card`` with a ``status``
 (PROPOSE_ADD, PROPOSE_REWRITE or NO_PROPOSAL), a ``privileged_audit`` (gold access; never deployed)
 and a ``deployable_abstraction`` (what may become a chunk). The runner adds the live-audit evidence
 (``terminal_trials``, ``successful_counterfactual_trials``, ``grounded_live_actions``,

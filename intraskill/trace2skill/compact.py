@@ -1,6 +1,6 @@
 """Replaying a recorded trace in the store, the compact trace an analyst reads, and the gold audit.
 
-Reference: intraskill-method.md §4.1 (the analyst's input: a compacted trace with redacted IDs, per
+Reference: docs/method.md §4.1 (the analyst's input: a compacted trace with redacted IDs, per
 step the page type, action, feedback and product title/brand/category/price, options, missing
 option axes and selected price; the outcome; and ``privileged_gold_audit`` {goal, chosen_purchase}).
 

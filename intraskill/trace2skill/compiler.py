@@ -1,6 +1,6 @@
 """The online candidate compiler: eligible cards → at most ``max_candidates`` ADD/REWRITE candidates.
 
-Reference: intraskill-method.md §4.1 (online compiler input and ``submit_online_candidates``), §4.2
+Reference: docs/method.md §4.1 (online compiler input and ``submit_online_candidates``), §4.2
 (pool validation) and §4.3 (exact repeats rejected by signature). The rule compiler clusters eligible
 cards by (operation, target chunk, failure mechanism), makes one candidate per cluster from the
 cluster's most common proposed chunk, ranks clusters by evidence count (ties: cluster key), drops

@@ -1,6 +1,6 @@
 """Cold-start consolidation: eligible cards of one channel, in batches, → clusters (every card once).
 
-Reference: intraskill-method.md §4.4 step 3 (per channel, success and failure, in batches of 40 eligible cards),
+Reference: docs/method.md §4.4 step 3 (per channel, success and failure, in batches of 40 eligible cards),
 §4.1 (the Consolidator: ``{channel, batch_id, max_clusters, cards: deployable view only}`` →
 ``submit_clusters`` with clusters {workflow_stage, mechanism, applicable_when, procedure, verification,
 common_failure, evidence_card_ids} and ``evidence_only_card_ids``; every card accounted for exactly once) and

@@ -1,6 +1,6 @@
 """The gold firewall: a regex-plus-lookup check over every string of a deployable payload.
 
-Reference: intraskill-method.md §4.1 ("Gold firewall"). A deployable payload (the
+Reference: docs/method.md §4.1 ("Gold firewall"). A deployable payload (the
 ``deployable_abstraction`` of a failure card, a consolidated cluster, a compiled chunk or an online
 candidate) must not carry task-specific gold. It is flagged for
 

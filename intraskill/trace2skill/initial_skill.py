@@ -1,6 +1,6 @@
 """The holistic initial skill compiler: all clusters → at most 16 independently maskable draft chunks.
 
-Reference: intraskill-method.md §4.1 (the Holistic Initial Skill Compiler: ``{validation_dimension_cap: 16,
+Reference: docs/method.md §4.1 (the Holistic Initial Skill Compiler: ``{validation_dimension_cap: 16,
 cluster_summaries}`` → ``submit_initial_skill`` {skill_title, chunks[{title, workflow_stage, applicable_when,
 procedure[], verification, common_failure, evidence_cluster_ids}], evidence_only_cluster_ids,
 conflicts_resolved[]}; every cluster accounted for exactly once; ≤ 16 chunks; 5 attempts with repair), §1.2

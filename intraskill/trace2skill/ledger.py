@@ -1,6 +1,6 @@
 """The cumulative proposal ledger (``proposal_ledger.jsonl``, one object per candidate).
 
-Reference: intraskill-method.md §4.3. Each entry records a proposal (ADD/REWRITE, cold start or
+Reference: docs/method.md §4.3. Each entry records a proposal (ADD/REWRITE, cold start or
 online) and, after a gate, its ``validation_result`` (``selected``, ``rewrite_loser``,
 ``non_positive``, ``budget_excluded`` or ``retired``), ``estimated_effect`` and ``contribution_rank``,
 plus one ``validation_history`` event per gate. Events are de-duplicated on (assignment_sha256,

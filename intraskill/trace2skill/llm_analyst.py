@@ -1,6 +1,6 @@
 """The LLM roles over any OpenAI-compatible model: failure analyst, consolidator, online compiler.
 
-Reference: intraskill-method.md §4.1. The failure analyst is agentic: each turn offers the live
+Reference: docs/method.md §4.1. The failure analyst is agentic: each turn offers the live
 ``search``/``click`` tools of the current page plus ``submit_failure_card``; the final turn offers only
 the submit tool. A protocol error costs a turn and returns a correction message; a purchase ends the
 trial (:class:`~intraskill.trace2skill.audit.LiveAudit`). The first submission opens the submit stage

@@ -1,6 +1,6 @@
 """The online candidate pool (``shopsimrl-skill-candidate-pool-v1``) and the compiler's hard limits.
 
-Reference: intraskill-method.md §1.2 (online candidate IDs), §4.1 (online candidate compiler),
+Reference: docs/method.md §1.2 (online candidate IDs), §4.1 (online candidate compiler),
 §4.2 (pool fields, ``pool_sha256``, validation rules, fallback pool) and §4.3 (signature de-duplication).
 
 - A candidate's ``content`` is its chunk rendered with the fixed template (:func:`render_chunk`).

@@ -1,6 +1,6 @@
 """The analysis queue a training round hands to Trace2Skill, and the pre-analysis re-check.
 
-Reference: intraskill-method.md §3.2–3.3. Only failed full-skill diagnostic retries are analyzed.
+Reference: docs/method.md §3.2–3.3. Only failed full-skill diagnostic retries are analyzed.
 The round appends one :class:`AnalysisItem` per failed retry to ``<round_dir>/analysis_queue.jsonl``
 (schema ``intraskill-analysis-queue-v1``)::
 

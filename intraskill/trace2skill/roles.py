@@ -1,6 +1,6 @@
 """LLM roles of Trace2Skill: submit-tool schemas, prompts, and structured calls with repair retries.
 
-Reference: intraskill-method.md §4 and §4.1. Every role answers with exactly one structured tool
+Reference: docs/method.md §4 and §4.1. Every role answers with exactly one structured tool
 call. A reply that fails validation triggers a *repair* retry whose message carries only the latest
 invalid draft and the exact error; a stage allows ``ANALYST_ATTEMPTS`` = 3 attempts, the online
 compiler ``COMPILER_ATTEMPTS`` = 5. A real model's messy reply is repaired where that is unambiguous

@@ -1,6 +1,6 @@
 """The Success Analyst of the cold start: a successful train trajectory → at most two lesson cards.
 
-Reference: intraskill-method.md §4.1 (the roles table: one non-interactive call over the compacted trace and its
+Reference: docs/method.md §4.1 (the roles table: one non-interactive call over the compacted trace and its
 outcome, ``current_skill: null``; ``submit_success_cards`` with {mechanism, applicable_when, observed_evidence,
 decisive_behavior, generalizable_lesson, related_chunk_ids, confidence ∈ [0, 1]}; an empty list is valid) and
 §1.5 (≤ 2 cards per successful trajectory).

@@ -1,6 +1,6 @@
 """Episode admission of one rollout step: the dynamic sampling filter and its metrics.
 
-Reference: ``intraskill-method.md`` §3.4. Groups are offered in completion order:
+Reference: ``docs/method.md`` §3.4. Groups are offered in completion order:
 
 1. a group with any unscored (technical) rollout is always dropped
    (``shopsim_unscored_technical_group``); ``max_consecutive_unscored`` (8) such groups in a row

@@ -1,4 +1,4 @@
-"""GRPO advantages over the unique rollouts of a group (``intraskill-method.md`` §3.5).
+"""GRPO advantages over the unique rollouts of a group (``docs/method.md`` §3.5).
 
 One episode may be split into several token-contiguous segments that share a ``rollout_id``. The
 advantage is computed once per unique rollout of a group,

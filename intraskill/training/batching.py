@@ -4,7 +4,7 @@ A :class:`TrainSample` is one token-contiguous segment of one episode, exactly a
 rollout (``SessionTokens``): no text is re-tokenised. One rollout step's admitted samples are
 split into ``updates_per_step`` optimizer updates of ``global_batch_size`` episodes each, always by
 whole GRPO groups (release: 128 admitted episodes → 2 updates of 64 = 8 groups,
-``intraskill-method.md`` §6.3; skill1-slime-peers.md §B.6). Each update is then packed into
+``docs/method.md`` §6.3; docs/slime.md §3). Each update is then packed into
 micro-batches whose padded size ``rows × longest row`` stays within a token budget.
 """
 

@@ -6,7 +6,7 @@ One :meth:`GRPOTrainer.train_step` consumes one rollout step's admitted samples:
 whole groups into optimizer updates of ``global_batch_size`` episodes, packs each update into
 micro-batches under a token budget, accumulates gradients so that the update's loss is one token
 mean over all its model-generated tokens, clips the gradient norm and takes one AdamW step per
-update. Defaults follow the release (``intraskill-method.md`` §6.3): ε_low 0.2, ε_high 0.28, no KL,
+update. Defaults follow the release (``docs/method.md`` §6.3): ε_low 0.2, ε_high 0.28, no KL,
 lr 1e-6 constant, weight decay 0.1, β (0.9, 0.98), gradient clipping 1.0 (Megatron's default),
 sampling temperature 0.6, 64 episodes per update.
 """

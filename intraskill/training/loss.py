@@ -8,7 +8,7 @@ Aggregation. Every reduction is ``sum over loss-mask tokens / denominator``. The
 denominator is the number of mask tokens in the tensor (a token mean). Under gradient
 accumulation the trainer passes the number of mask tokens of the whole optimizer update, so the
 micro-batch terms add up to one token mean over the global batch (each model-generated token of the
-update weighs the same; slime instead averages per rollout first, skill1-slime-peers.md §B.5).
+update weighs the same; slime instead averages per rollout first, docs/slime.md §4).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Per-step metrics of a training round under the release's W&B names.
 
-Reference: ``intraskill-method.md`` §2.4 (treatment metrics over all generated groups), §3.4
-(outcome and filter metrics) and ``intraskill-release-data.md`` (``training_steps.csv`` columns
+Reference: ``docs/method.md`` §2.4 (treatment metrics over all generated groups), §3.4
+(outcome and filter metrics) and ``docs/release.md`` (``training_steps.csv`` columns
 ``rollout/shopsim/*`` and ``rollout/dynamic_filter/*``; ``optimizer_updates.csv`` columns
 ``train/*``). Outcome, treatment and frontier metrics cover every generated group; ``train_*``
 counts describe the admitted ones. A rate with an empty denominator is ``None`` (not logged).

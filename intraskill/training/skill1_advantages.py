@@ -1,7 +1,7 @@
-"""Skill1's objective as per-segment advantages for the clipped surrogate (skill1-slime-peers.md §A.3, §A.7).
+"""Skill1's objective as per-segment advantages for the clipped surrogate (docs/method.md §10.3).
 
 J = J_util + λ1·J_rerank + λ2·J_distill, λ1 = λ2 = 0.3. Each generation type of a trajectory is its own
-token segment (§A.7) and gets the advantage of its term:
+token segment (method §10.3) and gets the advantage of its term:
 
 - ``query`` and ``act`` segments: the GRPO advantage of R_util = r over the G rollouts of the task (the query
   is "part of the rollout prefix", optimised by J_util);
@@ -31,9 +31,9 @@ SegmentKind = Literal["query", "rerank", "act", "distill"]
 SEGMENT_KINDS: tuple[SegmentKind, ...] = ("query", "rerank", "act", "distill")
 _DEFAULTS = Skill1Params()
 DEFAULT_LAMBDA_RERANK = _DEFAULTS.lambda_rerank
-"""λ1 (§A.3, §A.4)."""
+"""λ1 (method §10.3, §10.4)."""
 DEFAULT_LAMBDA_DISTILL = _DEFAULTS.lambda_distill
-"""λ2 (§A.3, §A.4)."""
+"""λ2 (method §10.3, §10.4)."""
 
 
 @dataclass(frozen=True)

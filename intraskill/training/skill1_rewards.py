@@ -1,19 +1,19 @@
 """Skill1's per-rollout rewards and the library updates of one rollout step, in Algorithm 1's order.
 
-Reference: skill1-slime-peers.md §A.3 and §A.7. For every rollout of the step, with the library as it was
+Reference: docs/method.md §10.2. For every rollout of the step, with the library as it was
 at the start of the step (batch-synchronous: all rollouts saw the same library):
 
 1. R_util = r ∈ {0, 1};
-2. Û = max U over the retrieved K (0 when nothing was retrieved, §A.7);
+2. Û = max U over the retrieved K (0 when nothing was retrieved, method §10.2);
 3. R_distill = r − Û;
 4. R_rerank = NDCG of the policy's ranking against the ordering by U (``None`` without candidates; 0 for an
-   unparseable ``<rank>`` reply, §A.7);
+   unparseable ``<rank>`` reply, method §10.2);
 
 then the EMA U ← (1 − α)U + α·r over **every** retrieved skill of every rollout (rollout order), then the
 admission of the distilled skills of successful rollouts. :func:`skill1_step` does all of it and returns
 every quantity, so the order is visible in its result.
 
-**NDCG gain.** The graded gain of a candidate is its utility U (the reference's first option, §A.3):
+**NDCG gain.** The graded gain of a candidate is its utility U (the reference's first option, method §10.2):
 DCG(σ) = Σ_i U(σ(i)) / log2(i + 1) over positions i = 1…k, NDCG = DCG(σ) / DCG(argsort(−U)). Graded gains
 need no tie-breaking (candidates with equal U are interchangeable) and give partial credit in proportion to
 how much utility the ranking puts first. When every U is 0 every ordering is ideal and NDCG is 1.
@@ -30,7 +30,8 @@ from intraskill.skills.library import Admission, LibrarySkill, SkillLibrary, Ski
 
 @dataclass(frozen=True)
 class DistilledSkill:
-    """A parsed distillation reply: ``desc`` from ``description_head``, ``strat`` from the lessons (§A.2.5)."""
+    """A parsed distillation reply: ``desc`` from ``description_head``, ``strat`` from the lessons
+    (method §10.1, step 5)."""
 
     desc: str
     strat: str
@@ -148,8 +149,8 @@ def skill1_step(
 ) -> Skill1StepResult:
     """Rewards for every rollout, then the EMA over every retrieved skill, then admission (Algorithm 1, 9–13).
 
-    ``ndcg_cutoff=1`` scores only the top choice (the scripts' ``rerank_train_top1``, §A.3 [inferred]). The
-    caller commits the library's store after this call and takes the θ update afterwards.
+    ``ndcg_cutoff=1`` scores only the top choice (the scripts' ``rerank_train_top1``, method §10.4
+    [inferred]). The caller commits the library's store after this call and takes the θ update afterwards.
     """
     rewards = tuple(rollout_rewards(r, library, ndcg_cutoff) for r in rollouts)
     updated = tuple(library.update(skill_id, r.reward) for r in rollouts for skill_id in r.retrieved)

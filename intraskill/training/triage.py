@@ -1,6 +1,6 @@
 """Failure-frontier triage of a finished GRPO group and the full-skill diagnostic retry.
 
-Reference: ``intraskill-method.md`` §3.1–3.2. A group is *all wrong* when every sibling is scored
+Reference: ``docs/method.md`` §3.1–3.2. A group is *all wrong* when every sibling is scored
 and none has ``r_success = 1``. Such a group gets one full-skill retry (every active chunk,
 unmasked) when retries are enabled; the retry never reaches the trainer. Classes, in precedence:
 

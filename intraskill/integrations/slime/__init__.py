@@ -1,4 +1,4 @@
-"""slime plugin hooks for the scale tier (``intraskill-method.md`` §6; ``skill1-slime-peers.md`` §B).
+"""slime plugin hooks for the scale tier (``docs/method.md`` §6; ``docs/slime.md``).
 
 The hooks are plain functions that slime loads by dotted path (``slime.utils.misc.load_function``:
 ``module, _, name = path.rpartition("."); getattr(importlib.import_module(module), name)``):

@@ -1,6 +1,6 @@
 """Run settings of the slime hooks: the ``intraskill_*`` custom-config keys and a round's slime flags.
 
-Reference: ``intraskill-method.md`` §6.1 (the release's ``shopsim_*`` keys of ``--custom-config-path``;
+Reference: ``docs/method.md`` §6.1 (the release's ``shopsim_*`` keys of ``--custom-config-path``;
 slime merges the YAML into ``args``), §6.3 (hyperparameters), §1.7 (preflight: the curriculum's
 source bank hash equals the configured bank's, and the chunks' (id, version, content) match it).
 Every ``shopsim_<name>`` key has the analogue ``intraskill_<name>``; the system prompt is the
@@ -50,7 +50,7 @@ HOOK_PATHS = {
     "--rollout-all-samples-process-path":
         "intraskill.integrations.slime.metrics.record_generated_rollout_groups",
 }
-"""slime flag → dotted hook path (``intraskill-method.md`` §6.1)."""
+"""slime flag → dotted hook path (``docs/method.md`` §6.1)."""
 
 FIXED_FLAGS = {
     "--advantage-estimator": "grpo",

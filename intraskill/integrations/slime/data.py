@@ -1,6 +1,6 @@
 """The slime prompt-data file: one line per task, ``prompt`` = the task ID, ``metadata`` = its identity.
 
-Reference: ``intraskill-method.md`` §6.1 (``data/shopsim_train.jsonl``: ``prompt`` is the task ID as a
+Reference: ``docs/method.md`` §6.1 (``data/shopsim_train.jsonl``: ``prompt`` is the task ID as a
 string, ``metadata`` {schema_version, task_id, split}; loaded with ``--input-key prompt
 --metadata-key metadata --apply-chat-template --rollout-shuffle``). The real prompt is built by the
 generate hook from the store's reset, so the task ID is read from ``metadata``, never from the

@@ -1,7 +1,7 @@
 """One training episode against the store service and SGLang's ``/generate``, with exact token bookkeeping.
 
-Reference: ``intraskill-method.md`` §6.2 (per-sample loop, turn outcomes, reward validity) and
-``skill1-slime-peers.md`` §B.4 (the multi-turn pattern of slime's ``examples/search-r1``: POST
+Reference: ``docs/method.md`` §6.2 (per-sample loop, turn outcomes, reward validity) and
+``docs/slime.md`` §4 (the multi-turn pattern of slime's ``examples/search-r1``: POST
 ``http://{sglang_router_ip}:{sglang_router_port}/generate`` with ``input_ids``, the sampling
 parameters and ``return_logprob``; take ids and log-probs from ``meta_info.output_token_logprobs``
 (``[logprob, token_id, …]`` per token) and never re-tokenize the model's text).

@@ -1,6 +1,6 @@
 """The dynamic sampling filter: drop technical groups, prefer groups with a reward spread.
 
-Reference: ``intraskill-method.md`` §3.4. Decisions, in order, for each finished group:
+Reference: ``docs/method.md`` §3.4. Decisions, in order, for each finished group:
 
 1. any sibling unscored → ``keep=False``, reason ``shopsim_unscored_technical_group``, no fallback;
    ``intraskill_max_consecutive_failed_groups`` (8) such groups in a row raise

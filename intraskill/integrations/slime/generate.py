@@ -1,6 +1,6 @@
 """``--custom-generate-function-path`` hook: one training episode per slime sample, group-shared skills.
 
-Reference: ``intraskill-method.md`` §2.3 (one treatment per GRPO group, checked per sibling under a
+Reference: ``docs/method.md`` §2.3 (one treatment per GRPO group, checked per sibling under a
 lock keyed by (state_id, group_index); the last sibling to finish leads), §2.4 (per-rollout trace
 ``<output>/group-<9 digits>/rollout-<index>.json``, sample metadata), §3.1–3.3 (triage, the
 full-skill diagnostic retry that never reaches the trainer, the analysis queue) and §6.2 (the

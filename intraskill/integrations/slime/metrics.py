@@ -1,8 +1,8 @@
 """Rollout metrics under the release names (``rollout/shopsim/*``) from two slime hooks.
 
-Reference: ``intraskill-method.md`` §2.4 (treatment metrics over ALL generated groups, de-duplicated
+Reference: ``docs/method.md`` §2.4 (treatment metrics over ALL generated groups, de-duplicated
 by (group_index, rollout_id)) and §3.4 (outcome metrics over all generated trajectories, ``train_*``
-over admitted ones, drop rates = drops / (accepted + drops)); ``intraskill-release-data.md``
+over admitted ones, drop rates = drops / (accepted + drops)); ``docs/release.md``
 (``training_steps.csv`` columns). slime calls, per rollout step and in this order:
 
 1. ``rollout_all_samples_process(args, all_samples, data_source)`` with every finished group

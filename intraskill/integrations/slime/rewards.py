@@ -1,6 +1,6 @@
 """Sample rewards, group views over slime samples, and the GRPO reward post-process hook.
 
-Reference: ``intraskill-method.md`` §3.5 (advantages over unique rollouts of a group, unbiased std
+Reference: ``docs/method.md`` §3.5 (advantages over unique rollouts of a group, unbiased std
 + 1e-6, broadcast to every segment, mismatched segment rewards are an error) and §6.2 item 6 (the
 ``reward`` dict; slime reads ``--reward-key reward``). slime calls the post-process hook as
 ``custom_reward_post_process_func(args, samples)`` on the flattened admitted samples and expects
