@@ -41,7 +41,9 @@ seeds below, of the gate's mask draws and of the test bootstrap."""
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+    """``allow_inf_nan=False``: every float field (nested in tuples and mappings too) refuses ``.inf`` and
+    ``.nan``."""
 
     plan_optional: ClassVar[tuple[str, ...]] = ()
     """Fields added after plans were first written: :func:`section_plan` leaves them out at their defaults."""

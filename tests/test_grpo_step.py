@@ -205,3 +205,20 @@ def test_config_from_params_maps_each_field() -> None:
     assert (config.weight_decay, config.betas, config.max_grad_norm) == (0.0, (0.8, 0.9), None)
     assert (config.micro_batch_tokens, config.global_batch_size, config.autocast) == (512, None, "off")
     assert (config.lora, config.temperature, config.pad_token_id) == (LoraParams(rank=4), 0.9, 3)
+
+
+@pytest.mark.parametrize("lr, poisoned, match", [
+    (float("inf"), False, r"update 1 of this step made model\..* non-finite"),
+    (1e-3, True, r"update 1 of this step: loss nan, gradient norm nan; stopped before the optimizer step"),
+])
+def test_a_non_finite_update_stops_before_the_weights_are_kept(model: Qwen3ForCausalLM, lr: float, poisoned: bool,
+                                                              match: str) -> None:
+    """An infinite learning rate (built around the params check) or a NaN loss stops the step with one error."""
+    from intraskill.training.grpo import NonFiniteUpdateError
+
+    samples = make_samples()
+    if poisoned:
+        samples = with_old(samples, [[float("nan")] * len(s) for s in samples])
+    trainer = GRPOTrainer(model, GRPOConfig(lr=lr, global_batch_size=8, micro_batch_tokens=64))
+    with pytest.raises(NonFiniteUpdateError, match=match):
+        trainer.train_step(samples)

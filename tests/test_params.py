@@ -105,3 +105,46 @@ def test_warmstart_out_dir_stays_inside(out_dir: str, tmp_path: Path) -> None:
 def test_an_absolute_run_root_is_the_users_choice(tmp_path: Path) -> None:
     params = params_from_dict({"experiment": {"name": "nested/run", "run_root": str(tmp_path)}})
     assert params.experiment.run_root == str(tmp_path)
+
+
+def _float_fields() -> list[tuple[type, str, object]]:
+    """Every float-holding field of every parameter section, with a non-finite value of its shape."""
+    import typing
+
+    import intraskill.params as module
+
+    sections = [cls for cls in vars(module).values()
+                if isinstance(cls, type) and issubclass(cls, module._Section) and cls is not module._Section]
+    def holds_float(annotation: object) -> bool:
+        return annotation is float or any(holds_float(arg) for arg in typing.get_args(annotation))
+
+    found = []
+    for section in sections:
+        for name, field in section.model_fields.items():
+            if not holds_float(field.annotation):
+                continue
+            shape = field.annotation
+            origin = typing.get_origin(typing.get_args(shape)[0] if typing.get_origin(shape) is typing.Annotated
+                                       else shape)
+            value = ({"x": float("nan")} if origin is dict else [float("inf"), 0.5] if origin is tuple
+                     else float("-inf"))
+            found.append((section, name, value))
+    return found
+
+
+@pytest.mark.parametrize("section, field, value", _float_fields(),
+                         ids=lambda item: getattr(item, "__name__", item) if not isinstance(item, list | dict) else "")
+def test_every_float_parameter_refuses_non_finite_values(section: type, field: str, value: object) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as caught:
+        section.model_validate({field: value})
+    assert any(error["loc"][0] == field and "finite number" in error["msg"] for error in caught.value.errors())
+
+
+def test_a_non_finite_learning_rate_is_one_error_naming_the_field() -> None:
+    base = params_from_dict({"experiment": {"name": "x"}})
+    for text in (".inf", ".nan", "-.inf"):
+        with pytest.raises(ParamsError, match=r"grpo\.lr: Input should be a finite number"):
+            with_overrides(base, [f"grpo.lr={text}"])
+    assert len(_float_fields()) >= 40  # the walk above finds the float fields

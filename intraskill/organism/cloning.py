@@ -16,6 +16,8 @@ from tqdm.auto import tqdm
 
 from intraskill.hashing import seed32
 from intraskill.organism.plan_targets import SoftTarget
+from intraskill.training.checkpoint import load_tensors
+from intraskill.training.grpo import NonFiniteUpdateError
 
 if TYPE_CHECKING:
     import torch
@@ -239,7 +241,7 @@ def behaviour_clone(
     queue: list[list[int]] = []
     first, tokens, wall_before = 0, 0, 0.0
     running: list[float] = []
-    state = torch.load(state_path, weights_only=False) if state_path is not None and state_path.is_file() else {}
+    state = load_tensors(state_path, None) if state_path is not None and state_path.is_file() else {}
     if state.get("key") == state_key:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -263,7 +265,10 @@ def behaviour_clone(
         loss = bc_loss(model, ids.to(device), labels.to(device), soft and soft.to(device))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip))
+        if not (math.isfinite(loss.item()) and math.isfinite(norm)):
+            raise NonFiniteUpdateError(f"behaviour cloning step {step + 1}: loss {loss.item()}, gradient norm "
+                                       f"{norm}; stopped before the optimizer step (no state file holds it)")
         optimizer.step()
         tokens += int(ids.numel())
         running.append(loss.item())

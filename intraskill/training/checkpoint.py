@@ -1,13 +1,14 @@
 """Atomic training checkpoints: model, optimizer, RNG state and step counter in one directory.
 
 A checkpoint directory holds ``model/`` (``save_pretrained`` weights and tokenizer, loadable as a
-policy checkpoint), ``optimizer.pt``, ``rng.pt`` (torch CPU/CUDA RNG states) and ``state.json``
+policy checkpoint), ``optimizer.pt``, ``rng.pt`` (torch CPU/CUDA RNG states: uint8 tensors) and ``state.json``
 (``step``, the per-step trainer metrics and the SHA-256 of every other file). With LoRA, ``model/`` holds merged weights and
 ``adapter.pt`` the adapter state the trainer resumes from. It is written to a temporary sibling
 and swapped in by renames, so a kill leaves either the previous or the new checkpoint, never a
 mix: :func:`recover_checkpoint` completes or undoes an interrupted swap. :func:`verify_checkpoint` refuses a
 checkpoint whose ``state.json`` is missing or whose files differ from their recorded checksums
-(:class:`CheckpointError`, naming the file).
+(:class:`CheckpointError`, naming the file). The ``.pt`` files are read by :func:`load_tensors`
+(``weights_only=True``: tensors, numbers, strings and containers only), so an edited file cannot run code.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import pickle
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -144,6 +146,21 @@ def verify_checkpoint(path: str | Path) -> dict[str, Any]:
     return state
 
 
+def load_tensors(path: Path, device: Any) -> Any:
+    """A ``torch.save`` file read with ``weights_only=True``: tensors, numbers, strings and containers only, so a
+    crafted file cannot run code; :class:`CheckpointError` naming the file otherwise."""
+    # deferred: torch is heavy to import
+    import torch
+
+    try:
+        return torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError:
+        raise CheckpointError(f"{path}: holds objects other than tensors, numbers and containers; "
+                              "refused (loading it could run code)") from None
+    except (RuntimeError, EOFError, OSError) as error:
+        raise CheckpointError(f"{path}: truncated or corrupt ({' '.join(str(error).split())[:200]})") from None
+
+
 def load_checkpoint(path: str | Path, trainer: GRPOTrainer, state: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Restore weights, optimizer and RNG state into ``trainer`` (in place); returns ``state.json``.
 
@@ -161,7 +178,7 @@ def load_checkpoint(path: str | Path, trainer: GRPOTrainer, state: Mapping[str, 
         # deferred: peft is heavy to import
         from peft import set_peft_model_state_dict
 
-        set_peft_model_state_dict(trainer.model, torch.load(path / "adapter.pt", map_location=trainer.device))
+        set_peft_model_state_dict(trainer.model, load_tensors(path / "adapter.pt", trainer.device))
     else:
         saved = AutoModelForCausalLM.from_pretrained(str(path / "model"))
         target = trainer.model
@@ -172,8 +189,8 @@ def load_checkpoint(path: str | Path, trainer: GRPOTrainer, state: Mapping[str, 
         with torch.no_grad():
             for name, tensor in target.state_dict().items():
                 tensor.copy_(saved_state[name].to(tensor.dtype))
-    trainer.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location=trainer.device))
-    rng = torch.load(path / "rng.pt", weights_only=False)
+    trainer.optimizer.load_state_dict(load_tensors(path / "optimizer.pt", trainer.device))
+    rng = load_tensors(path / "rng.pt", "cpu")
     torch.set_rng_state(rng["cpu"])
     if "cuda" in rng and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(rng["cuda"])

@@ -13,6 +13,7 @@ sampling temperature 0.6, 64 episodes per update.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -41,6 +42,11 @@ if TYPE_CHECKING:
     import torch
 
 AutocastMode = Literal["auto", "bf16", "off"]
+
+
+class NonFiniteUpdateError(ValueError):
+    """An update's loss, gradient norm or resulting weights are not finite: training stops before any
+    checkpoint holds them."""
 _GRPO, _SAMPLING = GRPOParams(), SamplingParams()
 """The defaults, written once in :mod:`intraskill.params`."""
 
@@ -369,6 +375,17 @@ class GRPOTrainer:
             totals.entropy += float(entropy)
         return totals
 
+    def _check_finite_weights(self, update: int) -> None:
+        """Raise :class:`NonFiniteUpdateError` naming the first trainable weight the last step made non-finite."""
+        # deferred: torch is heavy to import
+        import torch
+
+        if bool(torch.stack([torch.isfinite(p).all() for p in self.params]).all()):
+            return
+        name = next(n for n, p in self.model.named_parameters() if p.requires_grad and not torch.isfinite(p).all())
+        raise NonFiniteUpdateError(f"update {update} of this step made {name} non-finite (lr "
+                                   f"{self.optimizer.param_groups[0]['lr']}); stopped before any checkpoint holds it")
+
     def train_step(self, batch: list[TrainSample]) -> StepMetrics:
         """One rollout step: ``len(episodes) / global_batch_size`` optimizer updates over whole groups."""
         # deferred: torch is heavy to import
@@ -387,10 +404,16 @@ class GRPOTrainer:
         grad_norms: list[float] = []
         for samples in updates:
             self.optimizer.zero_grad(set_to_none=True)
-            step.add(self.accumulate_update(samples))
+            totals = self.accumulate_update(samples)
+            step.add(totals)
             max_norm = config.max_grad_norm if config.max_grad_norm is not None else float("inf")
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.params, max_norm)))
+            if not (math.isfinite(totals.loss) and math.isfinite(grad_norms[-1])):
+                raise NonFiniteUpdateError(
+                    f"update {len(grad_norms)} of this step: loss {totals.loss}, gradient norm {grad_norms[-1]}; "
+                    "stopped before the optimizer step (no checkpoint holds it)")
             self.optimizer.step()
+            self._check_finite_weights(len(grad_norms))
         self.optimizer.zero_grad(set_to_none=True)
         duration = time.perf_counter() - start
         real, padded = step.real_tokens, step.padded_tokens
