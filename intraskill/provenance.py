@@ -12,7 +12,7 @@ import logging
 import os
 import platform
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -105,19 +105,48 @@ def warn_on_changes(where: str | os.PathLike[str], stored: Mapping[str, Any] | N
     return changes
 
 
+def stored_plan(path: Path, error: type[Exception]) -> dict[str, Any]:
+    """The plan file at ``path`` as a JSON object; ``error`` naming the file when it is unreadable."""
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as problem:
+        raise error(f"{path}: truncated or corrupt plan ({problem})") from None
+    if not isinstance(stored, dict):
+        raise error(f"{path}: expected a JSON object, got {type(stored).__name__}")
+    return stored
+
+
+def refuse_missing_plan(path: Path, outputs: Sequence[str], *, what: str, error: type[Exception],
+                        hint: str) -> None:
+    """Raise ``error`` when the plan file ``path`` is missing but its directory holds a run's outputs (entries
+    matching the glob patterns ``outputs``): without the plan that made them, a resume could mix two plans, so a
+    deleted plan fails closed like a changed one."""
+    if path.exists() or not path.parent.is_dir():
+        return
+    found = sorted({match.relative_to(path.parent).as_posix() for pattern in outputs
+                    for match in path.parent.glob(pattern)
+                    if match != path and not match.name.startswith(f".{path.name}.tmp-")})
+    if found:
+        shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        raise error(f"{path} is missing but {path.parent} holds {shown} of an earlier {what} run; refusing to "
+                    f"resume without the plan that made them (restore {path.name}). {hint}")
+
+
 def write_plan(path: Path, plan: Mapping[str, Any], *, what: str, error: type[Exception], hint: str,
-               schema: str | None = None) -> str:
+               schema: str | None = None, outputs: Sequence[str] = ("*",)) -> str:
     """Write a run's plan file (``schema_version`` when given, the plan, this process's provenance, the plan's
     fingerprint) or check the stored one; returns the fingerprint.
 
     A stored plan with another fingerprint raises ``error`` naming the differing top-level fields and ``hint``
-    (what to do instead); a stored provenance that differs only warns (:func:`warn_on_changes`), so a run
-    resumes on another machine. ``what`` names the plan in the message (``round``, ``co-evolution``, …).
+    (what to do instead); so does a missing plan in a directory that holds entries matching ``outputs``
+    (:func:`refuse_missing_plan`; default: any entry). A stored provenance that differs only warns
+    (:func:`warn_on_changes`), so a run resumes on another machine. ``what`` names the plan in the message
+    (``round``, ``co-evolution``, …).
     """
     fingerprint = sha256_json(plan)
     provenance = run_provenance()
     if path.exists():
-        stored = json.loads(path.read_text(encoding="utf-8"))
+        stored = stored_plan(path, error)
         if stored.get("fingerprint") != fingerprint:
             differing = sorted(k for k in set(stored) | set(plan)
                                if k not in UNHASHED_PLAN_FIELDS and stored.get(k) != plan.get(k))
@@ -125,6 +154,7 @@ def write_plan(path: Path, plan: Mapping[str, Any], *, what: str, error: type[Ex
                         f"{', '.join(differing) or 'fingerprint'}. {hint}")
         warn_on_changes(path, stored.get("provenance"), provenance)
         return fingerprint
+    refuse_missing_plan(path, outputs, what=what, error=error, hint=hint)
     header = {"schema_version": schema} if schema is not None else {}
     write_json(path, {**header, **plan, "provenance": provenance, "fingerprint": fingerprint}, indent=1)
     return fingerprint

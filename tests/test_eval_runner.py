@@ -197,3 +197,17 @@ def test_equipped_run_records_the_bank(tmp_path: Path, small_store_root: Path) -
     assert run.plan.skills["bank_sha256"] == bank.sha256 and run.plan.skills["skill_ids"] == ["chunk-a"]
     assert all([s["skill_id"] for s in t.provenance["selected_skills"]] == ["chunk-a"]
                for t in read_traces(run.traces_path))
+
+
+def test_a_deleted_plan_is_refused_like_a_changed_one(tmp_path: Path, small_store_root: Path) -> None:
+    """Deleting ``plan.json`` does not let a resume with another temperature mix its traces with the first plan's."""
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        run_eval(make_params(tmp_path), "val", None, None, out, policy=KilledAfter(ExpertPolicy(seed=7), calls=9),
+                 progress=False, batch_size=2, store_root=small_store_root)
+    before = _records(out)
+    (out / "plan.json").unlink()
+    with pytest.raises(PlanMismatchError, match=rf"{out / 'plan.json'} is missing but {out} holds traces.jsonl"):
+        run_eval(make_params(tmp_path, sampling={"temperature": 0.5}), "val", None, None, out, progress=False,
+                 store_root=small_store_root)
+    assert _records(out) == before and not (out / "plan.json").exists()

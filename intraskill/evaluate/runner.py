@@ -37,7 +37,7 @@ from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, write_json
 from intraskill.params import Params
 from intraskill.policy.factory import build_policy
-from intraskill.provenance import run_provenance, warn_on_changes
+from intraskill.provenance import refuse_missing_plan, run_provenance, stored_plan, warn_on_changes
 from intraskill.shop.build import open_engine
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 
@@ -53,6 +53,11 @@ SPLITS = ("train", "val", "test", "dev")
 PLAN_FIELDS = (
     "pipeline_version", "model", "split", "jobs", "environment", "runtime", "prompt", "skills", "seed",
 )
+
+
+RUN_OUTPUTS = ("traces.jsonl", "summary.json")
+"""What an evaluation writes under its plan: a directory holding either refuses to run without ``plan.json``."""
+NEW_OUT_HINT = "Use a new --out directory for a different evaluation."
 
 
 class PlanMismatchError(RuntimeError):
@@ -152,23 +157,25 @@ def write_plan(run_dir: Path, plan: EvalPlan) -> None:
     """Write ``plan.json`` with this process's provenance beside the fingerprint, or check that the existing one is
     the same plan (a resume under another provenance warns, :func:`~intraskill.provenance.warn_on_changes`).
 
-    Raises :class:`PlanMismatchError` naming the differing fields.
+    Raises :class:`PlanMismatchError` naming the differing fields, or naming ``plan.json`` when it is missing
+    beside the run's traces or summary (:data:`RUN_OUTPUTS`).
     """
     path = run_dir / "plan.json"
     provenance = run_provenance()
     record = {"schema_version": PLAN_SCHEMA_VERSION, **plan.to_dict(), "provenance": provenance,
               "fingerprint": plan.fingerprint}
     if path.exists():
-        stored = json.loads(path.read_text(encoding="utf-8"))
+        stored = stored_plan(path, PlanMismatchError)
         if stored.get("fingerprint") != plan.fingerprint:
             differing = plan_differences(stored, record) or ["fingerprint"]
             raise PlanMismatchError(
                 f"{run_dir} holds a different plan (fingerprint {str(stored.get('fingerprint'))[:12]}… vs "
                 f"{plan.fingerprint[:12]}…); differing fields: {', '.join(differing)}. "
-                "Use a new --out directory for a different evaluation."
+                + NEW_OUT_HINT
             )
         warn_on_changes(path, stored.get("provenance"), provenance)
         return
+    refuse_missing_plan(path, RUN_OUTPUTS, what="evaluation", error=PlanMismatchError, hint=NEW_OUT_HINT)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json(path, record, indent=1)
 

@@ -111,7 +111,7 @@ def matrix_plan(params: Params) -> dict[str, Any]:
             "test_tasks": matrix["test_tasks"], "threads": matrix["threads"], **split}
 
 
-def _write_plan(out: Path, plan: dict[str, Any]) -> str:
+def write_matrix_plan(out: Path, plan: dict[str, Any]) -> str:
     """Write ``matrix.json`` (provenance beside the fingerprint) or check the stored plan; every cell's own
     plans record theirs too."""
     return write_plan(out / PLAN_FILE, plan, what="control-matrix", error=MatrixPlanMismatchError,
@@ -298,7 +298,7 @@ def run_matrix(params: Params, out_dir: str | Path | None = None, *, jobs: int =
     out = Path(out_dir) if out_dir is not None else default_matrix_dir(params)
     store = Path(store_root) if store_root is not None else None
     check_arm_inputs(params)
-    _write_plan(out, matrix_plan(params))
+    write_matrix_plan(out, matrix_plan(params))
     with torch_threads(params.matrix.threads):
         start, _ = shared_start(params, out, store, progress)
     cells = [Cell(arm, k) for arm in params.matrix.arms for k in range(params.matrix.seeds)]

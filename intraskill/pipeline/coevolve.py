@@ -143,9 +143,11 @@ def curriculum_bank(curriculum: CurriculumState | None, round_name: str) -> Skil
     return SkillBank(f"{round_name}-curriculum", skills)
 
 
-def _write_plan(run_dir: Path, plan: dict[str, Any]) -> str:
-    """Write ``plan.json`` (provenance beside the fingerprint) or check the stored plan."""
+def write_coevolve_plan(run_dir: Path, plan: dict[str, Any]) -> str:
+    """Write ``plan.json`` (provenance beside the fingerprint) or check the stored plan; a missing plan beside a
+    started round or the summary is refused."""
     return write_plan(run_dir / "plan.json", plan, what="co-evolution", error=CoEvolvePlanMismatchError,
+                      outputs=("co_evolve_summary.json", "round-*/plan.json"),
                       schema=PLAN_SCHEMA_VERSION, hint="Use another --out directory to run a different plan.")
 
 
@@ -272,7 +274,7 @@ def co_evolve(
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(params.experiment)
     if start is None:
         start = prepare_round(params, 0, run_dir / round_id(0))
-    fingerprint = _write_plan(run_dir, coevolve_plan(params, config, start))
+    fingerprint = write_coevolve_plan(run_dir, coevolve_plan(params, config, start))
     train_params = params.model_copy(update={"round": params.round.model_copy(update={"skillbank": None})})
     finished: list[CoEvolveRound] = []
     checkpoint, curriculum = start.checkpoint, start.curriculum

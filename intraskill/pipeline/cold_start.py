@@ -511,6 +511,13 @@ def _gate_b(params: Params, paths: ColdStartPaths, checkpoint: str | None, store
         *(f"{gate_b}/{name}/traces.jsonl" for name in GATE_B_RUNS), f"{gate_b}/comparison.json"]
 
 
+def write_cold_start_plan(root: Path, plan: Mapping[str, Any]) -> str:
+    """Write ``plan.json`` or check the stored one (a missing one beside any other entry is refused); returns the
+    fingerprint."""
+    return write_plan(root / "plan.json", plan, what="cold-start", error=ColdStartPlanMismatchError,
+                      schema=PLAN_SCHEMA_VERSION, hint="Use another --out directory to run a different plan.")
+
+
 def run_cold_start(
     params: Params,
     out_dir: str | Path,
@@ -535,9 +542,7 @@ def run_cold_start(
     paths = ColdStartPaths.of(out_dir)
     paths.root.mkdir(parents=True, exist_ok=True)
     plan = cold_start_plan(params, analyst, checkpoint)
-    fingerprint = write_plan(paths.root / "plan.json", plan,
-                             what="cold-start", error=ColdStartPlanMismatchError, schema=PLAN_SCHEMA_VERSION,
-                             hint="Use another --out directory to run a different plan.")
+    fingerprint = write_cold_start_plan(paths.root, plan)
     stages: dict[str, StageRecord] = {}
 
     def inputs(previous: str | None) -> dict[str, Any]:

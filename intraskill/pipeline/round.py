@@ -78,6 +78,10 @@ from intraskill.training.metrics import rollout_step_metrics, train_step_metrics
 ROUND_PLAN_SCHEMA = "intraskill-round-plan-v1"
 PIPELINE_VERSION = "intraskill-round-v1"
 STEP_DONE = "step-done"
+ROUND_OUTPUTS = ("steps", "checkpoint", "checkpoint.*", "metrics.jsonl", "retries.jsonl", "triage.jsonl",
+                 "analysis_queue.jsonl", "library", "val-after", "val-compare", "analysis", "gate")
+"""What a round writes under its plan (its inputs ``skillbank.json``, ``curriculum.json`` and a carried ``val-before``
+may precede it): a round directory holding any of these refuses to run without ``plan.json``."""
 RoundEvent = Callable[[str, Mapping[str, Any]], None]
 
 
@@ -170,14 +174,15 @@ def skill1_seed_path(params: Params) -> Path | None:
 
 
 def write_round_plan(root: Path, plan: Mapping[str, Any]) -> str:
-    """Write ``plan.json`` or check the existing one; returns the fingerprint.
+    """Write ``plan.json`` or check the existing one (a missing one beside :data:`ROUND_OUTPUTS` is refused);
+    returns the fingerprint.
 
     The plan records the run's ``provenance`` (:func:`~intraskill.provenance.run_provenance`) outside the
     fingerprint; a resume under a different one logs a warning. Raises :class:`RoundPlanMismatchError`
     naming the differing top-level fields.
     """
     return write_plan(root / "plan.json", plan, what="round", error=RoundPlanMismatchError,
-                      schema=ROUND_PLAN_SCHEMA,
+                      schema=ROUND_PLAN_SCHEMA, outputs=ROUND_OUTPUTS,
                       hint="Use another round directory (or delete this one) to run a different plan.")
 
 
