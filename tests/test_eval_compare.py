@@ -111,7 +111,7 @@ def test_cli_eval_and_compare(tmp_path: Path, small_store_root: Path) -> None:
     for name, model, limit in (("a", "expert:without:page_on,read_persona", ["--set", "evaluation.task_limit=5"]),
                                ("b", "expert", ["--limit", "5"])):  # --limit is the same task limit
         result = runner.invoke(app, ["eval", "--params", str(params_path), "--split", "val", "--skills",
-                                     "none", "--out", str(tmp_path / name), "--set", f"model.spec={model}",
+                                     "none", "--out", str(tmp_path / name), "--allow-outside-run-root", "--set", f"model.spec={model}",
                                      *limit, "--no-progress", "--json"])
         assert result.exit_code == 0, result.output
         outputs.append(json.loads(result.stdout))
@@ -125,13 +125,13 @@ def test_cli_eval_and_compare(tmp_path: Path, small_store_root: Path) -> None:
     refused = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--samples", "200"])
     assert refused.exit_code == 1 and "model" in refused.output and "--kind cross-checkpoint" in refused.output
     bad = runner.invoke(app, ["eval", "--params", str(params_path), "--split", "dev", "--skills", "none",
-                              "--out", str(tmp_path / "c")])
+                              "--out", str(tmp_path / "c"), "--allow-outside-run-root"])
     assert bad.exit_code != 0 and "--split" in bad.output
     unknown = runner.invoke(app, ["eval", "--params", str(params_path), "--split", "val", "--skills", "none",
-                                  "--out", str(tmp_path / "c"), "--set", "grpo.lrr=1"])
+                                  "--out", str(tmp_path / "c"), "--allow-outside-run-root", "--set", "grpo.lrr=1"])
     assert unknown.exit_code == 1 and "grpo.lrr" in unknown.stderr and "Traceback" not in unknown.output
     untrained = runner.invoke(app, ["eval", "--params", str(params_path), "--split", "val", "--skills", "none",
-                                    "--out", str(tmp_path / "c"), "--set", "model.spec=smollm2",
+                                    "--out", str(tmp_path / "c"), "--allow-outside-run-root", "--set", "model.spec=smollm2",
                                     "--set", "model.checkpoint=untrained"])
     assert untrained.exit_code == 1 and "model" in untrained.stderr and "untrained" in untrained.stderr
 
@@ -154,9 +154,9 @@ def test_cli_eval_deploys_a_skill1_library(tmp_path: Path, small_store_root: Pat
     runner = CliRunner()
     common = ["eval", "--params", str(params_path), "--split", "val", "--set", "evaluation.task_limit=4",
               "--no-progress", "--json"]
-    bare = runner.invoke(app, [*common, "--skills", "none", "--out", str(tmp_path / "bare")])
+    bare = runner.invoke(app, [*common, "--skills", "none", "--out", str(tmp_path / "bare"), "--allow-outside-run-root"])
     deployed = runner.invoke(app, [*common, "--skills", "none", "--library", str(snapshot),
-                                   "--out", str(tmp_path / "deployed")])
+                                   "--out", str(tmp_path / "deployed"), "--allow-outside-run-root"])
     assert bare.exit_code == 0 and deployed.exit_code == 0, deployed.output
     plan = json.loads((tmp_path / "deployed" / "plan.json").read_text(encoding="utf-8"))
     assert plan["skills"]["provider"] == "skill1-library" and plan["skills"]["skill_ids"] == ["skill1-0", "skill1-1"]
@@ -169,9 +169,9 @@ def test_cli_eval_deploys_a_skill1_library(tmp_path: Path, small_store_root: Pat
 
     assert jobs("deployed") == jobs("bare")
     both = runner.invoke(app, [*common, "--skills", str(snapshot), "--library", str(snapshot),
-                               "--out", str(tmp_path / "x")])
+                               "--out", str(tmp_path / "x"), "--allow-outside-run-root"])
     assert both.exit_code == 1 and "--skills none" in both.output
     corrupt = tmp_path / "corrupt.json"
     corrupt.write_text("{", encoding="utf-8")
-    broken = runner.invoke(app, [*common, "--skills", "none", "--library", str(corrupt), "--out", str(tmp_path / "y")])
+    broken = runner.invoke(app, [*common, "--skills", "none", "--library", str(corrupt), "--out", str(tmp_path / "y"), "--allow-outside-run-root"])
     assert broken.exit_code == 1 and "corrupt.json" in broken.output and "Traceback" not in broken.output

@@ -222,7 +222,7 @@ def test_tiny_matrix_runs_compares_resumes_cell_by_cell_and_refuses_another_plan
     path = tmp_path / "matrix.yaml"
     path.write_text(yaml.safe_dump(params.model_dump(mode="json")), encoding="utf-8")
     monkeypatch.setattr(matrix_module, "run_cell", killed_after_one)  # nothing may run again
-    cli = CliRunner().invoke(app, ["experiment", "--params", str(path), "--out", str(out), "--no-progress",
+    cli = CliRunner().invoke(app, ["experiment", "--params", str(path), "--out", str(out), "--allow-outside-run-root", "--no-progress",
                                    "--json", "--set", f"experiment.run_root={tmp_path / 'runs'}"])
     assert cli.exit_code == 0, cli.output
     printed = json.loads(cli.stdout)

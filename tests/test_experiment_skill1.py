@@ -205,7 +205,7 @@ def test_an_arm_from_another_checkpoint_extends_the_matrix_through_the_command_l
         params, out, cell, *args, **kwargs) if cell.arm == "late" else pytest.fail("a finished cell ran again"))
     checkpoint = cell_dir / "round-000" / "checkpoint" / "model"
     late = f"{{late: {{method: skill1, skills: none, evolve: false, checkpoint: {checkpoint}}}}}"
-    cli = CliRunner().invoke(app, ["experiment", "--params", str(path), "--out", str(out), "--arms", "skill1,late",
+    cli = CliRunner().invoke(app, ["experiment", "--params", str(path), "--out", str(out), "--allow-outside-run-root", "--arms", "skill1,late",
                                    "--set", f"matrix.define={late}", "--no-progress", "--json"])
     assert cli.exit_code == 0, cli.output
     printed = json.loads(cli.stdout)

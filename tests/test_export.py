@@ -110,13 +110,13 @@ def test_corrupt_trace_names_file_and_line(run_dir: Path, tmp_path: Path) -> Non
 
 def test_cli_export(run_dir: Path, tmp_path: Path) -> None:
     runner = CliRunner()
-    result = runner.invoke(app, ["export", "--run", str(run_dir), "--out", str(tmp_path), "--format", "csv",
+    result = runner.invoke(app, ["export", "--run", str(run_dir), "--out", str(tmp_path), "--allow-outside-run-root", "--format", "csv",
                                  "--json"])
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)
     assert record["episodes"] == 14 and set(record["paths"]["turns"]) == {"csv"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["episodes.csv", "turns.csv"]
-    bad = runner.invoke(app, ["export", "--run", str(run_dir), "--out", str(tmp_path), "--format", "xlsx"])
+    bad = runner.invoke(app, ["export", "--run", str(run_dir), "--out", str(tmp_path), "--allow-outside-run-root", "--format", "xlsx"])
     assert bad.exit_code == 1 and "formats: expected some of parquet, csv" in bad.stderr
 
 

@@ -329,7 +329,7 @@ def test_cli_gate_run_on_a_round_directory(tmp_path: Path, small_store_root: Pat
     manifest = json.loads((round_dir / "gate" / "online_gate_manifest.json").read_text())
     assert manifest["config"]["checkpoint_id"] == "round-000-checkpoint"
     bad = CliRunner().invoke(app, ["gate", "run", "--params", str(params_file), "--round-dir", str(round_dir),
-                                   "--task-limit", "3", "--out", str(tmp_path / "other"), "--no-progress"])
+                                   "--task-limit", "3", "--out", str(tmp_path / "other"), "--allow-outside-run-root", "--no-progress"])
     assert bad.exit_code == 1 and "rank deficient" in bad.output
     gate_dir = str(round_dir / "gate")
     shown = CliRunner().invoke(app, ["gate", "show", gate_dir])

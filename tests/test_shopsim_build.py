@@ -197,14 +197,14 @@ def test_malformed_files_are_refused_naming_file_and_field(tmp_path: Path, case:
 def test_cli_builds_from_the_files_and_fails_in_one_line(tmp_path: Path) -> None:
     runner = CliRunner()
     ok = runner.invoke(cli_app, ["env", "build", "--from-shopsimulator", str(FIXTURE), "--out",
-                                 str(tmp_path / "store"), "--json"])
+                                 str(tmp_path / "store"), "--allow-outside-run-root", "--json"])
     assert ok.exit_code == 0, ok.output
     summary = json.loads(ok.stdout.strip().splitlines()[-1])
     assert summary["counts"]["test_tasks"] == 2 and summary["source"]["kind"] == "shopsimulator"
     broken = _copy(tmp_path)
     _edit_products(lambda r: r[3].pop("category"))(broken)
     bad = runner.invoke(cli_app, ["env", "build", "--from-shopsimulator", str(broken), "--out",
-                                  str(tmp_path / "other")])
+                                  str(tmp_path / "other"), "--allow-outside-run-root"])
     assert bad.exit_code == 1
     assert bad.stderr.strip().splitlines()[-1] == (
         f"error: {broken / 'data' / CATALOG_FILE}: products[3] (asin 603381920417).category: missing")

@@ -111,7 +111,7 @@ def test_skill1_round_commits_resumes_after_kills_and_refuses_another_plan(tmp_p
     params_file = tmp_path / "skill1.yaml"
     params_file.write_text(yaml.safe_dump(data), encoding="utf-8")
     cli = CliRunner().invoke(app, ["round", "--params", str(params_file), "--set", "round.method=skill1",
-                                   "--out", str(root), "--no-progress", "--json"])
+                                   "--out", str(root), "--allow-outside-run-root", "--no-progress", "--json"])
     assert cli.exit_code == 0, cli.output
     assert json.loads(cli.stdout)["steps"] == 2
     assert (root / "steps" / "step-0002" / STEP_DONE).exists()

@@ -38,7 +38,7 @@ def _array(script: Path) -> list[str]:
 def test_a_control_cell_round_writes_every_file_from_its_params(small_store_root: Path,
                                                                 tmp_path: Path) -> None:
     out = tmp_path / "uniform" / "seed-1" / "round-001"
-    result = _invoke("--round", "1", "--out", str(out), "--skillbank", str(BANK), "--arm", "uniform",
+    result = _invoke("--round", "1", "--out", str(out), "--allow-outside-run-root", "--skillbank", str(BANK), "--arm", "uniform",
                      "--seed-index", "1", "--store-root", str(small_store_root),
                      "--store-url", "http://127.0.0.1:5999", "--episode-concurrency", "4", "--json")
     assert result.exit_code == 0, result.output
@@ -101,7 +101,7 @@ def test_a_control_cell_round_writes_every_file_from_its_params(small_store_root
 def test_refusals_are_one_line_and_write_nothing(tmp_path: Path, arguments: tuple[str, ...],
                                                   message: str) -> None:
     bank = () if arguments == () else ("--skillbank", str(BANK))
-    result = _invoke("--out", str(tmp_path / "round"), *bank, *arguments)
+    result = _invoke("--out", str(tmp_path / "round"), "--allow-outside-run-root", *bank, *arguments)
     assert result.exit_code == 1
     assert message in result.stderr and result.stderr.startswith("error: ")
     assert len(result.stderr.splitlines()) == 1

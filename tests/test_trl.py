@@ -183,16 +183,16 @@ def test_the_trl_verb_trains_and_saves_a_model(small_store_root: Path, tmp_path:
             "--set", "round.over_sampling_batch_size=1"]
     runner = CliRunner()
     result = runner.invoke(app, ["trl", "--params", str(ROOT / "params" / "organism.yaml"), "--steps", "1",
-                                 "--model", str(WARM_START), "--out", str(tmp_path / "trl"), "--no-progress",
+                                 "--model", str(WARM_START), "--out", str(tmp_path / "trl"), "--allow-outside-run-root", "--no-progress",
                                  "--json", *tiny])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["steps"] == 1 and summary["store"] == "in process" and len(summary["reward_per_step"]) == 1
     assert summary["per_step"][0]["episodes"] == 2 and (tmp_path / "trl" / "model" / "config.json").is_file()
-    bad = runner.invoke(app, ["trl", "--model", str(tmp_path), "--out", str(tmp_path / "x")])
+    bad = runner.invoke(app, ["trl", "--model", str(tmp_path), "--out", str(tmp_path / "x"), "--allow-outside-run-root"])
     assert bad.exit_code == 1 and "--model" in bad.stderr and "config.json" in bad.stderr
     if importlib.util.find_spec("openenv") is not None:
         unserved = runner.invoke(app, ["trl", "--params", str(ROOT / "params" / "organism.yaml"), "--steps", "1",
-                                       "--model", str(WARM_START), "--env-url", "http://127.0.0.1:9", "--out", str(tmp_path / "y"), *tiny])
+                                       "--model", str(WARM_START), "--env-url", "http://127.0.0.1:9", "--out", str(tmp_path / "y"), "--allow-outside-run-root", *tiny])
         assert unserved.exit_code == 1 and "env_url: no OpenEnv store answers" in unserved.stderr
         assert "Traceback" not in unserved.output

@@ -17,12 +17,15 @@ import typer
 from pydantic import BaseModel
 
 from intraskill.params import Params, ParamsError, load_params, with_overrides
-from intraskill.paths import params_path, project_root
+from intraskill.paths import params_path, project_root, runs_root
 
 JSON_OPTION = typer.Option(False, "--json", help="Print exactly one JSON object on stdout (notes on stderr).")
 SET_OPTION = typer.Option(None, "--set", metavar="FIELD=VALUE",
                           help="Override a field of the params file, e.g. grpo.lr=1e-4 (repeatable).")
 PROGRESS_OPTION = typer.Option(True, "--progress/--no-progress", help="Show progress bars on stderr.")
+ALLOW_OUTSIDE_OPTION = typer.Option(
+    False, "--allow-outside-run-root",
+    help="Let --out name a folder outside the run root (experiment.run_root; default runs/).")
 USER_ERRORS = (ValueError, FileNotFoundError)
 """Errors of bad input (ParamsError, a refused split, a missing file): one line, never a traceback."""
 
@@ -56,6 +59,21 @@ def load(path: Path, overrides: list[str] | None = None, flags: list[str] | None
     except ParamsError as error:
         head, *fields = str(error).splitlines()
         fail(" ".join([head, "; ".join(field.strip() for field in fields)]).strip())
+
+
+def confined(out: Path, params: Params | None, allow: bool, root: Path | None = None) -> Path:
+    """``out`` (as given) when it resolves inside ``root`` (default the run root: ``experiment.run_root``, or
+    ``runs`` without params), symbolic links and ``..`` followed; otherwise one error line, unless ``allow``
+    (``--allow-outside-run-root``) or ``experiment.allow_outside_run_root`` lifts the rule (never for an
+    explicit ``root``)."""
+    if allow or (params is not None and params.experiment.allow_outside_run_root):
+        return out
+    base = (root if root is not None else runs_root(params.experiment.run_root if params else "runs")).resolve()
+    resolved = out.expanduser().resolve()
+    if not resolved.is_relative_to(base):
+        lift = "" if root is not None else " or pass --allow-outside-run-root"
+        fail(f"--out {out}: resolves to {resolved}, outside {base}; choose a folder inside it{lift}")
+    return out
 
 
 def _lines(record: Mapping[str, Any], prefix: str = "") -> Iterable[str]:

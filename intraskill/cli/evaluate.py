@@ -6,7 +6,18 @@ from pathlib import Path
 
 import typer
 
-from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, default, emit, fail, load, note
+from intraskill.cli.common import (
+    ALLOW_OUTSIDE_OPTION,
+    JSON_OPTION,
+    PROGRESS_OPTION,
+    SET_OPTION,
+    confined,
+    default,
+    emit,
+    fail,
+    load,
+    note,
+)
 from intraskill.evaluate.runner import DEFAULT_BATCH_SIZE
 from intraskill.params import EvaluationParams
 
@@ -16,6 +27,7 @@ def eval_command(
     split: str = typer.Option(..., "--split", help="Task split: val, test (declared claims only) or dev (probes; carved from train)."),
     skills: str = typer.Option(..., "--skills", help="SkillBank JSON injected in every episode, or 'none'."),
     out: Path = typer.Option(..., "--out", help="Run directory (re-running the same plan resumes it)."),
+    allow_outside: bool = ALLOW_OUTSIDE_OPTION,
     library: Path | None = typer.Option(
         None, "--library", help="Skill1: deploy this library snapshot.json (query, retrieval, rank, act; frozen, no "
                                 "distillation) with the params' skill1: settings; needs --skills none."),
@@ -42,6 +54,7 @@ def eval_command(
     if library is not None and not library.is_file():
         fail(f"--library: no such library snapshot: {library}")
     params = load(params_path, overrides)
+    out = confined(out, params, allow_outside)
     try:
         deployment = LibraryDeployment.from_snapshot(library, params.skill1) if library is not None else None
     except ValueError as error:  # SkillLibraryError and a snapshot that is not JSON
@@ -71,6 +84,7 @@ def compare_command(
         "same-checkpoint", "--kind", help="same-checkpoint (bare vs equipped) or cross-checkpoint."
     ),
     out: Path | None = typer.Option(None, "--out", help="Folder for comparison.json/.md (default RUN_B)."),
+    allow_outside: bool = ALLOW_OUTSIDE_OPTION,
     samples: int = typer.Option(default(EvaluationParams, "bootstrap_samples"), "--samples", min=100,
                                 help="Bootstrap resamples."),
     seed: int = typer.Option(default(EvaluationParams, "bootstrap_seed"), "--seed",
@@ -87,6 +101,8 @@ def compare_command(
         write_comparison,
     )
 
+    if out is not None:
+        out = confined(out, None, allow_outside)
     if kind not in KINDS:
         fail(f"--kind: expected one of {', '.join(KINDS)}, got {kind!r}")
     try:

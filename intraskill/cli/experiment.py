@@ -8,7 +8,16 @@ from pathlib import Path
 
 import typer
 
-from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load
+from intraskill.cli.common import (
+    ALLOW_OUTSIDE_OPTION,
+    JSON_OPTION,
+    PROGRESS_OPTION,
+    SET_OPTION,
+    confined,
+    emit,
+    fail,
+    load,
+)
 
 
 def experiment_command(
@@ -22,6 +31,7 @@ def experiment_command(
     test_tasks: int = typer.Option(None, "--test-tasks", help="Test tasks per evaluation (default: the split)."),
     repeats: int = typer.Option(None, "--repeats", help="Rollouts per test task (evaluation.repeats)."),
     out: Path = typer.Option(None, "--out", help="Matrix dir (<run_root>/<experiment>/controls)."),
+    allow_outside: bool = ALLOW_OUTSIDE_OPTION,
     jobs: int = typer.Option(1, "--jobs", min=1, help="Cells run at once, one process each."),
     progress: bool = PROGRESS_OPTION,
     as_json: bool = JSON_OPTION,
@@ -41,6 +51,7 @@ def experiment_command(
              "matrix.rounds": rounds, "matrix.test_tasks": test_tasks, "evaluation.repeats": repeats}
     settings = [f"{field}={value}" for field, value in flags.items() if value is not None]
     loaded = load(params, overrides, settings)
+    out = confined(out, loaded, allow_outside) if out is not None else None
     try:
         result = run_matrix(loaded, out, jobs=jobs, progress=progress)
     except (MatrixPlanMismatchError, CoEvolvePlanMismatchError, RoundPlanMismatchError, CheckpointError) as error:

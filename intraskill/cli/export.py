@@ -6,12 +6,13 @@ from pathlib import Path
 
 import typer
 
-from intraskill.cli.common import JSON_OPTION, emit, fail
+from intraskill.cli.common import ALLOW_OUTSIDE_OPTION, JSON_OPTION, confined, emit, fail
 
 
 def export_command(
     run: Path = typer.Option(..., "--run", help="Run directory (round, co-evolve, gate, evaluation, matrix)."),
     out: Path = typer.Option(..., "--out", help="Folder for episodes.<fmt> and turns.<fmt>."),
+    allow_outside: bool = ALLOW_OUTSIDE_OPTION,
     formats: str = typer.Option("parquet,csv", "--format", help="Comma-separated: parquet, csv."),
     name: str | None = typer.Option(None, "--name", help="Value of the run column (default: the folder name)."),
     as_json: bool = JSON_OPTION,
@@ -20,6 +21,7 @@ def export_command(
     # deferred: a verb loads its stage only when it runs
     from intraskill.analysis.export import export_run
 
+    out = confined(out, None, allow_outside)
     if not run.is_dir():
         fail(f"--run: no such run directory: {run}")
     result = export_run(run, out, [f.strip() for f in formats.split(",") if f.strip()], name)

@@ -9,7 +9,16 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load
+from intraskill.cli.common import (
+    ALLOW_OUTSIDE_OPTION,
+    JSON_OPTION,
+    PROGRESS_OPTION,
+    SET_OPTION,
+    confined,
+    emit,
+    fail,
+    load,
+)
 from intraskill.gate.masks import DEFAULT_MASK_SEED
 
 if TYPE_CHECKING:
@@ -94,6 +103,7 @@ def run_command(
     checkpoint: Path = typer.Option(None, "--checkpoint", help="Policy dir (<round-dir>/checkpoint/model)."),
     pool: Path = typer.Option(None, "--pool", help="Pool (<round-dir>/analysis/candidate_pool.json)."),
     out: Path = typer.Option(None, "--out", help="Gate directory; default <round-dir>/gate."),
+    allow_outside: bool = ALLOW_OUTSIDE_OPTION,
     bare_run_dir: Path = BARE_RUN_OPTION,
     rollouts_per_task: int = ROLLOUTS_OPTION,
     mask_seed: int = MASK_SEED_OPTION,
@@ -106,6 +116,7 @@ def run_command(
     from intraskill.pipeline.gate_run import GateConfig, run_online_gate
 
     loaded = load(params, overrides)
+    out = confined(out, loaded, allow_outside) if out is not None else None
     ledger = round_dir / "analysis" / "proposal_ledger.jsonl"
     default_checkpoint = round_dir / "checkpoint" / "model"
     if checkpoint is None and loaded.model.spec != "expert" and not loaded.model.spec.startswith("expert:"):
@@ -125,6 +136,7 @@ def gate_a_command(
     overrides: list[str] = SET_OPTION,
     draft: Path = typer.Option(..., "--draft", exists=True, dir_okay=False, help="Draft bank (draft_only)."),
     out: Path = typer.Option(..., "--out", help="Gate A directory."),
+    allow_outside: bool = ALLOW_OUTSIDE_OPTION,
     checkpoint_id: str = typer.Option(..., "--checkpoint-id", help="Name of the frozen checkpoint."),
     checkpoint: Path = typer.Option(None, "--checkpoint", help="Policy dir (default: model.checkpoint resolved)."),
     ledger: Path = typer.Option(None, "--ledger", exists=True, dir_okay=False, help="ADD ledger to update."),
@@ -141,6 +153,7 @@ def gate_a_command(
     from intraskill.pipeline.gate_run import GateConfig, run_gate_a
 
     loaded = load(params, overrides)
+    out = confined(out, loaded, allow_outside)
     if checkpoint is None:
         checkpoint = resolve_checkpoint(loaded, params)[0]
     config = GateConfig.from_params(loaded.round, checkpoint_id, mask_seed=mask_seed,

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from intraskill.cli.common import JSON_OPTION, emit, note
+from intraskill.cli.common import JSON_OPTION, confined, emit, note
 
 app = typer.Typer(help="Build the bilingual report (papermill notebooks + Quarto or a static fallback).",
                   no_args_is_help=True)
@@ -52,7 +52,7 @@ def build(
 def figures(
     root: Path = ROOT_OPTION,
     run_dir: Optional[Path] = RUN_DIR_OPTION,
-    out: Optional[Path] = typer.Option(None, "--out", help="Figures folder (default <root>/figures)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Figures folder inside ROOT (default <root>/figures)."),
     quick: bool = QUICK_OPTION,
     execute: bool = EXECUTE_OPTION,
     force: bool = FORCE_OPTION,
@@ -71,6 +71,7 @@ def figures(
     from intraskill.report.figures import publish_figures
 
     base = root.resolve()
+    out = confined(out, None, False, root=base) if out is not None else None
     manifest = load_manifest(base / MANIFEST_PATH)
     specs = [spec for spec in manifest.notebooks if spec.figures]
     executed_dir = (run_dir if run_dir is not None else base / DEFAULT_RUN_DIR) / "notebooks"

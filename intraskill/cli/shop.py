@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from intraskill.cli.common import JSON_OPTION, default, emit, fail, load
+from intraskill.cli.common import ALLOW_OUTSIDE_OPTION, JSON_OPTION, confined, default, emit, fail, load
 from intraskill.params import StoreParams
 
 SCALE_DEFAULT, SEED_DEFAULT = default(StoreParams, "scale"), default(StoreParams, "seed")
@@ -37,6 +37,7 @@ def build_command(
         help="Build from ShopSimulator's own files: its shop_env directory (data/fine_items_eval_train_all."
              "cleaned.v2.json.gz and persona_splits.v1.json); --scale and --seed are then unused."),
     force: bool = typer.Option(False, "--force", help="Rebuild even when ROOT holds a store (also a damaged one)."),
+    allow_outside: bool = ALLOW_OUTSIDE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Generate (or reuse) the synthetic catalogue, tasks, splits and search index under ROOT, or build them from
@@ -45,6 +46,7 @@ def build_command(
     # deferred: a verb loads its stage only when it runs
     from intraskill.shop.build import build_shopsimulator_store, build_store
 
+    root = str(confined(Path(root), None, allow_outside))
     started = time.perf_counter()
     if from_shopsimulator is None:
         artifacts = build_store(root, scale=scale, seed=seed, force=force)

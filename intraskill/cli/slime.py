@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from intraskill.cli.common import JSON_OPTION, SET_OPTION, emit, load
+from intraskill.cli.common import ALLOW_OUTSIDE_OPTION, JSON_OPTION, SET_OPTION, confined, emit, load
 from intraskill.integrations.slime.config import ARGS_ARRAY, DEFAULT_STORE_URL
 
 TASK_FILE = "slime_train.jsonl"
@@ -19,6 +19,7 @@ def slime_args_command(
     overrides: list[str] = SET_OPTION,
     round_index: int = typer.Option(0, "--round", min=0, help="Round number (0 = the first round)."),
     out: Path = typer.Option(..., "--out", help="Round directory: the hooks' training output directory."),
+    allow_outside: bool = ALLOW_OUTSIDE_OPTION,
     skillbank: Path = typer.Option(None, "--skillbank",
                                    help="The round's bank (default round.skillbank): S0 in round 0, the "
                                         "previous round's gate/selected_skillbank.json later."),
@@ -48,6 +49,7 @@ def slime_args_command(
     from intraskill.shop.build import build_store
 
     loaded = load(params, overrides)
+    out = confined(out, loaded, allow_outside)
     cell = cell_round_params(loaded, arm, seed_index)
     if skillbank is None and cell.round.skillbank is None:
         raise ValueError("--skillbank: the round needs a bank (S0 in round 0, the previous gate's "

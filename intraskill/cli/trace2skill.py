@@ -7,7 +7,16 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load
+from intraskill.cli.common import (
+    ALLOW_OUTSIDE_OPTION,
+    JSON_OPTION,
+    PROGRESS_OPTION,
+    SET_OPTION,
+    confined,
+    emit,
+    fail,
+    load,
+)
 from intraskill.trace2skill.pool import DEFAULT_MAX_CANDIDATES
 
 if TYPE_CHECKING:
@@ -90,6 +99,7 @@ def cold_start_command(
     params: Path = typer.Option(..., "--params", help="Parameter file (cold_start, store, model, evaluation, round)."),
     overrides: list[str] = SET_OPTION,
     out: Path = typer.Option(..., "--out", help="Cold-start directory (resumed when it holds the same plan)."),
+    allow_outside: bool = ALLOW_OUTSIDE_OPTION,
     analyst: str = ANALYST_OPTION,
     analyst_url: str = ANALYST_URL_OPTION,
     analyst_model: str = ANALYST_MODEL_OPTION,
@@ -102,6 +112,7 @@ def cold_start_command(
     consolidation, compiler, Gate A; writes <out>/selected_skillbank.json (usable as round.skillbank)."""
     settings = analyst_settings(analyst, analyst_url, analyst_model, analyst_max_turns, analyst_max_tokens)
     loaded = load(params, overrides)
+    out = confined(out, loaded, allow_outside)
     # deferred: a verb loads its stage only when it runs
     from intraskill.pipeline.cold_start import ColdStartError, ColdStartPlanMismatchError, run_cold_start
 

@@ -8,7 +8,16 @@ from pathlib import Path
 
 import typer
 
-from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load
+from intraskill.cli.common import (
+    ALLOW_OUTSIDE_OPTION,
+    JSON_OPTION,
+    PROGRESS_OPTION,
+    SET_OPTION,
+    confined,
+    emit,
+    fail,
+    load,
+)
 from intraskill.cli.trace2skill import (
     ANALYST_MAX_TOKENS_OPTION,
     ANALYST_MAX_TURNS_OPTION,
@@ -26,6 +35,7 @@ def warmstart_command(
     params: Path = typer.Option(..., "--params", help="Parameter file with a warmstart: section."),
     overrides: list[str] = SET_OPTION,
     out: Path = typer.Option(None, "--out", help="Output directory (default: warmstart.out_dir)."),
+    allow_outside: bool = ALLOW_OUTSIDE_OPTION,
     ship: Path = typer.Option(None, "--ship", help="Also copy checkpoint, manifest and ground truth here."),
     progress: bool = PROGRESS_OPTION,
     as_json: bool = JSON_OPTION,
@@ -37,6 +47,7 @@ def warmstart_command(
     from intraskill.organism.warmstart import run_warmstart
 
     loaded = load(params, overrides)
+    out = confined(out, loaded, allow_outside) if out is not None else None
     manifest = run_warmstart(loaded, out, progress=progress)
     if ship is not None:
         ship_warmstart(out or loaded.warmstart.out_dir, ship)
@@ -50,6 +61,7 @@ def warmstart_skill1_command(
                                 help="Parameter file with warmstart:, skill1: and skill1_warmstart: sections."),
     overrides: list[str] = SET_OPTION,
     out: Path = typer.Option(None, "--out", help="Output directory (default: skill1_warmstart.out_dir)."),
+    allow_outside: bool = ALLOW_OUTSIDE_OPTION,
     ship: Path = typer.Option(None, "--ship", help="Also copy the checkpoint and manifest here."),
     progress: bool = PROGRESS_OPTION,
     as_json: bool = JSON_OPTION,
@@ -61,6 +73,7 @@ def warmstart_skill1_command(
     from intraskill.organism.skill1_warmstart import MANIFEST_FILE, run_skill1_warmstart
 
     loaded = load(params, overrides)
+    out = confined(out, loaded, allow_outside) if out is not None else None
     manifest = run_skill1_warmstart(loaded, out, progress=progress)
     if ship is not None:
         ship_warmstart(manifest["out_dir"], ship, files=(MANIFEST_FILE,))
@@ -76,6 +89,7 @@ def round_command(
     overrides: list[str] = SET_OPTION,
     round_index: int = typer.Option(0, "--round", min=0, help="Round number (0 = the first round)."),
     out: Path = typer.Option(None, "--out", help="Round directory (default <run_root>/<experiment>/round-NNN)."),
+    allow_outside: bool = ALLOW_OUTSIDE_OPTION,
     progress: bool = PROGRESS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -88,6 +102,7 @@ def round_command(
     from intraskill.training.checkpoint import CheckpointError
 
     loaded = load(params, overrides)
+    out = confined(out, loaded, allow_outside) if out is not None else None
     inputs = prepare_round(loaded, round_index, out)
     try:
         result = run_round(loaded, round_index, curriculum=inputs.curriculum, initial_checkpoint=inputs.checkpoint,
@@ -109,6 +124,7 @@ def co_evolve_command(
     overrides: list[str] = SET_OPTION,
     rounds: int = typer.Option(..., "--rounds", min=1, help="Number of co-evolution rounds."),
     out: Path = typer.Option(None, "--out", help="Run dir (<run_root>/<experiment>/co-evolve)."),
+    allow_outside: bool = ALLOW_OUTSIDE_OPTION,
     rollouts_per_task: int = typer.Option(1, "--rollouts-per-task", min=1, help="Gate rollouts per val task."),
     gate_task_limit: int = typer.Option(None, "--gate-task-limit", help="Gate val tasks (round.val_tasks)."),
     max_candidates: int = typer.Option(DEFAULT_MAX_CANDIDATES, "--max-candidates",
@@ -136,6 +152,7 @@ def co_evolve_command(
     from intraskill.training.checkpoint import CheckpointError
 
     loaded = load(params, overrides)
+    out = confined(out, loaded, allow_outside) if out is not None else None
     config = CoEvolveConfig(samples_per_task=rollouts_per_task, gate_task_limit=gate_task_limit,
                             max_candidates=max_candidates, analyst=settings)
     try:

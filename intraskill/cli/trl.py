@@ -10,7 +10,17 @@ from pathlib import Path
 
 import typer
 
-from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load, note
+from intraskill.cli.common import (
+    ALLOW_OUTSIDE_OPTION,
+    JSON_OPTION,
+    PROGRESS_OPTION,
+    SET_OPTION,
+    confined,
+    emit,
+    fail,
+    load,
+    note,
+)
 
 
 def trl_command(
@@ -26,6 +36,7 @@ def trl_command(
                                 "--protocol openenv --params P; the openenv extra) instead of an engine in process."),
     store_root: Path | None = typer.Option(None, "--store-root", help="The built store (default: the params')."),
     out: Path = typer.Option(Path("runs/trl-grpo"), "--out", help="Output directory: TRL's files and the model."),
+    allow_outside: bool = ALLOW_OUTSIDE_OPTION,
     threads: int | None = typer.Option(None, "--threads", min=1, help="Torch threads (default: torch's)."),
     overrides: list[str] = SET_OPTION,
     progress: bool = PROGRESS_OPTION,
@@ -48,6 +59,7 @@ def trl_command(
     from intraskill.policy.factory import load_model
 
     params = load(params_path, overrides)
+    out = confined(out, params, allow_outside)
     if threads is not None:
         # deferred: torch is heavy to import
         import torch
