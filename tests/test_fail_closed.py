@@ -54,9 +54,9 @@ def test_the_manifest_records_the_index_checksum_and_a_tampered_index_is_refused
         open_store(store_copy)
     with pytest.raises(StoreIntegrityError, match=r"search\.sqlite3.*--force"):
         build_store(store_copy, scale="small", seed=11)
-    result = CliRunner().invoke(app, ["env", "build", "--root", str(store_copy), "--scale", "small", "--seed", "11"])
+    result = CliRunner().invoke(app, ["env", "build", "--root", str(store_copy), "--allow-outside-run-root", "--scale", "small", "--seed", "11"])
     assert result.exit_code == 1 and "search.sqlite3" in result.output and "Traceback" not in result.output
-    result = CliRunner().invoke(app, ["env", "build", "--root", str(store_copy), "--scale", "small", "--seed", "11",
+    result = CliRunner().invoke(app, ["env", "build", "--root", str(store_copy), "--allow-outside-run-root", "--scale", "small", "--seed", "11",
                                       "--force", "--json"])
     assert result.exit_code == 0, result.output
     assert '"reused": false' in result.output
@@ -72,7 +72,7 @@ def test_a_truncated_catalogue_names_the_file(store_copy: Path) -> None:
     plain.write_bytes(gzip.decompress(gzip.compress(b'[{"asin": "A1"}, {"asin": ')))
     with pytest.raises(ValueError, match=rf"{plain}: truncated or corrupt"):
         read_raw_products(plain)
-    result = CliRunner().invoke(app, ["env", "build", "--root", str(store_copy), "--scale", "small", "--seed", "11"])
+    result = CliRunner().invoke(app, ["env", "build", "--root", str(store_copy), "--allow-outside-run-root", "--scale", "small", "--seed", "11"])
     assert result.exit_code == 1 and str(products) in result.output and "Aborted" not in result.output
     (store_copy / "manifest.json").unlink()
     with pytest.raises(FileNotFoundError, match="manifest"):

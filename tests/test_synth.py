@@ -165,7 +165,7 @@ def test_env_build_command_reuses_the_store(small_store_root) -> None:
     from intraskill.cli import app
 
     manifest = json.loads((small_store_root / "manifest.json").read_text(encoding="utf-8"))
-    result = CliRunner().invoke(app, ["env", "build", "--root", str(small_store_root), "--scale", "small",
+    result = CliRunner().invoke(app, ["env", "build", "--root", str(small_store_root), "--allow-outside-run-root", "--scale", "small",
                                       "--seed", str(manifest["seed"]), "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)

@@ -3,11 +3,13 @@
 :func:`format_table` shows integer-valued columns as integers, fractions as percentages, an estimate and
 its CI bounds as one ``x [lo, hi]`` column, values within rounding of zero as ``0`` (never ``1.1e-16``),
 and translates headers (``LABELS["col_<name>"]``) and chosen values (``LABELS[<prefix><value>]``) into the
-page's language; mathtext in a label (``$S_0$``) becomes HTML sub/superscripts.
+page's language; mathtext in a label (``$S_0$``) becomes HTML sub/superscripts. The Styler renders its cells as
+HTML without escaping, so every other text cell and header (run data: names, statuses) is HTML-escaped here.
 """
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -39,7 +41,7 @@ def html_label(text: str) -> str:
 def header(name: Any, language: str) -> str:
     """The column header of ``name``: ``LABELS["col_<name>"]`` in ``language``, else the name itself."""
     key = f"col_{name}"
-    return html_label(label(key, language)) if key in LABELS else str(name)
+    return html_label(label(key, language)) if key in LABELS else html.escape(str(name))
 
 
 PERCENT = {"en": " %", "zh": "%"}
@@ -130,7 +132,7 @@ def format_table(
         else:
             prefix = (values or {}).get(column)
             cell = [html_label(label(f"{prefix}{x}", language)) if prefix and f"{prefix}{x}" in LABELS
-                    else ("—" if x is None or x is pd.NA else str(x)) for x in series]
+                    else ("—" if x is None or x is pd.NA else html.escape(str(x))) for x in series]
         shown[header(column, language)] = cell
     styler = shown.style.hide(axis="index").set_table_styles(TABLE_STYLES)
     return styler.set_uuid(sha256_text(f"{language}:{shown.to_json()}")[:8])  # stable HTML ids across builds

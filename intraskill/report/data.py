@@ -20,7 +20,7 @@ from pathlib import Path
 
 from intraskill.analysis.export import FORMATS, SCHEMA, export_run, find_trace_files
 from intraskill.report.browser import BROWSER_DIR, BrowserRun, copy_assets, write_browser_data
-from intraskill.report.markdown import markdown_table
+from intraskill.report.markdown import Markdown, code_span, markdown_table, md_link
 from intraskill.report.skill_pages import SKILLS_DIR, SkillPages, write_skill_pages
 
 DATA_DIR = "data"
@@ -91,10 +91,10 @@ def runs_markdown(runs: Sequence[DataRun], language: str, patterns: Sequence[str
     """The data page's run list: name, episode and turn counts, one link per table and format."""
     text = TEXT[language]
     if not runs:
-        return text["none"].format(patterns=", ".join(f"`{p}`" for p in patterns) or "—") + "\n"
+        return text["none"].format(patterns=", ".join(code_span(p) for p in patterns) or "—") + "\n"
     rows = [
-        (f"`{run.name}`", f"{run.episodes:,}", f"{run.turns:,}",
-         " · ".join(f"[{name}]({PAGE_TO_SITE}/{DATA_DIR}/{path})" for name, path in run.files.items()))
+        (code_span(run.name), f"{run.episodes:,}", f"{run.turns:,}",
+         Markdown(" · ".join(md_link(name, f"{PAGE_TO_SITE}/{DATA_DIR}/{path}") for name, path in run.files.items())))
         for run in runs
     ]
     return markdown_table([text["run"], text["episodes"], text["turns"], text["downloads"]], rows, "lrrl")
@@ -103,7 +103,7 @@ def runs_markdown(runs: Sequence[DataRun], language: str, patterns: Sequence[str
 def schema_markdown(table: str, language: str) -> str:
     """Column, type and meaning of one exported table, in ``language``."""
     text = TEXT[language]
-    rows = [(f"`{c.name}`", TYPE_TEXT[language][c.kind], getattr(c, language)) for c in SCHEMA[table]]
+    rows = [(code_span(c.name), TYPE_TEXT[language][c.kind], getattr(c, language)) for c in SCHEMA[table]]
     return markdown_table([text["column"], text["type"], text["meaning"]], rows, "lll")
 
 

@@ -2,7 +2,8 @@
 
 Reads the same sources Quarto would — ``_quarto.yml`` (pages, navbar menus) and the ``.qmd`` pages —
 and writes a self-contained HTML site that works from ``file://``: the Markdown bodies go through
-mistune (inline TeX as MathML, :mod:`intraskill.report.mathml`; raw ```` ```{=html} ```` blocks as they are), each ``{{< include path.md >}}`` by
+mistune (inline TeX as MathML, :mod:`intraskill.report.mathml`; raw ```` ```{=html} ```` blocks as they are, any other HTML
+escaped, so run data included into a page cannot add markup), each ``{{< include path.md >}}`` by
 the file's Markdown, each ``{{< embed path.ipynb#label >}}`` is replaced by the outputs of the executed notebook cell
 carrying ``#| label: <label>`` (images as data URIs, tables as HTML), and every executed notebook is
 exported with nbconvert to ``notebooks/<name>.html``. Headings keep explicit ``{#id}`` anchors, which the
@@ -222,7 +223,9 @@ class _Renderer:
                     url = path[: -len(".qmd")] + ".html" + sep + anchor
                 return super().link(text, url, title)
 
-        markdown = mistune.create_markdown(renderer=Renderer(escape=False), plugins=["table", "strikethrough", "math"])
+        # escape=True: raw HTML in Markdown (included run data, notebook Markdown outputs) is shown, never parsed;
+        # the pages' own HTML comes in ```{=html} blocks (block_code above)
+        markdown = mistune.create_markdown(renderer=Renderer(escape=True), plugins=["table", "strikethrough", "math"])
         markdown.renderer.register("inline_math", lambda _, text: tex_to_mathml(text))
         markdown.renderer.register("block_math", lambda _, text: tex_to_mathml(text, display=True) + "\n")
         return markdown

@@ -26,7 +26,7 @@ from intraskill.analysis.skill_versions import (
     find_coevolve_runs,
     read_skill_versions,
 )
-from intraskill.report.markdown import markdown_table
+from intraskill.report.markdown import code_span, markdown_table, md_link
 from intraskill.report.site import NO_FAVICON, STYLE
 
 SKILLS_DIR = "skills"
@@ -132,7 +132,8 @@ def _chunk_html(chunk: ChunkEntry, previous: str | None, language: str) -> str:
         header = (text["card"], text["surface"], text["mechanism"], text["counterfactual"], text["validation"])
         rows = "".join(
             f"<tr><td><code>{e(c.card_id)}</code></td><td>{e(c.failure_surface)}</td><td>{e(c.failure_mechanism)}"
-            f"</td><td>{c.counterfactual_successes} / {c.counterfactual_trials}</td><td>{e(c.repair_validation)}</td></tr>"
+            f"</td><td>{e(str(c.counterfactual_successes))} / {e(str(c.counterfactual_trials))}</td>"
+            f"<td>{e(c.repair_validation)}</td></tr>"
             for c in chunk.origin.cards)
         parts.append("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + f"</tr>{rows}</table>")
     parts.append(f"<h4>{e(text['text'])}</h4><pre>{e(chunk.content)}</pre>")
@@ -166,16 +167,16 @@ def version_page(run: str, history: SkillHistory, position: int, language: str) 
     nav = [f'<a class="brand" href="{e(index)}">{e(text["title"])}</a>']
     if position > 0:
         previous = history.versions[position - 1]
-        nav.append(f'<a href="{e(link(version_path(run, previous, language)))}">← {previous.label}</a>')
+        nav.append(f'<a href="{e(link(version_path(run, previous, language)))}">← {e(previous.label)}</a>')
     if position + 1 < len(history.versions):
         following = history.versions[position + 1]
-        nav.append(f'<a href="{e(link(version_path(run, following, language)))}">{following.label} →</a>')
+        nav.append(f'<a href="{e(link(version_path(run, following, language)))}">{e(following.label)} →</a>')
     nav.append(f'<a class="lang-switch" href="{e(link(version_path(run, version, other)))}">{text["switch"]}</a>')
     previous_label = history.versions[position - 1].label if position > 0 else None
     intro = (text["initial"] if version.gate_round is None
              else text["produced"].format(round=version.gate_round, n=version.observations))
-    body = [f"<h1>{version.label} · {e(run)}</h1>",
-            f"<p>{e(intro)} <code>{e(version.bank_version)}</code> · sha256 <code>{version.sha256[:12]}</code></p>",
+    body = [f"<h1>{e(version.label)} · {e(run)}</h1>",
+            f"<p>{e(intro)} <code>{e(version.bank_version)}</code> · sha256 <code>{e(version.sha256[:12])}</code></p>",
             f'<h2 id="chunks">{e(text["chunks"])}</h2>',
             _summary_table(version.chunks, language) if version.chunks else f"<p>{e(text['empty'])}</p>",
             *(_chunk_html(chunk, previous_label, language) for chunk in version.chunks)]
@@ -186,7 +187,7 @@ def version_page(run: str, history: SkillHistory, position: int, language: str) 
             body.extend(_chunk_html(chunk, None, language) for chunk in entries)
     lang_attr = "zh-CN" if language == "zh" else "en"
     return (f'<!DOCTYPE html>\n<html lang="{lang_attr}">\n<head>\n<meta charset="utf-8">\n{NO_FAVICON}\n'
-            f"<title>{version.label} · {e(run)} · {e(text['title'])}</title>\n<style>{PAGE_STYLE}</style>\n</head>\n"
+            f"<title>{e(version.label)} · {e(run)} · {e(text['title'])}</title>\n<style>{PAGE_STYLE}</style>\n</head>\n"
             f'<body>\n<nav class="navbar">{"".join(nav)}</nav>\n<main>\n{"".join(body)}\n</main>\n</body>\n</html>\n')
 
 
@@ -200,15 +201,15 @@ def versions_markdown(histories: Sequence[tuple[str, SkillHistory]], language: s
         rows = []
         for version in history.versions:
             counts = {status: sum(c.status == status for c in version.chunks) for status in ("kept", "rewritten", "added")}
-            rows.append((f"[{version.label}]({to_data}/{version_path(run, version, language)})",
-                         f"`{version.bank_version}`", version.gate_round or "—", len(version.chunks),
+            rows.append((md_link(version.label, f"{to_data}/{version_path(run, version, language)}"),
+                         code_span(version.bank_version), version.gate_round or "—", len(version.chunks),
                          counts["kept"], counts["rewritten"], counts["added"], len(version.retired)))
         statuses = {key: value.capitalize() for key, value in text["statuses"].items()}
         header = (text["version"], text["bank"], text["gate"], text["count"], statuses["kept"], statuses["rewritten"],
                   statuses["added"], statuses["retired"])
-        parts.append(f"### `{run}`\n\n" + markdown_table(header, rows, "lllrrrrr"))
+        parts.append(f"### {code_span(run)}\n\n" + markdown_table(header, rows, "lllrrrrr"))
         if history.notes:
-            parts.append(f"{text['notes']}: " + "; ".join(f"`{note}`" for note in history.notes) + "\n")
+            parts.append(f"{text['notes']}: " + "; ".join(code_span(note) for note in history.notes) + "\n")
     return "\n".join(parts)
 
 
@@ -227,7 +228,8 @@ def library_markdown(libraries: Sequence[tuple[str, Path]], language: str) -> st
         rows = [(int(r.step), int(r.size), int(r.admissions), int(r.evictions), int(r.updates),
                  "—" if math.isnan(r.mean_utility) else f"{r.mean_utility:.3f}") for r in growth.itertuples()]
         header = (text["step"], text["size"], text["admissions"], text["evictions"], text["updates"], text["mean_u"])
-        parts.append(f"### {text['library']}: `{run}`\n\n**{text['growth']}**\n\n" + markdown_table(header, rows, "rrrrrr"))
+        parts.append(f"### {text['library']}: {code_span(run)}\n\n**{text['growth']}**\n\n"
+                     + markdown_table(header, rows, "rrrrrr"))
         descriptions: dict[int, str] = {}
         events = []
         for row in record.history.sort_values("seq").to_dict("records"):
