@@ -22,6 +22,7 @@ from intraskill.analysis.export import (
 )
 from intraskill.cli import app
 from intraskill.evaluate.runner import run_eval
+from intraskill.jsonl import read_jsonl
 from intraskill.params import params_from_dict
 from intraskill.policy.expert_policy import ExpertPolicy
 from intraskill.report.data import export_report_data
@@ -95,7 +96,7 @@ def test_export_writes_typed_parquet_and_csv_without_gold(run_dir: Path, tmp_pat
 def test_corrupt_trace_names_file_and_line(run_dir: Path, tmp_path: Path) -> None:
     broken = tmp_path / "broken" / "gate"
     broken.mkdir(parents=True)
-    first = json.loads((run_dir / "steps" / "step-0001" / "traces.jsonl").read_text().splitlines()[0])
+    first = read_jsonl(run_dir / "steps" / "step-0001" / "traces.jsonl")[0]  # written below without its digest
     del first["turns"][0]["turn"]
     (broken / "traces.jsonl").write_text(json.dumps(first) + "\n{not json\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"gate/traces\.jsonl:1: not an intraskill-episode-v1 trace"):

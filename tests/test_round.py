@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from intraskill.jsonl import read_jsonl
+from intraskill.jsonl import JsonlError, read_jsonl
 from intraskill.params import Params, ParamsError, load_params, params_from_dict
 from intraskill.paths import project_root
 from intraskill.pipeline.round import STEP_DONE, RoundPlanMismatchError, run_round
@@ -188,7 +188,7 @@ def test_round_zero_draws_do_not_depend_on_the_run_directory(tmp_path: Path) -> 
     assert (tmp_path / "elsewhere" / "b" / "skillbank.json").is_file()
 
 
-def test_a_damaged_checkpoint_is_refused_naming_the_file(run_root: Path, small_store_root: Path) -> None:
+def test_a_damaged_checkpoint_or_record_is_refused_naming_the_file(run_root: Path, small_store_root: Path) -> None:
     import shutil
 
     from intraskill.training.checkpoint import CheckpointError
@@ -210,6 +210,16 @@ def test_a_damaged_checkpoint_is_refused_naming_the_file(run_root: Path, small_s
     shutil.rmtree(root / "checkpoint")
     with pytest.raises(CheckpointError, match="state.json is missing"):
         run_round(params, 0, out_dir=root, store_root=small_store_root, progress=False)
+    edits = {"metrics.jsonl": ('"step": 1', '"step": 2'),
+             "steps/step-0001/traces.jsonl": ('"episode_id": "', '"episode_id": "x')}
+    for name, (old, new) in edits.items():  # a record edited by hand is refused on resume, naming file and line
+        root = run_root / f"edited-{Path(name).stem}"
+        shutil.copytree(trained.root, root)
+        text = (root / name).read_text(encoding="utf-8")
+        assert old in text.splitlines()[0]
+        (root / name).write_text(text.replace(old, new, 1), encoding="utf-8")
+        with pytest.raises(JsonlError, match=re.escape(f"{root / name}:1: record does not match")):
+            run_round(params, 0, out_dir=root, store_root=small_store_root, progress=False)
 
 
 def _flip_last_byte(path: Path) -> None:

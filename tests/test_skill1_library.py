@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from intraskill.jsonl import read_jsonl
+from intraskill.jsonl import DIGEST_KEY, read_jsonl
 from intraskill.skills.library import (
     LibraryStore,
     SkillLibrary,
@@ -138,9 +138,13 @@ def test_corrupt_history_names_file_and_line(tmp_path: Path) -> None:
     snapshot["skills"], snapshot["next_id"] = [], 0
     (tmp_path / "snapshot.json").write_text(json.dumps(snapshot))
     history = tmp_path / "history.jsonl"
-    lines = history.read_text().splitlines()
+    chained = history.read_text().splitlines()
+    history.write_text("\n".join([chained[0].replace('"event": "admit"', '"event": "grow"'), *chained[1:]]) + "\n")
+    with pytest.raises(SkillLibraryError, match=rf"{history}:1: record does not match its {DIGEST_KEY}"):
+        LibraryStore.open(tmp_path)  # an edit by hand breaks the record chain
+    lines = [json.dumps({k: v for k, v in json.loads(line).items() if k != DIGEST_KEY}) for line in chained]
     lines[0] = lines[0].replace('"event": "admit"', '"event": "grow"')
-    history.write_text("\n".join(lines) + "\n")
+    history.write_text("\n".join(lines) + "\n")  # a file without digests is read as it is, and checked
     with pytest.raises(SkillLibraryError, match=rf"{history}:1: unknown event 'grow'"):
         LibraryStore.open(tmp_path)
     history.write_text(lines[1] + "\n")

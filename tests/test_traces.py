@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from intraskill.agent.traces import (
     reward_from_terminal,
     scan_prompts_for_gold,
 )
-from intraskill.jsonl import JsonlWriter
+from intraskill.jsonl import DIGEST_KEY, JsonlWriter, record_digest
 from intraskill.shop.reward import Reward
 
 DETAIL = {"reward_version": "v", "termination_reason": "purchase", "r_type": 1.0, "r_att": 1.0,
@@ -86,6 +87,9 @@ OLD_TRACE_LINE = (
     '"termination_reason": null, "tokens": {}, "turns": []}\n'
 )
 """A trace line as the dict-reward code wrote it (before the reward was typed)."""
+CHAINED_TRACE_LINE = OLD_TRACE_LINE.replace(
+    ', "reward": {', f', "{DIGEST_KEY}": "{record_digest(str(), json.loads(OLD_TRACE_LINE))}", "reward": {{', 1)
+"""The same record as the writer appends it today: its chained digest beside the fields, in key order."""
 
 
 def test_typed_reward_round_trips_through_a_trace_file(tmp_path: Path) -> None:
@@ -95,7 +99,7 @@ def test_typed_reward_round_trips_through_a_trace_file(tmp_path: Path) -> None:
     path = tmp_path / "traces.jsonl"
     with JsonlWriter(path) as writer:
         writer.append(trace.to_dict())
-    assert path.read_text(encoding="utf-8") == OLD_TRACE_LINE
+    assert path.read_text(encoding="utf-8") == CHAINED_TRACE_LINE
     (loaded,) = read_traces(path)
     assert isinstance(loaded.reward, Reward) and loaded.reward == reward and loaded == trace
 
@@ -109,7 +113,7 @@ def test_an_old_trace_file_reads_and_writes_back_unchanged(tmp_path: Path) -> No
     again = tmp_path / "again.jsonl"
     with JsonlWriter(again) as writer:
         writer.append(loaded.to_dict())
-    assert again.read_bytes() == old.read_bytes()
+    assert again.read_text(encoding="utf-8") == CHAINED_TRACE_LINE  # the same record, now with its digest
 
 
 def test_a_tampered_reward_in_a_trace_file_is_refused(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ from intraskill.chat.base import Policy
 from intraskill.evaluate.compare import compare_runs, write_comparison
 from intraskill.evaluate.runner import run_eval
 from intraskill.hashing import sha256_file, sha256_json
-from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
+from intraskill.jsonl import JsonlWriter, iter_jsonl, verify_jsonl_tree, write_json
 from intraskill.organism.shipped import resolve_checkpoint
 from intraskill.params import ExperimentParams, Params, RoundParams, section_plan
 from intraskill.paths import resolve_project_path, runs_root
@@ -332,9 +332,11 @@ class _RoundRun:
         self.skill1: Skill1Round | None = None
 
     def open(self, checkpoint: str | None) -> None:
-        """Check the round's checkpoint, open the store, build the policy and trainer, check the plan, restore."""
+        """Check the round's checkpoint and records, open the store, build the policy and trainer, check the plan,
+        restore."""
         params = self.params
         resumed = resume_state(self.root, self.checkpoint_dir)
+        verify_jsonl_tree(self.root)  # an edited trace, metrics or triage record is refused before it is reused
         self.store = store = open_train_store(params, self.store_root)
         self.policy, identity = build_policy(params.model, checkpoint, store=params.store,
                                              experiment=params.experiment)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from intraskill.jsonl import read_jsonl
 from intraskill.plots.contributions import short_id
 from intraskill.skills.render import chunk_title
 
@@ -23,7 +24,7 @@ def read_step_metrics(path: str | Path) -> "pd.DataFrame":
 
     source = Path(path)
     if source.suffix == ".jsonl":
-        table = pd.DataFrame([json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line])
+        table = pd.DataFrame(read_jsonl(source))
     else:
         table = pd.read_csv(source)
     if "step" not in table.columns:
