@@ -6,18 +6,8 @@ from pathlib import Path
 
 import typer
 
-from intraskill.cli.common import (
-    ALLOW_OUTSIDE_OPTION,
-    JSON_OPTION,
-    PROGRESS_OPTION,
-    SET_OPTION,
-    confined,
-    default,
-    emit,
-    fail,
-    load,
-    note,
-)
+from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, default, emit, fail, load, note
+from intraskill.cli.common import ALLOW_OUTSIDE_OPTION, confined
 from intraskill.evaluate.runner import DEFAULT_BATCH_SIZE
 from intraskill.params import EvaluationParams
 

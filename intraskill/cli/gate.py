@@ -9,16 +9,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from intraskill.cli.common import (
-    ALLOW_OUTSIDE_OPTION,
-    JSON_OPTION,
-    PROGRESS_OPTION,
-    SET_OPTION,
-    confined,
-    emit,
-    fail,
-    load,
-)
+from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load
+from intraskill.cli.common import ALLOW_OUTSIDE_OPTION, confined
 from intraskill.gate.masks import DEFAULT_MASK_SEED
 
 if TYPE_CHECKING:

@@ -7,16 +7,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from intraskill.cli.common import (
-    ALLOW_OUTSIDE_OPTION,
-    JSON_OPTION,
-    PROGRESS_OPTION,
-    SET_OPTION,
-    confined,
-    emit,
-    fail,
-    load,
-)
+from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load
+from intraskill.cli.common import ALLOW_OUTSIDE_OPTION, confined
 from intraskill.trace2skill.pool import DEFAULT_MAX_CANDIDATES
 
 if TYPE_CHECKING:
