@@ -28,6 +28,8 @@ every recorded episode and generates only the missing ones — no episode is los
 metrics record or a ``checkpoint/`` directory), the round resumes only from an intact checkpoint that holds
 that step: a missing ``state.json`` or a file whose checksum differs is refused
 (:class:`~intraskill.training.checkpoint.CheckpointError`, naming the file), never replaced by the warm start.
+Opening a round verifies the digest chain of every JSONL record in it (:func:`~intraskill.jsonl.verify_jsonl_tree`),
+and a missing ``plan.json`` beside :data:`ROUND_OUTPUTS` is refused like a changed one.
 """
 
 from __future__ import annotations
