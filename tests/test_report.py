@@ -267,8 +267,15 @@ def load_manifest_text(root: Path, text: str):
 
 
 def test_cjk_font_for_chinese_pages() -> None:
-    font = require_cjk_font(ROOT)  # the Chinese pages need one: installed here (CI installs fonts-noto-cjk)
-    assert font and "fonts-noto-cjk" in CJK_FONT_HINT
+    """The Chinese pages' font is the packaged Noto Sans CJK SC, whatever the system has installed."""
+    assert require_cjk_font(ROOT) == "Noto Sans CJK SC"
+    assert "mplfonts" in CJK_FONT_HINT
+
+
+def test_missing_font_package_names_its_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("intraskill.report.build.find_cjk_font", lambda: None)
+    with pytest.raises(RuntimeError, match="mplfonts"):
+        require_cjk_font(ROOT)
 
 
 # --- end to end: quick build, real HTTP server, headless Chromium ---------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import io
 import logging
 import re
@@ -40,7 +41,9 @@ CJK_FONT_NAMES = (
     "Source Han Serif SC",
 )
 """Font families able to render Simplified Chinese, in order of preference."""
-CJK_FILE_PATTERN = re.compile(r"(notosanscjk|notoserifcjk|sourcehan|wqy|wenquanyi|simhei)", re.IGNORECASE)
+PACKAGED_CJK_FONT = ("mplfonts", "fonts/NotoSansCJKsc-Regular.otf")
+"""Noto Sans CJK SC (SIL Open Font License 1.1) as the ``mplfonts`` wheel ships it: (package, file inside it).
+A declared dependency, so Chinese figures need no system font."""
 SVG_HASH_SALT = "intraskill"
 """Fixed ``svg.hashsalt`` so SVG element ids are identical across runs."""
 SVG_RC = {"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "path"}
@@ -65,29 +68,32 @@ COLORS = {
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+def packaged_cjk_font_file() -> Path | None:
+    """Path of :data:`PACKAGED_CJK_FONT`, found without importing the package; ``None`` when it is not installed."""
+    package, relative = PACKAGED_CJK_FONT
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / relative
+    return path if path.is_file() else None
+
+
 @functools.lru_cache(maxsize=1)
 def find_cjk_font() -> str | None:
-    """Family name of an installed font that renders Simplified Chinese, or ``None``.
+    """Family name of a font that renders Simplified Chinese, or ``None``.
 
-    Looks through matplotlib's font list for :data:`CJK_FONT_NAMES`; if none is registered (the font
-    cache can predate a font install), scans the system font files whose names look like a CJK font
-    and registers them with ``fontManager.addfont``.
+    The one place figures pick their CJK font: registers the packaged Noto Sans CJK SC
+    (:data:`PACKAGED_CJK_FONT`) with matplotlib's font manager, then returns the first of
+    :data:`CJK_FONT_NAMES` matplotlib knows (the packaged font first, so figures look the same on every machine).
     """
     # deferred: matplotlib is heavy to import
     from matplotlib import font_manager
 
-    def registered() -> str | None:
-        names = {entry.name for entry in font_manager.fontManager.ttflist}
-        return next((name for name in CJK_FONT_NAMES if name in names), None)
-
-    found = registered()
-    if found is not None:
-        return found
-    for path in sorted(font_manager.findSystemFonts()):
-        if CJK_FILE_PATTERN.search(Path(path).name):
-            with contextlib.suppress(Exception):  # unreadable font files are skipped, not fatal
-                font_manager.fontManager.addfont(path)
-    return registered()
+    packaged = packaged_cjk_font_file()
+    if packaged is not None:
+        font_manager.fontManager.addfont(str(packaged))
+    names = {entry.name for entry in font_manager.fontManager.ttflist}
+    return next((name for name in CJK_FONT_NAMES if name in names), None)
 
 
 @dataclass(frozen=True)
@@ -112,7 +118,7 @@ class Labeller:
         if font is None:
             logger.warning(
                 "no CJK font found (looked for %s); drawing this figure with English labels. "
-                "Install one (e.g. fonts-noto-cjk) for Chinese figure labels.",
+                "Install the mplfonts package (a dependency of intraskill) for Chinese figure labels.",
                 ", ".join(CJK_FONT_NAMES[:5]),
             )
             return cls("en")

@@ -34,9 +34,9 @@ DEFAULT_SITE_DIR = Path("_site")
 NOTEBOOKS_DIR = Path("notebooks")
 KERNEL_NAME = "python3"
 CJK_FONT_HINT = (
-    "no CJK font found for the Chinese figures: install one, e.g. `apt-get install fonts-noto-cjk` "
-    "(Debian/Ubuntu), `dnf install google-noto-sans-cjk-fonts` (Fedora) or `brew install --cask "
-    "font-noto-sans-cjk` (macOS), then run the build again"
+    "no CJK font found for the Chinese figures: the mplfonts package (a dependency of intraskill, it ships "
+    "Noto Sans CJK SC) is missing; reinstall with `pip install -e .` (or `pip install mplfonts`), then run the "
+    "build again"
 )
 PROGRESS_TEXT = re.compile(r"\d+%\||\|\s*[\d.]+[kMG]?(/[\d.?]+[kMG]?)?\s*\[\d+:\d+|[\d.]+[kMG]?it \[\d+:\d+")
 """A tqdm progress line: ``42%|████ |``, ``| 9/20 [00:01<00:02, …]`` or, without a total, ``12it [00:03, …]``."""
