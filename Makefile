@@ -33,6 +33,7 @@ test: $(STAMP)
 round: $(STAMP)
 	mkdir -p runs/notebooks
 	$(BIN)/papermill notebooks/02_train_round.ipynb runs/notebooks/02_train_round.ipynb --cwd notebooks
+	$(BIN)/intraskill report headline runs/notebooks/02_train_round.ipynb --label md-round-val-en
 
 # The cold start on the organism: S0 induced from the warm start's own train traces (docs/cold-start.md);
 # runs/organism/cold-start/selected_skillbank.json, resumable.

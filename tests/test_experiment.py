@@ -16,6 +16,7 @@ from intraskill.experiment import matrix as matrix_module
 from intraskill.experiment.arms import CellSeeds, cell_params, overlay_fields
 from intraskill.experiment.matrix import MatrixPlanMismatchError, run_matrix
 from intraskill.experiment.results import comparison_pairs, load_matrix
+from intraskill.experiment.shipped import SHIPPED, YOUR_RUN, matrix_sources, ship_matrix, sources_table
 from intraskill.params import (
     BUILTIN_ARMS,
     MatrixParams,
@@ -208,6 +209,25 @@ def test_tiny_matrix_runs_compares_resumes_cell_by_cell_and_refuses_another_plan
         assert set(summary["comparisons"][name]) == {"deployed"}
         assert summary["comparisons"][name]["deployed"]["success"]["seeds"] == 2
     assert set(summary["baselines"]) == {"grpo+s0", "grpo+coevolve_bank"}
+
+    # shipped records (no traces, no training runs): the same loader gives the same analysis
+    shipped_dir = tmp_path / "data" / "results" / "controls"
+    shipped = ship_matrix(out, shipped_dir)
+    assert not list(shipped_dir.rglob("traces.jsonl")) and not list(shipped_dir.rglob("*.safetensors"))
+    records = list(shipped_dir.rglob("tasks.jsonl"))
+    assert len(records) == len(test_plans) and all(p.read_text().count("\n") == 6 for p in records)
+    assert {**shipped.to_dict(), "out_dir": None} == {**result.to_dict(), "out_dir": None}
+    samples = 200
+    assert shipped.arm_intervals(samples).equals(result.arm_intervals(samples))
+    for frame, live in zip((shipped.four_conditions(), shipped.learning_curves(), shipped.compute()), frames):
+        assert frame.equals(live)
+    sources = matrix_sources(out, shipped_dir)
+    assert list(sources) == [YOUR_RUN, SHIPPED] and list(sources_table(sources).source.unique()) == list(sources)
+    bare = next(path for path in records if path.parent.name == "test-final-bare")
+    line = json.loads(bare.read_text().splitlines()[0])
+    bare.write_text(json.dumps({k: v for k, v in line.items() if k != "steps"}) + "\n")
+    with pytest.raises(ValueError, match=r"tasks.jsonl: line 1 lacks \['steps'\]"):
+        load_matrix(shipped_dir)
 
     # a cell killed after its tests but before cell.json: resumed without a new episode
     all_lines = trace_lines(out)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import functools
 import http.server
+import json
 import re
 import shutil
 import subprocess
@@ -23,9 +24,11 @@ import yaml
 
 from intraskill.agent.traces import read_traces
 from intraskill.analysis.episodes import read_trace_file
+from intraskill.jsonl import read_jsonl
 from intraskill.report.build import (
     CJK_FONT_HINT,
     MANIFEST_PATH,
+    NotebookRun,
     build_report,
     check_parameters,
     execute_notebooks,
@@ -33,10 +36,12 @@ from intraskill.report.build import (
     load_manifest,
     require_cjk_font,
     strip_progress,
+    write_build_record,
 )
 from intraskill.report.mathml import tex_to_mathml
 from intraskill.report.site import (
     cell_labels,
+    export_notebooks,
     find_embeds,
     front_matter,
     load_site_config,
@@ -266,6 +271,101 @@ def load_manifest_text(root: Path, text: str):
     return load_manifest(path)
 
 
+def test_records_rerun_progress_and_timings(tmp_path: Path) -> None:
+    """An entry that analyses records is not executed while none exists (a note names --rerun), runs with its
+    rerun parameters when re-run, and analyses the records once they exist; the build says what it runs, how
+    long it took last time, and each cell as it starts with the time elapsed."""
+    notebooks, out = tmp_path / "notebooks", tmp_path / "executed"
+    notebooks.mkdir()
+    parameters = nbformat.v4.new_code_cell("n = 3", metadata={"tags": ["parameters"]})
+    body = nbformat.v4.new_code_cell("#| label: tbl-n\nprint('n is', n)")
+    kernel = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    nbformat.write(nbformat.v4.new_notebook(cells=[parameters, body], metadata=kernel), notebooks / "nb.ipynb")
+    spec = load_manifest_text(tmp_path, "notebooks:\n  - name: nb\n    records: [records/*, runs/nb]\n"
+                                        "    rerun: {n: 5}\n    estimate: a second\n").notebooks
+
+    def run(**kwargs: object) -> tuple[NotebookRun, list[str]]:
+        lines: list[str] = []
+        [result] = execute_notebooks(spec, notebooks_dir=notebooks, out_dir=out, root=tmp_path, echo=lines.append,
+                                     **kwargs)
+        return result, lines
+
+    (tmp_path / "records" / "empty").mkdir(parents=True)  # a directory without a file holds no records
+    result, lines = run()
+    assert result.status == "no-records" and not (out / "nb.ipynb").exists()
+    assert "intraskill report build --rerun nb" in lines[0]
+    result, lines = run(rerun=["nb"])
+    assert result.status == "executed" and result.records == ()
+    assert lines[0].startswith("executing nb (full; n=5)") and "about a second on 2 CPU cores" in lines[0]
+    assert any(re.fullmatch(r"  nb · cell 3/3 \(tbl-n\) · \d+ s elapsed", line) for line in lines), lines
+    (tmp_path / "records" / "shipped").mkdir()
+    (tmp_path / "records" / "shipped" / "tasks.jsonl").write_text("{}\n", encoding="utf-8")
+    result, lines = run()
+    assert result.status == "executed" and result.records == ("records/shipped",)
+    assert "last execution here: " in lines[0] and "n=3" not in lines[0]
+    texts = "".join(o.get("text", "") for c in nbformat.read(out / "nb.ipynb", as_version=4).cells
+                    for o in c.get("outputs", []))
+    assert "n is 3" in texts
+    assert [r["mode"] for r in read_jsonl(out / "timings.jsonl")] == ["full", "full"]
+
+
+def test_footer_names_commit_mode_records_and_smoke_builds(tmp_path: Path) -> None:
+    """Every page's footer names the build's commit, date and mode and the records its notebooks read; a page fed
+    by a quick notebook carries the smoke-build banner in its language; a notebook without records is said so
+    once per page, in each language."""
+    executed = _tiny_project(tmp_path)
+    runs = [NotebookRun("nb", "executed", None, 1.0, "ok", "quick", ("data/results/x/controls", "runs/x")),
+            NotebookRun("absent", "no-records", None, 0.0, "none")]
+    record = write_build_record(tmp_path / "runs" / "report", tmp_path, runs, "quick")
+    assert json.loads((tmp_path / "runs" / "report" / "build.json").read_text())["notebooks"]["absent"]["status"] \
+        == "no-records"
+    render_static_site(tmp_path, executed, tmp_path / "_site", record=record)
+    english = (tmp_path / "_site" / "report" / "en" / "a.html").read_text(encoding="utf-8")
+    chinese = (tmp_path / "_site" / "report" / "zh" / "a.html").read_text(encoding="utf-8")
+    landing = (tmp_path / "_site" / "report" / "index.html").read_text(encoding="utf-8")
+    assert "Smoke build" in english and "smoke (--quick) build" in english
+    assert "<code>data/results/x/controls</code> (shipped), <code>runs/x</code> (your run)" in english
+    assert "No records of this experiment exist yet" in english and english.count("no-records") == 1
+    assert "冒烟构建" in chinese and "随包发布" in chinese and "Smoke build" not in chinese
+    assert "Smoke build" not in landing and "no experiment records" in landing and "无实验记录" in landing
+    assert record["mode"] == "quick" and "Built " in english and "构建于" in chinese
+
+
+def test_headline_prints_a_labelled_cell_and_the_notebook_path(tmp_path: Path) -> None:
+    """`make round` ends with `intraskill report headline`: the round's val sentence and where the notebook is."""
+    from typer.testing import CliRunner
+
+    from intraskill.cli import app
+
+    sentence = "Bare val success on 8 val tasks went from 10.0 % to 20.0 %: +10.0 points [+0.0, +25.0]"
+    cell = nbformat.v4.new_code_cell("#| label: md-round-val-en\nMarkdown(text)", outputs=[nbformat.v4.new_output(
+        "execute_result", data={"text/markdown": sentence, "text/plain": "<IPython.core.display.Markdown object>"},
+        execution_count=1)])
+    path = tmp_path / "02_train_round.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
+    printed = CliRunner().invoke(app, ["report", "headline", str(path), "--label", "md-round-val-en"])
+    assert printed.exit_code == 0 and printed.stdout == f"{sentence}\nexecuted notebook: {path.resolve()}\n"
+    wrong = CliRunner().invoke(app, ["report", "headline", str(path), "--label", "md-other"])
+    assert wrong.exit_code == 1 and "no cell labelled 'md-other'" in wrong.output and "Traceback" not in wrong.output
+
+
+def test_notebook_pages_load_nothing_from_a_cdn(tmp_path: Path) -> None:
+    """A notebook page renders its math as MathML and a widget as its static output, with no script, style or
+    font fetched from another host (no MathJax, require.js or widget manager)."""
+    markdown = nbformat.v4.new_markdown_cell("# T\n\nThe bank $S_0$ and $\\rho_j \\le 1$.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    widget = nbformat.v4.new_code_cell("w", outputs=[nbformat.v4.new_output("display_data", data={
+        "application/vnd.jupyter.widget-view+json": {"model_id": "m", "version_major": 2, "version_minor": 0},
+        "text/plain": "static 42"})])
+    (tmp_path / "executed").mkdir()
+    nbformat.write(nbformat.v4.new_notebook(cells=[markdown, widget], metadata={"widgets": {"state": {}}}),
+                   tmp_path / "executed" / "nb.ipynb")
+    assert export_notebooks(tmp_path / "executed", tmp_path / "_site") == ["nb"]
+    page = (tmp_path / "_site" / "notebooks" / "nb.html").read_text(encoding="utf-8")
+    assert not re.findall(r'(?:src|href)="(?:https?:)?//', page)
+    assert not re.search(r"mathjax|require\.js|html-manager", page, re.IGNORECASE)
+    assert "<math" in page and "$S_0$" not in page and "static 42" in page and "<table" in page
+
+
 def test_cjk_font_for_chinese_pages() -> None:
     """The Chinese pages' font is the packaged Noto Sans CJK SC, whatever the system has installed."""
     assert require_cjk_font(ROOT) == "Noto Sans CJK SC"
@@ -372,7 +472,8 @@ def test_browser_landing_page_is_bilingual(served_site: str, tmp_path: Path) -> 
 def test_every_manifest_entry_names_parameters_the_notebook_declares() -> None:
     for spec in load_manifest(ROOT / MANIFEST_PATH).notebooks:
         for quick in (False, True):
-            check_parameters(ROOT / "notebooks" / f"{spec.name}.ipynb", spec.overrides(quick))
+            for rerun in (False, True):
+                check_parameters(ROOT / "notebooks" / f"{spec.name}.ipynb", spec.overrides(quick, rerun))
 
 
 class _Links(HTMLParser):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load
+from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load, note
 from intraskill.cli.common import ALLOW_OUTSIDE_OPTION, confined
 
 
@@ -25,6 +25,8 @@ def experiment_command(
     out: Path = typer.Option(None, "--out", help="Matrix dir (<run_root>/<experiment>/controls)."),
     allow_outside: bool = ALLOW_OUTSIDE_OPTION,
     jobs: int = typer.Option(1, "--jobs", min=1, help="Cells run at once, one process each."),
+    ship: Path = typer.Option(None, "--ship", help="Then write the finished cells as shipped records (per-task "
+                              "outcomes, no traces) into this folder, e.g. data/results/organism/controls."),
     progress: bool = PROGRESS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -48,4 +50,10 @@ def experiment_command(
         result = run_matrix(loaded, out, jobs=jobs, progress=progress)
     except (MatrixPlanMismatchError, CoEvolvePlanMismatchError, RoundPlanMismatchError, CheckpointError) as error:
         fail(str(error))
+    if ship is not None:
+        # deferred: a verb loads its stage only when it runs
+        from intraskill.experiment.shipped import ship_matrix
+
+        ship_matrix(result.out_dir, ship)
+        note(f"shipped records of {len(result.cells)} cells written to {ship} (record the run in its PROVENANCE.md)")
     emit(json.loads(json.dumps(result.to_dict())), as_json, text=result.summary())

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from intraskill.cli.common import JSON_OPTION, confined, emit, note
+from intraskill.cli.common import JSON_OPTION, confined, emit, fail, note
 
 app = typer.Typer(help="Build the bilingual report (papermill notebooks + Quarto or a static fallback).",
                   no_args_is_help=True)
@@ -16,7 +16,9 @@ app = typer.Typer(help="Build the bilingual report (papermill notebooks + Quarto
 
 ROOT_OPTION = typer.Option(Path("."), "--root", help="Repository root holding _quarto.yml, report/ and notebooks/.")
 RUN_DIR_OPTION = typer.Option(None, "--run-dir", help="Run folder (default <root>/runs/report).")
-QUICK_OPTION = typer.Option(False, "--quick", help="Use each notebook's quick parameters (smoke build).")
+QUICK_OPTION = typer.Option(
+    False, "--quick", help="Smoke build: each notebook's quick parameters, which train and evaluate the random-init ci "
+    "organism at CI size (minutes, not results); every page they feed says so.")
 EXECUTE_OPTION = typer.Option(True, "--execute/--no-execute", help="Execute the notebooks first.")
 FORCE_OPTION = typer.Option(False, "--force", help="Execute even notebooks whose cached execution is current.")
 
@@ -31,6 +33,9 @@ def build(
     quarto: Optional[bool] = typer.Option(None, "--quarto/--static", help="Force Quarto or the static renderer."),
     only: Optional[list[str]] = typer.Option(None, "--only", help="Execute only this notebook (repeatable)."),
     force: bool = FORCE_OPTION,
+    rerun: Optional[list[str]] = typer.Option(
+        None, "--rerun", help="Re-run this notebook's experiment (repeatable; e.g. 08_controls runs the organism "
+        "control matrix, hours on 2 cores) instead of analysing the records there are."),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Execute the manifest notebooks (report/notebooks.yaml; unchanged ones are re-used), export the data runs
@@ -39,7 +44,7 @@ def build(
     from intraskill.report.build import build_report
 
     result = build_report(root, run_dir=run_dir, site_dir=site_dir, quick=quick, execute=execute,
-                          use_quarto=quarto, only=only, force=force, echo=note)
+                          use_quarto=quarto, only=only, force=force, rerun=rerun or (), echo=note)
     emit(result.to_dict(), as_json,
          f"{result.renderer} site: {result.site_dir} ({len(result.pages)} pages); serve it with "
          f"`python -m http.server -d {result.site_dir}` and open http://127.0.0.1:8000/ (the episode browser "
@@ -83,3 +88,22 @@ def figures(
           "failed": failed}, as_json, f"{len(published)} figures written")
     if failed:
         raise typer.Exit(1)
+
+
+@app.command()
+def headline(
+    notebook: Path = typer.Argument(..., help="An executed notebook, e.g. runs/notebooks/02_train_round.ipynb."),
+    label: str = typer.Option(..., "--label", help="The labelled cell whose output is the headline."),
+) -> None:
+    """Print the text a labelled cell of an executed notebook shows (e.g. a round's before → after with its
+    paired interval and the tasks fixed and broken), then the notebook's path."""
+    # deferred: a verb loads its stage only when it runs
+    from intraskill.report.site import cell_text
+
+    if not notebook.is_file():
+        fail(f"notebook: {notebook} does not exist (execute it first)")
+    try:
+        text = cell_text(notebook, label)
+    except ValueError as error:
+        fail(str(error))
+    typer.echo(f"{text}\nexecuted notebook: {notebook.resolve()}")

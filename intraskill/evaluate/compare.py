@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,9 +86,10 @@ def check_plans(a: EvalPlan, b: EvalPlan, kind: str) -> dict[str, Any]:
             "a_plan_fingerprint": a.fingerprint, "b_plan_fingerprint": b.fingerprint}
 
 
-def _completed_by_job(
+def completed_jobs(
     plan: EvalPlan, traces: Sequence[EpisodeTrace], label: str
 ) -> dict[tuple[int, int], EpisodeTrace]:
+    """The scored completed trace of every job of ``plan`` (:class:`AlignmentError` names the jobs without one)."""
     completed, _ = final_records(traces)
     by_job = {(t.task_id, t.sample_id): t for t in completed.values()}
     missing = [job for job in plan.jobs if job not in by_job or by_job[job].reward is None]
@@ -130,18 +131,16 @@ def check_traces(a: Mapping[tuple[int, int], EpisodeTrace], b: Mapping[tuple[int
     return block
 
 
-def _task_values(traces: Mapping[tuple[int, int], EpisodeTrace], metric: str) -> dict[int, float]:
+def task_means(values: Iterable[tuple[int, float]]) -> dict[int, float]:
+    """``task → mean`` of ``(task, value)`` pairs (a task's value is the mean over its samples)."""
     per_task: dict[int, list[float]] = defaultdict(list)
-    for (task, _), trace in traces.items():
-        per_task[task].append(episode_metrics(trace)[metric])
-    return {task: sum(values) / len(values) for task, values in per_task.items()}
+    for task, value in values:
+        per_task[task].append(value)
+    return {task: sum(items) / len(items) for task, items in per_task.items()}
 
 
-def run_task_values(run_dir: str | Path, metrics: Sequence[str]) -> dict[str, dict[int, float]]:
-    """``metric → task → value`` of one evaluation run (the mean over a task's samples); every job of its plan
-    needs a scored completed trace (:class:`AlignmentError` otherwise)."""
-    by_job = _completed_by_job(read_plan(run_dir), read_traces(Path(run_dir) / "traces.jsonl"), str(run_dir))
-    return {metric: _task_values(by_job, metric) for metric in metrics}
+def _task_values(traces: Mapping[tuple[int, int], EpisodeTrace], metric: str) -> dict[int, float]:
+    return task_means((task, episode_metrics(trace)[metric]) for (task, _), trace in traces.items())
 
 
 def paired_metrics(a: Mapping[tuple[int, int], EpisodeTrace], b: Mapping[tuple[int, int], EpisodeTrace],
@@ -185,7 +184,7 @@ def compare_runs(
     plans = {"a": read_plan(run_a), "b": read_plan(run_b)}
     plan_block = check_plans(plans["a"], plans["b"], kind)
     traces = {"a": read_traces(Path(run_a) / "traces.jsonl"), "b": read_traces(Path(run_b) / "traces.jsonl")}
-    by_job = {label: _completed_by_job(plans[label], traces[label], label) for label in ("a", "b")}
+    by_job = {label: completed_jobs(plans[label], traces[label], label) for label in ("a", "b")}
     per_episode = {label: plan.skills.get("provider") == PER_EPISODE_SKILLS for label, plan in plans.items()}
     if kind == "same-checkpoint" and per_episode["a"]:
         raise AlignmentError("same-checkpoint comparison: run a must be bare, it deploys a Skill1 library")

@@ -71,7 +71,14 @@ from intraskill.experiment.records import (
     RoundRecord,
     TestRun,
 )
-from intraskill.experiment.results import MatrixResult, load_matrix
+from intraskill.experiment.results import (
+    CELL_FILE,
+    PLAN_FILE,
+    SUMMARY_FILE,
+    WARMSTART_FILE,
+    MatrixResult,
+    load_matrix,
+)
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.params import Params, params_from_dict, plan_dump
 from intraskill.paths import resolve_project_path, runs_root
@@ -86,9 +93,6 @@ from intraskill.skills.library import SNAPSHOT_FILE
 LOGGER = logging.getLogger(__name__)
 
 MATRIX_SCHEMA = "intraskill-control-matrix-v1"
-PLAN_FILE = "matrix.json"
-SUMMARY_FILE = "matrix_summary.json"
-CELL_FILE = "cell.json"
 FINAL_LIBRARY_FILE = "final_library.json"
 
 
@@ -169,7 +173,7 @@ def shared_start(params: Params, out: Path, store_root: Path | None = None,
     if s0 is not None:
         tests[WARMSTART_S0] = _test(params, WARMSTART_S0, start.checkpoint, s0, out,
                                     out / "shared" / f"test-{WARMSTART_S0}", store_root, progress)
-    write_json(out / "shared" / "warmstart.json", {name: run.to_dict() for name, run in tests.items()}, indent=1)
+    write_json(out / WARMSTART_FILE, {name: run.to_dict() for name, run in tests.items()}, indent=1)
     return start, tests
 
 

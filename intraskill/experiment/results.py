@@ -31,7 +31,7 @@ from intraskill.evaluate.bootstrap import (
     paired_bootstrap_ci,
     success_transitions,
 )
-from intraskill.evaluate.compare import run_task_values
+from intraskill.evaluate.task_records import run_task_values
 from intraskill.experiment.baselines import (
     BASELINE_DESCRIPTIONS,
     BASELINES,
@@ -47,6 +47,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
 RESULT_SCHEMA = "intraskill-control-matrix-result-v1"
+PLAN_FILE = "matrix.json"
+SUMMARY_FILE = "matrix_summary.json"
+CELL_FILE = "cell.json"
+WARMSTART_FILE = "shared/warmstart.json"
 CONDITIONS: tuple[str, ...] = ("deployed", "bare")
 METRIC_LABELS = {SUCCESS: "success", "reward": "reward"}
 COMPUTE_FIELDS: tuple[str, ...] = ("rollout_episodes", "retry_episodes", "generated_tokens", "retry_tokens",
@@ -376,15 +380,15 @@ def load_matrix(out_dir: str | Path, arms: Sequence[str] | None = None, seeds: i
     """The finished part of a matrix directory (``arms`` / ``seeds`` restrict it; default every finished
     cell)."""
     out = Path(out_dir)
-    plan_path = out / "matrix.json"
+    plan_path = out / PLAN_FILE
     if not plan_path.is_file():
         raise FileNotFoundError(f"{plan_path}: not a control-matrix directory (no matrix.json)")
     plan = json.loads(plan_path.read_text(encoding="utf-8"))
-    shared = out / "shared" / "warmstart.json"
+    shared = out / WARMSTART_FILE
     warmstart = {name: TestRun.from_dict(run) for name, run in json.loads(shared.read_text(encoding="utf-8")).items()} \
         if shared.is_file() else {}
     cells = []
-    for path in sorted(out.glob("cells/*/seed-*/cell.json")):
+    for path in sorted(out.glob(f"cells/*/seed-*/{CELL_FILE}")):
         cell = CellResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
         if (arms is None or cell.arm in arms) and (seeds is None or cell.seed_index < seeds):
             cells.append(cell)

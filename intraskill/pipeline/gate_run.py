@@ -43,8 +43,9 @@ from typing import Any
 
 from intraskill.agent.traces import read_traces
 from intraskill.chat.base import Policy
-from intraskill.evaluate.compare import check_plans, run_task_values
+from intraskill.evaluate.compare import check_plans
 from intraskill.evaluate.runner import eval_jobs, read_plan, run_eval
+from intraskill.evaluate.task_records import run_task_values
 from intraskill.gate.contributions import (
     GateContributions,
     GateRecord,

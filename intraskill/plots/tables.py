@@ -136,3 +136,25 @@ def format_table(
         shown[header(column, language)] = cell
     styler = shown.style.hide(axis="index").set_table_styles(TABLE_STYLES)
     return styler.set_uuid(sha256_text(f"{language}:{shown.to_json()}")[:8])  # stable HTML ids across builds
+
+
+def settings_table(settings: Mapping[str, Any]) -> Styler:
+    """A notebook's settings as one compact two-column table (``setting``, ``value``): nested mappings (and lists
+    of them) flattened to dotted names (``round.q``, ``runs[0].label``), other lists joined with commas, ``None``
+    as ``—``."""
+    # deferred: pandas is heavy to import
+    import pandas as pd
+
+    def flat(prefix: str, value: Any) -> list[tuple[str, str]]:
+        if isinstance(value, Mapping) and value:
+            return [row for key, item in value.items() for row in flat(f"{prefix}.{key}" if prefix else str(key), item)]
+        if isinstance(value, (list, tuple)) and any(isinstance(item, Mapping) for item in value):
+            return [row for index, item in enumerate(value) for row in flat(f"{prefix}[{index}]", item)]
+        if isinstance(value, (list, tuple)):
+            return [(prefix, ", ".join(str(item) for item in value) or "—")]
+        return [(prefix, "—" if value is None or value == {} else str(value))]
+
+    rows = flat("", settings)
+    frame = pd.DataFrame(rows, columns=["setting", "value"])
+    styler = frame.style.hide(axis="index").set_table_styles(TABLE_STYLES)
+    return styler.set_uuid(sha256_text(frame.to_json())[:8])

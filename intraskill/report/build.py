@@ -6,7 +6,15 @@ copies go to ``<run_dir>/notebooks/<name>.ipynb`` (default ``runs/report/noteboo
 An execution is cached: ``<name>.key`` next to the executed copy holds the SHA-256 of the notebook, its
 parameters and its input files (the manifest's ``inputs`` globs) as they were after the run, and an
 unchanged key skips the next run.
-Progress bars and widget warnings are stripped from the executed copies (:func:`strip_progress`).
+Progress bars and widget warnings are stripped from the executed copies (:func:`strip_progress`); the build
+reports each notebook's cells as they run, with the time elapsed (:mod:`intraskill.report.progress`), and before
+each execution its ``estimate`` and how long its last execution here took (``notebooks/timings.jsonl``).
+
+An entry with ``records`` (directories of an experiment's records: shipped under ``data/results/``, the user's
+own run under ``runs/``) analyses records rather than producing them: when none of them holds a file it is not
+executed (status ``no-records``, its page says so) unless the build re-runs it (``rerun``: the entry's ``rerun``
+parameters, e.g. running the whole experiment) or is quick. ``<run_dir>/build.json`` records the build: commit,
+date, mode and, per notebook, its status and the record directories it read (the site's footer shows them).
 """
 
 from __future__ import annotations
@@ -23,16 +31,24 @@ from typing import Any
 
 import yaml
 
+from intraskill.evaluate.summary import utc_now
 from intraskill.hashing import sha256_file, sha256_json
+from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.plots.style import find_cjk_font
+from intraskill.provenance import git_commit
 from intraskill.report.data import DATA_DIR, export_report_data
-from intraskill.report.site import render_static_site
+from intraskill.report.progress import clock, progress_engine
+from intraskill.report.site import BUILD_FILE, render_static_site
 
 MANIFEST_PATH = Path("report") / "notebooks.yaml"
 DEFAULT_RUN_DIR = Path("runs") / "report"
 DEFAULT_SITE_DIR = Path("_site")
 NOTEBOOKS_DIR = Path("notebooks")
 KERNEL_NAME = "python3"
+TIMINGS_FILE = "timings.jsonl"
+"""Append-only, next to the executed notebooks: one line per finished execution (name, mode, seconds)."""
+QUICK, FULL = "quick", "full"
+NOT_REEXECUTED = "not re-executed"
 CJK_FONT_HINT = (
     "no CJK font found for the Chinese figures: the mplfonts package (a dependency of intraskill, it ships "
     "Noto Sans CJK SC) is missing; reinstall with `pip install -e .` (or `pip install mplfonts`), then run the "
@@ -54,22 +70,38 @@ class NotebookSpec:
     inputs: tuple[str, ...] = ()
     figures: dict[str, str] = field(default_factory=dict)
     """Cell label → publication figure name under ``figures/`` (:mod:`intraskill.report.figures`)."""
+    records: tuple[str, ...] = ()
+    """Directories (globs relative to the root) of the records the notebook analyses; empty: it needs none."""
+    rerun: dict[str, Any] = field(default_factory=dict)
+    """Parameter overrides that re-run the experiment behind the records (``report build --rerun <name>``)."""
+    estimate: str = ""
+    """How long a full execution takes on 2 CPU cores, stated before it starts."""
 
-    def overrides(self, quick: bool) -> dict[str, Any]:
-        """Parameters for this build: ``parameters``, updated with ``quick`` for a quick build."""
-        return {**self.parameters, **(self.quick if quick else {})}
+    def overrides(self, quick: bool, rerun: bool = False) -> dict[str, Any]:
+        """Parameters for this build: ``parameters``, updated with ``rerun`` when re-run and ``quick`` for a quick
+        build."""
+        return {**self.parameters, **(self.rerun if rerun else {}), **(self.quick if quick else {})}
+
+    def record_dirs(self, root: Path) -> list[str]:
+        """The ``records`` directories under ``root`` that hold at least one file (relative POSIX paths)."""
+        found = [path for pattern in self.records for path in sorted(root.glob(pattern)) if path.is_dir()]
+        return list(dict.fromkeys(path.relative_to(root).as_posix() for path in found
+                                  if any(item.is_file() for item in path.rglob("*"))))
 
 
 @dataclass(frozen=True)
 class NotebookRun:
     """What happened to one manifest notebook: ``executed``, ``cached`` (unchanged key), ``missing``
-    (skipped) or ``failed``."""
+    (skipped), ``no-records`` (nothing to analyse, not executed) or ``failed``; ``mode`` is ``quick`` when it ran
+    with its quick parameters, ``records`` the record directories it found."""
 
     name: str
     status: str
     output: str | None
     seconds: float
     note: str
+    mode: str = FULL
+    records: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -137,10 +169,13 @@ def load_manifest(path: str | Path) -> Manifest:
         where = f"{path}: notebooks[{index}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
             raise ValueError(f"{where}.name must be a non-empty string")
-        unknown = sorted(set(entry) - {"name", "parameters", "quick", "inputs", "figures"})
+        unknown = sorted(set(entry) - {"name", "parameters", "quick", "inputs", "figures", "records", "rerun",
+                                       "estimate"})
         if unknown:
             raise ValueError(f"{where}: unknown field(s) {unknown}")
-        for key in ("parameters", "quick"):
+        if not isinstance(entry.get("estimate", ""), str):
+            raise ValueError(f"{where}.estimate must be a string (how long a full execution takes)")
+        for key in ("parameters", "quick", "rerun"):
             if not isinstance(entry.get(key, {}), dict):
                 raise ValueError(f"{where}.{key} must be a mapping of parameter -> value")
         if entry["name"] in seen:
@@ -148,7 +183,9 @@ def load_manifest(path: str | Path) -> Manifest:
         seen.add(entry["name"])
         specs.append(NotebookSpec(entry["name"], dict(entry.get("parameters", {})), dict(entry.get("quick", {})),
                                   _globs(entry.get("inputs", []), f"{where}.inputs"),
-                                  _figure_names(entry.get("figures", {}), f"{where}.figures")))
+                                  _figure_names(entry.get("figures", {}), f"{where}.figures"),
+                                  _globs(entry.get("records", []), f"{where}.records"),
+                                  dict(entry.get("rerun", {})), entry.get("estimate", "")))
     return Manifest(specs, _globs(data.get("inputs", []), f"{path}: inputs"),
                     _globs(data.get("data", []), f"{path}: data"))
 
@@ -219,19 +256,37 @@ def execution_key(source: Path, parameters: dict[str, Any], inputs: Sequence[Pat
     })
 
 
-def _execute(source: Path, target: Path, parameters: dict[str, Any], cwd: Path) -> None:
-    """papermill into ``target``, then strip progress output from the executed copy."""
+def _execute(source: Path, target: Path, parameters: dict[str, Any], cwd: Path, echo: Callable[[str], None]) -> None:
+    """papermill into ``target`` (each cell reported through ``echo``), then strip progress output from the
+    executed copy."""
     # deferred: papermill is heavy to import
     import papermill
 
     try:
         papermill.execute_notebook(str(source), str(target), parameters=parameters, cwd=str(cwd),
-                                   kernel_name=KERNEL_NAME, progress_bar=False, log_output=False)
+                                   kernel_name=KERNEL_NAME, progress_bar=False, log_output=False,
+                                   engine_name=progress_engine(source.stem, echo))
     finally:
         if target.is_file():
             notebook = json.loads(target.read_text(encoding="utf-8"))
             if strip_progress(notebook):
                 target.write_text(json.dumps(notebook, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+
+
+def last_seconds(out_dir: Path, name: str, mode: str) -> float | None:
+    """How long the last finished execution of ``name`` in ``mode`` took here (``timings.jsonl``), if any."""
+    path = out_dir / TIMINGS_FILE
+    times = [r["seconds"] for r in iter_jsonl(path) if r["name"] == name and r["mode"] == mode] if path.is_file() else []
+    return times[-1] if times else None
+
+
+def _announce(spec: NotebookSpec, mode: str, parameters: dict[str, Any], out_dir: Path) -> str:
+    """What is about to run and roughly how long it takes here."""
+    last = last_seconds(out_dir, spec.name, mode)
+    expected = [f"about {spec.estimate} on 2 CPU cores"] if spec.estimate and mode == FULL else []
+    expected += [f"last execution here: {clock(last)}"] if last is not None else []
+    shown = ", ".join(f"{k}={v}" for k, v in parameters.items()) or "default parameters"
+    return f"executing {spec.name} ({mode}; {shown})" + (f" — {'; '.join(expected)}" if expected else "")
 
 
 def execute_notebooks(
@@ -243,6 +298,7 @@ def execute_notebooks(
     inputs: Sequence[str] = (),
     root: Path | None = None,
     force: bool = False,
+    rerun: Sequence[str] = (),
     echo: Callable[[str], None] = print,
 ) -> list[NotebookRun]:
     """Execute each existing manifest notebook with papermill into ``out_dir/<name>.ipynb``.
@@ -250,7 +306,9 @@ def execute_notebooks(
     Missing notebooks are skipped with a note; a failing notebook is recorded as ``failed`` (papermill
     leaves the partly executed copy with its error) and the build goes on. A notebook whose execution key
     (:func:`execution_key` over ``inputs`` plus the entry's own, globs relative to ``root``) matches the
-    ``<name>.key`` of its executed copy is ``cached`` and not run again, unless ``force``.
+    ``<name>.key`` of its executed copy is ``cached`` and not run again, unless ``force``. An entry with
+    ``records`` none of which exists is ``no-records`` (its stale executed copy removed) unless it is in
+    ``rerun`` (then with its ``rerun`` parameters) or the build is quick.
     """
     # deferred: papermill is heavy to import
     import papermill
@@ -267,28 +325,55 @@ def execute_notebooks(
             echo(note)
             runs.append(NotebookRun(spec.name, "missing", None, 0.0, note))
             continue
-        parameters = spec.overrides(quick)
+        again = spec.name in rerun
+        parameters = spec.overrides(quick, again)
         check_parameters(source, parameters)
+        mode = QUICK if quick and spec.quick else FULL
+        records = tuple(spec.record_dirs(base))
+        if spec.records and not records and not again and mode == FULL:
+            note = (f"no records for {spec.name}: none of {list(spec.records)} holds any yet; "
+                    f"`intraskill report build --rerun {spec.name}` runs the experiment ({spec.estimate or 'long'})")
+            echo(note)
+            target.unlink(missing_ok=True)
+            key_file.unlink(missing_ok=True)
+            runs.append(NotebookRun(spec.name, "no-records", None, 0.0, note, mode))
+            continue
         key = execution_key(source, parameters, input_files(base, [*inputs, *spec.inputs]), base)
         if not force and target.is_file() and key_file.is_file() and key_file.read_text().strip() == key:
             echo(f"cached {spec.name}: notebook, parameters and inputs unchanged ({target})")
-            runs.append(NotebookRun(spec.name, "cached", str(target), 0.0, f"key {key[:12]}"))
+            runs.append(NotebookRun(spec.name, "cached", str(target), 0.0, f"key {key[:12]}", mode, records))
             continue
-        echo(f"executing {source} -> {target} with {parameters or 'default parameters'}")
+        echo(_announce(spec, mode, parameters, out_dir))
         key_file.unlink(missing_ok=True)
         start = time.monotonic()
         try:
-            _execute(source, target, parameters, notebooks_dir)
+            _execute(source, target, parameters, notebooks_dir, echo)
         except papermill.PapermillExecutionError as error:
             note = f"failed {spec.name}: {error.ename}: {error.evalue} (see {target})"
             echo(note)
-            runs.append(NotebookRun(spec.name, "failed", str(target), time.monotonic() - start, note))
+            runs.append(NotebookRun(spec.name, "failed", str(target), time.monotonic() - start, note, mode, records))
             continue
+        seconds = time.monotonic() - start
+        with JsonlWriter(out_dir / TIMINGS_FILE) as timings:
+            timings.append({"name": spec.name, "mode": mode, "seconds": seconds, "finished_at": utc_now()})
+        echo(f"executed {spec.name} in {clock(seconds)} -> {target}")
         # the key after the run: a notebook that writes its own inputs (a round it resumes) stays cached
         after = execution_key(source, parameters, input_files(base, [*inputs, *spec.inputs]), base)
         key_file.write_text(after + "\n", encoding="utf-8")
-        runs.append(NotebookRun(spec.name, "executed", str(target), time.monotonic() - start, "ok"))
+        runs.append(NotebookRun(spec.name, "executed", str(target), seconds, "ok", mode, records))
     return runs
+
+
+def write_build_record(runs_root: Path, root: Path, runs: Sequence[NotebookRun], mode: str) -> dict[str, Any]:
+    """``<runs_root>/build.json``: this build's commit, date and mode, and per notebook its status, mode and
+    record directories (notebooks this build did not execute keep their entry from the earlier build)."""
+    path = runs_root / BUILD_FILE
+    earlier = json.loads(path.read_text(encoding="utf-8")).get("notebooks", {}) if path.is_file() else {}
+    notebooks = {**earlier, **{run.name: {"status": run.status, "mode": run.mode, "records": list(run.records),
+                                          "note": run.note} for run in runs if run.note != NOT_REEXECUTED}}
+    record = {"commit": git_commit(root), "date": utc_now(), "mode": mode, "notebooks": notebooks}
+    write_json(path, record, indent=1)
+    return record
 
 
 def require_cjk_font(root: Path) -> str:
@@ -315,6 +400,7 @@ def build_report(
     use_quarto: bool | None = None,
     only: Sequence[str] | None = None,
     force: bool = False,
+    rerun: Sequence[str] = (),
     data_root: str | Path | None = None,
     echo: Callable[[str], None] = print,
 ) -> ReportBuild:
@@ -330,7 +416,8 @@ def build_report(
     site_dir : path, optional
         Output folder of the static renderer. Default ``<root>/_site`` (Quarto's ``output-dir``).
     quick : bool
-        Apply each entry's ``quick`` parameter overrides (a fast smoke build).
+        A smoke build: each entry's ``quick`` overrides, which put the training and evaluation notebooks on the
+        random-init ``ci`` organism at CI size (their numbers are not results; every page they feed says so).
     execute : bool
         Execute the notebooks; with False the existing executed copies are rendered as they are.
     use_quarto : bool, optional
@@ -339,6 +426,8 @@ def build_report(
         Execute only these manifest notebooks (the others' existing executed copies are rendered).
     force : bool
         Execute even the notebooks whose cached execution key is unchanged.
+    rerun : sequence of str
+        Manifest notebooks whose experiment is re-run (their ``rerun`` parameters; executed even without records).
     data_root : path, optional
         Folder the manifest's ``data`` globs (``runs/…``) are matched in. Default ``root``.
 
@@ -352,20 +441,22 @@ def build_report(
     executed_dir = runs_root / "notebooks"
     manifest = load_manifest(base / MANIFEST_PATH)
     specs = manifest.notebooks
-    if only is not None:
-        unknown = sorted(set(only) - {spec.name for spec in specs})
+    for field_name, names in (("only", only or ()), ("rerun", rerun)):
+        unknown = sorted(set(names) - {spec.name for spec in specs})
         if unknown:
-            raise ValueError(f"only: {unknown} are not in {MANIFEST_PATH}")
+            raise ValueError(f"{field_name}: {unknown} are not in {MANIFEST_PATH}")
+    if only is not None:
         specs = [spec for spec in specs if spec.name in set(only)]
     if execute:
         runs = execute_notebooks(specs, notebooks_dir=base / NOTEBOOKS_DIR, out_dir=executed_dir, quick=quick,
-                                 inputs=manifest.inputs, root=base, force=force, echo=echo)
+                                 inputs=manifest.inputs, root=base, force=force, rerun=rerun, echo=echo)
     else:
         runs = [
             NotebookRun(s.name, "executed" if (executed_dir / f"{s.name}.ipynb").is_file() else "missing",
-                        str(executed_dir / f"{s.name}.ipynb"), 0.0, "not re-executed")
+                        str(executed_dir / f"{s.name}.ipynb"), 0.0, NOT_REEXECUTED)
             for s in specs
         ]
+    build = write_build_record(runs_root, base, runs, QUICK if quick else FULL)
     data = export_report_data(Path(data_root) if data_root is not None else base, manifest.data,
                               runs_root / DATA_DIR, echo=echo)
     quarto = shutil.which("quarto") is not None if use_quarto is None else use_quarto
@@ -378,6 +469,6 @@ def build_report(
     else:
         out = Path(site_dir) if site_dir is not None else base / DEFAULT_SITE_DIR
         echo(f"quarto is not on PATH: rendering a static HTML site with nbconvert + mistune into {out}")
-        pages = [str(page) for page in render_static_site(base, executed_dir, out, runs_root / DATA_DIR)]
+        pages = [str(page) for page in render_static_site(base, executed_dir, out, runs_root / DATA_DIR, build)]
     data.copy_into(out)
     return ReportBuild(runs, "quarto" if quarto else "static", str(out), pages, [run.name for run in data.runs])

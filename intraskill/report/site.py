@@ -59,6 +59,7 @@ img{max-width:100%;height:auto}figure.embed{margin:1rem 0}pre{background:#f6f6f6
 overflow-x:auto}.embed-missing{border-left:4px solid #dd8452;background:#fff6ee;padding:.5rem 1rem}
 footer{max-width:60rem;margin:0 auto;padding:1rem 1.5rem;font-size:.8rem;color:#666;
 border-top:1px solid #ddd}
+.smoke-build{border-left:4px solid #c44e52;background:#fdeeee;padding:.5rem 1rem;margin:1rem 0}
 """
 FOOTER = {
     "en": "Static render (Quarto not installed). Executed notebooks:",
@@ -70,6 +71,35 @@ MISSING_OUTPUT = {
     "zh": "本次构建未执行笔记本 <code>{name}</code>，因此没有输出 <code>{label}</code>。",
     None: "Output <code>{label}</code> of <code>{name}</code> is not in this build · 本次构建未执行该笔记本.",
 }
+NO_RECORDS = {
+    "en": "No records of this experiment exist yet: nothing is shipped under <code>data/results/</code> and "
+          "<code>runs/</code> holds no run of it, so <code>{name}</code> was not executed. "
+          "<code>intraskill report build --rerun {name}</code> runs the experiment here (it takes long).",
+    "zh": "该实验尚无记录：<code>data/results/</code> 下没有随包发布的记录，<code>runs/</code> 中也没有它的运行，"
+          "因此未执行 <code>{name}</code>。<code>intraskill report build --rerun {name}</code> 会在本机运行该实验（耗时较长）。",
+    None: "No records of this experiment exist yet · 该实验尚无记录 (<code>intraskill report build --rerun {name}</code>).",
+}
+BUILD_FILE = "build.json"
+"""The build record (:func:`intraskill.report.build.write_build_record`) in the report's run folder."""
+SMOKE_BANNER = {
+    "en": "Smoke build (<code>intraskill report build --quick</code>): the figures and tables on this page come "
+          "from CI-size runs of the random-init <code>ci</code> organism; their numbers are not results.",
+    "zh": "冒烟构建（<code>intraskill report build --quick</code>）：本页图表来自随机初始化的 <code>ci</code> "
+          "模型的 CI 规模运行，其数值不是实验结果。",
+    None: "Smoke build · 冒烟构建 (<code>--quick</code>): CI-size runs of a random-init model, not results · 数值不是实验结果.",
+}
+PROVENANCE_TEXT = {
+    "en": {"built": "Built {date} from commit {commit}", "mode": "{mode} build", "quick": "smoke (--quick)",
+           "full": "full", "records": "records", "none": "no experiment records", "shipped": "shipped",
+           "own": "your run"},
+    "zh": {"built": "构建于 {date}，提交 {commit}", "mode": "{mode}构建", "quick": "冒烟（--quick）", "full": "完整",
+           "records": "记录", "none": "无实验记录", "shipped": "随包发布", "own": "你自己的运行"},
+}
+SHIPPED_PREFIX = "data/results/"
+TEMPLATES_DIR = Path(__file__).parent / "assets" / "nbconvert"
+OFFLINE_TEMPLATE = "offline"
+"""nbconvert's lab template without require.js, the widget manager, MathJax or Mermaid from a CDN."""
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 NO_FAVICON = '<link rel="icon" href="data:,">'
 """An empty icon: browsers otherwise request ``/favicon.ico``, which the site does not have."""
 SWITCH_SCRIPT = (
@@ -163,6 +193,23 @@ def cell_labels(notebook: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         for match in LABEL_PATTERN.finditer(source):
             labels[match.group("label")] = cell
     return labels
+
+
+def cell_text(notebook: str | Path, label: str) -> str:
+    """The text the cell labelled ``label`` of an executed notebook shows (its Markdown or plain-text outputs);
+    ``ValueError`` when there is no such cell or it shows no text."""
+    # deferred: nbformat is heavy to import
+    import nbformat
+
+    cells = cell_labels(nbformat.read(Path(notebook), as_version=4))
+    if label not in cells:
+        raise ValueError(f"{notebook}: no cell labelled {label!r}")
+    texts = [_joined(output["data"].get("text/markdown") or output["data"]["text/plain"])
+             for output in cells[label].get("outputs", []) if "text/markdown" in output.get("data", {})
+             or "text/plain" in output.get("data", {})]
+    if not texts:
+        raise ValueError(f"{notebook}: cell {label!r} shows no text (did its notebook finish?)")
+    return "\n".join(texts)
 
 
 def _joined(value: Any) -> str:
@@ -273,16 +320,22 @@ def _stand_in_output(notebook: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _embed_html(path: str, label: str, executed_dir: Path, cache: dict[str, Any], language: str | None) -> str:
+def _embed_html(path: str, label: str, build: _Build, language: str | None, shown_notes: set[str]) -> str:
+    """A labelled cell's outputs; for a notebook not executed, a note (once per page for one without records)."""
     # deferred: nbformat is heavy to import
     import nbformat
 
-    name = PurePosixPath(path).stem
+    name, cache = PurePosixPath(path).stem, build.cache
     if name not in cache:
-        source = executed_dir / f"{name}.ipynb"
+        source = build.executed_dir / f"{name}.ipynb"
         cache[name] = nbformat.read(source, as_version=4) if source.is_file() else None
     notebook = cache[name]
     if notebook is None:
+        if build.notebook_record(name).get("status") == "no-records":
+            if name in shown_notes:
+                return ""
+            shown_notes.add(name)
+            return f'<div class="embed-missing no-records">{NO_RECORDS[language].format(name=html.escape(name))}</div>'
         note = MISSING_OUTPUT[language].format(label=html.escape(label), name=html.escape(name))
         return f'<div class="embed-missing">{note}</div>'
     shown = _stand_in_output(notebook)
@@ -306,6 +359,31 @@ class _Build:
     notebooks: list[str]
     cache: dict[str, Any]
     data_dir: Path | None = None
+    record: Mapping[str, Any] | None = None
+    """The build record (``build.json``): commit, date, mode and per notebook its status, mode and records."""
+
+    def notebook_record(self, name: str) -> Mapping[str, Any]:
+        return ((self.record or {}).get("notebooks") or {}).get(name) or {}
+
+    def provenance(self, names: list[str], language: str | None) -> tuple[str, str]:
+        """The page's smoke-build banner (empty unless a notebook it embeds ran quick) and its provenance line:
+        commit, date, build mode and the record directories its notebooks read."""
+        if self.record is None:
+            return "", ""
+        quick = any(self.notebook_record(name).get("mode") == "quick" for name in names)
+        banner = f'<div class="smoke-build">{SMOKE_BANNER[language]}</div>\n' if quick else ""
+        texts = [PROVENANCE_TEXT[lang] for lang in ((language,) if language else ("en", "zh"))]
+        commit = html.escape(str(self.record.get("commit") or "—")[:12])
+        parts = []
+        for text in texts:
+            records = list(dict.fromkeys(r for name in names for r in self.notebook_record(name).get("records", [])))
+            shown = ", ".join(f"<code>{html.escape(r)}</code> ({text['shipped' if r.startswith(SHIPPED_PREFIX) else 'own']})"
+                              for r in records) or text["none"]
+            parts.append(" · ".join([text["built"].format(date=html.escape(str(self.record.get("date", ""))[:16]),
+                                                          commit=commit),
+                                     text["mode"].format(mode=text[str(self.record.get("mode", "full"))]),
+                                     f"{text['records']}: {shown}"]))
+        return banner, f'<p class="provenance">{" / ".join(parts)}</p>'
 
 
 def _include(build: _Build, page: str, path: str) -> str:
@@ -321,14 +399,16 @@ def _include(build: _Build, page: str, path: str) -> str:
 
 def render_page(build: _Build, page: str) -> str:
     """The full HTML document of one ``.qmd`` page."""
-    config, root, executed_dir, cache = build.config, build.root, build.executed_dir, build.cache
+    config, root = build.config, build.root
     meta, body = front_matter((root / page).read_text(encoding="utf-8"))
     body = INCLUDE_PATTERN.sub(lambda m: _include(build, page, m.group("path")), body)
     language = page_language(page, meta)
     embeds: list[str] = []
+    notes: set[str] = set()
+    names = list(dict.fromkeys(PurePosixPath(path).stem for path, _ in find_embeds(body)))
 
     def stash(match: re.Match[str]) -> str:
-        embeds.append(_embed_html(match.group("path"), match.group("label"), executed_dir, cache, language))
+        embeds.append(_embed_html(match.group("path"), match.group("label"), build, language, notes))
         return f"\n\nEMBEDSLOT{len(embeds) - 1}\n\n"
 
     body = ESCAPED_SHORTCODE.sub(lambda m: "{{< " + m.group("body") + " >}}", EMBED_PATTERN.sub(stash, body))
@@ -342,18 +422,33 @@ def render_page(build: _Build, page: str) -> str:
         f'<a href="{_relative(f"notebooks/{name}.html", here)}">{name}</a>' for name in build.notebooks
     )
     title = str(meta.get("title", PurePosixPath(page).stem))
+    banner, provenance = build.provenance(names, language)
     lang_attr = {"en": "en", "zh": "zh-CN"}.get(language or "", "en")
     return (
         f'<!DOCTYPE html>\n<html lang="{lang_attr}">\n<head>\n<meta charset="utf-8">\n'
         f'<meta name="viewport" content="width=device-width, initial-scale=1">\n{NO_FAVICON}\n'
         f"<title>{html.escape(title)} · {html.escape(config.title)}</title>\n<style>{STYLE}</style>\n{plotly}</head>\n"
-        f"<body>\n{_navbar(config, build.titles, page, language)}\n<main>\n<h1>{html.escape(title)}</h1>\n{rendered}</main>\n"
-        f"<footer>{FOOTER[language]} {footer_links or '—'}</footer>\n{SWITCH_SCRIPT}\n</body>\n</html>\n"
+        f"<body>\n{_navbar(config, build.titles, page, language)}\n<main>\n<h1>{html.escape(title)}</h1>\n{banner}"
+        f"{rendered}</main>\n<footer>{provenance}{FOOTER[language]} {footer_links or '—'}</footer>\n{SWITCH_SCRIPT}\n"
+        "</body>\n</html>\n"
     )
 
 
+def offline_notebook(notebook: Any) -> Any:
+    """The notebook as its offline page shows it (in place): each Markdown cell rendered as the report pages
+    render Markdown (inline TeX as MathML), widget views dropped so their static output shows, no widget state."""
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            cell.source = f'<div class="md">\n{_Renderer.create()(_joined(cell.source))}</div>'
+        for output in cell.get("outputs", []):
+            output.get("data", {}).pop(WIDGET_VIEW, None)
+    notebook.metadata.pop("widgets", None)
+    return notebook
+
+
 def export_notebooks(executed_dir: Path, out_dir: Path) -> list[str]:
-    """Export every executed notebook to ``out_dir/notebooks/<name>.html`` with nbconvert; return names."""
+    """Export every executed notebook to ``out_dir/notebooks/<name>.html`` with nbconvert (the ``offline``
+    template: nothing loaded from a CDN; :func:`offline_notebook`); return names."""
     # deferred: nbformat is heavy to import
     import nbformat
 
@@ -362,10 +457,10 @@ def export_notebooks(executed_dir: Path, out_dir: Path) -> list[str]:
 
     target = out_dir / "notebooks"
     target.mkdir(parents=True, exist_ok=True)
-    exporter = HTMLExporter(template_name="lab")
+    exporter = HTMLExporter(template_name=OFFLINE_TEMPLATE, extra_template_basedirs=[str(TEMPLATES_DIR)])
     names = []
     for path in sorted(executed_dir.glob("*.ipynb")):
-        body, _ = exporter.from_notebook_node(nbformat.read(path, as_version=4))
+        body, _ = exporter.from_notebook_node(offline_notebook(nbformat.read(path, as_version=4)))
         if PLOTLY_MARKER in body:
             body = body.replace("</head>", f'<script src="../assets/{PLOTLY_SCRIPT}"></script>\n</head>', 1)
         (target / f"{path.stem}.html").write_text(body, encoding="utf-8")
@@ -374,12 +469,13 @@ def export_notebooks(executed_dir: Path, out_dir: Path) -> list[str]:
 
 
 def render_static_site(root: str | Path, executed_dir: str | Path, out_dir: str | Path,
-                       data_dir: str | Path | None = None) -> list[Path]:
+                       data_dir: str | Path | None = None, record: Mapping[str, Any] | None = None) -> list[Path]:
     """Render every page of ``_quarto.yml`` and the executed notebooks into ``out_dir``.
 
     Writes ``<out_dir>/<page>.html`` for each page (same layout as Quarto's output), the notebook exports
     and an ``index.html`` that redirects to the landing page. Includes under ``runs/report/data/`` are read
-    from ``data_dir`` when given. Returns the written page paths.
+    from ``data_dir`` when given; ``record`` (the build record) puts commit, date, mode and records into each
+    page's footer and a smoke-build banner on the pages a quick notebook feeds. Returns the written page paths.
     """
     base, executed, out = Path(root), Path(executed_dir), Path(out_dir)
     config = load_site_config(base)
@@ -391,7 +487,8 @@ def render_static_site(root: str | Path, executed_dir: str | Path, out_dir: str 
     notebooks = export_notebooks(executed, out) if executed.is_dir() else []
     (out / "assets").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(plotly_script_path(), out / "assets" / PLOTLY_SCRIPT)
-    build = _Build(config, base, executed, titles, notebooks, {}, Path(data_dir) if data_dir is not None else None)
+    build = _Build(config, base, executed, titles, notebooks, {}, Path(data_dir) if data_dir is not None else None,
+                   record)
     written = []
     for page in config.pages:
         target = out / _html_path(page)
