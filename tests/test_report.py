@@ -39,6 +39,7 @@ from intraskill.report.build import (
     write_build_record,
 )
 from intraskill.report.mathml import tex_to_mathml
+from intraskill.report.pagecheck import page_problems
 from intraskill.report.site import (
     cell_labels,
     export_notebooks,
@@ -356,14 +357,18 @@ def test_notebook_pages_load_nothing_from_a_cdn(tmp_path: Path) -> None:
     widget = nbformat.v4.new_code_cell("w", outputs=[nbformat.v4.new_output("display_data", data={
         "application/vnd.jupyter.widget-view+json": {"model_id": "m", "version_major": 2, "version_minor": 0},
         "text/plain": "static 42"})])
+    sentence = nbformat.v4.new_code_cell("Markdown(s)", outputs=[nbformat.v4.new_output("execute_result", data={
+        "text/markdown": "Iter80 + $S_T$ − Iter80 free", "text/plain": "<IPython.core.display.Markdown object>"},
+        execution_count=1)])
     (tmp_path / "executed").mkdir()
-    nbformat.write(nbformat.v4.new_notebook(cells=[markdown, widget], metadata={"widgets": {"state": {}}}),
+    nbformat.write(nbformat.v4.new_notebook(cells=[markdown, widget, sentence], metadata={"widgets": {"state": {}}}),
                    tmp_path / "executed" / "nb.ipynb")
     assert export_notebooks(tmp_path / "executed", tmp_path / "_site") == ["nb"]
     page = (tmp_path / "_site" / "notebooks" / "nb.html").read_text(encoding="utf-8")
     assert not re.findall(r'(?:src|href)="(?:https?:)?//', page)
     assert not re.search(r"mathjax|require\.js|html-manager", page, re.IGNORECASE)
     assert "<math" in page and "$S_0$" not in page and "static 42" in page and "<table" in page
+    assert "$S_T$" not in page and "Iter80 + <math" in page and not page_problems(page)
 
 
 def test_cjk_font_for_chinese_pages() -> None:
@@ -409,10 +414,8 @@ class _QuietServer(http.server.ThreadingHTTPServer):
 
 
 @pytest.fixture(scope="module")
-def served_site(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A quick static build over the tiny evaluation runs (``browser_runs``), served on 127.0.0.1."""
-    if _chromium() is None:
-        pytest.skip("chromium is not on PATH (apt-get install chromium); the browser check needs it")
+def quick_site(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """A quick static build over the tiny evaluation runs (``browser_runs``): its ``_site`` folder."""
     work = tmp_path_factory.mktemp("report")
     result = build_report(ROOT, run_dir=work / "run", site_dir=work / "_site", quick=True, use_quarto=False,
                           only=["06_release_reanalysis"], data_root=request.getfixturevalue("browser_runs"),
@@ -420,7 +423,29 @@ def served_site(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixtur
     assert result.ok and result.renderer == "static"
     assert {run.name: run.status for run in result.notebooks}["06_release_reanalysis"] == "executed"
     assert result.data_runs == ["eval-expert", "eval-organism", "planted/co-evolve"]
-    handler = functools.partial(_QuietHandler, directory=str(work / "_site"))
+    return work / "_site"
+
+
+LOOKED_AT = ("report/index.html", *(f"report/{lang}/{page}.html" for lang in ("en", "zh")
+                                    for page in ("results", "controls", "browser", "reproduce")),
+             "notebooks/06_release_reanalysis.html")
+"""The pages a reader opens first: the landing page, results, controls, the episode browser, reproduce, and a
+notebook page."""
+
+
+def test_pages_show_no_raw_tex_repr_traceback_or_empty_section(quick_site: Path) -> None:
+    """The built pages as served (no browser needed): every section has content, no raw TeX, Python repr or
+    traceback."""
+    problems = {page: page_problems((quick_site / page).read_text(encoding="utf-8")) for page in LOOKED_AT}
+    assert not {page: found for page, found in problems.items() if found}
+
+
+@pytest.fixture(scope="module")
+def served_site(quick_site: Path) -> Iterator[str]:
+    """The quick build served on 127.0.0.1 (for headless Chromium)."""
+    if _chromium() is None:
+        pytest.skip("chromium is not on PATH (apt-get install chromium); the browser check needs it")
+    handler = functools.partial(_QuietHandler, directory=str(quick_site))
     server = _QuietServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -459,6 +484,13 @@ def test_browser_renders_figures_and_language(served_site: str, tmp_path: Path, 
     assert parser.switch == f"../{'zh' if language == 'en' else 'en'}/results.html"
     with urllib.request.urlopen(urllib.parse.urljoin(url, parser.switch)) as response:
         assert response.status == 200
+
+
+def test_browser_pages_after_their_scripts_ran(served_site: str, tmp_path: Path) -> None:
+    """Headless Chromium opens the landing page, results, controls, episode browser, reproduce and a notebook
+    page in both languages: after their scripts ran, no empty section, raw TeX, Python repr or traceback."""
+    problems = {page: page_problems(_dump_dom(f"{served_site}/{page}", tmp_path / "profile")) for page in LOOKED_AT}
+    assert not {page: found for page, found in problems.items() if found}
 
 
 def test_browser_landing_page_is_bilingual(served_site: str, tmp_path: Path) -> None:

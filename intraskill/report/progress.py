@@ -17,7 +17,7 @@ LONG_CELL_SECONDS = 10.0
 
 def clock(seconds: float) -> str:
     """``42 s``, ``3 min 05 s`` or ``1 h 02 min``."""
-    whole = int(round(seconds))
+    whole = round(seconds)
     if whole < 60:
         return f"{whole} s"
     if whole < 3600:

@@ -435,13 +435,17 @@ def render_page(build: _Build, page: str) -> str:
 
 
 def offline_notebook(notebook: Any) -> Any:
-    """The notebook as its offline page shows it (in place): each Markdown cell rendered as the report pages
-    render Markdown (inline TeX as MathML), widget views dropped so their static output shows, no widget state."""
+    """The notebook as its offline page shows it (in place): each Markdown cell and Markdown output rendered as
+    the report pages render Markdown (inline TeX as MathML), widget views dropped so their static output shows,
+    no widget state."""
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
             cell.source = f'<div class="md">\n{_Renderer.create()(_joined(cell.source))}</div>'
         for output in cell.get("outputs", []):
-            output.get("data", {}).pop(WIDGET_VIEW, None)
+            data = output.get("data", {})
+            data.pop(WIDGET_VIEW, None)
+            if "text/markdown" in data:
+                data["text/html"] = _Renderer.create()(_joined(data.pop("text/markdown")))
     notebook.metadata.pop("widgets", None)
     return notebook
 
