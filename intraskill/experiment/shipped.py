@@ -16,14 +16,8 @@ from typing import TYPE_CHECKING
 
 from intraskill.evaluate.task_records import run_task_records, write_task_records
 from intraskill.experiment.baselines import BASELINE_DIR, BASELINE_FILE
-from intraskill.experiment.results import (
-    CELL_FILE,
-    PLAN_FILE,
-    SUMMARY_FILE,
-    WARMSTART_FILE,
-    MatrixResult,
-    load_matrix,
-)
+from intraskill.experiment.results import CELL_FILE, PLAN_FILE, SUMMARY_FILE, WARMSTART_FILE, MatrixResult
+from intraskill.experiment.results import load_matrix
 from intraskill.jsonl import write_json
 
 if TYPE_CHECKING:
