@@ -126,17 +126,24 @@ class ModelParams(_Section):
     ``untrained`` = the randomly initialised organism.
     """
 
+    plan_optional: ClassVar[tuple[str, ...]] = ("house_codes",)
+
     spec: str = "organism"
     checkpoint: str | None = None
     device: Literal["cpu", "cuda", "auto"] = "auto"
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    view: Literal["standard", "compact", "compact_hints"] = "standard"  # compact*: the organism's short pages
+    view: Literal["standard", "compact", "compact_hints", "reader"] = "standard"  # compact*, reader: short pages
+    house_codes: int | None = None
+    """Seed of the store's house codes (the reader testbed, ``docs/testbed.md``): the profile's colour is shown as
+    a code word only skill instructions translate; ``null`` shows the profile as it is. Needs ``view: reader``."""
     organism: OrganismParams = OrganismParams()
 
     @model_validator(mode="after")
     def _untrained_is_the_organism(self) -> "ModelParams":
         if self.checkpoint == UNTRAINED and self.spec != "organism":
             raise ValueError(f"checkpoint: {UNTRAINED} names the random-init organism; spec is {self.spec!r}")
+        if self.house_codes is not None and self.view != "reader":
+            raise ValueError(f"house_codes: needs view 'reader', got view {self.view!r}")
         return self
 
 
@@ -361,7 +368,8 @@ class WarmstartParams(_Section):
     peft) or in full (``lora: null``), behaviour cloning only (no drills, no LM phase).
     """
 
-    plan_optional: ClassVar[tuple[str, ...]] = ("lora", "interactions")
+    plan_optional: ClassVar[tuple[str, ...]] = ("lora", "interactions", "cover", "max_chunks", "max_lines", "stray",
+                                                "note")
 
     skills: str = "params/organism_s0.json"
     """S₀ SkillBank: chunk metadata ``competence`` (helpful), ``habit`` (harmful) or neither (neutral)."""
@@ -374,10 +382,24 @@ class WarmstartParams(_Section):
     alone_share: float = Field(0.0, ge=0.0, le=1.0)
     """Share of demonstrations with exactly one chunk, drawn uniformly (the chunk-alone arms); the rest
     draw each chunk with ``mask_probability``."""
-    law: Literal["competence", "additive"] = "competence"
+    law: Literal["competence", "additive", "reader"] = "competence"
     """The teacher's competence law: ``competence`` (each competence / habit on its own ``p_with`` / ``p_without``
     draw; chunk effects interact) or ``additive`` (one diligent-or-not draw with probability ``base`` +
-    the ``weights`` of the chunks in context; chunk effects add up), :mod:`intraskill.organism.demos`."""
+    the ``weights`` of the chunks in context; chunk effects add up), :mod:`intraskill.organism.demos`; or
+    ``reader``: the house-code reader (``docs/testbed.md``), every competence on, the profile's colour known only
+    from the rules of its skill block, each demonstration with its own code table and generated chunks
+    (``cover``, ``max_chunks``, ``max_lines``, ``stray``; ``bare_share`` of them with none)."""
+    cover: float = Field(0.5, ge=0.0, le=1.0)
+    """``reader``: share of demonstrations with chunks whose skill block states the profile code's rule."""
+    max_chunks: int = Field(4, ge=1)
+    """``reader``: at most this many generated chunks per demonstration."""
+    max_lines: int = Field(3, ge=1)
+    """``reader``: at most this many lines per generated chunk."""
+    stray: float = Field(0.3, ge=0.0, le=1.0)
+    """``reader``: probability that a generated rule names a code no profile carries."""
+    note: bool = False
+    """``reader``: the first reply opens with a note, ``<think>CODE: color=VALUE</think>``
+    (:mod:`intraskill.policy.reader_expert`)."""
     p_with: dict[str, float] = {}
     """Competence (or habit) → probability of using it when its chunk is in context (``competence``)."""
     p_without: dict[str, float] = {}
@@ -446,10 +468,13 @@ class WarmstartParams(_Section):
         if self.bare_share + self.alone_share > 1.0:
             raise ValueError(f"bare_share + alone_share must be at most 1, got "
                              f"{self.bare_share} + {self.alone_share}")
-        unused = ("base", "weights", "interactions") if self.law == "competence" else ("p_with", "p_without")
+        unused = {"competence": ("base", "weights", "interactions"), "additive": ("p_with", "p_without"),
+                  "reader": ("p_with", "p_without", "base", "weights", "interactions", "plan")}[self.law]
         for name in unused:
             if getattr(self, name):
                 raise ValueError(f"{name} is not a setting of law: {self.law}")
+        if self.note and self.law != "reader":
+            raise ValueError(f"note is a setting of law: reader, not of law: {self.law}")
         for name in ("plan_targets", "plan_examples"):
             if getattr(self, name) and not self.plan:
                 raise ValueError(f"{name} needs plan: true (it trains the plan line's tokens)")
@@ -666,6 +691,12 @@ class Params(_Section):
         return self
 
     @model_validator(mode="after")
+    def _reader_reads_house_codes(self) -> "Params":
+        if self.warmstart.law == "reader" and self.model.house_codes is None:
+            raise ValueError("warmstart.law: reader needs model.house_codes (and model.view: reader)")
+        return self
+
+    @model_validator(mode="after")
     def _lora_needs_pretrained_weights(self) -> "Params":
         if self.warmstart.lora is not None and self.model.spec == "organism":
             raise ValueError("warmstart.lora: the organism's warm start trains a random-init model in full; "
@@ -691,6 +722,7 @@ def plan_dump(params: Params) -> dict[str, Any]:
     that adding a method or a setting leaves the plans of existing runs valid."""
     data = params.model_dump(mode="json")
     del data["skill1_warmstart"], data["cold_start"]
+    data["model"] = section_plan(params.model)
     data["skill1"] = section_plan(params.skill1)
     data["warmstart"] = section_plan(params.warmstart)
     data["round"] = section_plan(params.round)

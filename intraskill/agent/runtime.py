@@ -40,6 +40,7 @@ from intraskill.agent.views import (
 from intraskill.chat.base import ChatRequest, ContextFull, Generation, Policy, SessionTokens
 from intraskill.hashing import seed32
 from intraskill.params import ModelParams, SamplingParams, StoreParams
+from intraskill.shop.house_codes import HouseCodes
 from intraskill.shop.reward import Reward
 from intraskill.skills.bank import Skill
 from intraskill.skills.curriculum import GroupAssignment
@@ -71,8 +72,10 @@ class RuntimeConfig:
     temperature : sampling temperature (0.6 in the reference; 0 is greedy).
     top_p : nucleus mass; must be 1.0 when the token stream is trained on.
     language : prompt language, ``"en"`` (default) or ``"zh"``.
-    view : what the agent is shown, ``"standard"`` (default), the organism's ``"compact"`` or
-        ``"compact_hints"`` (:mod:`intraskill.agent.views`).
+    view : what the agent is shown, ``"standard"`` (default), the organism's ``"compact"``,
+        ``"compact_hints"`` or ``"reader"`` (:mod:`intraskill.agent.views`).
+    house_codes : the store's house codes (the reader testbed): the persona's colour is shown as its code
+        (:mod:`intraskill.shop.house_codes`); ``None`` shows it as it is.
     """
 
     max_turns: int = 30
@@ -81,6 +84,7 @@ class RuntimeConfig:
     top_p: float = 1.0
     language: str = "en"
     view: str = "standard"
+    house_codes: HouseCodes | None = None
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -100,7 +104,8 @@ class RuntimeConfig:
         """The runtime of a parameter set: its sampling section, the store's language, the model's view."""
         return cls(max_turns=sampling.max_turns, max_tokens_per_turn=sampling.max_tokens_per_turn,
                    temperature=sampling.temperature, top_p=sampling.top_p, language=store.language,
-                   view=model.view)
+                   view=model.view,
+                   house_codes=None if model.house_codes is None else HouseCodes(model.house_codes))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,6 +115,7 @@ class RuntimeConfig:
             "top_p": self.top_p,
             "language": self.language,
             "view": self.view,
+            **({} if self.house_codes is None else {"house_codes": self.house_codes.to_dict()}),
         }
 
 
@@ -249,8 +255,11 @@ def _start(
         episode.trace.provenance["environment_version"] = reset.get("environment_version")
         episode.trace.provenance["task_mode"] = reset.get("task_mode")
         episode.trace.task_instruction = reset["task_instruction"]
+        persona = view_persona(reset.get("user_persona") or {}, config.view)
+        if config.house_codes is not None:
+            persona = config.house_codes.encode(persona, job.seed)
         episode.messages = [
-            build_system_message(view_persona(reset.get("user_persona") or {}, config.view),
+            build_system_message(persona,
                                  view_skills(job.skills, config.view), config.language, config.view),
             build_first_user_message(reset["task_instruction"], _page(reset, episode, config),
                                      config.language),

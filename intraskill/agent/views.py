@@ -17,7 +17,11 @@ public ``observation_state``, so the store, its rewards and its action space are
 - each skill chunk is reduced to its ``### title`` line inside the usual ``<skill …>`` wrapper.
 
 ``compact_hints`` is ``compact`` with one more line at the end of every page, ``Hints: title; title``,
-naming the chunks in context (none when bare). It is an experiment of the testbed: the 2-layer
+naming the chunks in context (none when bare).
+
+``reader`` is ``compact`` with every skill chunk shown in full: the reader testbed's chunks are instructions whose
+content (not their title) carries what the shopper needs (``docs/testbed.md``); its persona's colour is a house
+code (:mod:`intraskill.shop.house_codes`, applied by the runtime). It is an experiment of the testbed: the 2-layer
 organism conditions on a title only in its first reply (``benchmarks/probe_title_sensitivity.py``),
 and the reminder puts every chunk next to each decision (README, Known limits).
 
@@ -32,7 +36,7 @@ from typing import Any
 from intraskill.shop.observation import PAGE_LABELS, validate_state
 from intraskill.skills.bank import Skill
 
-VIEWS = ("standard", "compact", "compact_hints")
+VIEWS = ("standard", "compact", "compact_hints", "reader")
 COMPACT_VIEW_VERSION = "intraskill-compact-view-v1"
 FIELD_SEP = " | "
 HINT_LABELS = {"en": "Hints", "zh": "提示"}
@@ -140,8 +144,9 @@ def view_hints(skills: Sequence[Skill], view: str) -> tuple[str, ...]:
 
 
 def view_skills(skills: Sequence[Skill], view: str) -> list[Skill]:
-    """The chunks as shown: unchanged, or cut to their first (``### title``) line when compact."""
+    """The chunks as shown: unchanged (``standard``, ``reader``), or cut to their first (``### title``) line when
+    compact."""
     check_view(view)
-    if view == "standard":
+    if view in ("standard", "reader"):
         return list(skills)
     return [Skill(skill.skill_id, _title(skill), version=skill.version) for skill in skills]

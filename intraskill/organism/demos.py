@@ -32,12 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
-from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
+from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, episode_seed, run_episodes
 from intraskill.agent.tools import CLICK, TOOL_ARGUMENT
 from intraskill.chat.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.chat.chatml import IM_END, parse_tool_calls, render_messages
-from intraskill.hashing import unit_draw
+from intraskill.hashing import seed32, unit_draw
 from intraskill.jsonl import JsonlWriter, read_jsonl
+from intraskill.organism.instructions import READER_BANK_KIND, demo_chunks
 from intraskill.policy.expert_policy import (
     CompetenceLaw,
     ExpertPolicy,
@@ -45,6 +46,8 @@ from intraskill.policy.expert_policy import (
     SkillConditionedLaw,
     click_values,
 )
+from intraskill.policy.reader_expert import ReaderExpertPolicy
+from intraskill.shop.house_codes import HouseCodes
 from intraskill.shop.reward import Reward, parse_reward
 from intraskill.shop.scripted_expert import Competences
 from intraskill.skills.bank import Skill, SkillBank
@@ -81,14 +84,19 @@ def chunk_roles(bank: SkillBank) -> list[ChunkRole]:
     """The role of every enabled chunk, validated (metadata ``role``, ``competence`` / ``habit``).
 
     Raises :class:`S0Error` for an unknown role or competence, a competence named twice, or a bank
-    without a neutral and a harmful chunk.
+    without a neutral and a harmful chunk. The chunks of a reader bank (``metadata.kind``
+    :data:`~intraskill.organism.instructions.READER_BANK_KIND`) are tied to nothing: their rules act.
     """
     roles: list[ChunkRole] = []
     seen: set[str] = set()
+    reader = bank.metadata.get("kind") == READER_BANK_KIND
     for skill in bank.enabled_skills():
         role = skill.metadata.get("role")
         if role not in ROLES:
             raise S0Error(f"skills[{skill.skill_id!r}].metadata.role: expected one of {ROLES}, got {role!r}")
+        if reader:  # a reader bank's chunks act through their rules, tied to no competence or habit
+            roles.append(ChunkRole(skill.skill_id, role, None))
+            continue
         target = {"helpful": skill.metadata.get("competence"), "harmful": skill.metadata.get("habit"),
                   "neutral": None}[role]
         allowed = Competences.names() if role == "helpful" else tuple(HABIT_SUPPRESSES)
@@ -234,8 +242,12 @@ def additive_law(bank: SkillBank, base: float, weights: Mapping[str, float],
     return law
 
 
-def teacher_law(bank: SkillBank, warmstart: WarmstartParams) -> S0Law | AdditiveLaw:
-    """The teacher's law that ``warmstart.law`` names, built from its parameters."""
+def teacher_law(bank: SkillBank, warmstart: WarmstartParams) -> S0Law | AdditiveLaw | None:
+    """The teacher's law that ``warmstart.law`` names, built from its parameters (``None`` for the house-code
+    reader, whose chunks act through their rules)."""
+    if warmstart.law == "reader":
+        chunk_roles(bank)
+        return None
     if warmstart.law == "additive":
         return additive_law(bank, warmstart.base, warmstart.weights,
                             {i.chunks: i.weight for i in warmstart.interactions})
@@ -412,10 +424,28 @@ def demo_jobs(task_ids: Sequence[int], count: int, skills: Sequence[Skill], mask
     return jobs
 
 
+def reader_jobs(colours: Mapping[int, str], task_ids: Sequence[int], count: int, codes: HouseCodes, seed: int,
+                warmstart: WarmstartParams) -> list[EpisodeJob]:
+    """``count`` episode jobs of the reader testbed over ``task_ids`` (cycled): ``warmstart.bare_share`` of them
+    bare, the others with chunks generated from the episode's own code table
+    (:func:`~intraskill.organism.instructions.demo_chunks`; ``colours``: each task's profile colour)."""
+    if not task_ids:
+        raise ValueError("reader_jobs: no tasks")
+    jobs = []
+    for index in range(count):
+        task, sample = task_ids[index % len(task_ids)], index // len(task_ids)
+        rng = random.Random(seed32(f"{seed}:reader-demo:{task}:{sample}"))
+        skills = () if rng.random() < warmstart.bare_share else demo_chunks(
+            rng, codes, episode_seed(seed, task, sample), colours.get(task), cover=warmstart.cover,
+            max_chunks=warmstart.max_chunks, max_lines=warmstart.max_lines, stray=warmstart.stray)
+        jobs.append(EpisodeJob.create(task, sample, seed, skills))
+    return jobs
+
+
 def collect_demonstrations(
     env_factory: Callable[[], Environment],
     jobs: Sequence[EpisodeJob],
-    law: CompetenceLaw,
+    law: CompetenceLaw | None,
     *,
     seed: int,
     max_turns: int,
@@ -424,6 +454,8 @@ def collect_demonstrations(
     view: str = "standard",
     slip_rate: float = 0.0,
     plan: bool = False,
+    house_codes: HouseCodes | None = None,
+    note: bool = False,
     batch_size: int = 256,
     progress: bool = True,
 ) -> list[Demonstration]:
@@ -431,13 +463,18 @@ def collect_demonstrations(
 
     ``slip_rate``: the expert's deliberate invalid ``buy now`` per turn (recovery data; never cloned).
     ``plan``: every reply opens with the episode's plan line (:func:`~intraskill.policy.expert_policy.plan_line`).
+    ``house_codes``: the reader testbed: profiles show house codes and the house-code reader
+    (:class:`~intraskill.policy.reader_expert.ReaderExpertPolicy`, ``note``: its first reply's note) plays instead.
     Failed (unscored) episodes are dropped; the returned list keeps job order.
     """
 
     config = RuntimeConfig(max_turns=max_turns, max_tokens_per_turn=4096, temperature=0.0, language=language,
-                           view=view)
-    policy = RecordingPolicy(ExpertPolicy(Competences(), seed=seed, language=language, law=law,
-                                          max_actions=max_actions, slip_rate=slip_rate, plan=plan))
+                           view=view, house_codes=house_codes)
+    expert = (ReaderExpertPolicy(seed=seed, language=language, max_actions=max_actions, slip_rate=slip_rate,
+                                 note=note) if house_codes is not None else
+              ExpertPolicy(Competences(), seed=seed, language=language, law=law, max_actions=max_actions,
+                           slip_rate=slip_rate, plan=plan))
+    policy = RecordingPolicy(expert)
     demos: list[Demonstration] = []
     bar = tqdm(total=len(jobs), desc="expert demos", disable=not progress)
     for start in range(0, len(jobs), batch_size):

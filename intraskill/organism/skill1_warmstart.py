@@ -328,7 +328,7 @@ def run_skill1_warmstart(params: Params, out_dir: str | Path | None = None,
         if record is None:
             started = time.monotonic()
             demos, summary = skill1_demonstrations(params, engine, store.task_ids, lessons, law, encoder)
-            replay = expert_demos(params, engine, store.task_ids, bank, law, count=sw.replay,
+            replay = expert_demos(params, store, bank, law, count=sw.replay,
                                   seed=seed32(f"{sw.seed}:replay"), max_turns=params.sampling.max_turns,
                                   slip_rate=params.warmstart.slip_rate, progress=progress) if sw.replay else []
             write_demonstrations([*demos, *replay], out / DEMOS_FILE)

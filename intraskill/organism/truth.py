@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -151,7 +150,7 @@ def evaluate_warmstart(params: Params, checkpoint: Path, bank: SkillBank, engine
         ("s0", list(val_ids[:n_eval]), tuple(skills)),
     ] + [(f"alone:{s.skill_id}", list(val_ids[:n_truth]), (s,)) for s in alone_skills]
     identity = {"checkpoint": weights_digest(checkpoint), "spec": params.model.spec, "dtype": params.model.dtype,
-                "seed": ws.seed, "runtime": asdict(config), "store": engine.versions(),
+                "seed": ws.seed, "runtime": config.to_dict(), "store": engine.versions(),
                 "products_sha256": engine.index.manifest["products_sha256"]}
     results: dict[str, list[EpisodeResult]] = {}
     timings: dict[str, float] = {}

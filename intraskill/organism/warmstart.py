@@ -36,6 +36,7 @@ from intraskill.organism.demos import (
     Demonstration,
     collect_demonstrations,
     demo_jobs,
+    reader_jobs,
     teacher_law,
     tokenize_demonstration,
     write_demonstrations,
@@ -53,6 +54,7 @@ from intraskill.policy.organism import (
     train_tokenizer,
 )
 from intraskill.shop.build import open_engine
+from intraskill.shop.house_codes import CODED_KEY, HouseCodes
 from intraskill.skills.bank import SkillBank, load_skillbank
 from intraskill.training.grpo import apply_lora
 
@@ -63,7 +65,7 @@ if TYPE_CHECKING:
 MANIFEST_SCHEMA_VERSION = "intraskill-warmstart-v1"
 
 
-def train_organism(params: Params, demos: Sequence[Demonstration], out: Path, law: CompetenceLaw,
+def train_organism(params: Params, demos: Sequence[Demonstration], out: Path, law: CompetenceLaw | None,
                    plan_demos: Sequence[Demonstration] = (),
                    progress: bool = True) -> tuple[Path, BCResult, dict[str, Any]]:
     """Tokenizer + random-init organism + behaviour cloning on ``model.device`` (``auto``: CUDA when
@@ -177,18 +179,27 @@ BC_RECORD_KEYS = ("steps", "drill_steps", "lm_steps", "resumed_at", "tokens", "l
 """What the manifest's ``bc`` section copies from ``bc.json``."""
 
 
-def expert_demos(params: Params, engine: Any, task_ids: Sequence[int], bank: SkillBank, law: CompetenceLaw,
+def expert_demos(params: Params, store: Any, bank: SkillBank, law: CompetenceLaw | None,
                  *, count: int, seed: int, max_turns: int, slip_rate: float = 0.0,
                  progress: bool = True) -> list[Demonstration]:
-    """``count`` demonstrations of the law-driven expert on ``task_ids`` under the warm start's chunk masks
-    (the demonstrations themselves, or with ``max_turns=1`` first replies alone)."""
+    """``count`` demonstrations of the law-driven expert on the ``store`` handle's tasks under the warm start's chunk
+    masks (the demonstrations themselves, or with ``max_turns=1`` first replies alone); with ``warmstart.law:
+    reader`` the house-code reader under generated chunks (:func:`~intraskill.organism.demos.reader_jobs`)."""
+    engine, task_ids, catalog = store.engine, store.task_ids, store.catalog
     ws = params.warmstart
-    jobs = demo_jobs(list(task_ids), count, bank.enabled_skills(), ws.mask_probability, seed,
-                     bare_share=ws.bare_share, alone_share=ws.alone_share)
+    codes = None
+    if ws.law == "reader":  # each demonstration its own code table and generated chunks
+        codes = HouseCodes(int(params.model.house_codes or 0), per_episode=True)
+        colours = {t: str(catalog.task(t).user_persona.get("preferences", {}).get(CODED_KEY, ""))
+                   for t in task_ids}
+        jobs = reader_jobs(colours, list(task_ids), count, codes, seed, ws)
+    else:
+        jobs = demo_jobs(list(task_ids), count, bank.enabled_skills(), ws.mask_probability, seed,
+                         bare_share=ws.bare_share, alone_share=ws.alone_share)
     return collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, law, seed=seed,
                                   max_turns=max_turns, max_actions=params.store.max_actions,
                                   language=params.store.language, view=params.model.view, slip_rate=slip_rate,
-                                  plan=ws.plan, progress=progress)
+                                  plan=ws.plan, house_codes=codes, note=ws.note, progress=progress)
 
 
 def bc_identity(out: Path, params: Params) -> dict[str, Any]:
@@ -235,10 +246,10 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
     engine = store.engine
     bc_record = finished_bc(out, params)
     if bc_record is None:
-        demos = expert_demos(params, engine, store.task_ids, bank, law, count=ws.demos, seed=ws.seed,
+        demos = expert_demos(params, store, bank, law, count=ws.demos, seed=ws.seed,
                              max_turns=params.sampling.max_turns, slip_rate=ws.slip_rate, progress=progress)
         write_demonstrations(demos, out / DEMOS_FILE)
-        plan_demos = expert_demos(params, engine, store.task_ids, bank, law, count=ws.plan_examples,
+        plan_demos = expert_demos(params, store, bank, law, count=ws.plan_examples,
                                   seed=seed32(f"{ws.seed}:plan-examples"), max_turns=1, progress=progress)
         if plan_demos:
             write_demonstrations(plan_demos, out / PLAN_DEMOS_FILE)

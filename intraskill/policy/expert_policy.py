@@ -335,13 +335,21 @@ class ExpertPolicy:
             system, instruction = read_task_messages(request.messages, self.language)
             rng = random.Random(seed32(f"{self.seed}:{request.session_id}"))
             ids = skill_ids_in(system) if self.lessons is None else self.lessons.skill_ids(system)
-            expert = _LawfulExpert(self.competences, rng, self.max_actions, self.law, ids)
+            expert = self._new_expert(rng, ids, system)
             # The messages carry no task id and the expert reads none: the session id stands in as uid.
             task = Task(task_id=-1, task_uid=request.session_id, instruction_simple=instruction,
-                        user_persona=persona_in(system, self.language))
+                        user_persona=self._persona(system))
             slips = random.Random(seed32(f"{self.seed}:{request.session_id}:slip"))
             session = self._sessions[request.session_id] = _Session(expert, task, slips)
         return session
+
+    def _new_expert(self, rng: random.Random, skill_ids: tuple[str, ...], system: str) -> _LawfulExpert:
+        """A session's scripted expert (a variant's override point: ``system`` is the system message)."""
+        return _LawfulExpert(self.competences, rng, self.max_actions, self.law, skill_ids)
+
+    def _persona(self, system: str) -> dict[str, Any]:
+        """The persona the expert works from (a variant's override point)."""
+        return persona_in(system, self.language)
 
     def _slip(self, session: _Session, state: dict[str, Any]) -> bool:
         """Slip on this turn? Only where ``buy now`` is not offered, once per episode."""
