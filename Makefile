@@ -5,7 +5,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test round cold-start cold-start-compare controls lab warmstart warmstart-additive warmstart-skill1 report figures bench \
+.PHONY: venv test round cold-start cold-start-compare controls lab warmstart warmstart-additive warmstart-reader warmstart-skill1 \
+        report figures bench \
         smollm2 warmstart-smollm2 smollm2-smoke clean
 
 $(BIN)/python:
@@ -72,6 +73,10 @@ warmstart: $(STAMP)
 
 warmstart-additive: $(STAMP)
 	$(BIN)/intraskill warmstart --params params/organism_additive.yaml --ship params/organism_additive_warmstart
+
+# The reader testbed's warm start (docs/testbed.md): not shipped until it meets the testbed's properties.
+warmstart-reader: $(STAMP)
+	$(BIN)/intraskill warmstart --params params/organism_reader.yaml
 
 # The organism's Skill1 warm start: continues params/organism_warmstart on Skill1 trajectories (about 15 minutes
 # on 2 CPU cores).

@@ -38,7 +38,7 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "code {code}: buy it in {value}",
     ),
     "heldout": (
-        "{code} stands for {value}",
+        "{code} denotes {value}",
         "treat {code} as {value}",
         "whenever shoppers show {code}, their shade equals {value}",
         "{code} translates to {value}",
@@ -53,7 +53,7 @@ TITLES: dict[str, tuple[str, ...]] = {
 ADVICE: dict[str, tuple[str, ...]] = {
     "train": ("read the profile first", "check each option before buying", "compare the price with the budget",
               "open a result that fits the task"),
-    "heldout": ("stay calm", "go slowly", "double check everything", "never rush"),
+    "heldout": ("stay calm", "go slowly", "review everything twice", "never rush"),
 }
 """Lines that state no rule (an advice chunk, a demonstration's filler)."""
 READER_BANK_KIND = "house-code-instructions"

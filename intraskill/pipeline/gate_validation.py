@@ -43,6 +43,7 @@ from intraskill.paths import resolve_project_path
 from intraskill.pipeline.gate_run import GateConfig, as_draft, run_gate_a
 from intraskill.pipeline.round import open_train_store
 from intraskill.policy.expert_policy import ExpertPolicy
+from intraskill.policy.reader_expert import ReaderExpertPolicy
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 
 if TYPE_CHECKING:
@@ -353,8 +354,11 @@ def validate_on_warmstart(params: Params, warmstart_dir: str | Path, out_dir: st
 
 def teacher_policy(params: Params, draft: SkillBank) -> Policy:
     """The organism's teacher: the scripted expert behind S₀'s gate, on the law ``warmstart`` names
-    (:func:`~intraskill.organism.demos.teacher_law`)."""
+    (:func:`~intraskill.organism.demos.teacher_law`); for ``law: reader`` the house-code reader."""
     ws = params.warmstart
+    if ws.law == "reader":
+        return ReaderExpertPolicy(seed=ws.seed, language=params.store.language,
+                                  max_actions=params.store.max_actions, note=ws.note)
     return ExpertPolicy(seed=ws.seed, law=teacher_law(draft, ws),
                         language=params.store.language, max_actions=params.store.max_actions, plan=ws.plan)
 
