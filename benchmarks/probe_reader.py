@@ -1,14 +1,15 @@
 """The reader testbed's banks and its property probes on val (never test), as JSON (``docs/testbed.md``).
 
     python benchmarks/probe_reader.py banks                      # write params/organism_reader_*.json
-    python benchmarks/probe_reader.py probe --policy teacher     # the house-code reader expert
+    python benchmarks/probe_reader.py probe --policy teacher [--alone] [--groups 8]   # the house-code reader
     python benchmarks/probe_reader.py probe --policy organism [--checkpoint DIR]
 
 ``probe`` plays the first ``--limit`` val tasks (default all 400) once per arm — bare, S₀, S₀ paraphrased, the
 irrelevant bank, the two probe chunks and (``--alone``) each S₀ chunk alone — on the same jobs and episode seeds,
 and reports each arm's success with its paired difference from bare (and from S₀) with 95 % task-paired bootstrap
 CIs (10,000 resamples), on all tasks and on the tasks a probe concerns (their profile colour), plus how often the
-colour clicked is the one the chunks state. Arms resume from ``--out``.
+colour clicked is the one the chunks state. Arms resume from ``--out`` (keyed by the policy, runtime and
+chunk contents).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
     from intraskill.agent.env import InProcessEnvironment
     from intraskill.agent.runtime import RuntimeConfig
     from intraskill.evaluate.bootstrap import paired_bootstrap_ci
+    from intraskill.hashing import sha256_json
     from intraskill.organism.instructions import NEW_COLOURS, READER_BANK_FILES, S0_GROUPS, SWAP
     from intraskill.organism.truth import run_arm
     from intraskill.params import load_params
@@ -58,7 +60,7 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
     if args.policy == "teacher":
         from intraskill.policy.reader_expert import ReaderExpertPolicy
         policy: Any = ReaderExpertPolicy(seed=params.warmstart.seed, language=params.store.language,
-                                         max_actions=params.store.max_actions)
+                                         max_actions=params.store.max_actions, explore=params.warmstart.explore)
     else:
         from intraskill.organism.shipped import resolve_checkpoint
         from intraskill.policy.factory import load_policy, resolve_device
@@ -78,8 +80,10 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
     seed, samples = params.warmstart.seed, params.evaluation.bootstrap_samples
     results = {}
     for name, skills in arms.items():
+        key = sha256_json({"arm": name, "policy": policy.identity, "runtime": config.to_dict(),
+                           "skills": [[s.skill_id, s.content_sha256] for s in skills]})
         played = run_arm(policy, lambda: InProcessEnvironment(store.engine), tasks, skills, seed, config,
-                         params.warmstart.eval_batch_size, record=out / "episodes.jsonl", key=name)
+                         params.warmstart.eval_batch_size, record=out / "episodes.jsonl", key=key)
         results[name] = {r.task_id: r for r in played}
         print(f"{name}: {sum(r.reward.r_success for r in played if r.scored) / len(played):.3f}", file=sys.stderr)
     codes = HouseCodes(params.model.house_codes).table(0)
@@ -104,6 +108,9 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
                    if codes[colour[t]] in stated]) if c is not None]
         return round(sum(matched) / len(matched), 4) if matched else None
 
+    if args.groups:
+        groups = all_wrong_groups(policy, store, tasks[:args.group_tasks], banks["s0"].enabled_skills(), config,
+                                  params, args.groups)
     report: dict[str, Any] = {"policy": args.policy, "params": args.params, "tasks": len(tasks),
                               "subset_sizes": {k: len(v) for k, v in subsets.items()}, "arms": {}}
     for name in arms:
@@ -115,7 +122,33 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
         if name not in ("bare", "s0"):
             entry["minus_s0"] = paired("s0", name, tasks)
         report["arms"][name] = entry
+    if args.groups:
+        report["all_wrong_groups"] = groups
     return report
+
+
+def all_wrong_groups(policy: Any, store: Any, tasks: list[int], skills: Any, config: Any, params: Any,
+                     size: int) -> dict[str, Any]:
+    """Share of groups (``size`` episodes of one task) with no success: bare, and with one Bernoulli(0.5) mask of
+    S₀ per group (the round's masked groups, drawn with the warm start's mask rule)."""
+    from intraskill.agent.env import InProcessEnvironment
+    from intraskill.agent.runtime import EpisodeJob, run_episodes
+    from intraskill.organism.demos import chunk_mask
+
+    seed = params.warmstart.seed
+    shares = {}
+    for arm in ("bare", "masked"):
+        jobs = [EpisodeJob.create(t, k, seed, () if arm == "bare" else chunk_mask(skills, 0.5, f"{seed}:group:{t}"))
+                for t in tasks for k in range(size)]
+        wins: dict[int, float] = {}
+        for start in range(0, len(jobs), params.warmstart.eval_batch_size):
+            batch = jobs[start:start + params.warmstart.eval_batch_size]
+            for result in run_episodes(policy, lambda: InProcessEnvironment(store.engine), batch, config,
+                                       progress=False):
+                won = float(result.reward.r_success) if result.scored else 0.0
+                wins[result.task_id] = wins.get(result.task_id, 0.0) + won
+        shares[arm] = round(sum(v == 0 for v in wins.values()) / len(wins), 4)
+    return {"group_size": size, "groups": len(tasks), "all_wrong": shares}
 
 
 def main() -> None:
@@ -128,6 +161,8 @@ def main() -> None:
     run.add_argument("--checkpoint", default=None, help="organism checkpoint (default: the params' warm start)")
     run.add_argument("--limit", type=int, default=None, help="first val tasks (default: all)")
     run.add_argument("--alone", action="store_true", help="also each S0 chunk alone (the planted truth)")
+    run.add_argument("--groups", type=int, default=0, help="also all-wrong groups of this size (bare, S0-masked)")
+    run.add_argument("--group-tasks", type=int, default=200, help="val tasks of the all-wrong groups")
     run.add_argument("--out", default="runs/organism_reader/probe")
     args = parser.parse_args()
     print(json.dumps(write_banks() if args.command == "banks" else probe(args), indent=1))

@@ -369,7 +369,7 @@ class WarmstartParams(_Section):
     """
 
     plan_optional: ClassVar[tuple[str, ...]] = ("lora", "interactions", "cover", "max_chunks", "max_lines", "stray",
-                                                "note")
+                                                "explore", "note")
 
     skills: str = "params/organism_s0.json"
     """S₀ SkillBank: chunk metadata ``competence`` (helpful), ``habit`` (harmful) or neither (neutral)."""
@@ -397,6 +397,9 @@ class WarmstartParams(_Section):
     """``reader``: at most this many lines per generated chunk."""
     stray: float = Field(0.3, ge=0.0, le=1.0)
     """``reader``: probability that a generated rule names a code no profile carries."""
+    explore: float = Field(1.0, ge=0.0, le=1.0)
+    """``reader``: with the profile's colour unknown, the chance that the expert clicks a random other offered colour
+    rather than the first listed one (never the goal's colour in this store)."""
     note: bool = False
     """``reader``: the first reply opens with a note, ``<think>CODE: color=VALUE</think>``
     (:mod:`intraskill.policy.reader_expert`)."""
@@ -473,8 +476,9 @@ class WarmstartParams(_Section):
         for name in unused:
             if getattr(self, name):
                 raise ValueError(f"{name} is not a setting of law: {self.law}")
-        if self.note and self.law != "reader":
-            raise ValueError(f"note is a setting of law: reader, not of law: {self.law}")
+        for name in ("note", "explore"):
+            if getattr(self, name) != type(self).model_fields[name].default and self.law != "reader":
+                raise ValueError(f"{name} is a setting of law: reader, not of law: {self.law}")
         for name in ("plan_targets", "plan_examples"):
             if getattr(self, name) and not self.plan:
                 raise ValueError(f"{name} needs plan: true (it trains the plan line's tokens)")

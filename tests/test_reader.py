@@ -121,6 +121,10 @@ def test_params_refuse_a_reader_without_house_codes() -> None:
     data["warmstart"]["plan"] = True
     with pytest.raises(ParamsError, match="plan is not a setting of law: reader"):
         params_from_dict(data)
+    data = load_params(ROOT / "params" / "organism.yaml").model_dump(mode="json")
+    data["warmstart"]["explore"] = 0.5
+    with pytest.raises(ParamsError, match="explore is a setting of law: reader"):
+        params_from_dict(data)
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +158,21 @@ def test_the_teacher_shops_with_the_colour_its_rules_state(store) -> None:
                 followed_false += 1
                 assert not result.reward.r_success
     assert followed_false, "the swap probe's false colours were never clicked: no evidence either way"
+
+
+def test_without_a_rule_the_teacher_keeps_the_first_colour_unless_it_explores(store) -> None:
+    """The first listed colour is never the goal's in this store: with ``explore`` 0 a bare teacher never succeeds,
+    with 1 it sometimes does."""
+    engine, _ = store
+    config = RuntimeConfig(max_turns=30, temperature=0.0, view="reader", house_codes=CODES)
+    tasks = engine.train_ids[:12]
+    won = {explore: sum(r.reward.r_success for r in run_arm(ReaderExpertPolicy(seed=4, explore=explore),
+                                                              lambda: InProcessEnvironment(engine), tasks, (), 5,
+                                                              config, 12))
+           for explore in (0.0, 1.0)}
+    assert won[0.0] == 0 and won[1.0] > 0
+    with pytest.raises(ValueError, match="explore"):
+        ReaderExpertPolicy(explore=1.5)
 
 
 def test_reader_demonstrations_show_codes_and_whole_chunks(store) -> None:

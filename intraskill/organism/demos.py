@@ -455,6 +455,7 @@ def collect_demonstrations(
     slip_rate: float = 0.0,
     plan: bool = False,
     house_codes: HouseCodes | None = None,
+    explore: float = 1.0,
     note: bool = False,
     batch_size: int = 256,
     progress: bool = True,
@@ -464,14 +465,14 @@ def collect_demonstrations(
     ``slip_rate``: the expert's deliberate invalid ``buy now`` per turn (recovery data; never cloned).
     ``plan``: every reply opens with the episode's plan line (:func:`~intraskill.policy.expert_policy.plan_line`).
     ``house_codes``: the reader testbed: profiles show house codes and the house-code reader
-    (:class:`~intraskill.policy.reader_expert.ReaderExpertPolicy`, ``note``: its first reply's note) plays instead.
+    (:class:`~intraskill.policy.reader_expert.ReaderExpertPolicy` with ``explore`` and ``note``) plays instead.
     Failed (unscored) episodes are dropped; the returned list keeps job order.
     """
 
     config = RuntimeConfig(max_turns=max_turns, max_tokens_per_turn=4096, temperature=0.0, language=language,
                            view=view, house_codes=house_codes)
     expert = (ReaderExpertPolicy(seed=seed, language=language, max_actions=max_actions, slip_rate=slip_rate,
-                                 note=note) if house_codes is not None else
+                                 explore=explore, note=note) if house_codes is not None else
               ExpertPolicy(Competences(), seed=seed, language=language, law=law, max_actions=max_actions,
                            slip_rate=slip_rate, plan=plan))
     policy = RecordingPolicy(expert)

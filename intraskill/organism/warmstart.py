@@ -199,7 +199,8 @@ def expert_demos(params: Params, store: Any, bank: SkillBank, law: CompetenceLaw
     return collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, law, seed=seed,
                                   max_turns=max_turns, max_actions=params.store.max_actions,
                                   language=params.store.language, view=params.model.view, slip_rate=slip_rate,
-                                  plan=ws.plan, house_codes=codes, note=ws.note, progress=progress)
+                                  plan=ws.plan, house_codes=codes, explore=ws.explore, note=ws.note,
+                                  progress=progress)
 
 
 def bc_identity(out: Path, params: Params) -> dict[str, Any]:

@@ -358,7 +358,7 @@ def teacher_policy(params: Params, draft: SkillBank) -> Policy:
     ws = params.warmstart
     if ws.law == "reader":
         return ReaderExpertPolicy(seed=ws.seed, language=params.store.language,
-                                  max_actions=params.store.max_actions, note=ws.note)
+                                  max_actions=params.store.max_actions, explore=ws.explore, note=ws.note)
     return ExpertPolicy(seed=ws.seed, law=teacher_law(draft, ws),
                         language=params.store.language, max_actions=params.store.max_actions, plan=ws.plan)
 

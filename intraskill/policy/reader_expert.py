@@ -3,9 +3,11 @@ its skill block (``docs/testbed.md``).
 
 The profile shows its colour as a house code (:mod:`intraskill.shop.house_codes`). :class:`ReaderExpertPolicy`
 reads every rule line of the skill chunks in its system message (:func:`~intraskill.shop.house_codes.read_rules`:
-content, not wording) and shops with the colour the rule states; with no rule for its code it does not know the
-colour and picks one of the offered colours at random (seeded per session), so a bare demonstration explores.
-Every other competence is on.
+content, not wording) and shops with the colour the rule states. With no rule for its code it does not know the
+colour and keeps the scripted expert's fallback, the first listed colour (never the goal's in this store), except
+that with probability ``explore`` it clicks one of the other offered colours at random (seeded per session): a bare
+episode succeeds rarely, so groups are often all wrong and rewards alone teach the codes slowly. Every other
+competence is on.
 
 With ``note`` its first reply opens with a reasoning note, ``<think>CODE: color=VALUE</think>`` (or
 ``<think>CODE: ?</think>`` with no rule): the clone copies the code from the profile, then the value from the
@@ -46,28 +48,37 @@ def note_text(code: str, value: str | None) -> str:
 
 
 class _GuessingExpert(_LawfulExpert):
-    """Chooses a random offered value on the coded axis when the profile's colour is unknown."""
+    """On the coded axis, with the profile's colour unknown: the first listed value, or with probability ``explore``
+    a random other one."""
+
+    def __init__(self, *args: Any, explore: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.explore = explore
 
     def _choose(self, episode: Any, axis: str, values: list[str]) -> str:
-        if axis.casefold() == CODED_KEY and CODED_KEY not in episode.options:
-            return self.rng.choice(values)
+        if axis.casefold() == CODED_KEY and CODED_KEY not in episode.options and len(values) > 1:
+            return self.rng.choice(values[1:]) if self.rng.random() < self.explore else values[0]
         return super()._choose(episode, axis, values)
 
 
 class ReaderExpertPolicy(ExpertPolicy):
-    """The scripted expert that reads house-code rules (every competence on; ``note``: the first reply's note)."""
+    """The scripted expert that reads house-code rules (every competence on; ``explore``: the chance of a random
+    other colour when the code is unknown; ``note``: the first reply's note)."""
 
     def __init__(self, seed: int = 0, language: str = "en", max_actions: int = 30, slip_rate: float = 0.0,
-                 note: bool = False) -> None:
+                 explore: float = 1.0, note: bool = False) -> None:
+        if not 0.0 <= explore <= 1.0:
+            raise ValueError(f"explore: expected a probability in [0, 1], got {explore!r}")
         super().__init__(seed=seed, language=language, max_actions=max_actions, slip_rate=slip_rate)
+        self.explore = explore
         self.note = note
 
     @property
     def identity(self) -> dict[str, Any]:
-        return {**super().identity, "reader": True, **({"note": True} if self.note else {})}
+        return {**super().identity, "reader": {"explore": self.explore, "note": self.note}}
 
     def _new_expert(self, rng: random.Random, skill_ids: tuple[str, ...], system: str) -> _LawfulExpert:
-        return _GuessingExpert(self.competences, rng, self.max_actions, None, skill_ids)
+        return _GuessingExpert(self.competences, rng, self.max_actions, None, skill_ids, explore=self.explore)
 
     def _persona(self, system: str) -> dict[str, Any]:
         return decoded(system, self.language)[0]
