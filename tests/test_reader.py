@@ -31,6 +31,7 @@ from intraskill.policy.reader_expert import ReaderExpertPolicy, note_text
 from intraskill.shop.build import open_store
 from intraskill.shop.house_codes import CODE_POOL, CODED_KEY, STORE_COLOURS, HouseCodes, _catalogue_words, read_rules
 from intraskill.skills.bank import load_skillbank
+from intraskill.skills.render import parse_chunk
 
 ROOT = Path(__file__).resolve().parents[1]
 READER = load_params(ROOT / "params" / "organism_reader.yaml")
@@ -96,17 +97,24 @@ def test_banks_state_the_promised_rules() -> None:
 @pytest.mark.parametrize("cover", [0.0, 1.0])
 def test_demo_chunks_state_the_profile_code_exactly_when_covered(cover: float) -> None:
     codes = HouseCodes(7, per_episode=True)
+    method = 0
     for seed in range(30):
         table = codes.table(seed)
         chunks = demo_chunks(random.Random(seed), codes, seed, "navy", cover=cover, max_chunks=4, max_lines=3,
                              stray=0.3)
-        lines = [line for chunk in chunks for line in chunk.content.splitlines()[1:]]
+        lines = [re.sub(r"^  \d+\. ", "- ", line) for chunk in chunks for line in chunk.content.splitlines()[1:]
+                 if not line.startswith(("- Applies when: ", "- Procedure:", "- Verify: ", "- Avoid: ")) and line]
         rules = read_rules(chunk.content for chunk in chunks)
         named = [line for line in lines if table["navy"] in re.findall(r"\w+", line)]
         assert len(named) == int(cover) and (rules.get(table["navy"]) == "navy") == bool(cover)
         codes_stated = [c for line in lines for c in re.findall(r"\w+", line) if c in CODE_POOL]
         assert len(codes_stated) == len(set(codes_stated)), "no code twice"
         assert all(line.startswith("- ") and line[2:] in ADVICE["train"] or read_rules([line]) for line in lines)
+        for chunk in chunks:
+            if "- Procedure:" in chunk.content:
+                method += 1
+                assert read_rules([chunk.content]) == read_rules(parse_chunk(chunk.content).procedure)
+    assert method, "some chunks take the method's template"
 
 
 def test_params_refuse_a_reader_without_house_codes() -> None:

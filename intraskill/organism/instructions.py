@@ -9,7 +9,8 @@ is what it says, whatever the words. Two families:
 - ``heldout``: words no demonstration uses (no word in common with ``train``, :func:`shared_words`), for the
   paraphrase test: the same rules in words the warm start never read.
 
-A chunk is ``### title`` and one ``- line`` per rule or advice (:func:`render_chunk`). :func:`demo_chunks` draws
+A chunk is ``### title`` and one ``- line`` per rule or advice, or the method's chunk template with the lines as
+its procedure (:func:`render_chunk`). :func:`demo_chunks` draws
 one demonstration's skill block from an episode's own code table; :func:`reader_banks` builds the deployed S₀,
 its paraphrase, an irrelevant bank of the same shape and the probe chunks (``docs/testbed.md``).
 """
@@ -24,6 +25,8 @@ from dataclasses import dataclass
 from intraskill.hashing import seed32
 from intraskill.shop.house_codes import STORE_COLOURS, HouseCodes
 from intraskill.skills.bank import Skill, SkillBank
+from intraskill.skills.render import Chunk
+from intraskill.skills.render import render_chunk as render_method_chunk
 
 FAMILIES = ("train", "heldout")
 TEMPLATES: dict[str, tuple[str, ...]] = {
@@ -56,6 +59,11 @@ ADVICE: dict[str, tuple[str, ...]] = {
     "heldout": ("stay calm", "go slowly", "review everything twice", "never rush"),
 }
 """Lines that state no rule (an advice chunk, a demonstration's filler)."""
+METHOD_FRAME = ("choosing a color option", "the color axis shows the color the rule names", "the first listed color")
+"""A ``train`` chunk in the method's template (:func:`~intraskill.skills.render.render_chunk`): its applies-when,
+verify and avoid lines around the rules as procedure steps — the form an analyst's chunk takes."""
+METHOD_SHARE = 0.25
+"""Share of a demonstration's chunks written in the method's template (the rest: ``### title`` and ``- line``)."""
 READER_BANK_KIND = "house-code-instructions"
 """``metadata.kind`` of a reader bank: its helpful chunks carry rules, not a competence of the expert."""
 _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
@@ -64,7 +72,8 @@ _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
 def shared_words() -> set[str]:
     """Words the two families have in common (the ``{code}``/``{value}`` slots aside); must stay empty."""
     def words(family: str) -> set[str]:
-        text = " ".join((*TEMPLATES[family], *TITLES[family], *ADVICE[family])).replace("{code}", " ")
+        frame = METHOD_FRAME if family == "train" else ()
+        text = " ".join((*TEMPLATES[family], *TITLES[family], *ADVICE[family], *frame)).replace("{code}", " ")
         return {w.casefold() for w in _WORD_RE.findall(text.replace("{value}", " "))}
     return words("train") & words("heldout")
 
@@ -74,10 +83,13 @@ def render_rule(code: str, value: str, template: str) -> str:
     return template.format(code=code, value=value)
 
 
-def render_chunk(title: str, lines: Sequence[str]) -> str:
-    """A chunk's content: ``### title`` and one ``- line`` each."""
+def render_chunk(title: str, lines: Sequence[str], method: bool = False) -> str:
+    """A chunk's content: ``### title`` and one ``- line`` each, or with ``method`` the method's template with the
+    lines as procedure steps (:data:`METHOD_FRAME`)."""
     if not lines:
         raise ValueError("render_chunk: a chunk needs at least one line")
+    if method:
+        return render_method_chunk(Chunk(title, METHOD_FRAME[0], tuple(lines), *METHOD_FRAME[1:]))
     return "\n".join([f"### {title}", *(f"- {line}" for line in lines)])
 
 
@@ -103,7 +115,8 @@ def demo_chunks(rng: random.Random, codes: HouseCodes, episode_seed: int, colour
     """One demonstration's skill block (1–``max_chunks`` chunks of 1–``max_lines`` lines, ``train`` words) from the
     episode's own table: with probability ``cover`` one line states the profile colour's rule, else no line names
     its code; each other line is a rule of another colour, or with probability ``stray`` of a code no profile
-    carries; one line in six is advice. No code is stated twice."""
+    carries; one line in six is advice; a chunk in :data:`METHOD_SHARE` is in the method's template. No code is
+    stated twice."""
     table = codes.table(episode_seed)
     unused = list(codes.unused(episode_seed))
     others = [c for c in STORE_COLOURS if c != colour]
@@ -126,7 +139,8 @@ def demo_chunks(rng: random.Random, codes: HouseCodes, episode_seed: int, colour
             chunks[k].append(render_rule(table[other], other, rng.choice(TEMPLATES["train"])))
         else:
             chunks[k].append(rng.choice(ADVICE["train"]))
-    return tuple(Skill(f"note-{k + 1}", render_chunk(rng.choice(TITLES["train"]), lines), version="demo")
+    return tuple(Skill(f"note-{k + 1}", render_chunk(rng.choice(TITLES["train"]), lines,
+                                                     method=rng.random() < METHOD_SHARE), version="demo")
                  for k, lines in enumerate(chunks))
 
 
