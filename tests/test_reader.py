@@ -216,3 +216,33 @@ def test_runtime_codes_the_persona_only_with_house_codes(store) -> None:
 def test_shipped_reader_banks_load() -> None:
     for path in READER_BANK_FILES.values():
         assert load_skillbank(ROOT / path).enabled_skills()
+
+
+def test_the_rule_analyst_proposes_the_house_code_rule_a_failure_lacked(store) -> None:
+    """A bare reader clicks the first listed colour (never the goal's); with the store's house codes the analyst's
+    validated colour repair becomes the rule for the profile's code, which the teacher then reads; without them it
+    is the generic option chunk. Colours of six letters or more are gold options to the firewall."""
+    from intraskill.trace2skill.queue import AnalysisItem
+    from intraskill.trace2skill.rule_analyst import RuleAnalyst
+
+    engine, colours = store
+    config = RuntimeConfig(max_turns=30, temperature=0.0, view="reader", house_codes=CODES)
+    tasks = engine.train_ids[:16]
+    failed = [r for r in run_arm(ReaderExpertPolicy(seed=4, explore=0.0), lambda: InProcessEnvironment(engine),
+                                 tasks, (), 5, config, 16) if r.scored and not r.reward.r_success]
+    bank = reader_banks(CODES, 1)["irrelevant"]
+    decoded, screened = 0, set()
+    for result in failed:
+        item = AnalysisItem(result.episode_id, 0, result.task_id, "train", True, result.trace)
+        card = RuleAnalyst(engine, house_codes=CODES).analyze(item, bank)
+        plain = RuleAnalyst(engine).analyze(item, bank)
+        content = card.deployable_abstraction.proposed_content
+        if card.deployable_abstraction.failure_mechanism.startswith("decode_option:"):
+            decoded += 1
+            colour = colours[result.task_id]
+            assert read_rules([content]) == {CODES.table(0)[colour]: colour}
+            assert card.eligible_for_consolidation == (len(colour) < 6), (colour, card.firewall_findings)
+            screened.add(card.eligible_for_consolidation)
+            assert plain.deployable_abstraction.failure_mechanism == "option_selection"
+            assert not read_rules([plain.deployable_abstraction.proposed_content])
+    assert decoded >= 4 and screened == {True, False}, (decoded, screened)

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from intraskill.hashing import seed32
-from intraskill.shop.house_codes import STORE_COLOURS, HouseCodes
+from intraskill.shop.house_codes import RULE_TEMPLATE, STORE_COLOURS, HouseCodes
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.render import Chunk
 from intraskill.skills.render import render_chunk as render_method_chunk
@@ -31,7 +31,7 @@ from intraskill.skills.render import render_chunk as render_method_chunk
 FAMILIES = ("train", "heldout")
 TEMPLATES: dict[str, tuple[str, ...]] = {
     "train": (
-        "profile color {code} means {value}",
+        RULE_TEMPLATE,
         "if the profile color is {code}, click {value}",
         "{code} in the profile: choose {value}",
         "when the color reads {code}, pick {value}",

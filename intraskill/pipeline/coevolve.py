@@ -34,6 +34,7 @@ from intraskill.pipeline.prepare import RoundInputs, prepare_round
 from intraskill.pipeline.round import open_train_store, round_curriculum, run_round
 from intraskill.pipeline.skill1 import LIBRARY_DIR
 from intraskill.provenance import write_plan
+from intraskill.shop.house_codes import HouseCodes
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import CurriculumState, load_curriculum, save_curriculum
 from intraskill.skills.library import SNAPSHOT_FILE
@@ -182,7 +183,8 @@ def _analyse(params: Params, root: Path, index: int, bank: SkillBank, history_pa
     history = read_ledger(history_path) if history_path is not None else []
     store = open_train_store(params, store_root)
     try:
-        with open_analyst(config.analyst, store.engine) as (analyst, compiler):
+        codes = None if params.model.house_codes is None else HouseCodes(params.model.house_codes)
+        with open_analyst(config.analyst, store.engine, codes) as (analyst, compiler):
             run_analysis(root, store.engine, bank, analyst,
                          AnalysisConfig(name, f"{params.experiment.name}-{name}", config.max_candidates), history,
                          compiler=compiler)

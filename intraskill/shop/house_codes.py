@@ -56,6 +56,8 @@ def _code_pool() -> tuple[str, ...]:
 
 CODE_POOL: tuple[str, ...] = _code_pool()
 """The house-code words (lower-case, five letters)."""
+RULE_TEMPLATE = "profile color {code} means {value}"
+"""One wording of a rule (the analyst's; the reader testbed's instruction language has more)."""
 
 
 @dataclass(frozen=True)

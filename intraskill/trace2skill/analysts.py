@@ -18,6 +18,7 @@ from typing import Any
 from intraskill.chat.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.policy.openai_backend import OpenAIPolicy
 from intraskill.shop.engine import ShopEngine
+from intraskill.shop.house_codes import HouseCodes
 from intraskill.trace2skill.analysis import Compiler
 from intraskill.trace2skill.audit import Analyst
 from intraskill.trace2skill.cards import STAGE_COLD_START
@@ -73,10 +74,12 @@ class AnalystSettings:
 
 
 @contextmanager
-def open_analyst(settings: AnalystSettings, engine: ShopEngine) -> Iterator[tuple[Analyst, Compiler]]:
-    """The analyst and compiler ``settings`` name over ``engine``; an LLM's HTTP client is closed on exit."""
+def open_analyst(settings: AnalystSettings, engine: ShopEngine,
+                 house_codes: HouseCodes | None = None) -> Iterator[tuple[Analyst, Compiler]]:
+    """The analyst and compiler ``settings`` name over ``engine`` (``house_codes``: the store's, for the rule
+    analyst); an LLM's HTTP client is closed on exit."""
     if settings.kind == RULE:
-        yield RuleAnalyst(engine), rule_compile
+        yield RuleAnalyst(engine, house_codes=house_codes), rule_compile
         return
     policy = OpenAIPolicy(str(settings.url), settings.model)
     try:

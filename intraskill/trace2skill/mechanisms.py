@@ -5,6 +5,9 @@ is the public behaviour whose repair fixed it (deployable). The rule analyst map
 candidate mechanisms; each mechanism has a generic chunk template (rendered with
 :func:`~intraskill.skills.render.render_chunk`) that names no product, brand, ID or gold option.
 
+With the store's house codes (the reader testbed) a repair that picks the profile's colour is deployed as
+:func:`decode_mechanism`'s rule instead: the policy sees only the code.
+
 REWRITE vs ADD: an active chunk *targets* a mechanism when its ``metadata.mechanism`` or
 ``metadata.competence`` equals the mechanism's key or its scripted-expert competence name (the
 organism's S₀ bank tags each chunk this way). A proposal for a targeted mechanism is a REWRITE of
@@ -16,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from intraskill.shop.house_codes import RULE_TEMPLATE
 from intraskill.skills.bank import Skill
 from intraskill.skills.render import Chunk, parse_chunk, render_chunk
 
@@ -138,6 +142,21 @@ SURFACE_MECHANISMS: dict[str, tuple[str, ...]] = {
     PROTOCOL_ERRORS: ("tool_protocol",),
 }
 """Mechanisms to try for each surface, most specific first."""
+
+
+DECODE_OPTION = "decode_option"
+"""The reader testbed's repair (``docs/testbed.md``): the profile's colour is a house code, and the chunk states
+the store's rule for it; its key is ``decode_option:<code>``, so each code's rule is its own candidate."""
+
+
+def decode_mechanism(code: str, colour: str) -> Mechanism:
+    """The chunk that states the house-code rule ``code`` → ``colour`` (a convention of the store, true for every
+    profile with that code)."""
+    return _mechanism(
+        f"{DECODE_OPTION}:{code}", None, "variant and price verification",
+        f"the profile color is the house code {code} and the color axis is unselected",
+        f"House code {code}", f"the profile color is {code}", (RULE_TEMPLATE.format(code=code, value=colour),),
+        "the color axis shows the color the rule names", "the first listed color")
 
 
 def target_chunk(mechanism: Mechanism, active: Sequence[Skill]) -> Skill | None:

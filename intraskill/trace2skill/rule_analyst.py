@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from intraskill.shop.engine import ShopEngine
+from intraskill.shop.house_codes import CODED_KEY, STORE_COLOURS, HouseCodes
 from intraskill.shop.scripted_expert import (
     NEXT_PAGE,
     PERSONA_OPTION_KEYS,
@@ -259,13 +260,16 @@ class RuleAnalyst:
     ----------
     engine : the store engine the retries were played in.
     stage : ``"online"`` (REWRITE allowed) or ``"cold_start"``.
+    house_codes : the store's house codes (the reader testbed): a colour repair is proposed as the rule for the
+        profile's code (:func:`~intraskill.trace2skill.mechanisms.decode_mechanism`).
     """
 
     name = "rule"
 
-    def __init__(self, engine: ShopEngine, stage: str = STAGE_ONLINE) -> None:
+    def __init__(self, engine: ShopEngine, stage: str = STAGE_ONLINE, house_codes: HouseCodes | None = None) -> None:
         self.engine = engine
         self.stage = stage
+        self.house_codes = house_codes
 
     def analyze(self, item: AnalysisItem, current_bank: SkillBank) -> FailureCard:
         """Diagnose, validate repairs live, and return the screened, downgraded card."""
@@ -282,8 +286,8 @@ class RuleAnalyst:
                 break
         chosen = winner or (plans[0] if plans else None)
         active = current_bank.enabled_skills()
-        mechanism = mech.MECHANISMS[chosen.mechanism if chosen else
-                                    mech.SURFACE_MECHANISMS[diagnosis.surface][0]]
+        mechanism = self._decoded(chosen, task) or mech.MECHANISMS[
+            chosen.mechanism if chosen else mech.SURFACE_MECHANISMS[diagnosis.surface][0]]
         status, target, content = _proposal(mechanism, active)
         audit_fields = PrivilegedAudit(
             gold_asin=goal.asin, chosen_asin=str((item.trace.purchase or {}).get("asin") or ""),
@@ -302,6 +306,15 @@ class RuleAnalyst:
             target_chunk_id=target.skill_id if target else None, proposed_content=content)
         card = FailureCard(item.card_id, status, audit_fields, abstraction)
         return finalize_card(card, audit, gold_lookup(replayed), [s.skill_id for s in active], self.stage)
+
+
+    def _decoded(self, plan: RepairPlan | None, task: Task) -> mech.Mechanism | None:
+        """With house codes, a repair that clicks the profile's colour becomes the rule for its code."""
+        colour = str(persona_preferences(task.user_persona).get(CODED_KEY, "")).casefold()
+        if (self.house_codes is None or plan is None or plan.mechanism != "option_selection"
+                or plan.action != f"click[{CODED_KEY}={colour}]" or colour not in STORE_COLOURS):
+            return None
+        return mech.decode_mechanism(self.house_codes.table(0)[colour], colour)
 
 
 def _proposal(mechanism: mech.Mechanism, active: Sequence[Skill]) -> tuple[CardStatus, Skill | None, str]:
