@@ -3,6 +3,7 @@
     python benchmarks/probe_reader.py banks                      # write params/organism_reader_*.json
     python benchmarks/probe_reader.py probe --policy teacher [--alone] [--groups 8]   # the house-code reader
     python benchmarks/probe_reader.py probe --policy organism [--checkpoint DIR]
+    python benchmarks/probe_reader.py tokens                     # property (f)'s proxy: tokens per episode
 
 ``probe`` plays the first ``--limit`` val tasks (default all 400) once per arm — bare, S₀, S₀ paraphrased, the
 irrelevant bank, the two probe chunks and (``--alone``) each S₀ chunk alone — on the same jobs and episode seeds,
@@ -34,6 +35,36 @@ def write_banks() -> dict[str, str]:
     params = load_params("params/organism_reader.yaml")
     banks = reader_banks(HouseCodes(params.model.house_codes), params.warmstart.seed)
     return {name: str(save_skillbank(bank, project_root() / READER_BANK_FILES[name])) for name, bank in banks.items()}
+
+
+def token_cost(demos: int) -> dict[str, Any]:
+    """Property (f)'s proxy: tokens per teacher demonstration and of S₀'s skill block as shown, for the default and
+    the reader organism, each with a tokenizer trained on its own demonstrations (as its warm start trains one)."""
+    import statistics
+
+    from intraskill.agent.views import view_skills
+    from intraskill.organism.demos import teacher_law
+    from intraskill.organism.warmstart import expert_demos
+    from intraskill.params import load_params
+    from intraskill.policy.organism import protocol_corpus, train_tokenizer
+    from intraskill.shop.build import open_engine
+    from intraskill.skills.bank import load_skillbank
+    from intraskill.skills.render import render_skill_block
+
+    report = {}
+    for name in ("organism", "organism_reader"):
+        params = load_params(f"params/{name}.yaml")
+        store = open_engine(params.store, "train", run_root=params.experiment.run_root)
+        bank = load_skillbank(params.warmstart.skills)
+        played = expert_demos(params, store, bank, teacher_law(bank, params.warmstart), count=demos, seed=99,
+                              max_turns=params.sampling.max_turns, progress=False)
+        tokenizer = train_tokenizer([d.text for d in played] + protocol_corpus(), params.model.organism.vocab_size)
+        block = render_skill_block(view_skills(bank.enabled_skills(), params.model.view), params.store.language)
+        report[name] = {"episodes": len(played),
+                        "tokens_per_episode": statistics.mean(len(tokenizer(d.text)["input_ids"]) for d in played),
+                        "turns_per_episode": statistics.mean(len(d.segments) for d in played),
+                        "s0_block_tokens": len(tokenizer(block)["input_ids"])}
+    return report
 
 
 def colour_clicked(result: Any) -> str | None:
@@ -155,6 +186,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("banks", help="write the reader banks into params/")
+    sub.add_parser("tokens", help="tokens per demonstration and of S0's block, default vs reader").add_argument(
+        "--demos", type=int, default=300)
     run = sub.add_parser("probe", help="play the arms on val and print the paired differences")
     run.add_argument("--params", default="params/organism_reader.yaml")
     run.add_argument("--policy", choices=("teacher", "organism"), default="teacher")
@@ -165,7 +198,8 @@ def main() -> None:
     run.add_argument("--group-tasks", type=int, default=200, help="val tasks of the all-wrong groups")
     run.add_argument("--out", default="runs/organism_reader/probe")
     args = parser.parse_args()
-    print(json.dumps(write_banks() if args.command == "banks" else probe(args), indent=1))
+    commands = {"banks": write_banks, "tokens": lambda: token_cost(args.demos), "probe": lambda: probe(args)}
+    print(json.dumps(commands[args.command](), indent=1))
 
 
 if __name__ == "__main__":
