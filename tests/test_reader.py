@@ -246,3 +246,11 @@ def test_the_rule_analyst_proposes_the_house_code_rule_a_failure_lacked(store) -
             assert plain.deployable_abstraction.failure_mechanism == "option_selection"
             assert not read_rules([plain.deployable_abstraction.proposed_content])
     assert decoded >= 4 and screened == {True, False}, (decoded, screened)
+
+
+def test_plans_name_house_codes_only_where_set() -> None:
+    """Plans written before house codes existed stay valid: the default model section plans as it did."""
+    from intraskill.params import plan_dump
+
+    assert "house_codes" not in plan_dump(load_params(ROOT / "params" / "organism.yaml"))["model"]
+    assert plan_dump(READER)["model"]["house_codes"] == READER.model.house_codes
