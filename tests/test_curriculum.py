@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -106,15 +107,42 @@ def test_assignment_is_deterministic_and_follows_draws() -> None:
     for group in range(200):
         first, second = assign_group(state, group), assign_group(state, str(group))
         assert first == second
-        free = treatment_draw(state.seed, state.state_id, group, "skill-free") < 0.2
+        free = treatment_draw(state.seed, state.draw_id, group, "skill-free") < 0.2
         assert (first.mode == "skill_free") == free
         if not free:
             expected = tuple(
                 c.skill_id for c in state.chunks
-                if treatment_draw(state.seed, state.state_id, group, f"chunk:{c.skill_id}") < c.inclusion_probability
+                if treatment_draw(state.seed, state.draw_id, group, f"chunk:{c.skill_id}") < c.inclusion_probability
             )
             assert first.skill_ids == expected
             assert first.mode == ("assisted" if expected else "assisted_empty")
+
+
+def test_draws_follow_content_never_provenance_paths_or_float_noise() -> None:
+    def curriculum(effects: list[float], **source: object) -> object:
+        bank = _bank(effects)
+        skills = tuple(replace(s, version="v9", metadata={**s.metadata, **source}) for s in bank.skills)
+        return build_curriculum(SkillBank("v", skills, dict(source)), round_id="round-001",
+                                skillbank_path=str(source.get("path")), created_at="t")
+
+    base = curriculum([0.0123, 0.04])
+    # another gate provenance (a weights digest in bank and chunk metadata), version and path: a new state_id,
+    # the same draws
+    moved = curriculum([0.0123 + 3e-6, 0.04], checkpoint_sha256="f" * 64, path="/elsewhere/selected.json")
+    assert moved.state_id != base.state_id and moved.draw_id == base.draw_id
+    expected = hashlib.sha256(json.dumps(
+        {"chunks": [["chunk-0", "### chunk 0", "0.0123"], ["chunk-1", "### chunk 1", "0.0400"]],
+         "round_id": "round-001"}, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert base.draw_id == expected
+    groups = range(300)
+    assert [assign_group(moved, g).skill_ids for g in groups] == [assign_group(base, g).skill_ids for g in groups]
+    assert all(assign_group(moved, g).state_id == moved.state_id for g in groups)  # integrity keeps state_id
+    # content moves them: α at the stated precision, a chunk's text, the round
+    changed = [curriculum([0.0124, 0.04]).draw_id,
+               build_curriculum(SkillBank("v", (Skill("chunk-0", "### other", metadata={"estimated_effect": 0.0123}),
+                                                _bank([0, 0.04]).skills[1])), round_id="round-001").draw_id,
+               build_curriculum(_bank([0.0123, 0.04]), round_id="round-002").draw_id]
+    assert base.draw_id not in changed and len(set(changed)) == 3
 
 
 def test_assignment_rates_match_q_and_rho() -> None:

@@ -262,9 +262,9 @@ def bare_baseline_block(
 ) -> dict[str, Any]:
     """The ``bare_baseline`` block: the bare run's own completed observations and their means.
 
-    The block enters the selected bank, whose SHA-256 enters the next curriculum's ``state_id`` and so
-    every draw of the next round: pass ``run_dir`` relative to the gate directory (the release recorded
-    an absolute path), so that a run's draws do not depend on where it lives.
+    The block enters the selected bank, whose SHA-256 enters the next curriculum's ``state_id`` (never its
+    draws, :func:`~intraskill.skills.curriculum.draw_key`): pass ``run_dir`` relative to the gate directory
+    (the release recorded an absolute path), so that the bank's digest does not depend on where the run lives.
     """
     jobs = {job.episode_id: job for job in assignment.jobs}
     completed = sorted(pairing.bare_rewards, key=lambda e: (jobs[e].task_id, jobs[e].sample_id))

@@ -286,7 +286,7 @@ def curriculum_identity(curriculum: CurriculumState | None) -> dict[str, Any]:
     """What the triage record names as the curriculum."""
     if curriculum is None:
         return {"state_id": NO_CURRICULUM_STATE}
-    return {"state_id": curriculum.state_id, "round_id": curriculum.round_id,
+    return {"state_id": curriculum.state_id, "draw_id": curriculum.draw_id, "round_id": curriculum.round_id,
             "skillbank_sha256": curriculum.source.get("skillbank_sha256")}
 
 

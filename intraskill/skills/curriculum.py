@@ -3,6 +3,13 @@
 Reference: docs/method.md §1.7 (curriculum file ``shopsimrl-skill-curriculum-v1`` and its
 ``state_id``), §2.1 (two-level draw per GRPO group), §2.2 (ρ_j = clip(ρ_min + (ρ_max − ρ_min)·α_j/s,
 ρ_min, ρ_max), s = max α unless given) and §2.3 (one treatment per group, checked per sibling).
+
+**Draws come from content, not from ``state_id``.** The reference keys §2.1's draws with ``state_id``, which
+hashes the whole file, the source bank's SHA-256 included; that bank records its gate's provenance (the bare
+run's plan fingerprint and so the trained weights' digest) and its path. A 3·10⁻⁶ weight difference (one torch
+thread instead of two) then redrew 184 of 200 round-1 treatments. Here every draw keys on the seed, the group
+key and :func:`draw_key`: the round and each chunk's id, text and α with :data:`ALPHA_DECIMALS` decimals —
+nothing a path, a digest or float noise can move. ``state_id`` stays the file's integrity check.
 """
 
 from __future__ import annotations
@@ -29,6 +36,10 @@ DEFAULT_RHO_MIN = _ROUND.rho_min
 DEFAULT_RHO_MAX = _ROUND.rho_max
 """The defaults of ``params.round`` (:class:`~intraskill.params.RoundParams`), where they are written."""
 PROBABILITY_MAPPING_NAME = "clipped_linear_positive_contribution"
+ALPHA_DECIMALS = 4
+"""α's decimals in :func:`draw_key`. A gate's α is a paired-difference OLS coefficient whose standard error is a
+few hundredths at 200–400 val tasks, so 10⁻⁴ is far finer than any real change of α, and far coarser than the
+round-off of refitting the same observations (~10⁻¹⁵); a real change of α redraws the round."""
 
 MODE_SKILL_FREE = "skill_free"
 MODE_ASSISTED = "assisted"
@@ -88,9 +99,21 @@ class CurriculumChunk:
         }
 
 
+def draw_key(round_id: str, chunks: Sequence[CurriculumChunk]) -> str:
+    """The content key of a round's treatment draws: SHA-256 (canonical JSON) of the round and each chunk's
+    ``[skill_id, content, α]`` in order, α as a string with :data:`ALPHA_DECIMALS` decimals.
+
+    Metadata, versions, the source bank's digest and path are left out: they record provenance (a gate's
+    checkpoint digest, a run directory) that must not move a draw.
+    """
+    return sha256_json({"round_id": round_id,
+                        "chunks": [[c.skill_id, c.content, f"{c.contribution:.{ALPHA_DECIMALS}f}"] for c in chunks]})
+
+
 @dataclass(frozen=True)
 class CurriculumState:
-    """The hashed curriculum state of one round. ``state_id`` covers every field except ``created_at``."""
+    """The hashed curriculum state of one round. ``state_id`` covers every field except ``created_at``;
+    ``draw_id`` (derived, :func:`draw_key`) keys the treatment draws."""
 
     round_id: str
     seed: int
@@ -99,6 +122,7 @@ class CurriculumState:
     source: dict[str, Any]
     created_at: str
     state_id: str = ""
+    draw_id: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.skill_free_probability <= 1.0:
@@ -113,6 +137,7 @@ class CurriculumState:
                 f"state_id: recorded {self.state_id} but the content hashes to {expected} "
                 "(the curriculum was edited without re-hashing)"
             )
+        object.__setattr__(self, "draw_id", draw_key(self.round_id, self.chunks))
 
     @property
     def skill_ids(self) -> tuple[str, ...]:
@@ -201,9 +226,8 @@ def build_curriculum(
     rho_min, rho_max : the floor and ceiling of ρ (0.20, 0.90).
     seed : the draw seed (``round.curriculum_seed``).
     contribution_scale : s; defaults to the largest active contribution.
-    skillbank_path : recorded in ``source`` for provenance. It enters ``state_id`` and so every draw:
-        record it relative to the curriculum file (the callers here record the bank's file name, as
-        the bank sits beside ``curriculum.json``), so a run's draws do not depend on where it lives.
+    skillbank_path : recorded in ``source`` for provenance (it enters ``state_id``, never a draw); the callers
+        here record the bank's file name, as the bank sits beside ``curriculum.json``.
     created_at : ISO timestamp (not part of ``state_id``); now (UTC) by default.
     """
     if not 0.0 <= rho_min <= rho_max <= 1.0:
@@ -266,9 +290,10 @@ def load_curriculum(path: str | Path) -> CurriculumState:
         raise CurriculumError(f"{path}: {error}") from None
 
 
-def treatment_draw(seed: int, state_id: str, group_key: str | int, treatment: str) -> float:
-    """u(g, treatment): SHA-256 of ``"seed:state_id:group_key:treatment"``, first 8 bytes / 2**64 (§2.1)."""
-    return unit_draw(f"{seed}:{state_id}:{group_key}:{treatment}")
+def treatment_draw(seed: int, key: str, group_key: str | int, treatment: str) -> float:
+    """u(g, treatment): SHA-256 of ``"seed:key:group_key:treatment"``, first 8 bytes / 2**64 (§2.1, keyed with
+    the curriculum's :func:`draw_key` where the reference has ``state_id``)."""
+    return unit_draw(f"{seed}:{key}:{group_key}:{treatment}")
 
 
 @dataclass(frozen=True)
@@ -309,15 +334,16 @@ class GroupAssignment:
 def assign_group(state: CurriculumState, group_key: str | int) -> GroupAssignment:
     """The group's treatment: skill-free with probability q, else each chunk j with probability ρ_j.
 
-    A pure function of (seed, state_id, group_key): scheduling order and resume cannot change it.
+    A pure function of the curriculum's content (seed, :func:`draw_key`, q, ρ) and ``group_key``: scheduling order,
+    resume, paths and provenance cannot change it.
     """
     key = str(group_key)
-    if treatment_draw(state.seed, state.state_id, key, "skill-free") < state.skill_free_probability:
+    if treatment_draw(state.seed, state.draw_id, key, "skill-free") < state.skill_free_probability:
         return GroupAssignment(state.state_id, key, MODE_SKILL_FREE)
     chosen = tuple(
         chunk.skill_id
         for chunk in state.chunks
-        if treatment_draw(state.seed, state.state_id, key, f"chunk:{chunk.skill_id}")
+        if treatment_draw(state.seed, state.draw_id, key, f"chunk:{chunk.skill_id}")
         < chunk.inclusion_probability
     )
     return GroupAssignment(state.state_id, key, MODE_ASSISTED if chosen else MODE_ASSISTED_EMPTY, chosen)
