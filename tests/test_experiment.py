@@ -282,7 +282,7 @@ def test_plans_leave_out_the_settings_of_an_unused_method() -> None:
     params = load_params(project_root() / "params" / "ci.yaml")
     dump = plan_dump(params)
     assert "skill1" not in dump and "method" not in dump["round"] and "skill1_warmstart" not in dump
-    skill1 = with_overrides(params, ["round.method=skill1"])
+    skill1 = with_overrides(params, ["round.method=skill1", "round.skillbank=null"])
     assert plan_dump(skill1)["round"]["method"] == "skill1" and "skill1" in plan_dump(skill1)
 
 

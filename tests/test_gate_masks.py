@@ -1,13 +1,16 @@
-"""Mask assignment: release masks reproduced, slot order, draw laws, Gate A, m > 1, rank check, reload."""
+"""Mask assignment: release masks reproduced, slot order, draw laws, Gate A, m > 1, rank check and redraws,
+reload."""
 
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from intraskill.gate import masks
 from intraskill.gate.masks import (
     MaskAssignment,
     MaskAssignmentError,
@@ -16,6 +19,7 @@ from intraskill.gate.masks import (
     assign_gate_a_masks,
     assign_online_masks,
     load_mask_assignment,
+    mask_draw,
     save_mask_assignment,
     slots_from_interventions,
     slots_from_pool,
@@ -125,13 +129,37 @@ def test_assignment_is_deterministic_and_seed_sensitive(pool) -> None:
     assert assign_online_masks(pool, range(30), mask_seed=1).assignment_sha256 != first.assignment_sha256
 
 
-def test_rank_deficient_design_raises_before_rollout(pool) -> None:
-    with pytest.raises(RankDeficientDesignError, match="n must exceed k"):
+def _singular(seed: int, redraws: range, tasks: int) -> bool:
+    """Every job of these draws leaves slot ``x`` absent (its column all zero)."""
+    return all(mask_draw(seed, r, "val", t, 0, "x") % 2 == 0 for r in redraws for t in range(tasks))
+
+
+def test_singular_draw_is_redrawn_and_recorded(pool, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with pytest.raises(RankDeficientDesignError, match="n must exceed k.*no redraw can help"):
         assign_online_masks(pool, range(4))  # 4 jobs for 7 columns
     single = (Slot("x", 1, (SlotVersion("x", "current", None),)),)
-    seed = next(s for s in range(1000) if all(u64(f"{s}:val:{t}:0:x") % 2 == 0 for t in range(3)))
-    with pytest.raises(RankDeficientDesignError, match=r"all-zero columns: \['x'\]"):
-        assign_online_masks(single, range(3), mask_seed=seed, pool_sha256="p" * 64)
+    seed = next(s for s in range(1000) if _singular(s, range(1), 3) and not _singular(s, range(1, 2), 3))
+    assert all(u64(f"{seed}:val:{t}:0:x") % 2 == 0 for t in range(3))  # redraw 0 is the reference's key
+    with caplog.at_level(logging.WARNING, logger="intraskill.gate.masks"):
+        assignment = assign_online_masks(single, range(3), mask_seed=seed, pool_sha256="p" * 64)
+    assert assignment.redraw == 1 and "all-zero columns: ['x']" in caplog.text
+    assert [job.mask for job in assignment.jobs] == \
+        [(int(u64(f"{seed}:redraw-1:val:{t}:0:x") % 2 == 1),) for t in range(3)]
+    stored = json.loads(save_mask_assignment(assignment, tmp_path / "m.json").read_text())
+    assert stored["redraw"] == 1 and load_mask_assignment(tmp_path / "m.json") == assignment
+    with pytest.raises(MaskAssignmentError, match="differs from the draw.*redraw 0"):
+        MaskAssignment.from_dict({**stored, "redraw": 0, "assignment_sha256": ""})
+    # a first draw keeps the hash it had before redraws existed: no `redraw` field
+    assert "redraw" not in assign_online_masks(pool, range(40)).to_dict()
+
+
+def test_design_singular_through_every_redraw_aborts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(masks, "MAX_MASK_REDRAWS", 2)
+    single = (Slot("x", 1, (SlotVersion("x", "current", None),)),)
+    seed = next(s for s in range(10_000) if _singular(s, range(3), 2))
+    with pytest.raises(RankDeficientDesignError, match=r"all 3 draws \(redraw 0–2\) gave a singular design.*"
+                                                       "more val tasks"):
+        assign_online_masks(single, range(2), mask_seed=seed, pool_sha256="p" * 64)
 
 
 def test_gate_a_bernoulli_half(pool) -> None:

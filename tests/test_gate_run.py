@@ -23,7 +23,7 @@ from intraskill.agent.traces import read_traces
 from intraskill.chat.base import ChatRequest, Generation
 from intraskill.evaluate.runner import run_eval
 from intraskill.gate.contributions import PairingError
-from intraskill.gate.masks import load_mask_assignment
+from intraskill.gate.masks import assign_online_masks, load_mask_assignment
 from intraskill.gate.ols import RankDeficientDesignError
 from intraskill.params import Params, RoundParams, params_from_dict
 from intraskill.pipeline.gate_b import run_gate_b
@@ -32,6 +32,7 @@ from intraskill.pipeline.gate_run import (
     GateInputError,
     as_draft,
     check_bare_plan,
+    gate_task_ids,
     run_gate_a,
     run_online_gate,
     run_ranking_check,
@@ -158,17 +159,30 @@ def test_next_curriculum_is_independent_of_the_run_directory(tmp_path: Path, sma
     assert moved.contributions.bare_baseline["run_dir"] == "bare-val"
     assert moved.selected_bank.sha256 == first.selected_bank.sha256
     assert first.curriculum is not None and moved.curriculum is not None
-    assert moved.curriculum.state_id == first.curriculum.state_id  # the next round draws the same treatments
+    assert moved.curriculum.state_id == first.curriculum.state_id
+    assert moved.curriculum.draw_id == first.curriculum.draw_id  # the next round draws the same treatments
 
 
 def test_rank_deficient_design_is_rejected_before_any_rollout(tmp_path: Path, small_store_root: Path) -> None:
     params, pool = make_params(tmp_path), planted_pool()
     config = GateConfig(checkpoint_id="round-000-checkpoint", task_limit=4)  # 4 rows for 4 columns
-    with pytest.raises(RankDeficientDesignError, match="use a different mask seed"):
+    with pytest.raises(RankDeficientDesignError, match="n must exceed k.*no redraw can help"):
         run_online_gate(params, pool, tmp_path / "gate", config, policy=MustNotRun(planted_policy()),
                         store_root=small_store_root, progress=False)
     assert not (tmp_path / "gate").exists()
     assert not list(tmp_path.rglob("traces.jsonl"))
+
+
+def test_singular_first_draw_is_redrawn_and_recorded(tmp_path: Path, small_store_root: Path) -> None:
+    params, pool = make_params(tmp_path), planted_pool()
+    tasks = gate_task_ids(params, GateConfig(checkpoint_id="c", task_limit=10), small_store_root)
+    seed = next(s for s in range(1000) if assign_online_masks(pool, tasks, mask_seed=s).redraw == 1)
+    config = GateConfig(checkpoint_id="round-000-checkpoint", task_limit=10, mask_seed=seed)  # 10 rows, 4 columns
+    result = run_online_gate(params, pool, tmp_path / "gate", config, policy=planted_policy(),
+                             store_root=small_store_root, progress=False)
+    assert result.manifest["status"] == "complete" and result.manifest["protocol"]["mask_redraw"] == 1
+    assert load_mask_assignment(tmp_path / "gate" / "mask_assignments.json").redraw == 1
+    assert result.contributions.observations == 10
 
 
 def test_gate_inputs_are_checked() -> None:

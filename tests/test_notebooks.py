@@ -30,7 +30,7 @@ QUICK_SKILL1 = REPORT["09_skill1"].overrides(quick=True)
 EXECUTIONS = {
     "00_env_setup": {"scale": "small", "seed": 11, "expert_tasks": 10, "recall_tasks": 20},
     "01_cold_start": {"params_name": "ci"},
-    "02_train_round": {"params_name": "ci"},  # a 2-step round of the random-init ci organism, no skills
+    "02_train_round": {"params_name": "ci"},  # a 2-step round of the random-init ci organism with the ci S₀
     "04_evaluate": {"limit": 6, "max_turns": 12},
     "05_behaviour": {"limit": 8, "samples": 500},
     "06_release_reanalysis": {"samples": 500},

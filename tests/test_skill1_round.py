@@ -16,8 +16,8 @@ from intraskill.paths import project_root, store_dir
 from intraskill.pipeline.round import STEP_DONE, RoundPlanMismatchError, run_round
 from intraskill.pipeline.skill1 import EPISODES_FILE, LIBRARY_DIR
 
-ROUND = {"method": "skill1", "n_samples_per_prompt": 2, "rollout_batch_size": 2, "over_sampling_batch_size": 2,
-         "rollout_steps": 2, "val_tasks": 0}
+ROUND = {"method": "skill1", "skillbank": None, "n_samples_per_prompt": 2, "rollout_batch_size": 2,
+         "over_sampling_batch_size": 2, "rollout_steps": 2, "val_tasks": 0}
 SEEDS = [{"desc": "buying clothes in a given colour and size", "strat": "Select every option axis first.",
           "utility": 0.9},
          {"desc": "buying kitchen items under a price limit", "strat": "Compare prices on the results page.",

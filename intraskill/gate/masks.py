@@ -13,27 +13,32 @@ uniform over L + 2 states. The design has one 0/1 dummy column per version.
 ``u64("mask_seed:split:task:sample:chunk_id") < p·2⁶⁴`` with p exactly 0.5.
 
 Jobs are (task, sample) pairs with sample ids 0..m−1 (m ≥ 1 masked rollouts per task). The design's
-rank is checked with :func:`check_design_rank` when the assignment is built, so a singular design
-aborts before any rollout. ``assignment_sha256`` fingerprints every other field; a reload verifies
-it and re-draws every mask.
+rank is checked with :func:`check_design_rank` when the assignment is built, before any rollout. A draw
+whose design is singular is redrawn: redraw r ≥ 1 keys every draw ``mask_seed:redraw-r:split:…`` (redraw 0
+is the reference's key), up to :data:`MAX_MASK_REDRAWS` times, and the assignment records ``redraw``; a
+design with no more jobs than columns, or one still singular after the last redraw, aborts naming the
+remedy. ``assignment_sha256`` fingerprints every other field; a reload verifies it and re-draws every mask.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from intraskill.agent.runtime import episode_id
-from intraskill.gate.ols import check_design_rank
+from intraskill.gate.ols import RankDeficientDesignError, check_design_rank
 from intraskill.gate.selection import Intervention
 from intraskill.hashing import sha256_json, u64
 from intraskill.jsonl import write_json
 from intraskill.params import RELEASE_SEED, VALIDATION_DIMENSION_CAP
 from intraskill.skills.bank import SkillBank
 from intraskill.trace2skill.pool import CandidatePool
+
+LOGGER = logging.getLogger(__name__)
 
 MASK_ASSIGNMENT_SCHEMA_VERSION = "intraskill-mask-assignment-v1"
 DEFAULT_MASK_SEED = RELEASE_SEED
@@ -42,6 +47,10 @@ GATE_A_MAX_CHUNKS = VALIDATION_DIMENSION_CAP
 DESIGN_ONLINE = "online_slot_states"
 DESIGN_GATE_A = "gate_a_bernoulli"
 DESIGNS = (DESIGN_ONLINE, DESIGN_GATE_A)
+MAX_MASK_REDRAWS = 10
+"""Redraws after a singular design. With more jobs than columns a fresh draw is singular with small
+probability (an all-absent column needs every job to miss it), so ten failures in a row mean the design is
+too small for its columns, and the gate says so instead of drawing on."""
 
 
 class MaskAssignmentError(ValueError):
@@ -143,26 +152,24 @@ class MaskJob:
                 "included_chunk_ids": list(self.included_chunk_ids), "slot_states": dict(self.slot_states)}
 
 
-def _online_choice(mask_seed: int, split: str, task_id: int, sample_id: int, slot: Slot) -> int:
-    return u64(f"{mask_seed}:{split}:{task_id}:{sample_id}:{slot.slot_id}") % (len(slot.versions) + 1)
+def mask_draw(mask_seed: int, redraw: int, split: str, task_id: int, sample_id: int, slot_id: str) -> int:
+    """The draw of one (job, slot): ``u64("mask_seed:split:task:sample:slot")``, with ``redraw-r:`` after the
+    seed for redraw r ≥ 1."""
+    seed = f"{mask_seed}:redraw-{redraw}" if redraw else str(mask_seed)
+    return u64(f"{seed}:{split}:{task_id}:{sample_id}:{slot_id}")
 
 
-def _gate_a_choice(
-    mask_seed: int, split: str, task_id: int, sample_id: int, slot: Slot, probability: float
-) -> int:
-    return int(u64(f"{mask_seed}:{split}:{task_id}:{sample_id}:{slot.slot_id}") < int(probability * 2**64))
-
-
-def _draw_job(design: str, mask_seed: int, split: str, task_id: int, sample_id: int,
+def _draw_job(design: str, mask_seed: int, redraw: int, split: str, task_id: int, sample_id: int,
               slots: Sequence[Slot], probability: float | None) -> MaskJob:
     mask: list[int] = []
     included: list[str] = []
     states: dict[str, str | None] = {}
     for slot in slots:
+        draw = mask_draw(mask_seed, redraw, split, task_id, sample_id, slot.slot_id)
         if design == DESIGN_ONLINE:
-            choice = _online_choice(mask_seed, split, task_id, sample_id, slot)
+            choice = draw % (len(slot.versions) + 1)
         else:
-            choice = _gate_a_choice(mask_seed, split, task_id, sample_id, slot, float(probability))
+            choice = int(draw < int(float(probability) * 2**64))
         mask += [int(choice == k) for k in range(1, len(slot.versions) + 1)]
         chosen = slot.versions[choice - 1].intervention_id if choice else None
         states[slot.slot_id] = chosen
@@ -192,6 +199,9 @@ class MaskAssignment:
         Sorted by (task_id, sample_id).
     mask_probability : float or None
         0.5 for Gate A, ``None`` online.
+    redraw : int
+        Which draw of ``mask_seed`` this is (0 the first; r ≥ 1 after r singular designs). Hashed only when
+        non-zero, so assignments written before redraws existed keep their hash.
     """
 
     design: str
@@ -201,6 +211,7 @@ class MaskAssignment:
     slots: tuple[Slot, ...]
     jobs: tuple[MaskJob, ...]
     mask_probability: float | None = None
+    redraw: int = 0
     assignment_sha256: str = ""
 
     def __post_init__(self) -> None:
@@ -221,6 +232,8 @@ class MaskAssignment:
         if self.design == DESIGN_GATE_A and self.mask_probability != GATE_A_MASK_PROBABILITY:
             raise MaskAssignmentError(
                 f"mask_probability: Gate A requires exactly 0.5, got {self.mask_probability!r}")
+        if isinstance(self.redraw, bool) or not isinstance(self.redraw, int) or self.redraw < 0:
+            raise MaskAssignmentError(f"redraw: must be an integer >= 0, got {self.redraw!r}")
         if self.design == DESIGN_ONLINE and self.mask_probability is not None:
             raise MaskAssignmentError(
                 "mask_probability: the online design draws uniform slot states; leave it null")
@@ -231,12 +244,12 @@ class MaskAssignment:
         if len(set(keys)) != len(keys):
             raise MaskAssignmentError("jobs: duplicate (task_id, sample_id)")
         for job in self.jobs:
-            drawn = _draw_job(self.design, self.mask_seed, self.split, job.task_id, job.sample_id, self.slots,
-                              self.mask_probability)
+            drawn = _draw_job(self.design, self.mask_seed, self.redraw, self.split, job.task_id, job.sample_id,
+                              self.slots, self.mask_probability)
             if job != drawn:
                 raise MaskAssignmentError(
                     f"jobs[{job.episode_id}]: stored mask differs from the draw of "
-                    f"mask_seed {self.mask_seed}")
+                    f"mask_seed {self.mask_seed} (redraw {self.redraw})")
         check_design_rank([list(job.mask) for job in self.jobs], columns)
 
     @property
@@ -256,7 +269,8 @@ class MaskAssignment:
         raise KeyError(f"episode {episode!r} is not in the mask assignment")
 
     def _hashed_fields(self) -> dict[str, Any]:
-        return {
+        redraw = {"redraw": self.redraw} if self.redraw else {}
+        return {**redraw,
             "schema_version": MASK_ASSIGNMENT_SCHEMA_VERSION,
             "design": self.design,
             "mask_seed": self.mask_seed,
@@ -291,7 +305,7 @@ class MaskAssignment:
                          pool_sha256=data["pool_sha256"],
                          slots=tuple(Slot.from_dict(s) for s in data["slots"]),
                          jobs=jobs, mask_probability=data.get("mask_probability"),
-                         assignment_sha256=data["assignment_sha256"])
+                         redraw=data.get("redraw", 0), assignment_sha256=data["assignment_sha256"])
         if list(data["columns"]) != assignment.columns:
             raise MaskAssignmentError("columns: differ from the versions of `slots` in slot order")
         return assignment
@@ -308,10 +322,26 @@ def _job_keys(task_ids: Sequence[int], samples_per_task: int) -> list[tuple[int,
 
 def _assign(design: str, slots: Sequence[Slot], task_ids: Sequence[int], *, mask_seed: int, split: str,
             pool_sha256: str, samples_per_task: int, probability: float | None) -> MaskAssignment:
-    jobs = tuple(_draw_job(design, mask_seed, split, task, sample, slots, probability)
-                 for task, sample in _job_keys(task_ids, samples_per_task))
-    return MaskAssignment(design=design, mask_seed=mask_seed, split=split, pool_sha256=pool_sha256,
-                          slots=tuple(slots), jobs=jobs, mask_probability=probability)
+    """The first draw of ``mask_seed`` (redraw 0, 1, …, :data:`MAX_MASK_REDRAWS`) whose design has full rank."""
+    keys = _job_keys(task_ids, samples_per_task)
+    columns = sum(len(slot.versions) for slot in slots)
+    if len(keys) <= columns:
+        raise RankDeficientDesignError(
+            f"design has n={len(keys)} rows for k={columns} columns (n must exceed k): no redraw can help; "
+            "gate more val tasks or more samples per task, or propose fewer candidates")
+    failures = []
+    for redraw in range(MAX_MASK_REDRAWS + 1):
+        jobs = tuple(_draw_job(design, mask_seed, redraw, split, task, sample, slots, probability)
+                     for task, sample in keys)
+        try:
+            return MaskAssignment(design=design, mask_seed=mask_seed, split=split, pool_sha256=pool_sha256,
+                                  slots=tuple(slots), jobs=jobs, mask_probability=probability, redraw=redraw)
+        except RankDeficientDesignError as error:
+            LOGGER.warning("mask seed %s, redraw %d: %s; drawing again", mask_seed, redraw, error)
+            failures.append(str(error))
+    raise RankDeficientDesignError(
+        f"mask seed {mask_seed}: all {len(failures)} draws (redraw 0–{MAX_MASK_REDRAWS}) gave a singular design "
+        f"(last: {failures[-1]}); gate more val tasks or more samples per task, or propose fewer candidates")
 
 
 def assign_online_masks(
@@ -338,7 +368,8 @@ def assign_online_masks(
     Raises
     ------
     RankDeficientDesignError
-        If the drawn design is singular (use a different mask seed).
+        If the design has no more jobs than columns, or every redraw up to :data:`MAX_MASK_REDRAWS` is
+        singular.
     """
     if isinstance(slots, CandidatePool):
         pool_sha256, slots = slots.pool_sha256, slots_from_pool(slots)

@@ -7,8 +7,9 @@ curriculum: q 0.20, ρ 0.20–0.90).
 
 A gate directory holds, in the order they are written:
 
-- ``mask_assignments.json`` — drawn and rank-checked before any rollout (a singular design aborts
-  with nothing written);
+- ``mask_assignments.json`` — drawn and rank-checked before any rollout; a singular draw is redrawn (its
+  ``redraw`` index recorded there and in the manifest's ``protocol.mask_redraw``), and a design that stays
+  singular, or has no more jobs than columns, aborts with nothing written;
 - the bare val run (``bare_run_dir``, default ``<gate_dir>/bare-val``): reused when it exists with the
   same plan, otherwise run (skills none) through :func:`~intraskill.evaluate.runner.run_eval`;
 - ``plan.json``, ``traces.jsonl``, ``summary.json`` — the masked run: the same jobs, runtime and
@@ -61,6 +62,7 @@ from intraskill.gate.contributions import (
 )
 from intraskill.gate.masks import (
     DEFAULT_MASK_SEED,
+    MAX_MASK_REDRAWS,
     MaskAssignment,
     MaskAssignmentError,
     assign_gate_a_masks,
@@ -417,7 +419,7 @@ def _run(params: Params, spec: _GateSpec, checkpoint: str | Path | None, gate_di
     done = _complete(gate_dir, spec.design, inputs, config)
     if done is not None:
         return done
-    assignment = spec.assign(gate_task_ids(params, config, store_root))  # rank-checked: may abort here
+    assignment = spec.assign(gate_task_ids(params, config, store_root))  # rank-checked, redrawn: may abort here
     gate_dir.mkdir(parents=True, exist_ok=True)
     _prepared_assignment(gate_dir, assignment)
     record = {"status": RUNNING, "design": spec.design, "config": config.to_dict(), "inputs": inputs}
@@ -444,7 +446,8 @@ def _run(params: Params, spec: _GateSpec, checkpoint: str | Path | None, gate_di
     record.update(
         status=COMPLETE,
         protocol={"estimator": contributions.estimator, "mask_design": assignment.design,
-                  "mask_seed": assignment.mask_seed, "samples_per_task": config.samples_per_task,
+                  "mask_seed": assignment.mask_seed, "mask_redraw": assignment.redraw,
+                  "max_mask_redraws": MAX_MASK_REDRAWS, "samples_per_task": config.samples_per_task,
                   "cov_type": contributions.primary.cov_type},
         observed={"model": masked.plan.model, "masked_plan_fingerprint": masked.plan.fingerprint,
                   "bare_plan_fingerprint": bare.plan.fingerprint,
@@ -526,7 +529,9 @@ def run_online_gate(
     Raises
     ------
     RankDeficientDesignError
-        When the drawn design is singular — before any rollout and before any file is written.
+        When the design has no more jobs than columns, or stays singular through
+        :data:`~intraskill.gate.masks.MAX_MASK_REDRAWS` redraws — before any rollout and before any file is
+        written.
     """
     if not isinstance(pool, CandidatePool):
         pool = load_pool(pool)
