@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import shutil
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from policy_doubles import KilledAfter
@@ -26,6 +28,7 @@ from intraskill.gate.contributions import PairingError
 from intraskill.gate.masks import assign_online_masks, load_mask_assignment
 from intraskill.gate.ols import RankDeficientDesignError
 from intraskill.params import Params, RoundParams, params_from_dict
+from intraskill.pipeline.rollout import group_index
 from intraskill.pipeline.gate_b import run_gate_b
 from intraskill.pipeline.gate_run import (
     GateConfig,
@@ -39,6 +42,7 @@ from intraskill.pipeline.gate_run import (
 )
 from intraskill.policy.expert_policy import ExpertPolicy, SkillConditionedLaw
 from intraskill.skills.bank import Skill, SkillBank
+from intraskill.skills.curriculum import CurriculumState, assign_group, treatment_draw
 from intraskill.trace2skill.ledger import add_proposals, read_ledger
 from intraskill.trace2skill.pool import Candidate, build_candidate_pool, online_candidate_id
 
@@ -161,6 +165,45 @@ def test_next_curriculum_is_independent_of_the_run_directory(tmp_path: Path, sma
     assert first.curriculum is not None and moved.curriculum is not None
     assert moved.curriculum.state_id == first.curriculum.state_id
     assert moved.curriculum.draw_id == first.curriculum.draw_id  # the next round draws the same treatments
+
+
+class AnotherCheckpoint(KilledAfter):
+    """The planted policy under another checkpoint digest, its replies unchanged: what one torch thread instead of
+    two does to a trained organism (weights up to 3·10⁻⁶ apart, the same sampled episodes)."""
+
+    def __init__(self, policy: ExpertPolicy, digest: str) -> None:
+        super().__init__(policy, calls=10**9)
+        self.digest = digest
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {**self.policy.identity, "checkpoint_id": self.digest}
+
+
+def _state_keyed(state: CurriculumState, group: int) -> tuple[str, ...] | None:
+    """The reference's treatment (§2.1 keyed on ``state_id``): ``None`` for skill-free, else the chunks drawn."""
+    if treatment_draw(state.seed, state.state_id, group, "skill-free") < state.skill_free_probability:
+        return None
+    return tuple(c.skill_id for c in state.chunks
+                 if treatment_draw(state.seed, state.state_id, group, f"chunk:{c.skill_id}") < c.inclusion_probability)
+
+
+def test_next_round_treatments_do_not_depend_on_the_checkpoint_digest(tmp_path: Path, small_store_root: Path) -> None:
+    params, pool = make_params(tmp_path), planted_pool()
+    config = GateConfig(checkpoint_id="round-000-checkpoint")
+    one, two = (run_online_gate(params, pool, tmp_path / name / "gate", config,
+                                policy=AnotherCheckpoint(planted_policy(), name * 16), store_root=small_store_root,
+                                progress=False).curriculum for name in ("aaaa", "bbbb"))
+    assert one is not None and two is not None
+    # the digest reaches the selected bank (its bare run's plan) and so state_id, never the draws
+    assert one.source["skillbank_sha256"] != two.source["skillbank_sha256"] and one.state_id != two.state_id
+    assert one.draw_id == two.draw_id and one.chunks[0].contribution == two.chunks[0].contribution
+    groups = [group_index(1, step, 0, slot, 32) for step in range(1, 21) for slot in range(10)]  # 200 groups
+    assert [assign_group(one, g) for g in groups] == [replace(assign_group(two, g), state_id=one.state_id)
+                                                      for g in groups]
+    # keyed on state_id, as the reference keys them, most treatments would have been redrawn
+    moved = sum(_state_keyed(one, g) != _state_keyed(two, g) for g in groups)
+    assert moved > 50, moved
 
 
 def test_rank_deficient_design_is_rejected_before_any_rollout(tmp_path: Path, small_store_root: Path) -> None:
