@@ -4,6 +4,7 @@ organism), its summary, resume cell by cell, plan refusal, the CLI, and the hier
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ from intraskill.experiment.arms import CellSeeds, cell_params, overlay_fields
 from intraskill.experiment.matrix import MatrixPlanMismatchError, run_matrix
 from intraskill.experiment.results import comparison_pairs, load_matrix
 from intraskill.experiment.shipped import SHIPPED, YOUR_RUN, matrix_sources, ship_matrix, sources_table
+from intraskill.gate.masks import load_mask_assignment, mask_draw
+from intraskill.gate.ols import RankDeficientDesignError, check_design_rank
 from intraskill.params import (
     BUILTIN_ARMS,
     MatrixParams,
@@ -27,19 +30,19 @@ from intraskill.params import (
     plan_dump,
     with_overrides,
 )
-from intraskill.paths import project_root
+from intraskill.paths import project_root, store_dir
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
 
 SKILL_FIELDS = {"round.q", "round.rho_min", "round.rho_max", "round.full_skill_retry"}
 
 
 def matrix_params(tmp_path: Path, **matrix: object) -> Params:
-    """``params/ci.yaml`` with one rollout step per round, 8 val tasks, the ci S₀ (two chunks with stated α) and
-    6 test tasks."""
+    """``params/ci.yaml`` (its S₀: two chunks with stated α) with one rollout step per round, 8 val tasks and 6 test
+    tasks."""
     data = load_params(project_root() / "params" / "ci.yaml").model_dump(mode="json")
     data["experiment"]["run_root"] = str(tmp_path / "runs")
     data["round"].update({"n_samples_per_prompt": 2, "rollout_batch_size": 1, "over_sampling_batch_size": 2,
-                          "rollout_steps": 1, "val_tasks": 8, "skillbank": "params/ci_s0.json"})
+                          "rollout_steps": 1, "val_tasks": 8})
     data["sampling"].update({"max_turns": 4, "max_tokens_per_turn": 32})
     data["matrix"] = {"arms": ["coevolve", "grpo"], "seeds": 2, "rounds": 1, "test_tasks": 6, **matrix}
     return params_from_dict(data)
@@ -337,3 +340,30 @@ def test_a_probe_matrix_evaluates_on_dev_and_its_cells_train_without_dev(
         assert plan["split"] == "dev" and [job[0] for job in plan["jobs"]] == list(dev[:3])
     with pytest.raises(ParamsError, match="matrix.split"):
         matrix_params(tmp_path, split="val")
+
+
+def test_the_ci_parameters_run_the_experiment_as_they_are(tmp_path: Path, small_store_root: Path) -> None:
+    """``intraskill experiment --params params/ci.yaml --arms coevolve,grpo,fixed --seeds 2 --rounds 1`` as a new
+    user types it (only the run root moved, to find the suite's store): S₀ and its α come from ``ci.yaml``, and the
+    gate of seed 1, whose first mask draws are singular on its 4 val tasks, redraws instead of aborting."""
+    runs = tmp_path / "runs"
+    shutil.copytree(small_store_root, store_dir("small", 11, runs))
+    out = tmp_path / "matrix"
+    cli = CliRunner().invoke(app, ["experiment", "--params", str(project_root() / "params" / "ci.yaml"), "--arms",
+                                   "coevolve,grpo,fixed", "--seeds", "2", "--rounds", "1", "--out", str(out),
+                                   "--no-progress", "--json", "--set", f"experiment.run_root={runs}"])
+    assert cli.exit_code == 0, cli.output
+    summary = json.loads(cli.stdout)
+    assert set(summary["arms"]) == {"coevolve", "grpo", "fixed"} and set(summary["arms"]["fixed"]) == {"0", "1"}
+    s0 = load_skillbank(out / "shared" / "skillbank.json")
+    assert [(s.skill_id, s.estimated_effect) for s in s0.skills] == [("tidy", 0.05), ("budget", 0.01)]
+    gate = out / "cells" / "coevolve" / "seed-1" / "round-000" / "gate"
+    manifest = json.loads((gate / "online_gate_manifest.json").read_text())
+    assignment = load_mask_assignment(gate / "mask_assignments.json")
+    assert manifest["status"] == "complete" and manifest["protocol"]["mask_redraw"] == assignment.redraw >= 1
+    for redraw in range(assignment.redraw):  # every earlier draw of its mask seed was singular
+        rows = [[int(mask_draw(assignment.mask_seed, redraw, "val", job.task_id, job.sample_id, slot.slot_id)
+                     % (len(slot.versions) + 1) == k) for slot in assignment.slots
+                 for k in range(1, len(slot.versions) + 1)] for job in assignment.jobs]
+        with pytest.raises(RankDeficientDesignError):
+            check_design_rank(rows, assignment.columns)
