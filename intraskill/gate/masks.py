@@ -327,7 +327,7 @@ def _assign(design: str, slots: Sequence[Slot], task_ids: Sequence[int], *, mask
     columns = sum(len(slot.versions) for slot in slots)
     if len(keys) <= columns:
         raise RankDeficientDesignError(
-            f"design has n={len(keys)} rows for k={columns} columns (n must exceed k): no redraw can help; "
+            f"design has n={len(keys)} rows for k={columns} columns (n must exceed k): rank deficient, and no redraw can help; "
             "gate more val tasks or more samples per task, or propose fewer candidates")
     failures = []
     for redraw in range(MAX_MASK_REDRAWS + 1):
