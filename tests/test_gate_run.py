@@ -28,7 +28,6 @@ from intraskill.gate.contributions import PairingError
 from intraskill.gate.masks import assign_online_masks, load_mask_assignment
 from intraskill.gate.ols import RankDeficientDesignError
 from intraskill.params import Params, RoundParams, params_from_dict
-from intraskill.pipeline.rollout import group_index
 from intraskill.pipeline.gate_b import run_gate_b
 from intraskill.pipeline.gate_run import (
     GateConfig,
@@ -40,6 +39,7 @@ from intraskill.pipeline.gate_run import (
     run_online_gate,
     run_ranking_check,
 )
+from intraskill.pipeline.rollout import group_index
 from intraskill.policy.expert_policy import ExpertPolicy, SkillConditionedLaw
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import CurriculumState, assign_group, treatment_draw
