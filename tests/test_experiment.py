@@ -348,7 +348,7 @@ def test_the_ci_parameters_run_the_experiment_as_they_are(tmp_path: Path, small_
     gate of seed 1, whose first mask draws are singular on its 4 val tasks, redraws instead of aborting."""
     runs = tmp_path / "runs"
     shutil.copytree(small_store_root, store_dir("small", 11, runs))
-    out = tmp_path / "matrix"
+    out = runs / "matrix"
     cli = CliRunner().invoke(app, ["experiment", "--params", str(project_root() / "params" / "ci.yaml"), "--arms",
                                    "coevolve,grpo,fixed", "--seeds", "2", "--rounds", "1", "--out", str(out),
                                    "--no-progress", "--json", "--set", f"experiment.run_root={runs}"])
