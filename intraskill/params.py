@@ -38,6 +38,8 @@ from intraskill.paths import runs_root
 RELEASE_SEED = 20260901
 """The release's seed, written once: the default of the experiment, bootstrap, curriculum and warm-start
 seeds below, of the gate's mask draws and of the test bootstrap."""
+DEFAULT_CONFIDENCE = 0.95
+"""The two-sided level of the control matrix's intervals and its family-wise level (α = 1 − it)."""
 
 
 class _Section(BaseModel):
@@ -605,6 +607,61 @@ DEFAULT_ARMS = ("coevolve", "grpo", "fixed", "nomask", "uniform")
 """The arms a matrix runs by default (an arm added to :data:`BUILTIN_ARMS` later does not change it)."""
 
 
+REFERENCE_ARM = "grpo"
+METHOD_ARM = "coevolve"
+Condition = Literal["deployed", "bare"]
+Metric = Literal["success", "reward"]
+
+
+def comparison_pairs(arms: Sequence[str]) -> list[tuple[str, str]]:
+    """The comparisons a matrix of ``arms`` makes: every arm against ``grpo``, and ``coevolve`` against every
+    other arm."""
+    pairs = [(arm, REFERENCE_ARM) for arm in arms if arm != REFERENCE_ARM and REFERENCE_ARM in arms]
+    if METHOD_ARM in arms:
+        pairs += [(METHOD_ARM, arm) for arm in arms if arm not in (METHOD_ARM, REFERENCE_ARM)]
+    return pairs
+
+
+class ClaimParams(_Section):
+    """One declared contrast: ``comparison`` (``<a>-<b>``, a − b) in one condition on one metric."""
+
+    comparison: str = f"{METHOD_ARM}-{REFERENCE_ARM}"
+    condition: Condition = "deployed"
+    metric: Metric = "success"
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.comparison, self.condition, self.metric
+
+
+class SecondaryParams(_Section):
+    """The secondary family: every listed comparison in every listed condition and metric, less the primary
+    contrast. ``comparisons: null`` lists every comparison the matrix makes."""
+
+    comparisons: Names | None = None
+    conditions: Annotated[tuple[Condition, ...], BeforeValidator(_tuple_from_list)] = ("deployed", "bare")
+    metrics: Annotated[tuple[Metric, ...], BeforeValidator(_tuple_from_list)] = ("success",)
+
+
+class FamilyParams(_Section):
+    """What the matrix claims, declared before it is read: the primary contrast, reported at the matrix's 95 %
+    level, and the secondary family, Holm-adjusted together (``intraskill.experiment.inference``). Every other
+    contrast is reported without a verdict."""
+
+    primary: ClaimParams = ClaimParams()
+    secondary: SecondaryParams = SecondaryParams()
+
+    def members(self, arms: Sequence[str]) -> tuple[tuple[str, str, str], list[tuple[str, str, str]]]:
+        """The primary key and the secondary keys ``(comparison, condition, metric)`` for a matrix of ``arms``
+        (``comparisons: null``: that matrix's comparisons)."""
+        names = self.secondary.comparisons
+        if names is None:
+            names = tuple(f"{a}-{b}" for a, b in comparison_pairs(arms))
+        secondary = [(name, condition, metric) for name in names for condition in self.secondary.conditions
+                     for metric in self.secondary.metrics]
+        return self.primary.key, [key for key in secondary if key != self.primary.key]
+
+
 class MatrixParams(_Section):
     """The control experiment: arms × training seeds × rounds, each cell evaluated on the test split.
 
@@ -613,10 +670,11 @@ class MatrixParams(_Section):
     episode seed. ``test_tasks`` limits the test split (``null``: all of it); ``threads`` is torch's thread
     count in each cell (results depend on it, so it is fixed and recorded). ``split`` is where the cells are
     evaluated: ``test`` for the matrix's declared claims, ``dev`` for a probe (the store's dev tasks, which every
-    cell then leaves out of training: ``round.exclude_dev``); never val, where the gate selects.
+    cell then leaves out of training: ``round.exclude_dev``); never val, where the gate selects. ``family`` declares
+    what the matrix claims (:class:`FamilyParams`); it changes how results are read, not what runs.
     """
 
-    plan_optional: ClassVar[tuple[str, ...]] = ("split",)
+    plan_optional: ClassVar[tuple[str, ...]] = ("split", "family")
 
     arms: Names = DEFAULT_ARMS
     seeds: int = Field(3, ge=1)
@@ -625,6 +683,7 @@ class MatrixParams(_Section):
     threads: int = Field(1, ge=1)
     define: dict[str, ArmParams] = {}
     split: Literal["test", "dev"] = "test"
+    family: FamilyParams = FamilyParams()
 
     @model_validator(mode="after")
     def _known_arms(self) -> "MatrixParams":
@@ -639,6 +698,13 @@ class MatrixParams(_Section):
                              "add others under matrix.define)")
         if len(set(self.arms)) != len(self.arms) or not self.arms:
             raise ValueError(f"arms: need distinct arm names, got {list(self.arms)}")
+        known = comparison_pairs([*BUILTIN_ARMS, *self.define])
+        declared = [("family.primary.comparison", self.family.primary.comparison)]
+        declared += [("family.secondary.comparisons", name) for name in self.family.secondary.comparisons or ()]
+        for where, name in declared:
+            if tuple(name.split("-", 1)) not in known:
+                raise ValueError(f"{where}: unknown comparison {name!r} (a comparison is <arm>-{REFERENCE_ARM} or "
+                                 f"{METHOD_ARM}-<arm>, arms built in or under matrix.define)")
         return self
 
     def arm(self, name: str) -> ArmParams:

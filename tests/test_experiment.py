@@ -1,5 +1,5 @@
 """The control experiment: arms as overlays, a real tiny matrix (two arms × two seeds × one round on the ci
-organism), its summary, resume cell by cell, plan refusal, the CLI, and the hierarchical bootstrap."""
+organism), its summary and declared family, resume cell by cell, plan refusal and the CLI."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import yaml
 from typer.testing import CliRunner
 
 from intraskill.cli import app
-from intraskill.evaluate.bootstrap import hierarchical_bootstrap
 from intraskill.experiment import matrix as matrix_module
 from intraskill.experiment.arms import CellSeeds, cell_params, overlay_fields
 from intraskill.experiment.matrix import MatrixPlanMismatchError, run_matrix
@@ -111,7 +110,13 @@ def test_matrix_parameters_name_the_bad_field() -> None:
                             ({"define": {"half": {"rho_min": 0.6, "rho_max": 0.4}}, "arms": ["half"]}, None),
                             ({"define": {"bare": {"skills": "none", "evolve": False, "skillbank": "s0.json"}},
                               "arms": ["bare"]}, "replaces S₀; it needs skills: s0"),
-                            ({"seeds": True}, "matrix.seeds")):
+                            ({"seeds": True}, "matrix.seeds"),
+                            ({"family": {"primary": {"comparison": "coevolve-foo"}}},
+                             "family.primary.comparison: unknown comparison 'coevolve-foo'"),
+                            ({"family": {"secondary": {"comparisons": ["grpo-fixed"]}}},
+                             "family.secondary.comparisons: unknown comparison 'grpo-fixed'"),
+                            ({"family": {"secondary": {"metrics": ["accuracy"]}}}, "family.secondary.metrics.0"),
+                            ({"family": {"primary": {"condition": "frozen"}}}, "family.primary.condition")):
         with pytest.raises(ParamsError) as error:
             params = params_from_dict({**base, "matrix": matrix})
             cell_params(params, params.matrix.arm(params.matrix.arms[0]), 0)
@@ -120,24 +125,14 @@ def test_matrix_parameters_name_the_bad_field() -> None:
     defined = params_from_dict({**base, "matrix": {"define": {"sparse": {"rho_min": 0.3, "rho_max": 0.3}},
                                                    "arms": ["coevolve", "sparse"]}})
     assert cell_params(defined, defined.matrix.arm("sparse"), 0).round.rho_max == 0.3
+    declared = params_from_dict({**base, "matrix": {"define": {"sparse": {"rho_min": 0.3, "rho_max": 0.3}},
+                                                    "family": {"secondary": {"comparisons": ["sparse-grpo"]}}}})
+    assert declared.matrix.family.members(["coevolve", "grpo", "sparse"]) == (
+        ("coevolve-grpo", "deployed", "success"),
+        [("sparse-grpo", "deployed", "success"), ("sparse-grpo", "bare", "success")])
+    assert "family" not in plan_dump(defined)["matrix"]  # a default family leaves every plan as it was
     assert comparison_pairs(["coevolve", "grpo", "fixed"]) == [("coevolve", "grpo"), ("fixed", "grpo"),
                                                                ("coevolve", "fixed")]
-
-
-def test_hierarchical_bootstrap_resamples_seeds_then_tasks() -> None:
-    steady = hierarchical_bootstrap([[1.0, 0.0, 1.0, 0.0] * 25] * 3, "r_success", samples=2000)
-    assert steady.mean_difference == 0.5 and steady.seeds == 3 and steady.tasks == 100
-    assert steady.ci[0] < 0.5 < steady.ci[1]
-    assert hierarchical_bootstrap([[0.2] * 50] * 2, "reward", samples=500).ci == pytest.approx((0.2, 0.2))
-    # seeds that disagree widen the interval beyond the task-level spread
-    spread = hierarchical_bootstrap([[1.0, 0.0, 1.0, 0.0] * 25, [1.0] * 100, [0.0] * 100], "r_success", samples=2000)
-    assert spread.ci[1] - spread.ci[0] > 2 * (steady.ci[1] - steady.ci[0])
-    again = hierarchical_bootstrap([[1.0, 0.0, 1.0, 0.0] * 25, [1.0] * 100, [0.0] * 100], "r_success", samples=2000)
-    assert again == spread
-    with pytest.raises(ValueError, match="same tasks"):
-        hierarchical_bootstrap([[1.0, 0.0], [1.0]], "reward")
-    with pytest.raises(ValueError, match="non-finite"):
-        hierarchical_bootstrap([[1.0, float("nan")]], "reward")
 
 
 def test_tiny_matrix_runs_compares_resumes_cell_by_cell_and_refuses_another_plan(
@@ -175,6 +170,14 @@ def test_tiny_matrix_runs_compares_resumes_cell_by_cell_and_refuses_another_plan
             record = block[condition][metric]
             assert record["ci_low"] <= record["mean"] <= record["ci_high"]
             assert record["seeds"] == 2 and record["tasks"] == 6 and len(record["per_seed"]) == 2
+            assert record["method"] == "seeds_x_tasks_crossed_t" and 0.0 <= record["p_value"] <= 1.0
+    # the declared family: the primary contrast unadjusted, coevolve-grpo bare success its one secondary member,
+    # the reward contrasts outside it (no verdict)
+    assert (block["deployed"]["success"]["role"], block["deployed"]["success"]["p_holm"]) == ("primary", None)
+    secondary = block["bare"]["success"]
+    assert secondary["role"] == "secondary" and secondary["p_holm"] == pytest.approx(secondary["p_value"])
+    assert {block[c]["reward"]["verdict"] for c in ("deployed", "bare")} == {"exploratory"}
+    assert summary["family"]["secondary_size"] == 1 and summary["family"]["primary"]["comparison"] == "coevolve-grpo"
     assert set(summary["warmstart"]) == {"warmstart-bare", "warmstart-s0"}
 
     # every cell trains with the base parameters plus its overlay and seed, nothing else
@@ -278,6 +281,8 @@ def test_tiny_matrix_runs_compares_resumes_cell_by_cell_and_refuses_another_plan
     note = f"induced trained from S₀ {induced}, not the shared S₀"
     assert note in extended.summary()
     assert [c.name for c in extended.contrasts] == ["coevolve-induced"] * 4
+    assert {c.across_seeds.method for c in extended.contrasts} == {"one_seed_task_paired_bootstrap"}
+    assert [c.role for c in extended.contrasts] == ["secondary", "exploratory"] * 2  # success declared, reward not
     assert all(note in c.statement() for c in extended.contrasts)
 
 

@@ -10,8 +10,8 @@ Two RNG conventions exist in the release and both are reproduced here exactly:
 * :func:`numpy_paired_bootstrap` — the behaviour CIs (docs/release.md §3.5): ``numpy.random.default_rng``
   seeded with the first 4 bytes of ``sha256(f"20260909:{metric}")``, 5,000 resamples, ``np.quantile``.
 
-Across training seeds, :func:`hierarchical_bootstrap` (not in the release, which had one seed) resamples
-seeds, then tasks within each drawn seed (the control experiment's CIs).
+Across training seeds the control experiment uses :func:`intraskill.experiment.inference.contrast_interval`
+(the release had one seed); with one seed it falls back to :func:`paired_bootstrap_ci`.
 """
 
 from __future__ import annotations
@@ -221,6 +221,28 @@ def paired_bootstrap_ci(
     )
 
 
+def paired_bootstrap_p_value(
+    deltas: Sequence[float],
+    metric: str,
+    *,
+    samples: int = 10_000,
+    seed_base: int = TEST_SEED_BASE,
+) -> float:
+    """Two-sided percentile-bootstrap p-value of ``mean(deltas) = 0`` from the draws
+    :func:`paired_bootstrap_ci` makes for the same ``metric`` and ``seed_base``: twice the smaller share of
+    resample means on either side of 0 (at most 1), so the interval excludes 0 exactly when p < 1 − confidence,
+    up to the percentiles' interpolation.
+
+    >>> paired_bootstrap_p_value([1, 1, 1, 1], "r_success", samples=200)
+    0.0
+    """
+    if samples < 1:
+        raise ValueError(f"samples must be positive, got {samples}")
+    means = resample_means(_finite_deltas(deltas), u64(f"{seed_base}:{metric}"), samples)
+    below, above = sum(m <= 0.0 for m in means), sum(m >= 0.0 for m in means)
+    return min(1.0, 2.0 * min(below, above) / samples)
+
+
 def numpy_paired_bootstrap(
     a: Sequence[float],
     b: Sequence[float],
@@ -276,85 +298,3 @@ def success_transitions(a: Sequence[int | float], b: Sequence[int | float]) -> d
             raise ValueError(f"success values must be 0 or 1; pair {index} is ({x!r}, {y!r})")
         counts[f"{int(x)}->{int(y)}"] += 1
     return counts
-
-
-@dataclass(frozen=True)
-class HierarchicalBootstrapResult:
-    """A two-level bootstrap of the mean paired difference over training seeds and tasks.
-
-    Attributes
-    ----------
-    mean_difference : mean over seeds of each seed's mean ``b − a`` over tasks.
-    ci : percentile interval at ``confidence``.
-    seeds, tasks : the number of seeds and of paired tasks per seed.
-    per_seed : each seed's mean difference.
-    samples, seed, confidence : resamples B, the RNG seed given to numpy, the two-sided level.
-    """
-
-    mean_difference: float
-    ci: tuple[float, float]
-    seeds: int
-    tasks: int
-    per_seed: tuple[float, ...]
-    samples: int
-    seed: int
-    confidence: float
-    method: str = "seeds_then_tasks_paired_percentile"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (tuples become lists)."""
-        record = asdict(self)
-        record["ci"], record["per_seed"] = list(self.ci), list(self.per_seed)
-        return record
-
-
-def hierarchical_bootstrap(
-    deltas: Sequence[Sequence[float]],
-    metric: str,
-    *,
-    samples: int = 10_000,
-    seed_base: int = TEST_SEED_BASE,
-    confidence: float = 0.95,
-) -> HierarchicalBootstrapResult:
-    """Bootstrap ``mean(b − a)`` over training seeds, then tasks: each resample draws seeds with replacement
-    and, for every drawn seed, its tasks with replacement, and averages the paired differences.
-
-    Parameters
-    ----------
-    deltas : one row per seed of per-task differences ``b − a`` (every row the same tasks, same length).
-    metric : selects the seed, ``seed32(f"{seed_base}:hierarchical:{metric}")``.
-    samples, seed_base, confidence : resamples B, seed base and two-sided level (numpy's linear quantiles).
-
-    With one seed the interval is the task-level bootstrap's (seeds add no variance they cannot show).
-
-    >>> r = hierarchical_bootstrap([[1, 0, 1, 1], [0, 0, 1, 1]], "r_success", samples=200)
-    >>> r.mean_difference, r.per_seed
-    (0.625, (0.75, 0.5))
-    """
-    # deferred: numpy is heavy to import
-    import numpy as np
-
-    lower, upper = _tails(confidence)
-    if samples < 1:
-        raise ValueError(f"samples must be positive, got {samples}")
-    rows = [_finite_deltas(row) for row in deltas]
-    if not rows:
-        raise ValueError("deltas: need at least one seed")
-    if len({len(row) for row in rows}) != 1:
-        raise ValueError(f"deltas: every seed needs the same tasks, got lengths {[len(row) for row in rows]}")
-    table = np.asarray(rows, dtype=float)
-    n_seeds, n_tasks = table.shape
-    seed = seed32(f"{seed_base}:hierarchical:{metric}")
-    rng = np.random.default_rng(seed)
-    means = np.empty(samples)
-    chunk = max(1, 2_000_000 // (n_seeds * n_tasks))
-    for start in range(0, samples, chunk):
-        count = min(chunk, samples - start)
-        drawn_seeds = rng.integers(0, n_seeds, size=(count, n_seeds, 1))
-        drawn_tasks = rng.integers(0, n_tasks, size=(count, n_seeds, n_tasks))
-        means[start:start + count] = table[drawn_seeds, drawn_tasks].mean(axis=(1, 2))
-    lo, hi = np.quantile(means, [lower, upper])
-    per_seed = table.mean(axis=1)
-    return HierarchicalBootstrapResult(
-        mean_difference=float(per_seed.mean()), ci=(float(lo), float(hi)), seeds=n_seeds, tasks=n_tasks,
-        per_seed=tuple(float(v) for v in per_seed), samples=samples, seed=seed, confidence=confidence)

@@ -23,9 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from intraskill.experiment.records import FINAL_BANK, FINAL_BARE, CellResult, TestRun
+from intraskill.params import METHOD_ARM, REFERENCE_ARM
 
-REFERENCE_ARM = "grpo"
-METHOD_ARM = "coevolve"
 GRPO_S0 = "grpo+s0"
 GRPO_METHOD_BANK = "grpo+coevolve_bank"
 BASELINES: tuple[str, ...] = (GRPO_S0, GRPO_METHOD_BANK)

@@ -316,7 +316,7 @@ def run_matrix(params: Params, out_dir: str | Path | None = None, *, jobs: int =
     with torch_threads(params.matrix.threads):
         for seed_index in range(params.matrix.seeds):
             run_baselines(params, out, seed_index, store, progress)
-    result = load_matrix(out, params.matrix.arms, params.matrix.seeds)
+    result = load_matrix(out, params.matrix.arms, params.matrix.seeds, family=params.matrix.family)
     write_json(out / SUMMARY_FILE, result.to_dict(), indent=1)
     return result
 

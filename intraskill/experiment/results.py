@@ -3,15 +3,18 @@
 Each comparison ``a-b`` is the difference a − b on the test split in one condition — ``deployed`` (what each
 arm ships: its final checkpoint with its final bank, bare for a skill-free arm, with its final library for a
 Skill1 arm) or ``bare`` (the final checkpoint alone) — for test success and strict reward. Per seed index
-(cells with the same index share their training draws) it is the release's task-paired bootstrap; across seeds a
-hierarchical bootstrap (seeds, then tasks; :func:`~intraskill.evaluate.bootstrap.hierarchical_bootstrap`). A
-difference is *supported* when its 95 % interval excludes 0; everything is seeded from
-``evaluation.bootstrap_seed``. An arm that started from its own checkpoint (``start_checkpoint``) or trained
-from its own S₀ (``start_skillbank``) is named as such in the summary and in every statement about it.
+(cells with the same index share their training draws) it is the release's task-paired bootstrap; across seeds
+:func:`~intraskill.experiment.inference.contrast_interval` (the crossed seeds × tasks t interval; one seed: the
+task-paired bootstrap). What the matrix claims is declared in ``matrix.family``: the primary contrast gets a
+verdict when its 95 % interval excludes 0, each secondary one when its Holm-adjusted p-value (over the whole
+declared family, a member not run counting as p = 1) is below 0.05 and its interval excludes 0; every other
+contrast is reported without a verdict. Bootstraps are seeded from ``evaluation.bootstrap_seed``. An arm that
+started from its own checkpoint (``start_checkpoint``) or trained from its own S₀ (``start_skillbank``) is named as
+such in the summary and in every statement about it.
 
 The deployment baselines (:mod:`~intraskill.experiment.baselines`: ``grpo``'s final checkpoint with S₀ and with
 ``coevolve``'s final bank of the same seed) join the comparisons as ``coevolve-grpo+s0`` and
-``coevolve-grpo+coevolve_bank`` (deployed only), and :meth:`MatrixResult.compute_by_arm` is the compute table
+``coevolve-grpo+coevolve_bank`` (deployed only; outside the declared family, so without a verdict), and :meth:`MatrixResult.compute_by_arm` is the compute table
 per arm (generated, retry, trained, gate, val and test episodes and tokens per seed).
 """
 
@@ -20,14 +23,12 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from intraskill.evaluate.bootstrap import (
     BootstrapResult,
-    HierarchicalBootstrapResult,
-    hierarchical_bootstrap,
     paired_bootstrap_ci,
     success_transitions,
 )
@@ -40,13 +41,14 @@ from intraskill.experiment.baselines import (
     baseline_cells,
     read_baselines,
 )
+from intraskill.experiment.inference import ContrastInterval, contrast_interval, holm
 from intraskill.experiment.records import FINAL_BARE, METRICS, SUCCESS, CellResult, TestRun
-from intraskill.params import BUILTIN_ARMS
+from intraskill.params import BUILTIN_ARMS, DEFAULT_CONFIDENCE, FamilyParams, comparison_pairs
 
 if TYPE_CHECKING:
     import pandas as pd
 
-RESULT_SCHEMA = "intraskill-control-matrix-result-v1"
+RESULT_SCHEMA = "intraskill-control-matrix-result-v2"
 PLAN_FILE = "matrix.json"
 SUMMARY_FILE = "matrix_summary.json"
 CELL_FILE = "cell.json"
@@ -59,55 +61,80 @@ COMPUTE_FIELDS: tuple[str, ...] = ("rollout_episodes", "retry_episodes", "genera
 """The per-round compute a cell's rounds record (:class:`~intraskill.experiment.records.RoundRecord`), summed
 per cell in the compute table; ``generated_tokens`` counts rollouts and retries, ``retry_tokens`` the
 retries alone."""
+ALPHA = 1.0 - DEFAULT_CONFIDENCE
+PRIMARY, SECONDARY, EXPLORATORY = "primary", "secondary", "exploratory"
+"""A contrast's role in the declared family."""
+
+__all__ = ["Contrast", "MatrixResult", "comparison_pairs", "contrast", "load_matrix"]
 
 
 @dataclass(frozen=True)
 class Contrast:
-    """Arm ``a`` − arm ``b`` on one metric in one condition, per seed and across seeds."""
+    """Arm ``a`` − arm ``b`` on one metric in one condition, per seed and across seeds, with its role in the
+    declared family (``p_holm``: its Holm-adjusted p-value, secondary contrasts only)."""
 
     a: str
     b: str
     condition: str
     metric: str
-    across_seeds: HierarchicalBootstrapResult
+    across_seeds: ContrastInterval
     per_seed: tuple[BootstrapResult, ...]
     transitions: dict[str, int] | None
     starts: dict[str, str] = field(default_factory=dict)
     """Arm → how it started apart from the others (its own checkpoint, its own S₀), for such an arm."""
+    role: str = EXPLORATORY
+    p_holm: float | None = None
 
     @property
     def name(self) -> str:
         return f"{self.a}-{self.b}"
 
     @property
+    def key(self) -> tuple[str, str, str]:
+        return self.name, self.condition, METRIC_LABELS[self.metric]
+
+    @property
+    def supported(self) -> bool:
+        """The declared test rejects 0: the primary's interval excludes it, a secondary one's Holm p < α too."""
+        if self.role == EXPLORATORY or not self.across_seeds.excludes_zero():
+            return False
+        return self.role == PRIMARY or (self.p_holm is not None and self.p_holm < ALPHA)
+
+    @property
     def verdict(self) -> str:
-        """``a > b``, ``a < b`` (the 95 % interval excludes 0) or ``unresolved``."""
-        low, high = self.across_seeds.ci
-        return f"{self.a} > {self.b}" if low > 0 else f"{self.a} < {self.b}" if high < 0 else "unresolved"
+        """``a > b`` or ``a < b`` where :attr:`supported`; ``unresolved`` for another declared contrast;
+        ``exploratory`` (no verdict) outside the declared family."""
+        if self.role == EXPLORATORY:
+            return EXPLORATORY
+        if not self.supported:
+            return "unresolved"
+        return f"{self.a} > {self.b}" if self.across_seeds.mean > 0 else f"{self.a} < {self.b}"
 
     def statement(self) -> str:
-        """One sentence: the difference in points, its interval and what the data supports."""
-        low, high = self.across_seeds.ci
-        label = METRIC_LABELS[self.metric]
-        size = (f"{100 * self.across_seeds.mean_difference:+.1f} points [{100 * low:+.1f}, {100 * high:+.1f}] "
-                f"over {self.across_seeds.seeds} seed(s) × {self.across_seeds.tasks} tasks")
-        caveat = "; one seed: the interval holds no training-seed variance" if self.across_seeds.seeds < 2 else ""
+        """One sentence: the difference in points, its interval, the test and what the data supports."""
+        r = self.across_seeds
+        size = (f"{100 * r.mean:+.1f} points [{100 * r.low:+.1f}, {100 * r.high:+.1f}] over {r.n_seeds} seed(s) × "
+                f"{r.n_tasks} tasks, p {r.p_value:.3g}")
+        if self.p_holm is not None:
+            size += f", Holm p {self.p_holm:.3g}"
+        caveat = "; one seed: the interval holds no training-seed variance" if r.n_seeds < 2 else ""
         caveat += "".join(f"; {arm} {start}" for arm, start in self.starts.items())
-        if self.verdict == "unresolved":
-            return (f"{self.name} ({self.condition}, {label}): {size}; the interval covers 0, no difference "
-                    f"resolved{caveat}")
-        return f"{self.name} ({self.condition}, {label}): {size}; supported: {self.verdict}{caveat}"
+        head = f"{self.name} ({self.condition}, {METRIC_LABELS[self.metric]}, {self.role})"
+        if self.role == EXPLORATORY:
+            return f"{head}: {size}; outside the declared family, no verdict{caveat}"
+        if not self.supported:
+            return f"{head}: {size}; no difference resolved{caveat}"
+        return f"{head}: {size}; supported: {self.verdict}{caveat}"
 
     def to_dict(self) -> dict[str, Any]:
-        """``mean``, ``ci_low``, ``ci_high`` and the rest, JSON-ready."""
-        low, high = self.across_seeds.ci
-        return {"mean": self.across_seeds.mean_difference, "ci_low": low, "ci_high": high,
-                "seeds": self.across_seeds.seeds, "tasks": self.across_seeds.tasks,
-                "per_seed": [{"mean": r.mean_difference, "ci_low": r.ci95[0], "ci_high": r.ci95[1]}
-                             for r in self.per_seed],
-                "transitions": self.transitions, "verdict": self.verdict, "statement": self.statement(),
-                "bootstrap": {"across_seeds": self.across_seeds.method, "per_seed": "task_level_paired_percentile",
-                              "samples": self.across_seeds.samples, "seed": self.across_seeds.seed}}
+        """``mean``, ``ci_low``, ``ci_high``, ``method``, ``p_value``, ``p_holm``, ``role``, ``verdict`` and the
+        rest, JSON-ready."""
+        r = self.across_seeds
+        return {**r.to_dict(), "role": self.role, "p_holm": self.p_holm,
+                "per_seed": [{"mean": s.mean_difference, "ci_low": s.ci95[0], "ci_high": s.ci95[1]}
+                             for s in self.per_seed],
+                "per_seed_method": self.per_seed[0].method, "transitions": self.transitions,
+                "verdict": self.verdict, "statement": self.statement()}
 
 
 class TaskValues:
@@ -134,6 +161,9 @@ class MatrixResult:
     contrasts: tuple[Contrast, ...]
     baselines: tuple[CellResult, ...] = ()
     """The deployment baselines (:mod:`intraskill.experiment.baselines`) as pseudo-cells, by name then seed."""
+    family: FamilyParams = FamilyParams()
+    family_arms: tuple[str, ...] = ()
+    """The arms the family was declared over (the matrix's arms; empty: the finished ones)."""
     task_values: TaskValues = field(default_factory=TaskValues, repr=False, compare=False)
 
     @property
@@ -145,7 +175,8 @@ class MatrixResult:
 
     def to_dict(self) -> dict[str, Any]:
         """``arms`` → per-seed results, ``comparisons`` → ``{"<a>-<b>": {condition: {"success"|"reward":
-        {"mean", "ci_low", "ci_high", ...}}}}``, ``statements``."""
+        {"mean", "ci_low", "ci_high", "method", "p_value", "p_holm", "role", "verdict", ...}}}}``, ``family`` (the
+        declared claims), ``statements``."""
         comparisons: dict[str, Any] = {}
         for contrast in self.contrasts:
             block = comparisons.setdefault(contrast.name, {}).setdefault(contrast.condition, {})
@@ -162,6 +193,8 @@ class MatrixResult:
                           for name in BASELINES if any(c.arm == name for c in self.baselines)},
             "compute": _compute_dict(self.compute_by_arm()),
             "comparisons": comparisons,
+            "family": {**self.family.model_dump(mode="json"), "alpha": ALPHA,
+                       "secondary_size": len(self.family.members(self._family_arms())[1])},
             "statements": [c.statement() for c in self.contrasts],
         }
 
@@ -258,9 +291,13 @@ class MatrixResult:
         table.insert(0, "seeds", frame.groupby("arm", sort=False)["seed"].count())
         return table
 
+    def _family_arms(self) -> list[str]:
+        return list(self.family_arms) or self.arms
+
     def arm_intervals(self, samples: int = 2000) -> pd.DataFrame:
-        """Per arm, condition and metric: the mean over seeds and tasks with its hierarchical 95 % interval
-        (seeds, then tasks), for plotting each arm's level beside the paired comparisons."""
+        """Per arm, condition and metric: the mean over seeds and tasks with its 95 % interval (the same crossed
+        seeds × tasks t interval as the comparisons; one seed: the task bootstrap of ``samples`` resamples), for
+        plotting each arm's level beside the paired comparisons."""
         # deferred: pandas is heavy to import and only the frames need it
         import pandas as pd
 
@@ -272,11 +309,11 @@ class MatrixResult:
                 values = [self.task_values(_run_dir(self.out_dir, c, condition)) for c in cells]
                 for metric in METRICS:
                     table = [[v[metric][t] for t in sorted(v[metric])] for v in values]
-                    level = hierarchical_bootstrap(table, f"{arm}:{condition}:{metric}", samples=samples,
-                                                   seed_base=seed_base)
+                    level = contrast_interval(table, metric=f"{arm}:{condition}:{metric}", samples=samples,
+                                              seed_base=seed_base)
                     rows.append({"arm": arm, "condition": condition, "metric": METRIC_LABELS[metric],
-                                 "mean": level.mean_difference, "ci_low": level.ci[0], "ci_high": level.ci[1],
-                                 "per_seed": list(level.per_seed)})
+                                 "mean": level.mean, "ci_low": level.low, "ci_high": level.high,
+                                 "per_seed": list(level.per_seed), "method": level.method})
         return pd.DataFrame(rows)
 
     def comparisons(self) -> pd.DataFrame:
@@ -289,7 +326,8 @@ class MatrixResult:
             record = c.to_dict()
             rows.append({"comparison": c.name, "condition": c.condition, "metric": METRIC_LABELS[c.metric],
                          "mean": record["mean"], "ci_low": record["ci_low"], "ci_high": record["ci_high"],
-                         "seeds": record["seeds"], "tasks": record["tasks"],
+                         "seeds": record["seeds"], "tasks": record["tasks"], "method": record["method"],
+                         "p_value": record["p_value"], "role": c.role, "p_holm": c.p_holm,
                          "fixed (0→1)": (c.transitions or {}).get("0->1"),
                          "broken (1→0)": (c.transitions or {}).get("1->0"), "verdict": c.verdict})
         return pd.DataFrame(rows)
@@ -322,14 +360,6 @@ def _condition_row(arm: str, condition: str, runs: Sequence[TestRun]) -> dict[st
             "success": statistics.fmean(success), "success_sd": statistics.stdev(success) if len(runs) > 1 else None,
             "reward": statistics.fmean(reward), "reward_sd": statistics.stdev(reward) if len(runs) > 1 else None,
             "steps": statistics.fmean(r.steps for r in runs)}
-
-
-def comparison_pairs(arms: Sequence[str]) -> list[tuple[str, str]]:
-    """Every arm against ``grpo``, and ``coevolve`` against every other arm."""
-    pairs = [(arm, REFERENCE_ARM) for arm in arms if arm != REFERENCE_ARM and REFERENCE_ARM in arms]
-    if METHOD_ARM in arms:
-        pairs += [(METHOD_ARM, arm) for arm in arms if arm not in (METHOD_ARM, REFERENCE_ARM)]
-    return pairs
 
 
 def _starts(cells: Sequence[CellResult]) -> dict[str, str]:
@@ -371,14 +401,26 @@ def contrast(out: Path, cells_a: Sequence[CellResult], cells_b: Sequence[CellRes
         successes[1].extend(treated)
     binary = metric == SUCCESS and all(v in (0.0, 1.0) for v in successes[0] + successes[1])
     return Contrast(cells_a[0].arm, cells_b[0].arm, condition, metric,
-                    hierarchical_bootstrap(rows, metric, samples=samples, seed_base=seed_base),
+                    contrast_interval(rows, metric=metric, samples=samples, seed_base=seed_base),
                     tuple(per_seed), success_transitions(*successes) if binary else None,
                     _starts([*cells_a, *cells_b]))
 
 
-def load_matrix(out_dir: str | Path, arms: Sequence[str] | None = None, seeds: int | None = None) -> MatrixResult:
+def declared(contrasts: Sequence[Contrast], family: FamilyParams, arms: Sequence[str]) -> tuple[Contrast, ...]:
+    """``contrasts`` with their roles in ``family`` (declared over a matrix of ``arms``) and the secondary ones'
+    Holm-adjusted p-values; a declared member not among ``contrasts`` counts as p = 1."""
+    primary, secondary = family.members(arms)
+    adjusted = holm({c.key: c.across_seeds.p_value for c in contrasts if c.key in secondary}, ALPHA,
+                    family_size=len(secondary))
+    return tuple(replace(c, role=PRIMARY) if c.key == primary else
+                 replace(c, role=SECONDARY, p_holm=adjusted[c.key]) if c.key in adjusted else c for c in contrasts)
+
+
+def load_matrix(out_dir: str | Path, arms: Sequence[str] | None = None, seeds: int | None = None, *,
+                family: FamilyParams | None = None) -> MatrixResult:
     """The finished part of a matrix directory (``arms`` / ``seeds`` restrict it; default every finished
-    cell)."""
+    cell), its contrasts read with ``family`` (default: ``matrix.family``'s defaults) declared over ``arms`` (or
+    the finished arms)."""
     out = Path(out_dir)
     plan_path = out / PLAN_FILE
     if not plan_path.is_file():
@@ -398,6 +440,7 @@ def load_matrix(out_dir: str | Path, arms: Sequence[str] | None = None, seeds: i
     evaluation = plan["params"]["evaluation"]
     finished = list(dict.fromkeys(c.arm for c in cells))
     task_values = TaskValues()
+    family = family if family is not None else FamilyParams()
     contrasts = tuple(
         contrast(out, [c for c in cells if c.arm == a], [c for c in cells if c.arm == b], condition, metric,
                  evaluation["bootstrap_samples"], evaluation["bootstrap_seed"], task_values)
@@ -411,4 +454,6 @@ def load_matrix(out_dir: str | Path, arms: Sequence[str] | None = None, seeds: i
                  evaluation["bootstrap_samples"], evaluation["bootstrap_seed"], task_values)
         for name in BASELINES for metric in METRICS
         if {c.seed_index for c in method} & {c.seed_index for c in baselines if c.arm == name})
-    return MatrixResult(out, plan, warmstart, tuple(cells), contrasts, baselines, task_values)
+    family_arms = tuple(arms) if arms is not None else tuple(finished)
+    return MatrixResult(out, plan, warmstart, tuple(cells), declared(contrasts, family, family_arms), baselines,
+                        family, family_arms, task_values)
