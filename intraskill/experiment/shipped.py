@@ -19,6 +19,7 @@ from intraskill.experiment.baselines import BASELINE_DIR, BASELINE_FILE
 from intraskill.experiment.results import CELL_FILE, PLAN_FILE, SUMMARY_FILE, WARMSTART_FILE, MatrixResult
 from intraskill.experiment.results import load_matrix
 from intraskill.jsonl import write_json
+from intraskill.params import FamilyParams
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,15 +53,15 @@ def ship_matrix(matrix_dir: str | Path, target: str | Path) -> MatrixResult:
 
 
 def matrix_sources(live_dir: str | Path | None, shipped_dir: str | Path | None, arms: list[str] | None = None,
-                   seeds: int | None = None) -> dict[str, MatrixResult]:
+                   seeds: int | None = None, *, family: FamilyParams | None = None) -> dict[str, MatrixResult]:
     """The matrices there are to show, the user's own run first: :data:`YOUR_RUN` from ``live_dir`` and
     :data:`SHIPPED` from ``shipped_dir``, each where it holds a matrix plan (``arms`` / ``seeds`` restrict the
-    live run as :func:`load_matrix` does; shipped records are shown whole)."""
+    live run as :func:`load_matrix` does; shipped records are shown whole); both read with ``family``."""
     sources = {}
     if live_dir and (Path(live_dir) / PLAN_FILE).is_file():
-        sources[YOUR_RUN] = load_matrix(live_dir, arms, seeds)
+        sources[YOUR_RUN] = load_matrix(live_dir, arms, seeds, family=family)
     if shipped_dir and (Path(shipped_dir) / PLAN_FILE).is_file():
-        sources[SHIPPED] = load_matrix(shipped_dir)
+        sources[SHIPPED] = load_matrix(shipped_dir, family=family)
     return sources
 
 

@@ -1,5 +1,5 @@
 """The control experiment: learning curves per arm with seed bands, each arm's test level and the paired
-arm differences with their hierarchical (seeds, then tasks) intervals."""
+arm differences with their seeds × tasks intervals and the declared family's verdicts."""
 
 from __future__ import annotations
 
@@ -54,8 +54,9 @@ def control_learning_curves(curves: "pd.DataFrame | Sequence[Mapping[str, Any]]"
 def control_outcomes(levels: "pd.DataFrame | Sequence[Mapping[str, Any]]",
                      comparisons: "pd.DataFrame | Sequence[Mapping[str, Any]]", *, metric: str = "success",
                      condition: str = "deployed", language: str = "en") -> "Figure":
-    """Left: each arm's test level (mean over seeds and tasks, hierarchical 95 % CI, each seed as a dot).
-    Right: the paired differences ``a − b`` with their hierarchical 95 % CI and verdict.
+    """Left: each arm's test level (mean over seeds and tasks, 95 % CI, each seed as a dot).
+    Right: the paired differences ``a − b`` with their 95 % CI and verdict (``a > b`` / ``a < b`` where the declared
+    family supports it, else ``unresolved`` or ``exploratory``).
 
     ``levels`` as :meth:`~intraskill.experiment.results.MatrixResult.arm_intervals`, ``comparisons`` as
     :meth:`~intraskill.experiment.results.MatrixResult.comparisons`; both are filtered to ``metric`` and
@@ -93,7 +94,8 @@ def control_outcomes(levels: "pd.DataFrame | Sequence[Mapping[str, Any]]",
         right.axvline(0.0, color="grey", linewidth=0.8)
         for row, value, lo, hi, verdict in zip(rows, mean, low, high, pairs["verdict"]):
             note = f"{value:+.1f} [{lo:+.1f}, {hi:+.1f}]" if metric == "success" else f"{value:+.3f}"
-            right.annotate(f"{note}  {verdict}", (hi, row), xytext=(4, 0), textcoords="offset points",
+            word = labels(f"control_verdict_{verdict}") if verdict in ("unresolved", "exploratory") else verdict
+            right.annotate(f"{note}  {word}", (hi, row), xytext=(4, 0), textcoords="offset points",
                            va="center", fontsize=7.5)
         right.set_yticks(rows, list(pairs["comparison"]))
         right.margins(x=0.45)

@@ -131,8 +131,10 @@ LABELS: dict[str, tuple[str, str]] = {
     "curve_warmstart": ("warm start", "热启动"),
     "curve_after_round": ("after round {round}", "第 {round} 轮后"),
     "title_control_levels": ("Test {metric} per arm ({condition})", "各实验组测试{metric}（{condition}）"),
-    "title_control_contrasts": ("Arm differences ({condition}; 95% CI: seeds, then tasks)",
-                                "组间差值（{condition}；95% CI：先种子后任务）"),
+    "title_control_contrasts": ("Arm differences ({condition}; 95% CI over seeds × tasks; verdicts: declared "
+                                "family, Holm)", "组间差值（{condition}；95% CI：种子 × 任务；结论：预先声明的比较族，Holm 校正）"),
+    "control_verdict_unresolved": ("unresolved", "未分辨"),
+    "control_verdict_exploratory": ("exploratory, no verdict", "探索性，无结论"),
     "control_metric_success": ("success (%)", "成功率（%）"),
     "control_metric_reward": ("strict reward", "严格奖励"),
     "control_condition_deployed": ("deployed: final checkpoint + its skills", "部署：最终检查点 + 其技能"),
