@@ -181,7 +181,8 @@ def test_skill1_cell_carries_its_library_tests_it_deployed_and_resumes_after_kil
     assert "final-library" in set(result.four_conditions().condition)
     against_bare = contrast(out, [cell], [replace(cell, arm="bare", deployed="final-bare")], "deployed", "r_success",
                             200, 1)
-    assert against_bare.across_seeds.tasks == 4 and "started from" not in against_bare.statement()
+    assert against_bare.across_seeds.n_tasks == 4 and "started from" not in against_bare.statement()
+    assert against_bare.across_seeds.method == "one_seed_task_paired_bootstrap" and against_bare.verdict == "exploratory"
     record = against_bare.to_dict()
     figure = control_outcomes(levels, [{"comparison": against_bare.name, "condition": "deployed", "metric": "success",
                                         **{k: record[k] for k in ("mean", "ci_low", "ci_high", "verdict")}}])

@@ -34,7 +34,8 @@ def experiment_command(
     same rounds and differs only in how skills enter; every cell's final checkpoint is tested bare and with
     its final bank (skill1: also deployed with its final library); grpo's final checkpoint is also deployed with
     S₀ and with coevolve's final bank of the same seed; arms are compared to grpo (and coevolve to every arm and
-    to those two deployments) per seed and across seeds, beside a compute table per arm."""
+    to those two deployments) per seed and across seeds, beside a compute table per arm; verdicts only for the
+    claims declared in matrix.family."""
     # deferred: a verb loads its stage only when it runs
     from intraskill.experiment.matrix import MatrixPlanMismatchError, run_matrix
     from intraskill.pipeline.coevolve import CoEvolvePlanMismatchError

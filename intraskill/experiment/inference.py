@@ -71,8 +71,9 @@ def contrast_interval(diffs: Sequence[Sequence[float]], confidence: float = DEFA
     """The interval of the mean of ``diffs`` (one row per training seed of per-task paired differences, task j
     the same task in every row).
 
-    Two or more seeds: the crossed seeds × tasks t interval (module docstring). One seed: the task-paired
-    percentile bootstrap, seeded by ``metric``, ``samples`` and ``seed_base`` as the release's test CIs are.
+    Two or more seeds: the crossed seeds × tasks t interval (module docstring); given one value per seed (the
+    seed means alone) it is the t interval on the seed means. One seed: the task-paired percentile bootstrap,
+    seeded by ``metric``, ``samples`` and ``seed_base`` as the release's test CIs are.
 
     >>> r = contrast_interval([[1, 0, 0, 1], [1, 1, 0, 0], [0, 1, 1, 1]])
     >>> round(r.mean, 4), r.n_seeds, r.method
