@@ -9,7 +9,8 @@ two-way ANOVA mean squares (the two-way cluster-robust variance of Cameron, Gelb
     V = σ̂²_seed / S + σ̂²_task / T + MS_E / (S·T),   σ̂²_seed = max(MS_S − MS_E, 0) / T,
                                                      σ̂²_task = max(MS_T − MS_E, 0) / S,
 
-with Satterthwaite's degrees of freedom for V (never fewer than S − 1) and scipy's t quantiles. With no task
+with S − 1 degrees of freedom where the seed component is positive, else Satterthwaite's for V (never fewer than
+S − 1), and scipy's t quantiles. With no task
 component this is the t interval on the seed means (S − 1 degrees of freedom); with one it stays valid where that
 interval does not (``benchmarks/bench_interval_coverage.py`` measures both, and the percentile hierarchical
 bootstrap this replaced, docs/results.md). With one seed there is no seed variance to estimate: the interval is
@@ -119,7 +120,9 @@ def contrast_interval(diffs: Sequence[Sequence[float]], confidence: float = DEFA
     if se == 0.0:
         return ContrastInterval(mean, mean, mean, 1.0 if mean == 0.0 else 0.0, CROSSED_T, seeds, tasks, per_seed,
                                 confidence, float(seeds - 1), 0.0)
-    df = max(float(seeds - 1), scaled ** 2 / sum(term ** 2 / d for term, d in terms))
+    # a positive seed component keeps the seeds' S − 1 degrees of freedom (Satterthwaite's would grow with a task
+    # term that is noise, and under-cover at 3 seeds); without one, Satterthwaite's for the positive terms
+    df = float(seeds - 1) if keep_seeds else max(float(seeds - 1), scaled ** 2 / sum(t ** 2 / d for t, d in terms))
     half = float(stats.t.ppf((1.0 + confidence) / 2.0, df)) * se
     p_value = float(2.0 * stats.t.sf(abs(mean) / se, df))
     return ContrastInterval(mean, mean - half, mean + half, p_value, CROSSED_T, seeds, tasks, per_seed, confidence,
