@@ -123,8 +123,9 @@ def restate(recorded: dict[tuple[str, str, str], tuple[float, ...]], arms: tuple
 
 
 def markdown(rows: list[dict[str, object]]) -> str:
-    lines = ["| Comparison (a − b) | Condition | Metric | Per seed | Mean, points [95 % t CI] | With task noise w "
-             "| p | Role | Holm p | Verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+    header = ("| Comparison (a − b) | Condition | Metric | Per seed | Mean, points [95 % t CI] | With task noise w "
+              "| p | Role | Holm p | Verdict |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         seeds = ", ".join(f"{v:+.2f}" for v in row["per_seed"])
         holm_p = "—" if row["p_holm"] is None else f"{row['p_holm']:.3f}"

@@ -3,16 +3,15 @@ declared family, and the power of a seed count.
 
 Every cell of a control matrix is tested on the same tasks with the same episode seeds, so the per-task
 differences ``d[s, t]`` (arm a − arm b, seed s, task t) form a crossed seeds × tasks table. The mean's variance
-has three parts — the seeds' own spread, the tasks' spread shared by every seed, and the rest — estimated from the
-two-way ANOVA mean squares (the two-way cluster-robust variance of Cameron, Gelbach and Miller, 2011):
+is the variance of the seed means plus the tasks' spread shared by every seed, estimated from the two-way ANOVA
+mean squares (as in the two-way cluster-robust variance of Cameron, Gelbach and Miller, 2011):
 
-    V = σ̂²_seed / S + σ̂²_task / T + MS_E / (S·T),   σ̂²_seed = max(MS_S − MS_E, 0) / T,
-                                                     σ̂²_task = max(MS_T − MS_E, 0) / S,
+    V = MS_S / (S·T) + σ̂²_task / T,   σ̂²_task = max(MS_T − MS_E, 0) / S,
 
-with S − 1 degrees of freedom where the seed component is positive, else Satterthwaite's for V (never fewer than
-S − 1), and scipy's t quantiles. With no task
-component this is the t interval on the seed means (S − 1 degrees of freedom); with one it stays valid where that
-interval does not (``benchmarks/bench_interval_coverage.py`` measures both, and the percentile hierarchical
+with Satterthwaite's degrees of freedom (at least S − 1) and scipy's t quantiles. The interval is the wider of
+that one and the t interval on the seed means (S − 1 degrees of freedom), the p-value the larger of theirs: with no
+task component it is the t interval on the seed means, exact for normal seed effects; with one it stays valid
+where that interval does not (``benchmarks/bench_interval_coverage.py`` measures both, and the percentile hierarchical
 bootstrap this replaced, docs/results.md). With one seed there is no seed variance to estimate: the interval is
 the release's task-paired bootstrap (:func:`~intraskill.evaluate.bootstrap.paired_bootstrap_ci`) and ``method``
 says so.
@@ -111,20 +110,21 @@ def contrast_interval(diffs: Sequence[Sequence[float]], confidence: float = DEFA
     residual = table - seed_means[:, None] - task_means[None, :] + mean
     ms_error = float((residual ** 2).sum()) / ((seeds - 1) * (tasks - 1)) if tasks > 1 else 0.0
     ms_tasks = seeds * float(((task_means - mean) ** 2).sum()) / (tasks - 1) if tasks > 1 else 0.0
-    # V·S·T = a·MS_S + b·MS_T + (1 − a − b)·MS_E, a (b) = 1 where the seed (task) component is positive
-    keep_seeds, keep_tasks = float(ms_seeds > ms_error), float(ms_tasks > ms_error)
-    terms = [(keep_seeds * ms_seeds, seeds - 1), (keep_tasks * ms_tasks, max(tasks - 1, 1)),
-             ((1.0 - keep_seeds - keep_tasks) * ms_error, max((seeds - 1) * (tasks - 1), 1))]
+    # crossed: V·S·T = MS_S + b·(MS_T − MS_E), b = 1 where the shared task component is positive
+    keep_tasks = float(ms_tasks > ms_error)
+    terms = [(ms_seeds, seeds - 1), (keep_tasks * ms_tasks, max(tasks - 1, 1)),
+             (-keep_tasks * ms_error, max((seeds - 1) * (tasks - 1), 1))]
     scaled = sum(term for term, _ in terms)
-    se = math.sqrt(max(scaled, 0.0) / (seeds * tasks))
-    if se == 0.0:
+    if scaled <= 0.0:
         return ContrastInterval(mean, mean, mean, 1.0 if mean == 0.0 else 0.0, CROSSED_T, seeds, tasks, per_seed,
                                 confidence, float(seeds - 1), 0.0)
-    # a positive seed component keeps the seeds' S − 1 degrees of freedom (Satterthwaite's would grow with a task
-    # term that is noise, and under-cover at 3 seeds); without one, Satterthwaite's for the positive terms
-    df = float(seeds - 1) if keep_seeds else max(float(seeds - 1), scaled ** 2 / sum(t ** 2 / d for t, d in terms))
+    # the wider of the crossed interval (Satterthwaite's df, at least S − 1) and the t interval on the seed means
+    candidates = [(math.sqrt(scaled / (seeds * tasks)),
+                   max(float(seeds - 1), scaled ** 2 / sum(t ** 2 / d for t, d in terms if t))),
+                  (math.sqrt(ms_seeds / (seeds * tasks)), float(seeds - 1))]
+    se, df = max(candidates, key=lambda c: float(stats.t.ppf((1.0 + confidence) / 2.0, c[1])) * c[0])
     half = float(stats.t.ppf((1.0 + confidence) / 2.0, df)) * se
-    p_value = float(2.0 * stats.t.sf(abs(mean) / se, df))
+    p_value = max(float(2.0 * stats.t.sf(abs(mean) / s, d)) if s > 0 else float(mean == 0.0) for s, d in candidates)
     return ContrastInterval(mean, mean - half, mean + half, p_value, CROSSED_T, seeds, tasks, per_seed, confidence,
                             df, se)
 

@@ -161,7 +161,7 @@ class MatrixResult:
     contrasts: tuple[Contrast, ...]
     baselines: tuple[CellResult, ...] = ()
     """The deployment baselines (:mod:`intraskill.experiment.baselines`) as pseudo-cells, by name then seed."""
-    family: FamilyParams = FamilyParams()
+    family: FamilyParams = field(default_factory=FamilyParams)
     family_arms: tuple[str, ...] = ()
     """The arms the family was declared over (the matrix's arms; empty: the finished ones)."""
     task_values: TaskValues = field(default_factory=TaskValues, repr=False, compare=False)

@@ -131,8 +131,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "curve_warmstart": ("warm start", "热启动"),
     "curve_after_round": ("after round {round}", "第 {round} 轮后"),
     "title_control_levels": ("Test {metric} per arm ({condition})", "各实验组测试{metric}（{condition}）"),
-    "title_control_contrasts": ("Arm differences ({condition}; 95% CI over seeds × tasks; verdicts: declared "
-                                "family, Holm)", "组间差值（{condition}；95% CI：种子 × 任务；结论：预先声明的比较族，Holm 校正）"),
+    "title_control_contrasts": ("Arm differences ({condition}; 95% CI over seeds × tasks; verdicts: the declared family)",
+                                "组间差值（{condition}；95% CI：种子 × 任务；结论：预先声明的比较族）"),
     "control_verdict_unresolved": ("unresolved", "未分辨"),
     "control_verdict_exploratory": ("exploratory, no verdict", "探索性，无结论"),
     "control_metric_success": ("success (%)", "成功率（%）"),
