@@ -11,8 +11,8 @@ mean squares (as in the two-way cluster-robust variance of Cameron, Gelbach and 
 with Satterthwaite's degrees of freedom (at least S − 1) and scipy's t quantiles. The interval is the wider of
 that one and the t interval on the seed means (S − 1 degrees of freedom), the p-value the larger of theirs: with no
 task component it is the t interval on the seed means, exact for normal seed effects; with one it stays valid
-where that interval does not (``benchmarks/bench_interval_coverage.py`` measures both, and the percentile hierarchical
-bootstrap this replaced, docs/results.md). With one seed there is no seed variance to estimate: the interval is
+where that interval does not (``benchmarks/bench_interval_coverage.py`` measures both, and the percentile
+hierarchical bootstrap this replaced, docs/results.md). With one seed there is no seed variance to estimate: the interval is
 the release's task-paired bootstrap (:func:`~intraskill.evaluate.bootstrap.paired_bootstrap_ci`) and ``method``
 says so.
 """
