@@ -18,7 +18,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "intraskill"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("hashing", "jsonl", "paths", "params", "chat", "provenance", "http_limits"),
+    ("hashing", "jsonl", "paths", "params", "phases", "chat", "provenance", "http_limits"),
     ("shop",),
     ("skills",),
     ("agent",),

@@ -40,6 +40,7 @@ from intraskill.agent.views import (
 from intraskill.chat.base import ChatRequest, ContextFull, Generation, Policy, SessionTokens
 from intraskill.hashing import seed32
 from intraskill.params import ModelParams, SamplingParams, StoreParams
+from intraskill.phases import phase
 from intraskill.shop.house_codes import HouseCodes
 from intraskill.shop.reward import Reward
 from intraskill.skills.bank import Skill
@@ -249,7 +250,8 @@ def _start(
                                  provenance=_provenance(policy, job, config))
     try:
         episode.env = env_factory()
-        reset = episode.env.reset(job.task_id)
+        with phase("store"):
+            reset = episode.env.reset(job.task_id)
         if "goal" in reset:
             raise RuntimeError("reset payload carries the private goal; refusing to build a prompt from it")
         episode.trace.provenance["environment_version"] = reset.get("environment_version")
@@ -333,7 +335,8 @@ def _apply(episode: _Episode, generation: Generation, config: RuntimeConfig) -> 
         episode.messages.extend(messages)
     else:
         record.action = store_action(decision.action, episode.aliases)
-        payload = episode.env.step(record.action)
+        with phase("store"):
+            payload = episode.env.step(record.action)
         state = record_step(record, payload)
         if payload.get("done"):
             episode.terminal = payload
@@ -412,7 +415,8 @@ def run_episodes(
         result = _finish(policy, episode)
         results[result.episode_id] = result
         if trace_writer is not None:
-            trace_writer.append(result.trace.to_dict())
+            with phase("io"):
+                trace_writer.append(result.trace.to_dict())
         bar.update(1)
 
     live = []

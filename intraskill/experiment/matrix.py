@@ -81,6 +81,7 @@ from intraskill.experiment.results import (
 )
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.params import Params, params_from_dict, plan_dump
+from intraskill.phases import phase
 from intraskill.paths import resolve_project_path, runs_root
 from intraskill.pipeline.coevolve import CoEvolveConfig, co_evolve, curriculum_bank
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
@@ -148,7 +149,7 @@ def _test(params: Params, condition: str, checkpoint: str | None, bank: SkillBan
     limit = params.matrix.test_tasks
     deployment = LibraryDeployment.from_snapshot(library, params.skill1) if library is not None else None
     if not (run_dir / "summary.json").is_file() or not _complete(run_dir):
-        with _timed(run_dir.parent, condition):
+        with _timed(run_dir.parent, condition), phase("test"):
             run_eval(params, params.matrix.split, checkpoint, bank, run_dir, progress=progress, limit=limit,
                      store_root=store_root, library=deployment)
     if deployment is not None:
@@ -166,7 +167,8 @@ def _complete(run_dir: Path) -> bool:
 def shared_start(params: Params, out: Path, store_root: Path | None = None,
                  progress: bool = True) -> tuple[RoundInputs, dict[str, TestRun]]:
     """The warm start and S₀ (with α) every arm starts from, and their two test runs."""
-    start = prepare_round(params, 0, out / "shared")
+    with phase("prepare"):
+        start = prepare_round(params, 0, out / "shared")
     s0 = load_skillbank(start.skillbank) if start.skillbank is not None else None
     tests = {WARMSTART_BARE: _test(params, WARMSTART_BARE, start.checkpoint, None, out,
                                    out / "shared" / f"test-{WARMSTART_BARE}", store_root, progress)}

@@ -28,6 +28,7 @@ from typing import Any
 from intraskill.gate.masks import DEFAULT_MASK_SEED
 from intraskill.jsonl import write_json
 from intraskill.params import ExperimentParams, Params, plan_dump
+from intraskill.phases import phase
 from intraskill.paths import runs_root
 from intraskill.pipeline.gate_run import GateConfig, run_online_gate
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
@@ -292,8 +293,10 @@ def co_evolve(
             bank = curriculum_bank(curriculum, round_id(index))
             if not _analysed(root, bank):
                 history = _ledger_after(finished[-1] if finished else None)
-                _analyse(params, root, index, bank, history, config, store_root)
-            status, curriculum_path = _gate(params, root, index, config, store_root, progress)
+                with phase("analysis"):
+                    _analyse(params, root, index, bank, history, config, store_root)
+            with phase("gate"):
+                status, curriculum_path = _gate(params, root, index, config, store_root, progress)
         else:
             status, curriculum_path = NOT_EVOLVING, _same_bank_next(params, root, index, start)
         done = CoEvolveRound(index, root, root / "checkpoint" / "model",

@@ -54,6 +54,7 @@ from intraskill.hashing import sha256_file, sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl, verify_jsonl_tree, write_json
 from intraskill.organism.shipped import resolve_checkpoint
 from intraskill.params import ExperimentParams, Params, RoundParams, section_plan
+from intraskill.phases import phase
 from intraskill.paths import resolve_project_path, runs_root
 from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, run_rollout_step
 from intraskill.pipeline.skill1 import Skill1Round
@@ -372,13 +373,15 @@ class _RoundRun:
             if not (self.root / "val-before" / "summary.json").exists():
                 raise RuntimeError(f"{self.root}: training started without a finished val-before run")
             return
-        bare_val(self.params, self.policy, self.root / "val-before", self.store_root, self.progress)
+        with phase("val"):
+            bare_val(self.params, self.policy, self.root / "val-before", self.store_root, self.progress)
 
     def val_after(self) -> dict[str, Any]:
         """The trained checkpoint's bare val run and the paired comparison with val-before."""
-        after = trained_policy(self.params, self.checkpoint_dir / "model")
-        bare_val(self.params, after, self.root / "val-after", self.store_root, self.progress)
-        return val_comparison(self.params, self.root)
+        with phase("val"):
+            after = trained_policy(self.params, self.checkpoint_dir / "model")
+            bare_val(self.params, after, self.root / "val-after", self.store_root, self.progress)
+            return val_comparison(self.params, self.root)
 
     def step(self, step: int) -> None:
         """Run or resume one rollout step up to its ``step-done`` marker."""
@@ -391,20 +394,24 @@ class _RoundRun:
             rollout = json.loads((step_dir / "rollout.json").read_text(encoding="utf-8"))
         else:
             start = time.perf_counter()
-            if self.skill1 is not None:
-                rollout, samples = self.skill1.rollout(step)
-                timing["rollout_s"] = time.perf_counter() - start
-            else:
-                rollout, samples = _rollout(self, step, timing)
+            with phase("rollout"):
+                if self.skill1 is not None:
+                    rollout, samples = self.skill1.rollout(step)
+                    timing["rollout_s"] = time.perf_counter() - start
+                else:
+                    rollout, samples = _rollout(self, step, timing)
             start = time.perf_counter()
-            write_json(step_dir / "rollout.json", rollout, indent=1)
+            with phase("io"):
+                write_json(step_dir / "rollout.json", rollout, indent=1)
             timing["io_s"] += time.perf_counter() - start
             self.emit("admitted", {"step": step, "admitted": len(rollout["admitted_groups"])})
             start = time.perf_counter()
-            self.history[str(step)] = _train(self.trainer, samples, self.policy)
+            with phase("train"):
+                self.history[str(step)] = _train(self.trainer, samples, self.policy)
             timing["train_s"] = time.perf_counter() - start
             start = time.perf_counter()
-            save_checkpoint(self.checkpoint_dir, self.trainer, self.policy.tokenizer, step, self.history)
+            with phase("io"):
+                save_checkpoint(self.checkpoint_dir, self.trainer, self.policy.tokenizer, step, self.history)
             timing["io_s"] += time.perf_counter() - start
             self.trained = step
             self.emit("trained", {"step": step})
@@ -414,11 +421,12 @@ class _RoundRun:
                   **train_step_metrics(self.history[str(step)], self.params.grpo.global_batch_size),
                   **{f"time/{k}": v for k, v in timing.items()}}
         start = time.perf_counter()
-        _append_metrics(self.root / "metrics.jsonl", record)
-        if self.logger is not None:
-            self.logger.log(record)
-        self.emit("metrics", {"step": step, "record": record})
-        _touch_marker(step_dir / STEP_DONE)
+        with phase("io"):
+            _append_metrics(self.root / "metrics.jsonl", record)
+            if self.logger is not None:
+                self.logger.log(record)
+            self.emit("metrics", {"step": step, "record": record})
+            _touch_marker(step_dir / STEP_DONE)
         timing["io_s"] += time.perf_counter() - start
         self.emit("step-done", {"step": step})
 

@@ -31,6 +31,8 @@ from intraskill.chat.chatml import (
 )
 from intraskill.chat.tokens import ChatEncoder
 from intraskill.hashing import seed32
+from intraskill.phases import add_flops, phase, recording
+from intraskill.policy.flops import TransformerShape
 from intraskill.policy.lockstep import (
     LayerKV,
     SlabCache,
@@ -183,6 +185,7 @@ class HFPolicy:
         self._model_id = model_id or str(getattr(model.config, "name_or_path", "") or type(model).__name__)
         self._checkpoint_id = checkpoint_id
         self._cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        self.shape = TransformerShape.of(model.config)
         self._sessions: dict[str, _Session] = {}
 
     @property
@@ -213,13 +216,18 @@ class HFPolicy:
 
     def generate(self, requests: list[ChatRequest]) -> list[Generation]:
         """One turn for every request (distinct sessions), decoded together in lockstep."""
-        # deferred: torch is heavy to import
-        import torch
-
         ids = [r.session_id for r in requests]
         if len(set(ids)) != len(ids):
             raise ValueError("generate() got two requests for the same session_id in one turn")
-        turns = [self._prepare(request) for request in requests]
+        with phase("generate"):
+            return self._generate(requests)
+
+    def _generate(self, requests: list[ChatRequest]) -> list[Generation]:
+        # deferred: torch is heavy to import
+        import torch
+
+        with phase("tokenize"):
+            turns = [self._prepare(request) for request in requests]
         full = [t for t in turns if t.budget < 1]
         if full:  # before any session changes, so the runtime can retry the others alone
             raise ContextFull("; ".join(
@@ -300,15 +308,19 @@ class HFPolicy:
         dtype = self.model.dtype
         ids, pos = torch.tensor(padded, device=self.device), torch.tensor(positions, device=self.device)
         width = max(1, self.prefill_chunk_tokens // len(rows))
-        for start in range(0, ids.shape[1], width):
-            end = min(start + width, ids.shape[1])
-            mask = additive_mask(key_valid[:, : cache.prefix + end], end - start, dtype)
-            logits = self._forward(ids[:, start:end], pos[:, start:end], mask, cache)
+        with phase("prefill"):
+            if recording():
+                add_flops(self.shape.forward([(r.session.cached, len(s)) for r, s in zip(rows, suffixes)], len(rows)))
+            for start in range(0, ids.shape[1], width):
+                end = min(start + width, ids.shape[1])
+                mask = additive_mask(key_valid[:, : cache.prefix + end], end - start, dtype)
+                logits = self._forward(ids[:, start:end], pos[:, start:end], mask, cache)
         temps = [r.request.temperature for r in rows]
         top_ps = [r.request.top_p for r in rows]
         generators = [r.generator for r in rows]
         while True:
-            tokens, logprobs = sample_tokens(logits, temps, top_ps, generators)
+            with phase("sample"):
+                tokens, logprobs = sample_tokens(logits, temps, top_ps, generators)
             feed, feed_pos, alive = [], [], []
             for row, token, logprob in zip(rows, tokens.tolist(), logprobs.tolist()):
                 if not row.done:
@@ -321,10 +333,13 @@ class HFPolicy:
             if not any(alive):
                 break
             key_valid = torch.cat([key_valid, torch.tensor(alive, device=self.device)[:, None]], dim=1)
-            logits = self._forward(
-                torch.tensor(feed, device=self.device)[:, None], torch.tensor(feed_pos, device=self.device)[:, None],
-                additive_mask(key_valid, 1, dtype), cache,
-            )
+            inputs = torch.tensor(feed, device=self.device)[:, None], torch.tensor(feed_pos, device=self.device)[:, None]
+            mask = additive_mask(key_valid, 1, dtype)
+            with phase("decode"):
+                if recording():
+                    live = [position for position, keep in zip(feed_pos, alive) if keep]
+                    add_flops(self.shape.forward([(position, 1) for position in live], len(live)))
+                logits = self._forward(*inputs, mask, cache)
         final = cache.layers()
         for index, row in enumerate(rows):
             row.session.cache = compact_cache(final, index, key_valid)

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from intraskill.params import GRPOParams, LoraParams, SamplingParams
+from intraskill.phases import add_flops, phase, recording
+from intraskill.policy.flops import TransformerShape
 from intraskill.training.batching import (
     MicroBatch,
     TrainSample,
@@ -352,18 +354,23 @@ class GRPOTrainer:
         totals.real_tokens, totals.padded_tokens, _ = padding_waste([len(s) for s in samples], bins)
         totals.micro_batches = len(bins)
         for indices in bins:
-            batch = collate([samples[i] for i in indices], self.device, config.pad_token_id)
-            logp, logits, positions = self._logprobs(self.model, batch)
-            pg_loss, clipfrac, approx_kl = clipped_surrogate(
-                logp, batch.old_logprobs, batch.advantages, batch.loss_mask, config.eps_low, config.eps_high,
-                denominator=model_tokens,
-            )
-            loss = pg_loss
-            if self.uses_reference:
-                kl = k3_kl(logp, self._reference_logprobs(batch), batch.loss_mask, denominator=model_tokens)
-                loss = loss + config.kl_coef * kl
-                totals.kl_ref += float(kl.detach())
-            loss.backward()
+            flops = self._flops([samples[i] for i in indices]) if recording() else 0
+            with phase("forward"):
+                add_flops(flops)
+                batch = collate([samples[i] for i in indices], self.device, config.pad_token_id)
+                logp, logits, positions = self._logprobs(self.model, batch)
+                pg_loss, clipfrac, approx_kl = clipped_surrogate(
+                    logp, batch.old_logprobs, batch.advantages, batch.loss_mask, config.eps_low, config.eps_high,
+                    denominator=model_tokens,
+                )
+                loss = pg_loss
+                if self.uses_reference:
+                    kl = k3_kl(logp, self._reference_logprobs(batch), batch.loss_mask, denominator=model_tokens)
+                    loss = loss + config.kl_coef * kl
+                    totals.kl_ref += float(kl.detach())
+            with phase("backward"):
+                add_flops(2 * flops)
+                loss.backward()
             entropy = masked_sum_mean(
                 token_entropy(logits.detach(), config.temperature, positions, batch.input_ids.shape[1]),
                 batch.loss_mask, denominator=model_tokens,
@@ -386,6 +393,11 @@ class GRPOTrainer:
         raise NonFiniteUpdateError(f"update {update} of this step made {name} non-finite (lr "
                                    f"{self.optimizer.param_groups[0]['lr']}); stopped before any checkpoint holds it")
 
+    def _flops(self, samples: Sequence[TrainSample]) -> int:
+        """Useful forward FLOPs of ``samples`` (whole streams, logits at their loss-mask tokens only)."""
+        return TransformerShape.of(self.model.config).forward(
+            [(0, len(s)) for s in samples], sum(s.model_tokens for s in samples))
+
     def train_step(self, batch: list[TrainSample]) -> StepMetrics:
         """One rollout step: ``len(episodes) / global_batch_size`` optimizer updates over whole groups."""
         # deferred: torch is heavy to import
@@ -406,14 +418,15 @@ class GRPOTrainer:
             self.optimizer.zero_grad(set_to_none=True)
             totals = self.accumulate_update(samples)
             step.add(totals)
-            max_norm = config.max_grad_norm if config.max_grad_norm is not None else float("inf")
-            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.params, max_norm)))
-            if not (math.isfinite(totals.loss) and math.isfinite(grad_norms[-1])):
-                raise NonFiniteUpdateError(
-                    f"update {len(grad_norms)} of this step: loss {totals.loss}, gradient norm {grad_norms[-1]}; "
-                    "stopped before the optimizer step (no checkpoint holds it)")
-            self.optimizer.step()
-            self._check_finite_weights(len(grad_norms))
+            with phase("optimizer"):
+                max_norm = config.max_grad_norm if config.max_grad_norm is not None else float("inf")
+                grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.params, max_norm)))
+                if not (math.isfinite(totals.loss) and math.isfinite(grad_norms[-1])):
+                    raise NonFiniteUpdateError(
+                        f"update {len(grad_norms)} of this step: loss {totals.loss}, gradient norm {grad_norms[-1]}; "
+                        "stopped before the optimizer step (no checkpoint holds it)")
+                self.optimizer.step()
+                self._check_finite_weights(len(grad_norms))
         self.optimizer.zero_grad(set_to_none=True)
         duration = time.perf_counter() - start
         real, padded = step.real_tokens, step.padded_tokens

@@ -1,0 +1,147 @@
+"""One control-matrix cell, timed phase by phase against the machine's measured matmul rate.
+
+Runs the matrix's shared start (store, warm start, S₀ and the warm start's test runs: shared by every cell) and
+then one cell (``--arm``, ``--seed`` index, ``--rounds``) into a fresh matrix directory under a
+:class:`~intraskill.phases.PhaseTimer`, and prints per phase (``shared/…`` or ``cell/…``, then the stage: ``val``,
+``rollout``, ``train``, ``test``, ``analysis``, ``gate``, ``io``, and inside generation ``prefill``, ``decode``,
+``sample``, ``tokenize``, ``store``) the exclusive wall and CPU seconds, the useful FLOPs
+(:mod:`intraskill.policy.flops`) and the share of the phase's CPU time that arithmetic at the measured rate
+would fill. ``generate`` alone (outside its sub-phases) is the lockstep decoder's per-token Python work. The
+rate is the best of several timed ``torch.matmul`` of a representative shape (a prefill slice through the
+MLP's up projection) on ``--threads`` threads, measured in the same run.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_cell.py --json                       # organism, grpo, 1 round
+    OMP_NUM_THREADS=1 python benchmarks/bench_cell.py --params params/ci.yaml --set matrix.test_tasks=4 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+MATMUL_SHAPE = (2048, 256, 768)
+"""``(tokens, hidden, intermediate)`` of the rate probe: the organism's MLP on a prefill slice."""
+
+
+def matmul_rate(threads: int, shape: tuple[int, int, int] = MATMUL_SHAPE, seconds: float = 1.0) -> float:
+    """Best observed float32 matmul FLOP/s of ``shape`` on ``threads`` torch threads."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        m, k, n = shape
+        generator = torch.Generator().manual_seed(0)
+        a, b = torch.randn(m, k, generator=generator), torch.randn(k, n, generator=generator)
+        torch.matmul(a, b)
+        best, deadline = float("inf"), time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            start = time.perf_counter()
+            torch.matmul(a, b)
+            best = min(best, time.perf_counter() - start)
+        return 2 * m * k * n / best
+    finally:
+        torch.set_num_threads(previous)
+
+
+def stage_of(key: str) -> str:
+    """``shared/…`` or ``cell/…`` plus the first stage below it (``cell/rollout``)."""
+    return "/".join(key.split("/")[:2])
+
+
+def phase_table(totals: dict[str, dict[str, Any]], rate: float) -> dict[str, dict[str, Any]]:
+    """Per phase key: the recorded totals plus ``gflops`` and the arithmetic shares of its wall and CPU time."""
+    table = {}
+    for key, row in sorted(totals.items()):
+        seconds = rate and row["flops"] / rate
+        table[key or "(outside)"] = {
+            **{name: round(value, 3) if isinstance(value, float) else value for name, value in row.items()
+               if name != "flops"},
+            "gflop": round(row["flops"] / 1e9, 2),
+            "arithmetic_share_of_wall": round(seconds / row["wall_s"], 4) if row["wall_s"] > 0 else None,
+            "arithmetic_share_of_cpu": round(seconds / row["cpu_s"], 4) if row["cpu_s"] > 0 else None,
+        }
+    return table
+
+
+def stage_table(totals: dict[str, dict[str, Any]], rate: float) -> dict[str, dict[str, Any]]:
+    """The phases summed per stage (inclusive of everything nested in it)."""
+    sums: dict[str, dict[str, float]] = defaultdict(lambda: {"wall_s": 0.0, "cpu_s": 0.0, "flops": 0.0})
+    for key, row in totals.items():
+        if key:
+            for name in ("wall_s", "cpu_s", "flops"):
+                sums[stage_of(key)][name] += row[name]
+    return {key: {**{k: round(v, 3) for k, v in row.items() if k != "flops"}, "gflop": round(row["flops"] / 1e9, 2),
+                  "arithmetic_share_of_cpu": round(row["flops"] / rate / row["cpu_s"], 4) if row["cpu_s"] else None}
+            for key, row in sorted(sums.items())}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the shared start and one cell under a phase timer; the JSON report."""
+    from intraskill.experiment.arms import Cell
+    from intraskill.experiment.matrix import check_arm_inputs, run_cell, shared_start, torch_threads
+    from intraskill.params import load_params, with_overrides
+    from intraskill.phases import PhaseTimer, phase
+
+    params = load_params(args.params)
+    overrides = [f"matrix.arms=[{args.arm}]", f"matrix.seeds={args.seed + 1}", f"matrix.threads={args.threads}",
+                 *([f"matrix.rounds={args.rounds}"] if args.rounds is not None else []), *args.set]
+    params = with_overrides(params, overrides)
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-cell-"))
+    rate = matmul_rate(params.matrix.threads)
+    check_arm_inputs(params)
+    start = time.perf_counter()
+    with PhaseTimer() as timer:
+        with phase("shared"), torch_threads(params.matrix.threads):
+            inputs, _ = shared_start(params, out, progress=False)
+        shared_s = time.perf_counter() - start
+        with phase("cell"):
+            result = run_cell(params, out, Cell(args.arm, args.seed), inputs, progress=False)
+    cell_s = time.perf_counter() - start - shared_s
+    totals = timer.to_dict()
+    return {
+        "params": args.params, "overrides": overrides, "matrix_dir": str(out), "arm": args.arm, "seed": args.seed,
+        "rounds": params.matrix.rounds, "threads": params.matrix.threads,
+        "machine": {"processor": platform.processor() or platform.machine(), "python": platform.python_version()},
+        "matmul_shape": list(MATMUL_SHAPE), "matmul_gflops": round(rate / 1e9, 2),
+        "shared_wall_s": round(shared_s, 2), "cell_wall_s": round(cell_s, 2),
+        "cell_cpu_s": round(sum(r["cpu_s"] for k, r in totals.items() if k.startswith("cell")), 2),
+        "stages": stage_table(totals, rate), "phases": phase_table(totals, rate),
+        "test_success": {name: run.success for name, run in result.tests.items()},
+    }
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The stage table as markdown rows (stage, wall s, CPU s, GFLOP, arithmetic share of CPU)."""
+    lines = ["| stage | wall s | CPU s | useful GFLOP | arithmetic / CPU |", "|---|---:|---:|---:|---:|"]
+    for key, row in report["stages"].items():
+        share = row["arithmetic_share_of_cpu"]
+        lines.append(f"| {key} | {row['wall_s']:.1f} | {row['cpu_s']:.1f} | {row['gflop']:.1f} | "
+                     f"{'' if share is None else f'{100 * share:.1f} %'} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--params", default="params/organism.yaml", help="parameter file (default the organism)")
+    parser.add_argument("--arm", default="grpo", help="matrix arm (default grpo)")
+    parser.add_argument("--seed", type=int, default=0, help="seed index of the cell (default 0)")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of the cell (default 1)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, the matrix's)")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="parameter override, as the CLI's --set (repeatable)")
+    parser.add_argument("--out", default=None, help="matrix directory (default: a fresh temporary one)")
+    parser.add_argument("--json", action="store_true", help="print the JSON report (default: the markdown table)")
+    args = parser.parse_args()
+    report = run(args)
+    print(json.dumps(report) if args.json else markdown(report))
+
+
+if __name__ == "__main__":
+    main()
