@@ -1,7 +1,7 @@
 """One control-matrix cell, timed phase by phase against the machine's measured matmul rate.
 
-Runs the matrix's shared start (store, warm start, S₀ and the warm start's test runs: shared by every cell) and
-then one cell (``--arm``, ``--seed`` index, ``--rounds``) into a fresh matrix directory under a
+Runs the matrix's shared start (store, warm start, S₀ and the warm start's test runs: shared by every cell; the first
+round's bare val check: shared by the arms of a seed) and then one cell (``--arm``, ``--seed`` index, ``--rounds``) into a fresh matrix directory under a
 :class:`~intraskill.phases.PhaseTimer`, and prints per phase (``shared/…`` or ``cell/…``, then the stage: ``val``,
 ``rollout``, ``train``, ``test``, ``analysis``, ``gate``, ``io``, and inside generation ``prefill``, ``decode``,
 ``sample``, ``tokenize``, ``store``) the exclusive wall and CPU seconds, the useful FLOPs
@@ -84,8 +84,14 @@ def stage_table(totals: dict[str, dict[str, Any]], rate: float) -> dict[str, dic
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the shared start and one cell under a phase timer; the JSON report."""
-    from intraskill.experiment.arms import Cell
-    from intraskill.experiment.matrix import check_arm_inputs, run_cell, shared_start, torch_threads
+    from intraskill.experiment.arms import Cell, cell_params, start_checkpoint
+    from intraskill.experiment.matrix import (
+        check_arm_inputs,
+        run_cell,
+        shared_start,
+        shared_val_before,
+        torch_threads,
+    )
     from intraskill.params import load_params, with_overrides
     from intraskill.phases import PhaseTimer, phase
 
@@ -97,9 +103,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rate = matmul_rate(params.matrix.threads)
     check_arm_inputs(params)
     start = time.perf_counter()
+    arm = params.matrix.arm(args.arm)
     with PhaseTimer() as timer:
         with phase("shared"), torch_threads(params.matrix.threads):
             inputs, _ = shared_start(params, out, progress=False)
+            if start_checkpoint(params, arm) is None:  # run by the first arm of this seed, copied by the others
+                shared_val_before(cell_params(params, arm, args.seed), out, args.seed, inputs.checkpoint,
+                                  progress=False)
         shared_s = time.perf_counter() - start
         with phase("cell"):
             result = run_cell(params, out, Cell(args.arm, args.seed), inputs, progress=False)
@@ -114,7 +124,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "cell_cpu_s": round(sum(r["cpu_s"] for k, r in totals.items() if k.startswith("cell")), 2),
         "stages": stage_table(totals, rate), "phases": phase_table(totals, rate),
         "test_success": {name: run.success for name, run in result.tests.items()},
+        "digest": cell_digest(out),
     }
+
+
+def cell_digest(matrix_dir: Path) -> dict[str, str]:
+    """SHA-256 per result file of a matrix directory, relative path → digest: each ``traces.jsonl`` over its episodes'
+    IDs, statuses, rewards and turns' outputs and actions (not timings or paths), each ``tokens.jsonl`` whole, each
+    checkpoint's ``model.safetensors``. Equal digests across two commits mean the same episodes, rewards and weights."""
+    import hashlib
+
+    digests = {}
+    for path in sorted(matrix_dir.rglob("*")):
+        if path.name == "traces.jsonl":
+            episodes = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+            kept = [[e["episode_id"], e["status"], e.get("reward"),
+                     [[t["raw_output"], t.get("action")] for t in e["turns"]]] for e in episodes]
+            data = json.dumps(kept, sort_keys=True).encode()
+        elif path.name in ("tokens.jsonl", "model.safetensors"):
+            data = path.read_bytes()
+        else:
+            continue
+        digests[str(path.relative_to(matrix_dir))] = hashlib.sha256(data).hexdigest()
+    return digests
 
 
 def markdown(report: dict[str, Any]) -> str:

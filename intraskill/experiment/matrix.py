@@ -9,7 +9,9 @@ A matrix directory (``<run_root>/<experiment.name>/controls`` by default) holds:
   matrix can be extended), rounds, test tasks and torch threads per cell, fingerprinted; a directory
   refuses a different plan (:class:`MatrixPlanMismatchError`);
 * ``shared/`` — S₀ with its contributions α (``skillbank.json``) and the shared warm start's two test runs
-  (``test-warmstart-bare``, ``test-warmstart-s0``), run once for all arms;
+  (``test-warmstart-bare``, ``test-warmstart-s0``), run once for all arms, and per seed index k its first round's
+  bare val check (``val-before-seed-<k>``: the warm start under seed k, the same for every arm that starts from
+  it), run by the first cell that needs it and copied into the others;
 * ``cells/<arm>/seed-<k>/`` — the cell's chained rounds (:func:`~intraskill.pipeline.coevolve.co_evolve`
   with the arm's overlay, :mod:`intraskill.experiment.arms`), its test runs ``test-final-bare`` and
   ``test-final-bank``, ``final_skillbank.json``, ``timings.jsonl`` (wall time per finished stage,
@@ -32,6 +34,7 @@ evaluation uses the base parameters' seeds: all test runs are paired by task and
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import math
@@ -85,7 +88,8 @@ from intraskill.phases import phase
 from intraskill.paths import resolve_project_path, runs_root
 from intraskill.pipeline.coevolve import CoEvolveConfig, co_evolve, curriculum_bank
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
-from intraskill.pipeline.round import round_curriculum
+from intraskill.pipeline.round import bare_val, round_curriculum
+from intraskill.policy.factory import build_policy
 from intraskill.pipeline.skill1 import LIBRARY_DIR
 from intraskill.provenance import write_plan
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
@@ -200,9 +204,11 @@ def run_cell(params: Params, out: Path, cell: Cell, start: RoundInputs, store_ro
         if own_start is not None:
             cell_start = replace(cell_start, checkpoint=arm_checkpoint(cell.arm, own_start))
         with _timed(root, "rounds"):
+            val_before = (shared_val_before(trained, out, cell.seed_index, start.checkpoint, store_root, progress)
+                          if own_start is None else None)
             chain = co_evolve(trained, params.matrix.rounds, start=cell_start, out_dir=root, store_root=store_root,
-                              progress=progress,
-                              config=CoEvolveConfig(mask_seed=seeds.mask, evolve=arm.evolve))
+                              progress=progress, config=CoEvolveConfig(mask_seed=seeds.mask, evolve=arm.evolve),
+                              val_before=val_before)
         s0 = load_skillbank(bank) if bank is not None else None
         final_bank = _final_bank(chain.rounds[-1].curriculum(), s0) if arm.evolve else s0
         if final_bank is not None:
@@ -231,6 +237,26 @@ def run_cell(params: Params, out: Path, cell: Cell, start: RoundInputs, store_ro
         wall_seconds=_wall_seconds(root), start_checkpoint=own_start, start_skillbank=arm.skillbank)
     write_json(root / CELL_FILE, result.to_dict(), indent=1)
     return result
+
+
+def shared_val_before(params: Params, out: Path, seed_index: int, checkpoint: str | None,
+                      store_root: Path | None = None, progress: bool = True) -> Path | None:
+    """The shared warm start's bare val check under a cell's parameters (``None`` when rounds check no val):
+    ``shared/val-before-seed-<k>``, run once (one cell at a time, under a lock) for every arm of seed index k.
+
+    Its plan is the one round 0's ``val-before`` holds (checkpoint, seed, val tasks), which the round checks
+    when it finds the copy."""
+    if params.round.val_tasks == 0:
+        return None
+    run_dir = out / "shared" / f"val-before-seed-{seed_index}"
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(run_dir.with_name(run_dir.name + ".lock"), "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (run_dir / "summary.json").is_file() or not _complete(run_dir):
+            with phase("val"):
+                policy = build_policy(params.model, checkpoint, store=params.store, experiment=params.experiment)[0]
+                bare_val(params, policy, run_dir, store_root, progress)
+    return run_dir
 
 
 def arm_checkpoint(arm: str, checkpoint: str) -> str:

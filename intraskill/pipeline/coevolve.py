@@ -253,6 +253,7 @@ def co_evolve(
     out_dir: str | Path | None = None,
     store_root: str | Path | None = None,
     progress: bool = True,
+    val_before: Path | None = None,
 ) -> CoEvolveResult:
     """Run (or resume, or extend) ``rounds`` co-evolution rounds.
 
@@ -267,6 +268,8 @@ def co_evolve(
     config : analysis and gate settings (:class:`CoEvolveConfig`).
     out_dir : the run directory (default :func:`default_run_dir`).
     store_root : the store directory (default the cached store of ``params.store``).
+    val_before : a finished bare val run of the starting checkpoint under these parameters (the control matrix's,
+        shared by the arms of a seed), copied as round 0's ``val-before`` instead of running it again.
     """
     if rounds < 1:
         raise ValueError(f"rounds: must be >= 1, got {rounds}")
@@ -284,8 +287,9 @@ def co_evolve(
     for index in range(rounds):
         root = run_dir / round_id(index)
         if not _trained(root, params):
-            if finished:
-                _carry_val(finished[-1].root / "val-after", root / "val-before")
+            source = finished[-1].root / "val-after" if finished else val_before
+            if source is not None:
+                _carry_val(source, root / "val-before")
             library = finished[-1].root / LIBRARY_DIR / SNAPSHOT_FILE if skill1 and finished else None
             run_round(train_params, index, curriculum=curriculum, initial_checkpoint=checkpoint, out_dir=root,
                       store_root=store_root, progress=progress, library_start=library)
