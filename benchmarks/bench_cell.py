@@ -84,14 +84,9 @@ def stage_table(totals: dict[str, dict[str, Any]], rate: float) -> dict[str, dic
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the shared start and one cell under a phase timer; the JSON report."""
+    from intraskill.experiment import matrix
     from intraskill.experiment.arms import Cell, cell_params, start_checkpoint
-    from intraskill.experiment.matrix import (
-        check_arm_inputs,
-        run_cell,
-        shared_start,
-        shared_val_before,
-        torch_threads,
-    )
+    from intraskill.experiment.matrix import check_arm_inputs, run_cell, shared_start, torch_threads
     from intraskill.params import load_params, with_overrides
     from intraskill.phases import PhaseTimer, phase
 
@@ -107,9 +102,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with PhaseTimer() as timer:
         with phase("shared"), torch_threads(params.matrix.threads):
             inputs, _ = shared_start(params, out, progress=False)
-            if start_checkpoint(params, arm) is None:  # run by the first arm of this seed, copied by the others
-                shared_val_before(cell_params(params, arm, args.seed), out, args.seed, inputs.checkpoint,
-                                  progress=False)
+            # run by the first arm of a seed, copied by the others (absent before commit bfedde4: older commits time
+            # it inside the cell)
+            shared_val = getattr(matrix, "shared_val_before", None)
+            if shared_val is not None and start_checkpoint(params, arm) is None:
+                shared_val(cell_params(params, arm, args.seed), out, args.seed, inputs.checkpoint, progress=False)
         shared_s = time.perf_counter() - start
         with phase("cell"):
             result = run_cell(params, out, Cell(args.arm, args.seed), inputs, progress=False)

@@ -11,7 +11,7 @@ from intraskill.training.loss import (
     clipped_surrogate,
     k3_kl,
     masked_sum_mean,
-    scored_positions,
+    scored_tokens,
     token_entropy,
     token_logprobs,
 )
@@ -41,25 +41,25 @@ def test_token_logprobs_shift_and_temperature() -> None:
         token_logprobs(logits, ids, temperature=0.0)
 
 
-def test_kept_positions_score_exactly_the_loss_mask_tokens() -> None:
+def test_scored_tokens_keep_exactly_each_rows_loss_mask_tokens() -> None:
     gen = torch.Generator().manual_seed(5)
     logits = torch.randn(2, 6, 9, generator=gen)
     ids = torch.randint(0, 9, (2, 6), generator=gen)
     mask = torch.tensor([[0, 0, 1, 1, 0, 0], [0, 0, 0, 0, 1, 0]])
-    positions = scored_positions(mask)
-    assert positions.tolist() == [1, 2, 3]
-    kept = logits[:, positions]
+    scored = scored_tokens(mask)
+    assert [r.tolist() for r in scored] == [[0, 0, 1], [1, 2, 3]]
+    kept = logits[scored]
+    assert kept.shape == (3, 9)
     full_logp, full_entropy = token_logprobs(logits, ids, 0.6), token_entropy(logits, 0.6)
-    got_logp = token_logprobs(kept, ids, 0.6, positions)
-    got_entropy = token_entropy(kept, 0.6, positions, length=6)
-    scored = torch.zeros(6, dtype=torch.bool)
-    scored[positions + 1] = True
-    assert torch.allclose(got_logp[:, scored], full_logp[:, scored]) and torch.all(got_logp[:, ~scored] == 0)
-    assert torch.allclose(got_entropy[:, scored], full_entropy[:, scored]) and torch.all(got_entropy[:, ~scored] == 0)
-    with pytest.raises(ValueError, match="positions"):
-        token_logprobs(logits, ids, 0.6, positions)
-    with pytest.raises(ValueError, match="sequence length"):
-        token_entropy(kept, 0.6, positions)
+    got_logp = token_logprobs(kept, ids, 0.6, scored)
+    got_entropy = token_entropy(kept, 0.6, scored, shape=(2, 6))
+    where = mask.bool()
+    assert torch.allclose(got_logp[where], full_logp[where]) and torch.all(got_logp[~where] == 0)
+    assert torch.allclose(got_entropy[where], full_entropy[where]) and torch.all(got_entropy[~where] == 0)
+    with pytest.raises(ValueError, match="scored"):
+        token_logprobs(logits, ids, 0.6, scored)
+    with pytest.raises(ValueError, match="batch shape"):
+        token_entropy(kept, 0.6, scored)
 
 
 def test_entropy_of_uniform_is_log_vocab() -> None:

@@ -344,7 +344,7 @@ def run_skill1_warmstart(params: Params, out_dir: str | Path | None = None,
                                             list(store.catalog.task_ids("val")), lessons, encoder, progress)
         timings["eval_s"] = round(time.monotonic() - started, 1)
     finally:
-        engine.index.close()
+        store.close()
     manifest = {
         "schema_version": MANIFEST_SCHEMA_VERSION,
         "checkpoint_sha256": weights_digest(checkpoint),

@@ -272,7 +272,7 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
     try:
         metrics, identity = measure_ground_truth(params, checkpoint, out, bank, store, progress=progress)
     finally:
-        engine.index.close()
+        store.close()
     timings["eval_s"] = round(time.monotonic() - started, 1)
     manifest = {
         "schema_version": MANIFEST_SCHEMA_VERSION,

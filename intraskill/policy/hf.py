@@ -298,23 +298,29 @@ class HFPolicy:
         # deferred: torch is heavy to import
         import torch
 
-        cache = SlabCache([r.session.cache for r in rows])
         suffixes = [r.session.input_ids[r.session.cached :] for r in rows]
-        padded, real = left_pad(suffixes, self.pad_id)
-        positions, _ = left_pad([range(r.session.cached, len(r.session.input_ids)) for r in rows], 0)
+        distinct, copies = _distinct_prefills(rows, suffixes)
+        cache = SlabCache([rows[i].session.cache for i in distinct])
+        padded, real = left_pad([suffixes[i] for i in distinct], self.pad_id)
+        positions, _ = left_pad([range(rows[i].session.cached, len(rows[i].session.input_ids)) for i in distinct], 0)
         for row in rows:
             row.session.cache = None  # the batch cache now owns these tensors
         key_valid = torch.cat([cache.prefix_valid(self.device), torch.tensor(real, device=self.device)], dim=1)
         dtype = self.model.dtype
         ids, pos = torch.tensor(padded, device=self.device), torch.tensor(positions, device=self.device)
-        width = max(1, self.prefill_chunk_tokens // len(rows))
+        width = max(1, self.prefill_chunk_tokens // len(rows))  # the whole batch's slices, copies or not
         with phase("prefill"):
             if recording():
-                add_flops(self.shape.forward([(r.session.cached, len(s)) for r, s in zip(rows, suffixes)], len(rows)))
+                add_flops(self.shape.forward([(rows[i].session.cached, len(suffixes[i])) for i in distinct],
+                                             len(distinct)))
             for start in range(0, ids.shape[1], width):
                 end = min(start + width, ids.shape[1])
                 mask = additive_mask(key_valid[:, : cache.prefix + end], end - start, dtype)
                 logits = self._forward(ids[:, start:end], pos[:, start:end], mask, cache)
+            if len(distinct) < len(rows):
+                index = torch.tensor(copies, device=self.device)
+                cache.expand(index)
+                key_valid, logits = key_valid[index], logits[index]
         temps = [r.request.temperature for r in rows]
         top_ps = [r.request.top_p for r in rows]
         generators = [r.generator for r in rows]
@@ -363,6 +369,29 @@ class HFPolicy:
         if session.cached != len(session.input_ids) - 1:
             raise RuntimeError(f"session {row.request.session_id}: cache/stream misalignment")
         return generation
+
+
+def _distinct_prefills(rows: Sequence[_Row], suffixes: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+    """The rows whose prefill runs, and for every row the position among them of the one it copies.
+
+    Fresh sessions (no cache) with the same prompt — the siblings of a GRPO group — have the same keys, values
+    and last logits: one of them is prefilled and the others copy it. Every row keeps its own generator, so
+    their replies still differ. The prefill keeps the batch's padded layout and slices, so each computed row
+    goes through the same arithmetic as in the full batch.
+    """
+    distinct: list[int] = []
+    copies: list[int] = []
+    first: dict[tuple[int, ...], int] = {}
+    for index, (row, suffix) in enumerate(zip(rows, suffixes)):
+        key = tuple(suffix) if row.session.cache is None else None
+        if key is not None and key in first:
+            copies.append(first[key])
+            continue
+        if key is not None:
+            first[key] = len(distinct)
+        copies.append(len(distinct))
+        distinct.append(index)
+    return distinct, copies
 
 
 def _token_id(tokenizer: PreTrainedTokenizerBase, token: str) -> int:

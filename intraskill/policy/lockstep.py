@@ -81,6 +81,13 @@ class SlabCache:
         self.values.append(values)
         self.filled.append(self.prefix)
 
+    def expand(self, index: torch.Tensor) -> None:
+        """Rebuild the batch from rows ``index`` (a row may repeat: sessions that share a prefilled prompt)."""
+        self.keys = [keys.index_select(0, index) for keys in self.keys]
+        self.values = [values.index_select(0, index) for values in self.values]
+        self.sessions = [self.sessions[i] for i in index.tolist()]
+        self.lengths = [self.lengths[i] for i in index.tolist()]
+
     def layers(self) -> list[LayerKV]:
         """Per layer ``(keys, values)`` of shape ``(B, H_kv, K, D)`` (filled part only)."""
         return [(k[:, :, :n], v[:, :, :n]) for k, v, n in zip(self.keys, self.values, self.filled)]

@@ -235,7 +235,7 @@ class StoreHandle:
     identity: dict[str, Any]
 
     def close(self) -> None:
-        self.engine.index.close()
+        """Nothing to release: the index stays open with the process's opened store (:func:`open_engine`)."""
 
 
 def default_store_root(store: Any, run_root: str | Path = "runs") -> Path:
@@ -263,6 +263,21 @@ def store_config(store: Any, search_engine: str = "fast") -> StoreConfig:
                        language=store.language, persona=True, search_engine=search_engine)
 
 
+_OPENED: dict[tuple[Any, ...], tuple[StoreArtifacts, ShopEngine]] = {}
+"""The store this process opened last, by its directory, settings and files' sizes and modification times: its
+catalogue, index and page cache (seconds of loading and checking, hundreds of MB) serve every later
+:func:`open_engine` of it until another store is opened or a file changes."""
+
+
+def _file_stamps(paths: StorePaths) -> tuple[tuple[str, int, int], ...]:
+    stamps = []
+    for path in (paths.products, paths.splits, paths.index, paths.manifest):
+        if path.exists():
+            stat = path.stat()
+            stamps.append((path.name, stat.st_size, stat.st_mtime_ns))
+    return tuple(stamps)
+
+
 def open_engine(store: Any, split: str, root: str | Path | None = None, run_root: str | Path = "runs",
                 search_engine: str = "fast") -> StoreHandle:
     """Build (or reuse) the store of a parameter set's ``store`` section and open an engine over it.
@@ -272,11 +287,18 @@ def open_engine(store: Any, split: str, root: str | Path | None = None, run_root
     ranking, see :mod:`intraskill.shop.search`). The identity names the catalogue by scale and seed, or by the
     source files' SHA-256s.
     """
-    artifacts = ensure_store(store, root, run_root)
-    catalog = artifacts.catalog
-    index = SearchIndex.open(artifacts.paths.index, catalog.sha256)
+    root = Path(root) if root is not None else default_store_root(store, run_root)
     config = store_config(store, search_engine)
-    engine = ShopEngine(catalog.products, catalog.goals, index, config)
+    settings = (str(root.resolve()), store.scale, store.seed, store.source, config)
+    opened = _OPENED.get((settings, _file_stamps(StorePaths(root))))
+    if opened is None:
+        artifacts = ensure_store(store, root, run_root)
+        engine = ShopEngine(artifacts.catalog.products, artifacts.catalog.goals,
+                            SearchIndex.open(artifacts.paths.index, artifacts.catalog.sha256), config)
+        _OPENED.clear()  # a handle still using the previous store keeps it (its index closes with its last user)
+        _OPENED[(settings, _file_stamps(artifacts.paths))] = opened = (artifacts, engine)
+    artifacts, engine = opened[0], opened[1].fresh()
+    catalog, index = artifacts.catalog, engine.index
     source = artifacts.manifest.get("source")
     catalogue = ({"scale": store.scale, "store_seed": store.seed} if source is None
                  else {"source": {"kind": source["kind"], "files": source["files"]}})

@@ -11,6 +11,7 @@ The HTTP service adds slot leases around :class:`Session`; the engine itself hol
 
 from __future__ import annotations
 
+import copy
 import itertools
 import threading
 from collections.abc import Mapping, Sequence
@@ -152,6 +153,14 @@ class ShopEngine:
         """Result ASINs of a query (those present in the catalogue), at most ``top_k``."""
         found = self.index.search(query, k=self.config.top_k, engine=self.config.search_engine)
         return [a for a in found if a in self.products] if self._filter_results else found
+
+    def fresh(self) -> ShopEngine:
+        """An engine over the same catalogue, index and page cache whose session ids start again at ``session-1``
+        (what a newly built one would do), without rebuilding any of them."""
+        engine = copy.copy(self)
+        engine._counter = itertools.count(1)
+        engine._counter_lock = threading.Lock()
+        return engine
 
     def new_session(self, session_id: str | None = None) -> Session:
         """A fresh session; ids default to ``session-1``, ``session-2``, … in creation order."""

@@ -34,8 +34,9 @@ from intraskill.training.batching import (
 from intraskill.training.loss import (
     clipped_surrogate,
     k3_kl,
+    ScoredTokens,
     masked_sum_mean,
-    scored_positions,
+    scored_tokens,
     token_entropy,
     token_logprobs,
 )
@@ -289,18 +290,23 @@ class GRPOTrainer:
             return nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
 
-    def _logits(self, model: torch.nn.Module, batch: MicroBatch, positions: torch.Tensor) -> torch.Tensor:
-        """Logits at ``positions`` only (:func:`~intraskill.training.loss.scored_positions`)."""
-        with self._autocast():
-            output = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False,
-                           logits_to_keep=positions)
-        return output.logits
+    def _logits(self, model: torch.nn.Module, batch: MicroBatch, scored: ScoredTokens) -> torch.Tensor:
+        """``(N, V)`` logits at the ``scored`` positions only (:func:`~intraskill.training.loss.scored_tokens`): the
+        decoder's final hidden states there through the LM head, as the causal LM's own forward computes them.
 
-    def _logprobs(self, model: torch.nn.Module, batch: MicroBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(token log-probs (B, T), kept logits, their positions)`` of one micro-batch."""
-        positions = scored_positions(batch.loss_mask)
-        logits = self._logits(model, batch, positions)
-        return token_logprobs(logits, batch.input_ids, self.config.temperature, positions), logits, positions
+        The rows are right-padded (:func:`~intraskill.training.batching.collate`), so plain causal attention already
+        keeps every real token from the pads after it: no mask is passed, and attention runs its causal kernel."""
+        causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
+        with self._autocast():
+            hidden = causal_lm.get_decoder()(input_ids=batch.input_ids, attention_mask=None,
+                                             use_cache=False).last_hidden_state
+            return causal_lm.get_output_embeddings()(hidden[scored])
+
+    def _logprobs(self, model: torch.nn.Module, batch: MicroBatch) -> tuple[torch.Tensor, torch.Tensor, ScoredTokens]:
+        """``(token log-probs (B, T), kept logits (N, V), where they were kept)`` of one micro-batch."""
+        scored = scored_tokens(batch.loss_mask)
+        logits = self._logits(model, batch, scored)
+        return token_logprobs(logits, batch.input_ids, self.config.temperature, scored), logits, scored
 
     def _reference_logprobs(self, batch: MicroBatch) -> torch.Tensor:
         # deferred: torch is heavy to import
@@ -358,7 +364,7 @@ class GRPOTrainer:
             with phase("forward"):
                 add_flops(flops)
                 batch = collate([samples[i] for i in indices], self.device, config.pad_token_id)
-                logp, logits, positions = self._logprobs(self.model, batch)
+                logp, logits, scored = self._logprobs(self.model, batch)
                 pg_loss, clipfrac, approx_kl = clipped_surrogate(
                     logp, batch.old_logprobs, batch.advantages, batch.loss_mask, config.eps_low, config.eps_high,
                     denominator=model_tokens,
@@ -372,7 +378,7 @@ class GRPOTrainer:
                 add_flops(2 * flops)
                 loss.backward()
             entropy = masked_sum_mean(
-                token_entropy(logits.detach(), config.temperature, positions, batch.input_ids.shape[1]),
+                token_entropy(logits.detach(), config.temperature, scored, tuple(batch.input_ids.shape)),
                 batch.loss_mask, denominator=model_tokens,
             )
             totals.loss += float(loss.detach())

@@ -26,42 +26,54 @@ def _scaled_log_softmax(logits: torch.Tensor, temperature: float) -> torch.Tenso
     return (logits.float() / temperature).log_softmax(dim=-1)
 
 
-def _predicting(logits: torch.Tensor, length: int, positions: torch.Tensor | None
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The logits that predict a token and their positions: all ``T-1`` of them, or the given ones."""
+ScoredTokens = tuple["torch.Tensor", "torch.Tensor"]
+"""``(rows, positions)``: the logits kept for an update, row by row (:func:`scored_tokens`)."""
+
+
+def _predicting(logits: torch.Tensor, input_ids: torch.Tensor, scored: ScoredTokens | None
+                ) -> tuple[torch.Tensor, torch.Tensor, ScoredTokens]:
+    """The logits that predict a token, the tokens they predict, and where: all ``T-1`` positions of every row
+    (flattened), or the ``(N, V)`` logits kept at ``scored``."""
     # deferred: torch is heavy to import
     import torch
 
-    if positions is None:
-        return logits[:, :-1], torch.arange(length - 1, device=logits.device)
-    if logits.shape[1] != positions.numel():
-        raise ValueError(f"logits hold {logits.shape[1]} positions, positions name {positions.numel()}")
-    return logits, positions
+    if scored is None:
+        batch, length = input_ids.shape
+        rows = torch.arange(batch, device=logits.device).repeat_interleave(length - 1)
+        positions = torch.arange(length - 1, device=logits.device).repeat(batch)
+        return logits[:, :-1].reshape(-1, logits.shape[-1]), input_ids[:, 1:].reshape(-1), (rows, positions)
+    rows, positions = scored
+    if logits.dim() != 2 or logits.shape[0] != rows.numel():
+        raise ValueError(f"logits of shape {tuple(logits.shape)} are not the (N, V) logits of {rows.numel()} scored "
+                         "positions")
+    return logits, input_ids[rows, positions + 1], scored
 
 
-def _spread(values: torch.Tensor, positions: torch.Tensor, length: int) -> torch.Tensor:
-    """Place ``(B, K)`` values predicted at ``positions`` onto their tokens' columns of a ``(B, T)`` zero tensor."""
-    return values.new_zeros(values.shape[0], length).index_copy(1, positions + 1, values)
+def _spread(values: torch.Tensor, scored: ScoredTokens, shape: tuple[int, int]) -> torch.Tensor:
+    """Place ``(N,)`` values predicted at ``scored`` onto their tokens of a ``(B, T)`` zero tensor."""
+    rows, positions = scored
+    return values.new_zeros(shape).index_put((rows, positions + 1), values)
 
 
-def scored_positions(loss_mask: torch.Tensor) -> torch.Tensor:
-    """Positions whose logits predict a loss-mask token in some row (``t - 1`` for each such column ``t``).
+def scored_tokens(loss_mask: torch.Tensor) -> ScoredTokens:
+    """Row by row, the positions whose logits predict a loss-mask token (``t - 1`` for each such token ``t``).
 
-    Pass them to the model as ``logits_to_keep`` and on to :func:`token_logprobs` / :func:`token_entropy`:
-    only these positions are projected onto the vocabulary, so a micro-batch of long prompts and pages does not
-    hold ``(B, T, V)`` float logits (8k tokens of a 49k vocabulary are 1.6 GB per copy).
+    Pass them to the trainer's head and on to :func:`token_logprobs` / :func:`token_entropy`: only these
+    positions are projected onto the vocabulary (a row's prompt and pages, and the other rows' replies, are
+    not), so an update computes ``N`` rows of logits for its ``N`` loss-mask tokens.
 
     Examples
     --------
     >>> import torch
-    >>> scored_positions(torch.tensor([[0, 0, 1, 1], [0, 1, 0, 0]]))
-    tensor([0, 1, 2])
+    >>> rows, positions = scored_tokens(torch.tensor([[0, 0, 1, 1], [0, 1, 0, 0]]))
+    >>> rows.tolist(), positions.tolist()
+    ([0, 0, 1], [1, 2, 0])
     """
-    return (loss_mask[:, 1:] != 0).any(dim=0).nonzero().flatten()
+    return (loss_mask[:, 1:] != 0).nonzero(as_tuple=True)
 
 
 def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: float,
-                   positions: torch.Tensor | None = None) -> torch.Tensor:
+                   scored: ScoredTokens | None = None) -> torch.Tensor:
     """Log-probability of each token under the temperature-scaled distribution of the previous position.
 
     This is what the rollout recorded (log-softmax of ``logits / temperature``), so the trainer must
@@ -70,18 +82,18 @@ def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: f
     Parameters
     ----------
     logits
-        ``(B, T, V)`` model outputs (any float dtype; computed in float32), or ``(B, K, V)`` at ``positions``.
+        ``(B, T, V)`` model outputs (any float dtype; computed in float32), or ``(N, V)`` at ``scored``.
     input_ids
         ``(B, T)`` token ids.
     temperature
         Sampling temperature, > 0.
-    positions
-        ``(K,)`` the positions ``logits`` were kept at (:func:`scored_positions`); ``None``: all of them.
+    scored
+        The ``(rows, positions)`` the logits were kept at (:func:`scored_tokens`); ``None``: all of them.
 
     Returns
     -------
     torch.Tensor
-        ``(B, T)`` float32; column 0, and every token not predicted at ``positions``, is 0.
+        ``(B, T)`` float32; column 0, and every token not predicted at ``scored``, is 0.
 
     Examples
     --------
@@ -90,19 +102,18 @@ def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: f
     >>> token_logprobs(logits, torch.tensor([[0, 3]]), 1.0)
     tensor([[ 0.0000, -1.3863]])
     """
-    length = input_ids.shape[1]
-    logits, positions = _predicting(logits, length, positions)
+    logits, targets, scored = _predicting(logits, input_ids, scored)
     log_probs = _scaled_log_softmax(logits, temperature)
-    picked = log_probs.gather(-1, input_ids[:, positions + 1].unsqueeze(-1)).squeeze(-1)
-    return _spread(picked, positions, length)
+    picked = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return _spread(picked, scored, tuple(input_ids.shape))
 
 
-def token_entropy(logits: torch.Tensor, temperature: float, positions: torch.Tensor | None = None,
-                  length: int | None = None) -> torch.Tensor:
+def token_entropy(logits: torch.Tensor, temperature: float, scored: ScoredTokens | None = None,
+                  shape: tuple[int, int] | None = None) -> torch.Tensor:
     """Entropy (nats) of the temperature-scaled next-token distribution that produced each token.
 
-    Returns ``(B, T)`` float32 aligned with ``input_ids`` (column 0 is 0). With ``positions`` (the logits were
-    kept there), ``length`` is the sequence length ``T`` and tokens not predicted there hold 0.
+    Returns ``(B, T)`` float32 aligned with ``input_ids`` (column 0 is 0). With ``scored`` (the ``(N, V)`` logits
+    were kept there), ``shape`` is the batch's ``(B, T)`` and tokens not predicted there hold 0.
 
     Examples
     --------
@@ -110,12 +121,16 @@ def token_entropy(logits: torch.Tensor, temperature: float, positions: torch.Ten
     >>> token_entropy(torch.zeros(1, 2, 4), 1.0)
     tensor([[0.0000, 1.3863]])
     """
-    if positions is not None and length is None:
-        raise ValueError("token_entropy at kept positions needs the sequence length")
-    length = logits.shape[1] if positions is None else length
-    logits, positions = _predicting(logits, length, positions)
+    # deferred: torch is heavy to import
+    import torch
+
+    if scored is not None and shape is None:
+        raise ValueError("token_entropy at scored positions needs the batch shape")
+    shape = tuple(logits.shape[:2]) if scored is None else shape
+    ids = torch.zeros(shape, dtype=torch.long, device=logits.device)
+    logits, _, scored = _predicting(logits, ids, scored)
     log_probs = _scaled_log_softmax(logits, temperature)
-    return _spread(-(log_probs.exp() * log_probs).sum(dim=-1), positions, length)
+    return _spread(-(log_probs.exp() * log_probs).sum(dim=-1), scored, shape)
 
 
 def masked_sum_mean(
