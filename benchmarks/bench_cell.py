@@ -1,14 +1,15 @@
 """One control-matrix cell, timed phase by phase against the machine's measured matmul rate.
 
-Runs the matrix's shared start (store, warm start, S₀ and the warm start's test runs: shared by every cell; the first
-round's bare val check: shared by the arms of a seed) and then one cell (``--arm``, ``--seed`` index, ``--rounds``) into a fresh matrix directory under a
-:class:`~intraskill.phases.PhaseTimer`, and prints per phase (``shared/…`` or ``cell/…``, then the stage: ``val``,
-``rollout``, ``train``, ``test``, ``analysis``, ``gate``, ``io``, and inside generation ``prefill``, ``decode``,
-``sample``, ``tokenize``, ``store``) the exclusive wall and CPU seconds, the useful FLOPs
-(:mod:`intraskill.policy.flops`) and the share of the phase's CPU time that arithmetic at the measured rate
-would fill. ``generate`` alone (outside its sub-phases) is the lockstep decoder's per-token Python work. The
-rate is the best of several timed ``torch.matmul`` of a representative shape (a prefill slice through the
-MLP's up projection) on ``--threads`` threads, measured in the same run.
+Runs the matrix's shared start (store, warm start, S₀ and the warm start's test runs: shared by every cell; the
+first round's bare val check: shared by the arms of a seed) and then one cell (``--arm``, ``--seed`` index,
+``--rounds``) into a fresh matrix directory under a :class:`~intraskill.phases.PhaseTimer`, and prints per phase
+(``shared/…`` or ``cell/…``, then the stage: ``val``, ``rollout``, ``train``, ``test``, ``analysis``, ``gate``,
+``io``, and inside generation ``prefill``, ``decode``, ``sample``, ``tokenize``, ``store``) the exclusive wall and
+CPU seconds, the useful FLOPs (:mod:`intraskill.policy.flops`) and the share of the phase's CPU time that
+arithmetic at the measured rate would fill. ``generate`` alone (outside its sub-phases) is the lockstep decoder's
+per-token Python work. The rate is the best of several timed ``torch.matmul`` of a representative shape (a
+prefill slice through the MLP's up projection) on ``--threads`` threads, measured in the same run. ``digest``
+names every result file's SHA-256 (:func:`cell_digest`), to compare two commits' cells.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_cell.py --json                       # organism, grpo, 1 round
     OMP_NUM_THREADS=1 python benchmarks/bench_cell.py --params params/ci.yaml --set matrix.test_tasks=4 --json

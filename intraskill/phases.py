@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 _TIMER: ContextVar[PhaseTimer | None] = ContextVar("intraskill_phase_timer", default=None)
 
@@ -46,7 +46,7 @@ class PhaseTimer:
     _stack: list[_Open] = field(default_factory=list)
     _token: Any = None
 
-    def __enter__(self) -> PhaseTimer:
+    def __enter__(self) -> Self:
         if _TIMER.get() is not None:
             raise RuntimeError("a PhaseTimer is already recording in this context")
         self._token = _TIMER.set(self)
@@ -87,7 +87,7 @@ class PhaseTimer:
 
 
 class _Phase:
-    __slots__ = ("timer", "name")
+    __slots__ = ("name", "timer")
 
     def __init__(self, timer: PhaseTimer, name: str) -> None:
         self.timer, self.name = timer, name

@@ -103,7 +103,6 @@ def test_from_session_tokens_keeps_exact_ids_and_logprobs() -> None:
 def test_collate_right_pads_with_zero_masks() -> None:
     batch = collate([_sample(0, "a", 5, advantage=2.0), _sample(0, "b", 3, advantage=-1.0)], pad_id=9)
     assert batch.input_ids[1].tolist() == [0, 1, 2, 9, 9]
-    assert batch.attention_mask.tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
     assert batch.loss_mask[1].tolist() == [0, 1, 1, 0, 0]
     assert torch.equal(batch.advantages[1], torch.tensor([0.0, -1.0, -1.0, 0.0, 0.0]))
     assert batch.model_tokens == 6

@@ -7,6 +7,7 @@ import torch
 
 from intraskill.chat.base import ChatRequest, ContextFull, Policy
 from intraskill.chat.chatml import IM_END, assistant_message, render_messages
+from intraskill.policy import hf
 from intraskill.policy.hf import HFPolicy
 from intraskill.policy.lockstep import GQA_SDPA, additive_mask, use_gqa_sdpa
 from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
@@ -131,6 +132,38 @@ def test_seeded_sampling_does_not_depend_on_batch_company(organism) -> None:
     assert batched.token_ids == alone.token_ids
     reseeded = HFPolicy(model, tokenizer).generate([ChatRequest("ep-2", convs["ep-2"], [CLICK], 10, 1.0, seed=43)])
     assert reseeded[0].token_ids != alone.token_ids
+
+
+def test_siblings_share_one_prefill_with_exactly_the_replies_of_their_own(organism, monkeypatch) -> None:
+    """A GRPO group's sessions open with the same prompt: one is prefilled and the others copy its cache. Every reply
+    and later turn is what each row's own prefill gives, log-probs to float rounding (a batched matmul may round a
+    row differently by its place in the batch; copies now start from the very same logits)."""
+    model, tokenizer = organism
+    prompt = conversations(3)
+    convs = {f"g-{k}": list(prompt["ep-1"]) for k in range(3)} | {"other": list(prompt["ep-2"])}
+    prefills = []
+    forward = HFPolicy._forward
+
+    def counted(self, input_ids, *args):
+        prefills.append(input_ids.shape)
+        return forward(self, input_ids, *args)
+
+    def replies(policy: HFPolicy) -> list[tuple[list[int], list[float]]]:
+        return [(g.token_ids, g.logprobs) for _, _, generations in play(policy, {s: list(m) for s, m in convs.items()},
+                                                                       2, 1.0, [9, 9, 9, 9]) for g in generations]
+
+    monkeypatch.setattr(HFPolicy, "_forward", counted)
+    shared = replies(HFPolicy(model, tokenizer))
+    assert prefills[0][0] == 2  # the three siblings' prompt once, the other prompt once
+    every_row = lambda rows, suffixes: (list(range(len(rows))), list(range(len(rows))))
+    monkeypatch.setattr(hf, "_distinct_prefills", every_row)
+    prefills.clear()
+    own = replies(HFPolicy(model, tokenizer))
+    assert prefills[0][0] == 4
+    assert [tokens for tokens, _ in shared] == [tokens for tokens, _ in own]
+    for (_, mine), (_, theirs) in zip(shared, own):
+        assert mine == pytest.approx(theirs, abs=1e-5)
+    assert len({tuple(tokens) for tokens, _ in shared[:3]}) > 1  # each sibling still samples its own reply
 
 
 def test_divergent_history_restarts_the_session(organism) -> None:

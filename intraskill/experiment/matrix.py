@@ -84,13 +84,13 @@ from intraskill.experiment.results import (
 )
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.params import Params, params_from_dict, plan_dump
-from intraskill.phases import phase
 from intraskill.paths import resolve_project_path, runs_root
+from intraskill.phases import phase
 from intraskill.pipeline.coevolve import CoEvolveConfig, co_evolve, curriculum_bank
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
 from intraskill.pipeline.round import bare_val, round_curriculum
-from intraskill.policy.factory import build_policy
 from intraskill.pipeline.skill1 import LIBRARY_DIR
+from intraskill.policy.factory import build_policy
 from intraskill.provenance import write_plan
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
 from intraskill.skills.library import SNAPSHOT_FILE

@@ -28,8 +28,8 @@ from typing import Any
 from intraskill.gate.masks import DEFAULT_MASK_SEED
 from intraskill.jsonl import write_json
 from intraskill.params import ExperimentParams, Params, plan_dump
-from intraskill.phases import phase
 from intraskill.paths import runs_root
+from intraskill.phases import phase
 from intraskill.pipeline.gate_run import GateConfig, run_online_gate
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
 from intraskill.pipeline.round import open_train_store, round_curriculum, run_round

@@ -54,8 +54,8 @@ from intraskill.hashing import sha256_file, sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl, verify_jsonl_tree, write_json
 from intraskill.organism.shipped import resolve_checkpoint
 from intraskill.params import ExperimentParams, Params, RoundParams, section_plan
-from intraskill.phases import phase
 from intraskill.paths import resolve_project_path, runs_root
+from intraskill.phases import phase
 from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, run_rollout_step
 from intraskill.pipeline.skill1 import Skill1Round
 from intraskill.pipeline.trackers import TrackedRun, Trackers, require_trackers

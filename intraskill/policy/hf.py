@@ -339,7 +339,8 @@ class HFPolicy:
             if not any(alive):
                 break
             key_valid = torch.cat([key_valid, torch.tensor(alive, device=self.device)[:, None]], dim=1)
-            inputs = torch.tensor(feed, device=self.device)[:, None], torch.tensor(feed_pos, device=self.device)[:, None]
+            inputs = (torch.tensor(feed, device=self.device)[:, None],
+                      torch.tensor(feed_pos, device=self.device)[:, None])
             mask = additive_mask(key_valid, 1, dtype)
             with phase("decode"):
                 if recording():

@@ -247,10 +247,10 @@ def padding_waste(lengths: Sequence[int], batches: Sequence[Sequence[int]]) -> t
 
 @dataclass
 class MicroBatch:
-    """Right-padded tensors of one micro-batch, all ``(B, T)``; padding has mask 0 and attention 0."""
+    """Right-padded tensors of one micro-batch, all ``(B, T)``; padding has loss mask 0 and follows every real token,
+    so causal attention alone keeps it out of them."""
 
     input_ids: torch.Tensor
-    attention_mask: torch.Tensor
     loss_mask: torch.Tensor
     old_logprobs: torch.Tensor
     advantages: torch.Tensor
@@ -270,15 +270,13 @@ def collate(
     width = max(len(s) for s in samples)
     rows = len(samples)
     input_ids = torch.full((rows, width), pad_id, dtype=torch.long)
-    attention = torch.zeros((rows, width), dtype=torch.long)
     loss_mask = torch.zeros((rows, width), dtype=torch.float32)
     old = torch.zeros((rows, width), dtype=torch.float32)
     for row, sample in enumerate(samples):
         n = len(sample)
         input_ids[row, :n] = torch.tensor(sample.input_ids, dtype=torch.long)
-        attention[row, :n] = 1
         loss_mask[row, :n] = torch.tensor(sample.loss_mask, dtype=torch.float32)
         old[row, :n] = torch.tensor(sample.old_logprobs, dtype=torch.float32)
     advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32).unsqueeze(-1) * loss_mask
-    tensors = (input_ids, attention, loss_mask, old, advantages)
+    tensors = (input_ids, loss_mask, old, advantages)
     return MicroBatch(*(tensor.to(device) for tensor in tensors))

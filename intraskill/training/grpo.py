@@ -32,9 +32,9 @@ from intraskill.training.batching import (
     split_updates,
 )
 from intraskill.training.loss import (
+    ScoredTokens,
     clipped_surrogate,
     k3_kl,
-    ScoredTokens,
     masked_sum_mean,
     scored_tokens,
     token_entropy,
@@ -238,8 +238,8 @@ class GRPOTrainer:
     Parameters
     ----------
     model
-        A transformers causal LM (``model(input_ids, attention_mask).logits``); wrapped with LoRA
-        adapters when ``config.lora`` is set (then :attr:`model` is the peft model).
+        A transformers causal LM (its decoder ``get_decoder()`` and LM head ``get_output_embeddings()``); wrapped
+        with LoRA adapters when ``config.lora`` is set (then :attr:`model` is the peft model).
     config
         :class:`GRPOConfig`.
     ref_model
@@ -298,8 +298,7 @@ class GRPOTrainer:
         keeps every real token from the pads after it: no mask is passed, and attention runs its causal kernel."""
         causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
         with self._autocast():
-            hidden = causal_lm.get_decoder()(input_ids=batch.input_ids, attention_mask=None,
-                                             use_cache=False).last_hidden_state
+            hidden = causal_lm.get_decoder()(input_ids=batch.input_ids, use_cache=False).last_hidden_state
             return causal_lm.get_output_embeddings()(hidden[scored])
 
     def _logprobs(self, model: torch.nn.Module, batch: MicroBatch) -> tuple[torch.Tensor, torch.Tensor, ScoredTokens]:

@@ -1,0 +1,47 @@
+"""The cell benchmark at ci size: its phase table, FLOP counts and result digests, and the shared val check."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from intraskill.paths import project_root
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(project_root() / "benchmarks"))
+    import bench_cell
+
+    return bench_cell
+
+
+def test_a_ci_cell_reports_every_phase_with_its_arithmetic(bench: ModuleType, tmp_path: Path) -> None:
+    args = argparse.Namespace(
+        params=str(project_root() / "params" / "ci.yaml"), arm="grpo", seed=1, rounds=1, threads=1,
+        set=[f"experiment.run_root={tmp_path / 'runs'}", "round.rollout_steps=1", "round.val_tasks=3",
+             "matrix.test_tasks=3", "sampling.max_turns=3"],
+        out=str(tmp_path / "matrix"), json=True)
+    report = bench.run(args)
+    json.dumps(report)
+    phases = report["phases"]
+    for key in ("cell/rollout/generate/prefill", "cell/rollout/generate/decode", "cell/rollout/generate/sample",
+                "cell/rollout/store", "cell/train/forward", "cell/train/backward", "cell/train/optimizer",
+                "cell/val/generate/prefill", "cell/test/generate/decode", "shared/test/generate/prefill",
+                "shared/val/generate/prefill", "cell/io"):
+        assert key in phases, key
+    for key in ("cell/rollout/generate/prefill", "cell/rollout/generate/decode", "cell/train/forward"):
+        assert phases[key]["gflop"] > 0 and 0 < phases[key]["arithmetic_share_of_cpu"], key
+    forward, backward = phases["cell/train/forward"]["gflop"], phases["cell/train/backward"]["gflop"]
+    assert backward == pytest.approx(2 * forward, rel=0.02)
+    assert phases["cell/io"]["gflop"] == 0 and report["matmul_gflops"] > 0
+    assert set(report["test_success"]) == {"final-bare"}
+    assert "| cell/train |" in bench.markdown(report)
+    digest = report["digest"]  # the arms of seed 1 share one val check: the cell holds the shared run's episodes
+    cell = "cells/grpo/seed-1/round-000"
+    assert digest[f"{cell}/val-before/traces.jsonl"] == digest["shared/val-before-seed-1/traces.jsonl"]
+    assert f"{cell}/checkpoint/model/model.safetensors" in digest and f"{cell}/steps/step-0001/tokens.jsonl" in digest
