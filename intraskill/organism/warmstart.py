@@ -244,7 +244,6 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
     timings: dict[str, float] = {}
     started = time.monotonic()
     store = open_engine(params.store, "train", run_root=params.experiment.run_root)
-    engine = store.engine
     bc_record = finished_bc(out, params)
     if bc_record is None:
         demos = expert_demos(params, store, bank, law, count=ws.demos, seed=ws.seed,
