@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with PhaseTimer() as timer:
         with phase("shared"), torch_threads(params.matrix.threads):
             inputs, _ = shared_start(params, out, progress=False)
-            # run by the first arm of a seed, copied by the others (absent before commit d0a4ee7: older commits time
+            # run by the first arm of a seed, copied by the others (absent before commit 17c9428: older commits time
             # it inside the cell)
             shared_val = getattr(matrix, "shared_val_before", None)
             if shared_val is not None and start_checkpoint(params, arm) is None:
