@@ -124,7 +124,7 @@ def test_cli_eval_and_compare(tmp_path: Path, small_store_root: Path) -> None:
     assert comparison["paired"]["pairs"] == 5 and (tmp_path / "b" / "comparison.md").is_file()
     refused = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--samples", "200"])
     assert refused.exit_code == 1 and "model" in refused.output and "--kind cross-checkpoint" in refused.output
-    bad = runner.invoke(app, ["eval", "--params", str(params_path), "--split", "dev", "--skills", "none",
+    bad = runner.invoke(app, ["eval", "--params", str(params_path), "--split", "holdout", "--skills", "none",
                               "--out", str(tmp_path / "c"), "--allow-outside-run-root"])
     assert bad.exit_code != 0 and "--split" in bad.output
     unknown = runner.invoke(app, ["eval", "--params", str(params_path), "--split", "val", "--skills", "none",
