@@ -217,10 +217,25 @@ class Skill1Params(_Section):
     to the project root; ``null``: the shared warm start): a Skill1 warm start (``make warmstart-skill1``), as a
     model cloned only on IntraSkill episodes writes no query, rank or distillation reply; an arm's own
     ``checkpoint`` takes precedence.
+
+    The choices where the paper, its scripts and this package part (docs/skill1.md lists them with reasons):
+    ``rerank_baseline`` (paper: ``none``, REINFORCE on the raw NDCG; ``random_order`` subtracts the expected NDCG
+    of a random ordering of the same candidates, :mod:`intraskill.training.skill1_rewards`); ``objective``
+    (``term_means``: J = J_util + λ1·J_rerank + λ2·J_distill with each term a mean over the update's rollouts
+    of its per-token mean, the paper's; ``token_mean``: one token mean over every segment, λ folded into the
+    advantages, so a segment weighs by its tokens); ``util_reward`` (paper: ``success``, r ∈ {0, 1}; ``strict``
+    trains J_util on r_strict as plain GRPO does, while U, Û and admission keep r_success); ``oversample``
+    (paper: off; on, a step plays ``round.over_sampling_batch_size`` groups and trains on the first
+    ``round.rollout_batch_size`` whose J_util rewards vary, as the GRPO step does, every played rollout still
+    updating the library); ``distill_context`` (paper: ``trajectory``, the distillation prompt holds the
+    episode; ``actions``: one line per action) with ``distill_context_chars`` the trajectory's budget. K is
+    ``top_k`` (paper 5, scripts 3) and G is ``round.n_samples_per_prompt`` (paper 16, scripts 8); the KL to the
+    starting checkpoint is ``grpo.kl_coef`` (paper 0.01, low-variance k3).
     """
 
     plan_optional: ClassVar[tuple[str, ...]] = ("query_max_tokens", "rank_max_tokens", "distill_max_tokens",
-                                                "start_checkpoint")
+                                                "start_checkpoint", "rerank_baseline", "objective", "util_reward",
+                                                "oversample", "distill_context", "distill_context_chars")
 
     capacity: int = Field(5000, ge=1)
     ema_rate: float = Field(0.05, gt=0.0, le=1.0)
@@ -238,6 +253,12 @@ class Skill1Params(_Section):
     rank_max_tokens: int = Field(32, ge=1)
     distill_max_tokens: int = Field(256, ge=1)
     start_checkpoint: str | None = Field(None, min_length=1)
+    rerank_baseline: Literal["none", "random_order"] = "none"
+    objective: Literal["token_mean", "term_means"] = "token_mean"
+    util_reward: Literal["success", "strict"] = "success"
+    oversample: bool = False
+    distill_context: Literal["actions", "trajectory"] = "actions"
+    distill_context_chars: int = Field(3000, ge=200)
 
 
 class RoundParams(_Section):
@@ -545,10 +566,12 @@ class ArmParams(_Section):
     the next); it has no S₀ curriculum, so it needs ``skills: none`` and none of the settings above.
     ``checkpoint`` starts the arm from another checkpoint than the shared warm start (relative to the project
     root; ``null``: the shared one); ``skillbank`` replaces S₀ as round 0's bank (``round.skillbank``, e.g. a
-    cold start's induced S₀; it needs ``skills: s0``); the results name both.
+    cold start's induced S₀; it needs ``skills: s0``); the results name both. ``skill1_start`` starts the arm
+    from ``skill1.start_checkpoint`` like a Skill1 arm (``null``: only a Skill1 arm does), so that plain GRPO
+    can be compared with Skill1 from the same start (arm ``grpo_s1``).
     """
 
-    plan_optional: ClassVar[tuple[str, ...]] = ("method", "checkpoint", "skillbank")
+    plan_optional: ClassVar[tuple[str, ...]] = ("method", "checkpoint", "skillbank", "skill1_start")
 
     description: str = ""
     method: Literal["intraskill", "skill1"] = "intraskill"
@@ -560,6 +583,12 @@ class ArmParams(_Section):
     full_skill_retry: bool | None = None
     checkpoint: str | None = Field(None, min_length=1)
     skillbank: str | None = Field(None, min_length=1)
+    skill1_start: bool | None = None
+
+    @property
+    def starts_from_skill1(self) -> bool:
+        """Whether the arm starts from ``skill1.start_checkpoint`` (when it names no ``checkpoint``)."""
+        return self.method == "skill1" if self.skill1_start is None else self.skill1_start
 
     @model_validator(mode="after")
     def _skills_to_work_with(self) -> "ArmParams":
@@ -600,6 +629,9 @@ BUILTIN_ARMS: dict[str, ArmParams] = {
     "skill1": ArmParams(description="Skill1: query → retrieval → rank → act → distil over its own library "
                                     "(carried from round to round), trained from the task reward; no S₀, retry, "
                                     "analyst or gate", method="skill1", skills="none", evolve=False),
+    "grpo_s1": ArmParams(description="plain GRPO from the Skill1 warm start (skill1.start_checkpoint): the skill1 "
+                                     "arm's control at an equal start", skills="none", evolve=False,
+                         skill1_start=True),
 }
 """The control experiment's named arms (reference: the controls the release lacked); the names are fixed so
 that results and commands line up. ``matrix.define`` adds more."""

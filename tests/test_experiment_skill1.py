@@ -20,7 +20,7 @@ from intraskill.cli import app
 from intraskill.evaluate.compare import AlignmentError, compare_runs
 from intraskill.evaluate.skill1_deploy import LibraryDeployment
 from intraskill.experiment import matrix as matrix_module
-from intraskill.experiment.arms import cell_params, start_checkpoint
+from intraskill.experiment.arms import cell_params, overlay_fields, start_checkpoint
 from intraskill.experiment.matrix import arm_checkpoint, matrix_plan, run_matrix
 from intraskill.experiment.results import MatrixResult, comparison_pairs, contrast, load_matrix
 from intraskill.hashing import sha256_file, sha256_json
@@ -31,6 +31,7 @@ from intraskill.params import (
     ArmParams,
     Params,
     ParamsError,
+    Skill1Params,
     load_params,
     params_from_dict,
     plan_dump,
@@ -233,9 +234,12 @@ def test_skill1_arm_parameters_and_the_other_arms_plans() -> None:
     # the new arm and settings leave every other plan as it was: fields at their defaults are not in plans
     base = load_params(project_root() / "params" / "organism.yaml")
     assert section_plan(BUILTIN_ARMS["grpo"]) == {k: v for k, v in BUILTIN_ARMS["grpo"].model_dump(mode="json").items()
-                                                  if k not in ("method", "checkpoint", "skillbank")}
-    assert section_plan(base.skill1) == base.skill1.model_dump(
-        mode="json", exclude={"query_max_tokens", "rank_max_tokens", "distill_max_tokens"})
+                                                  if k not in ("method", "checkpoint", "skillbank", "skill1_start")}
+    defaults = Skill1Params()
+    assert section_plan(base.skill1) == base.skill1.model_dump(mode="json", exclude={
+        name for name in Skill1Params.plan_optional if getattr(base.skill1, name) == getattr(defaults, name)})
+    assert section_plan(Skill1Params()) == Skill1Params().model_dump(mode="json", exclude=set(
+        Skill1Params.plan_optional))  # the options issue 36 added leave plans written before them as they were
     defined = params_from_dict({**base.model_dump(mode="json"), "matrix": {
         "define": {"late": {"method": "skill1", "skills": "none", "evolve": False, "checkpoint": "elsewhere"}}}})
     assert plan_dump(defined)["matrix"]["define"]["late"]["checkpoint"] == "elsewhere"
@@ -244,6 +248,11 @@ def test_skill1_arm_parameters_and_the_other_arms_plans() -> None:
     assert start_checkpoint(base, base.matrix.arm("skill1")) == base.skill1.start_checkpoint
     arm_checkpoint("skill1", base.skill1.start_checkpoint)  # shipped: it holds a model
     assert start_checkpoint(defined, defined.matrix.arm("late")) == "elsewhere"
+    # grpo_s1: plain GRPO (the grpo arm's overlay) from the Skill1 warm start
+    assert "grpo_s1" in base.matrix.arms
+    assert start_checkpoint(base, base.matrix.arm("grpo_s1")) == base.skill1.start_checkpoint
+    assert start_checkpoint(base, base.matrix.arm("grpo")) is None
+    assert overlay_fields(cell_params(base, BUILTIN_ARMS["grpo"], 0), cell_params(base, BUILTIN_ARMS["grpo_s1"], 0)) == []
     assert start_checkpoint(base, base.matrix.arm("grpo")) is None
     with pytest.raises(FileNotFoundError, match="matrix arm late: checkpoint 'elsewhere' holds no model"):
         arm_checkpoint("late", "elsewhere")

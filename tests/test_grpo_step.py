@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import random
 
@@ -222,3 +223,17 @@ def test_a_non_finite_update_stops_before_the_weights_are_kept(model: Qwen3ForCa
     trainer = GRPOTrainer(model, GRPOConfig(lr=lr, global_batch_size=8, micro_batch_tokens=64))
     with pytest.raises(NonFiniteUpdateError, match=match):
         trainer.train_step(samples)
+
+
+def test_weighted_samples_sum_their_weighted_token_losses(model: Qwen3ForCausalLM) -> None:
+    # At ratio 1 (old = current log-probs) a weighted update's policy loss is −Σ_samples w·A·tokens, whatever
+    # the micro-batch split; an update that mixes weighted and unweighted samples is refused.
+    trainer = GRPOTrainer(model, GRPOConfig(micro_batch_tokens=32))
+    samples = make_samples(seed=3, groups=2)
+    samples = with_old(samples, trainer.compute_logprobs(samples))
+    weighted = [dataclasses.replace(s, weight=0.01 * (i + 1)) for i, s in enumerate(samples)]
+    totals = trainer.accumulate_update(weighted)
+    expected = -sum(s.weight * s.advantage * s.model_tokens for s in weighted)
+    assert totals.pg_loss == pytest.approx(expected, abs=1e-5) and totals.micro_batches >= 2
+    with pytest.raises(ValueError, match="mixes weighted and unweighted"):
+        trainer.accumulate_update(weighted[:1] + samples[1:])

@@ -122,3 +122,49 @@ def test_segment_masks_equal_per_token_advantages_in_the_surrogate() -> None:
     assert torch.isfinite(loss)
     with pytest.raises(ValueError, match="token 1: kind must be one of"):
         split_by_kind(stream, [None] * 10)
+
+
+def _term_loss(samples: list) -> float:
+    """The trainer's policy loss at ratio 1 (old = new) over ``samples``, weighted as they ask."""
+    batch = collate(samples)
+    old = batch.old_logprobs
+    return float(clipped_surrogate(old.clone(), old, batch.advantages, batch.loss_mask,
+                                   weights=batch.loss_weights)[0])
+
+
+@pytest.mark.parametrize("act_tokens", [3, 40])
+def test_term_means_objective_holds_whatever_the_segment_lengths(act_tokens: int) -> None:
+    # J = J_util + λ1·J_rerank + λ2·J_distill, each a mean over the E = 4 rollouts of its per-token mean:
+    # at ratio 1 the loss is −(mean A_util + 0.3·Σ A_rerank / 4 + 0.3·mean A_distill), act segments long or short.
+    kinds = ("query", "rerank", "act", "distill")
+    lengths = {"query": 2, "rerank": 1, "act": act_tokens, "distill": 5}
+    segments = {k: [Skill1Segment(kind, _tokens(lengths[kind])) for kind in kinds
+                    if not (k == "a" and kind == "rerank")] for k in "abcd"}
+    samples = skill1_train_samples([Skill1Group(0, GROUP)], segments, objective="term_means")
+    raw = skill1_group_advantages(GROUP, scale=False)
+    expected = -(sum(raw[k].util for k in "abcd") / 4 + 0.3 * sum(raw[k].rerank for k in "bcd") / 4
+                 + 0.3 * sum(raw[k].distill for k in "abcd") / 4)
+    assert _term_loss(samples) == pytest.approx(expected, abs=1e-6)
+    # The effective weight of each term, summed over its tokens: 1, λ1 (× the share with candidates), λ2.
+    share = {"util": 0.0, "rerank": 0.0, "distill": 0.0}
+    for sample, (k, kind) in zip(samples, [(k, s.kind) for k in "abcd" for s in segments[k]]):
+        share["util" if kind in ("query", "act") else kind] += sample.weight * sample.model_tokens
+    assert share == pytest.approx({"util": 1.0, "rerank": 0.3 * 3 / 4, "distill": 0.3})
+    # The token mean instead weighs a term by its tokens: with long episodes the distillation term shrinks.
+    token = skill1_train_samples([Skill1Group(0, GROUP)], segments)
+    tokens = {kind: sum(s.model_tokens for s, (_, kd) in zip(token, [(k, s.kind) for k in "abcd"
+                                                                      for s in segments[k]]) if kd == kind)
+              for kind in kinds}
+    distill_weight = 0.3 * tokens["distill"] / sum(tokens.values()) * 4  # per rollout-mean unit
+    assert (distill_weight < 0.3) == (act_tokens == 40)
+    assert all(s.weight is None for s in token)
+
+
+def test_term_means_normalise_by_the_update_size() -> None:
+    segments = {k: [Skill1Segment("act", _tokens(3)), Skill1Segment("distill", _tokens(2))] for k in "abcd"}
+    group = [Skill1Group(0, tuple(_rewards(k, r, 0.0, None) for k, r in zip("abcd", (1.0, 0.0, 1.0, 0.0))))]
+    whole = skill1_train_samples(group, segments, objective="term_means")
+    halves = skill1_train_samples(group, segments, objective="term_means", episodes_per_update=8)
+    assert [2 * h.weight for h in halves] == pytest.approx([w.weight for w in whole])
+    with pytest.raises(ValueError, match="objective must be"):
+        skill1_train_samples(group, segments, objective="per_token")

@@ -104,3 +104,19 @@ def test_prompts_show_the_task_and_public_persona_only(language: str) -> None:
         rank_messages("buy a red mug", PERSONA, [], language)
     with pytest.raises(ValueError, match="language"):
         query_messages("buy a red mug", PERSONA, "fr")
+
+
+def test_trajectory_summary_shows_each_page_within_the_budget() -> None:
+    actions = [("search[red mug]", True, None), ("click[B01]", True, None), ("buy now", False, None)]
+    pages = ["Results: " + " [SEP] ".join(f"B{i:02d} red mug ${i}" for i in range(40)),
+             "Product B01 red mug, options: small | large", None]
+    plain = episode_summary(actions, "purchase", True)
+    full = episode_summary(actions, "purchase", True, observations=pages)
+    assert "B39 red mug $39" in full and "options: small | large" in full and full.startswith(plain.split("\n")[0])
+    short = episode_summary(actions, "purchase", True, observations=pages, budget_chars=300)
+    assert len(short) <= 300 and "…" in short and "options: small" in short
+    lines = short.split("\n")
+    assert lines[1] == "1. search[red mug]" and lines[2].startswith("   Results: B00") and lines[-1] == "Outcome: success"
+    assert episode_summary(actions, "purchase", True, observations=pages, budget_chars=10) == plain  # no room
+    with pytest.raises(ValueError, match="2 observations for 3 turns"):
+        episode_summary(actions, "purchase", True, observations=pages[:2])

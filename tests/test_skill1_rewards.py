@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -11,6 +12,7 @@ from intraskill.training.skill1_rewards import (
     DistilledSkill,
     Skill1Rollout,
     ndcg,
+    random_order_ndcg,
     rollout_rewards,
     skill1_step,
 )
@@ -90,3 +92,23 @@ def test_rollout_validation() -> None:
         Skill1Rollout("A", 1, 0.5)
     with pytest.raises(ValueError, match=r"ranking must be a permutation of 0..1"):
         Skill1Rollout("A", 1, 1.0, retrieved=(3, 4), ranking=(0,))
+
+
+@pytest.mark.parametrize("cutoff", [None, 1])
+def test_random_order_baseline_gives_a_random_ranking_zero_expected_advantage(cutoff: int | None) -> None:
+    # Young skills all near U = 0.5 with K = 3: without a baseline every ordering scores ~0.9-1 (a near-constant
+    # positive reward); minus the random-order baseline a uniformly random ranking gets 0 in expectation.
+    library = SkillLibrary(capacity=4)
+    for i, utility in enumerate((0.55, 0.5, 0.45)):
+        library.seed(f"d{i}", f"s{i}", utility=utility, uses=1)
+    orders = list(itertools.permutations(range(3)))
+    plain = [rollout_rewards(Skill1Rollout("r", 1, 1.0, (0, 1, 2), order), library, cutoff) for order in orders]
+    based = [rollout_rewards(Skill1Rollout("r", 1, 1.0, (0, 1, 2), order), library, cutoff, "random_order")
+             for order in orders]
+    assert min(r.r_rerank for r in plain) > 0.8 and all(r.rerank_advantage == r.r_rerank for r in plain)
+    assert math.fsum(r.rerank_advantage for r in based) / len(orders) == pytest.approx(0.0, abs=1e-12)
+    assert [r.r_rerank for r in based] == [r.r_rerank for r in plain]  # NDCG itself is unchanged
+    best = based[orders.index((0, 1, 2))]
+    assert best.rerank_advantage > 0 and based[orders.index((2, 1, 0))].rerank_advantage < 0
+    assert random_order_ndcg([0.8, 0.4], cutoff=1) == pytest.approx(0.75)  # (0.8 + 0.4) / 2 / 0.8
+    assert random_order_ndcg([0.0, 0.0]) == 1.0  # every ordering is ideal: the advantage is 0

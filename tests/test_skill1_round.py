@@ -14,7 +14,7 @@ from intraskill.jsonl import read_jsonl
 from intraskill.params import Params, load_params, params_from_dict
 from intraskill.paths import project_root, store_dir
 from intraskill.pipeline.round import STEP_DONE, RoundPlanMismatchError, run_round
-from intraskill.pipeline.skill1 import EPISODES_FILE, LIBRARY_DIR
+from intraskill.pipeline.skill1 import EPISODES_FILE, LIBRARY_DIR, MAX_WAVES
 
 ROUND = {"method": "skill1", "skillbank": None, "n_samples_per_prompt": 2, "rollout_batch_size": 2,
          "over_sampling_batch_size": 2, "rollout_steps": 2, "val_tasks": 0}
@@ -139,3 +139,23 @@ def test_co_evolution_refuses_a_skill1_round(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="round.method: co-evolution trains with the curriculum"):
         co_evolve(skill1_params(tmp_path), 1, out_dir=tmp_path / "co", progress=False)
+
+
+def test_paper_settings_round_oversamples_and_weighs_terms(tmp_path: Path, small_store_root: Path) -> None:
+    # Every issue-36 option at once: oversampled waves with the zero-variance filter, J_util on r_strict, the
+    # per-term objective, the random-order rerank baseline, NDCG@1, the trajectory distillation prompt and a KL
+    # term to a frozen copy of the starting weights.
+    base = skill1_params(tmp_path, oversample=True, util_reward="strict", objective="term_means",
+                         rerank_baseline="random_order", ndcg_cutoff=1, distill_context="trajectory")
+    data = base.model_dump(mode="json")
+    data["round"].update(rollout_batch_size=1, over_sampling_batch_size=1, rollout_steps=1)
+    data["grpo"]["kl_coef"] = 0.01
+    params = params_from_dict(data, source="test")
+    result = run_round(params, 0, out_dir=tmp_path / "round", store_root=small_store_root, progress=False)
+    rollout = json.loads((tmp_path / "round" / "steps" / "step-0001" / "rollout.json").read_text(encoding="utf-8"))
+    # the untrained organism never buys: no group varies, so every wave runs (MAX_WAVES × 1 group × 2
+    # rollouts, all updating the library) and the step trains on one topped-up group, as the GRPO step would
+    assert rollout["episodes"] == 2 * MAX_WAVES and len(rollout["admitted_groups"]) == 1
+    assert len(set(episode_ids(tmp_path / "round"))) == 2 * MAX_WAVES
+    row = result.metrics[0]
+    assert row["train/kl_loss"] is not None and row["train/kl_loss"] >= 0.0

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from intraskill.agent.env import Environment
 from intraskill.agent.runtime import EpisodeJob, EpisodeResult, RuntimeConfig, generate_isolated, run_episodes
@@ -54,6 +54,9 @@ from intraskill.skills.bank import Skill
 from intraskill.skills.library import LibrarySkill, SkillLibrary
 from intraskill.skills.retrieval import Candidate, Encoder, RetrievalConfig, retrieve
 
+_SKILL1 = Skill1Params()
+"""The reply settings' defaults, written once in :mod:`intraskill.params`."""
+
 SKILL1_SKILL_PREFIX = "skill1-"
 """``skill_id`` prefix of a library skill injected into an episode."""
 SKILL1_EPISODE_SCHEMA = "intraskill-skill1-episode-v1"
@@ -64,18 +67,23 @@ SKILL1_EPISODE_SCHEMA = "intraskill-skill1-episode-v1"
 class Skill1ReplyConfig:
     """Completion budgets of the three extra replies (sampling follows the episode's :class:`RuntimeConfig`)."""
 
-    query_max_tokens: int = 64
-    rank_max_tokens: int = 32
-    distill_max_tokens: int = 256
+    query_max_tokens: int = _SKILL1.query_max_tokens
+    rank_max_tokens: int = _SKILL1.rank_max_tokens
+    distill_max_tokens: int = _SKILL1.distill_max_tokens
+    distill_context: Literal["actions", "trajectory"] = _SKILL1.distill_context
+    distill_context_chars: int = _SKILL1.distill_context_chars
 
     def __post_init__(self) -> None:
-        for name in ("query_max_tokens", "rank_max_tokens", "distill_max_tokens"):
+        for name in ("query_max_tokens", "rank_max_tokens", "distill_max_tokens", "distill_context_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if self.distill_context not in ("actions", "trajectory"):
+            raise ValueError(f"distill_context: must be 'actions' or 'trajectory', got {self.distill_context!r}")
 
     @classmethod
     def from_params(cls, params: Skill1Params) -> Skill1ReplyConfig:
-        return cls(params.query_max_tokens, params.rank_max_tokens, params.distill_max_tokens)
+        return cls(params.query_max_tokens, params.rank_max_tokens, params.distill_max_tokens,
+                   params.distill_context, params.distill_context_chars)
 
     def max_tokens(self, kind: ReplyKind) -> int:
         return getattr(self, f"{kind}_max_tokens")
@@ -322,7 +330,7 @@ def run_skill1_episodes(
     reflected = [i for i, result in enumerate(results) if result.scored and distill]
     distill_out = _reply_batch(
         policy, "distill", [jobs[i] for i in reflected],
-        [distill_messages(tasks[i].instruction, tasks[i].persona, _summary(results[i], language), language)
+        [distill_messages(tasks[i].instruction, tasks[i].persona, _summary(results[i], language, replies), language)
          for i in reflected],
         config, replies,
     )
@@ -342,7 +350,9 @@ def run_skill1_episodes(
     return episodes
 
 
-def _summary(result: EpisodeResult, language: str) -> str:
+def _summary(result: EpisodeResult, language: str, replies: Skill1ReplyConfig) -> str:
     turns = result.trace.turns
     actions = [(turn.action, turn.action_valid, turn.protocol_error) for turn in turns]
-    return episode_summary(actions, result.termination_reason, result.reward.r_success == 1.0, language)
+    observations = [turn.observation for turn in turns] if replies.distill_context == "trajectory" else None
+    return episode_summary(actions, result.termination_reason, result.reward.r_success == 1.0, language,
+                           observations, replies.distill_context_chars)

@@ -199,9 +199,15 @@ def parse_strategy(strat: str) -> tuple[str, str] | None:
 
 
 def episode_summary(actions: Sequence[tuple[str | None, bool | None, str | None]], termination_reason: str | None,
-                    success: bool, language: str = "en") -> str:
+                    success: bool, language: str = "en", observations: Sequence[str | None] | None = None,
+                    budget_chars: int | None = None) -> str:
     """The trajectory as the distillation prompt shows it: one line per model turn (its action, marked when
-    invalid, or its protocol error), how it ended and the outcome."""
+    invalid, or its protocol error), how it ended and the outcome.
+
+    With ``observations`` (one per turn: the page the action led to) each action is followed by its page,
+    indented; with ``budget_chars`` the pages share what the action lines leave of it (each page cut to an equal
+    share, ``…`` marking a cut; a page gets nothing when no room is left).
+    """
     labels = _languages(EPISODE_LABELS, language)
     lines = [labels["actions"]]
     for number, (action, valid, error) in enumerate(actions, start=1):
@@ -214,7 +220,24 @@ def episode_summary(actions: Sequence[tuple[str | None, bool | None, str | None]
         lines.append(labels["none"])
     lines.append(f"{labels['end']}{termination_reason or '-'}")
     lines.append(f"{labels['outcome']}{labels['success'] if success else labels['failure']}")
-    return "\n".join(lines)
+    if observations is None:
+        return "\n".join(lines)
+    if len(observations) != len(actions):
+        raise ValueError(f"episode_summary: {len(observations)} observations for {len(actions)} turns")
+    pages = [" ".join((observation or "").split()) for observation in observations]
+    if budget_chars is not None:
+        room = budget_chars - sum(len(line) + 1 for line in lines) - 4 * len(observations)
+        pages = [_clip(page, max(room, 0) // max(len(pages), 1)) for page in pages]
+    turns = [line for number, page in enumerate(pages, start=1)
+             for line in (lines[number], *([f"   {page}"] if page else []))]
+    return "\n".join([lines[0], *turns, *lines[len(actions) + 1:]] if actions else lines)
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, ``…`` marking a cut (empty below 2 characters of room)."""
+    if len(text) <= limit:
+        return text
+    return text[:limit - 1] + "…" if limit >= 2 else ""
 
 
 def distill_messages(

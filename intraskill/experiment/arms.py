@@ -61,10 +61,10 @@ def cell_params(base: Params, arm: ArmParams, seed_index: int) -> Params:
 
 def start_checkpoint(params: Params, arm: ArmParams) -> str | None:
     """The checkpoint ``arm`` starts from when not the shared warm start: its own ``checkpoint``, else for a
-    Skill1 arm ``skill1.start_checkpoint`` (``None``: the shared warm start)."""
+    Skill1 arm or one with ``skill1_start`` ``skill1.start_checkpoint`` (``None``: the shared warm start)."""
     if arm.checkpoint is not None:
         return arm.checkpoint
-    return params.skill1.start_checkpoint if arm.method == "skill1" else None
+    return params.skill1.start_checkpoint if arm.starts_from_skill1 else None
 
 
 def overlay_fields(a: Params, b: Params) -> list[str]:

@@ -34,6 +34,8 @@ and a missing ``plan.json`` beside :data:`ROUND_OUTPUTS` is refused like a chang
 
 from __future__ import annotations
 
+import copy
+
 import json
 import os
 import time
@@ -211,6 +213,14 @@ class RoundResult:
         return self.checkpoint / "model"
 
 
+def reference_model(model: Any, params: Params) -> Any:
+    """The KL reference of a full fine-tune with ``grpo.kl_coef > 0``: a frozen copy of the round's starting
+    weights (taken before a resume loads the trained ones); ``None`` otherwise (no KL, or LoRA's frozen base)."""
+    if params.grpo.kl_coef == 0 or params.grpo.lora is not None:
+        return None
+    return copy.deepcopy(model)
+
+
 def _require_trainable(policy: Policy) -> None:
     if not hasattr(policy, "model") or not hasattr(policy, "tokenizer"):
         raise TypeError(
@@ -356,7 +366,8 @@ class _RoundRun:
         self.config = RolloutConfig.from_params(params.round, params.experiment.seed)
         self.env_factory = lambda: InProcessEnvironment(store.engine)
         self.trainer = GRPOTrainer(self.policy.model,
-                                   GRPOConfig.from_params(params.grpo, params.sampling, self.policy.pad_id))
+                                   GRPOConfig.from_params(params.grpo, params.sampling, self.policy.pad_id),
+                                   reference_model(self.policy.model, params))
         if resumed is not None:
             state = load_checkpoint(self.checkpoint_dir, self.trainer, resumed)
             self.trained, self.history = int(state["step"]), dict(state["history"])

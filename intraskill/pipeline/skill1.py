@@ -7,7 +7,11 @@ step names them) and runs every rollout of every group through
 :func:`skill1_update` then applies :func:`~intraskill.training.skill1_rewards.skill1_step` to the library
 (rewards with the step's starting U, EMA, admission) and turns each rollout's four reply types into
 :class:`~intraskill.training.skill1_advantages.Skill1Segment` s and trainer samples. Unscored (technically
-failed) rollouts are left out of both, as the GRPO step leaves them out of its groups.
+failed) rollouts are left out of both, as the GRPO step leaves them out of its groups. With ``skill1.oversample``
+a step plays waves of ``round.over_sampling_batch_size`` groups (at most :data:`MAX_WAVES`) until
+``round.rollout_batch_size`` groups have varying J_util rewards, as the GRPO step's dynamic-sampling filter
+does; every played rollout updates the library, only the admitted groups train (topped up in plan order with
+the other scored groups when too few vary, so a step always trains the same number of episodes).
 :class:`Skill1Round` is a training round's Skill1 step (``round.method: skill1``): the library in the round
 directory, the rollouts' append-only records and the library commit after the round's checkpoint.
 """
@@ -39,6 +43,8 @@ from intraskill.training.triage import training_episode_id
 
 LIBRARY_DIR = "library"
 """The Skill1 library's directory inside the round directory."""
+MAX_WAVES = 4
+"""Waves of one oversampled Skill1 step, at most (then the step is topped up with non-varying groups)."""
 EPISODES_FILE = "skill1_episodes.jsonl"
 """A Skill1 step's rollout records (:meth:`~intraskill.agent.skill1_episode.Skill1Episode.to_dict`)."""
 
@@ -64,16 +70,17 @@ class Skill1Update:
     step: Skill1StepResult
     groups: tuple[Skill1Group, ...]
     samples: list[TrainSample]
+    admitted: tuple[int, ...]
 
 
-def skill1_jobs(task_ids: Sequence[int], n_samples: int, seed: int, round_index: int, step: int
+def skill1_jobs(task_ids: Sequence[int], n_samples: int, seed: int, round_index: int, step: int, wave: int = 0
                 ) -> dict[int, tuple[int, list[EpisodeJob]]]:
     """``group index → (task, jobs)``: one group of ``n_samples`` rollouts per task, seeds from ``seed``."""
     if n_samples < 1:
         raise ValueError(f"n_samples: must be >= 1, got {n_samples}")
     plan = {}
     for slot, task_id in enumerate(task_ids):
-        index = group_index(round_index, step, 0, slot, len(task_ids))
+        index = group_index(round_index, step, wave, slot, len(task_ids))
         jobs = []
         for sample in range(n_samples):
             episode_id = training_episode_id(index, sample)
@@ -99,14 +106,15 @@ def run_skill1_groups(
     trace_writer: Any | None = None,
     recorded: Mapping[str, Skill1Episode] | None = None,
     on_episode: Callable[[Skill1Episode], None] | None = None,
+    wave: int = 0,
 ) -> Skill1GroupRun:
-    """Every rollout of one Skill1 step in one batched run (the library is only read).
+    """Every rollout of one wave of a Skill1 step in one batched run (the library is only read).
 
     Rollouts in ``recorded`` (by episode ID, e.g. read back after a kill) are re-used; the others run in one
     batch and each is passed to ``on_episode`` in job order.
     """
     recorded = dict(recorded or {})
-    plan = skill1_jobs(task_ids, n_samples, seed, round_index, step)
+    plan = skill1_jobs(task_ids, n_samples, seed, round_index, step, wave)
     missing = [job for _, group_jobs in plan.values() for job in group_jobs if job.episode_id not in recorded]
     if missing:
         for episode in run_skill1_episodes(policy, env_factory, missing, library, encoder, runtime, retrieval,
@@ -137,19 +145,56 @@ def skill1_segments(episode: Skill1Episode) -> list[Skill1Segment]:
     return [Skill1Segment(kind, tokens) for kind, tokens in streams if tokens is not None]
 
 
-def skill1_update(run: Skill1GroupRun, library: SkillLibrary, params: Skill1Params = Skill1Params()) -> Skill1Update:
-    """Algorithm 1's updates over the step's scored rollouts, then the trainer's samples (λ from ``params``)."""
+def util_reward(episode: Skill1Episode, kind: str) -> float:
+    """The J_util reward of a scored episode: r_success (the paper's r) or r_strict (plain GRPO's)."""
+    reward = episode.result.reward
+    return reward.r_success if kind == "success" else reward.r_strict
+
+
+def varying_groups(run: Skill1GroupRun, kind: str) -> list[int]:
+    """The fully scored groups whose J_util rewards (``kind``) vary, in plan order (the zero-variance filter)."""
+    return [index for index, episodes in run.groups.items()
+            if all(e.success is not None for e in episodes)
+            and len({util_reward(e, kind) for e in episodes}) > 1]
+
+
+def admitted_groups(run: Skill1GroupRun, params: Skill1Params, size: int) -> tuple[int, ...]:
+    """The groups a step trains on: every group with a scored rollout; with ``oversample`` the first ``size``
+    :func:`varying_groups`, topped up in plan order with the other scored groups."""
+    scored = [index for index, episodes in run.groups.items() if any(e.success is not None for e in episodes)]
+    if not params.oversample:
+        return tuple(scored)
+    chosen = varying_groups(run, params.util_reward)[:size]
+    chosen += [index for index in scored if index not in chosen][:size - len(chosen)]
+    return tuple(sorted(chosen, key=list(run.groups).index))
+
+
+def merge_runs(runs: Sequence[Skill1GroupRun]) -> Skill1GroupRun:
+    """The waves of one step as one run (groups in plan order)."""
+    first = runs[0]
+    return Skill1GroupRun(first.round_index, first.step, {k: v for r in runs for k, v in r.task_ids.items()},
+                          {k: v for r in runs for k, v in r.groups.items()})
+
+
+def skill1_update(run: Skill1GroupRun, library: SkillLibrary, params: Skill1Params = Skill1Params(),
+                  admitted: Sequence[int] | None = None, episodes_per_update: int | None = None) -> Skill1Update:
+    """Algorithm 1's updates over every scored rollout of the step, then the trainer's samples of the
+    ``admitted`` groups (``None``: every group; :func:`admitted_groups`) with ``params``' objective."""
     rollouts = [rollout for episode in run.episodes if (rollout := skill1_rollout(episode)) is not None]
-    result = skill1_step(library, rollouts, run.round_index, run.step, params.ndcg_cutoff)
+    result = skill1_step(library, rollouts, run.round_index, run.step, params.ndcg_cutoff, params.rerank_baseline)
     rewards = {reward.rollout_id: reward for reward in result.rewards}
     groups = tuple(
         Skill1Group(index, tuple(rewards[e.job.episode_id] for e in episodes if e.job.episode_id in rewards))
         for index, episodes in run.groups.items()
     )
+    admitted = tuple(group.group_index for group in groups if group.rewards) if admitted is None else tuple(admitted)
     segments = {episode.job.episode_id: skill1_segments(episode) for episode in run.episodes}
-    samples = skill1_train_samples([group for group in groups if group.rewards], segments, params.lambda_rerank,
-                                   params.lambda_distill)
-    return Skill1Update(result, groups, samples)
+    utils = {e.job.episode_id: util_reward(e, params.util_reward) for e in run.episodes if e.success is not None}
+    samples = skill1_train_samples([group for group in groups if group.rewards and group.group_index in admitted],
+                                   segments, params.lambda_rerank, params.lambda_distill,
+                                   objective=params.objective, episodes_per_update=episodes_per_update,
+                                   util_rewards=utils)
+    return Skill1Update(result, groups, samples, admitted)
 
 
 class Skill1Round:
@@ -196,7 +241,9 @@ class Skill1Round:
         return self.files.step_dir(step) / EPISODES_FILE
 
     def _groups(self, step: int) -> tuple[Skill1GroupRun, int]:
-        """The step's rollouts (recorded ones re-used, missing ones run and appended) and how many ran."""
+        """The step's rollouts (recorded ones re-used, missing ones run and appended) and how many ran: one
+        wave of ``round.rollout_batch_size`` groups, or with ``skill1.oversample`` waves of
+        ``round.over_sampling_batch_size`` until enough groups vary (module docstring)."""
         path = self.episodes_path(step)
         recorded: dict[str, Skill1Episode] = {}
         for record in iter_jsonl(path):
@@ -204,10 +251,10 @@ class Skill1Round:
             if episode.job.episode_id in recorded:
                 raise RuntimeError(f"{path}: episode {episode.job.episode_id} is recorded twice")
             recorded[episode.job.episode_id] = episode
-        r = self.params.round
-        tasks = wave_tasks(self.task_ids, self.params.experiment.seed, self.round_index, step, 0,
-                           r.rollout_batch_size)
+        r, s = self.params.round, self.params.skill1
+        size = r.over_sampling_batch_size if s.oversample else r.rollout_batch_size
         ran = 0
+        runs: list[Skill1GroupRun] = []
         with JsonlWriter(path) as writer:
             def persist(episode: Skill1Episode) -> None:
                 nonlocal ran
@@ -215,17 +262,27 @@ class Skill1Round:
                 ran += 1
                 self.emit("episode", {"episode_id": episode.job.episode_id})
 
-            run = run_skill1_groups(self.policy, self.env_factory, self.library, self.encoder, tasks,
-                                    r.n_samples_per_prompt, self.runtime, seed=self.params.experiment.seed,
-                                    round_index=self.round_index, step=step, retrieval=self.retrieval,
-                                    replies=self.replies, recorded=recorded, on_episode=persist)
-        return run, ran
+            for wave in range(MAX_WAVES if s.oversample else 1):
+                tasks = wave_tasks(self.task_ids, self.params.experiment.seed, self.round_index, step, wave, size)
+                runs.append(run_skill1_groups(
+                    self.policy, self.env_factory, self.library, self.encoder, tasks, r.n_samples_per_prompt,
+                    self.runtime, seed=self.params.experiment.seed, round_index=self.round_index, step=step,
+                    retrieval=self.retrieval, replies=self.replies, recorded=recorded, on_episode=persist,
+                    wave=wave))
+                if len(varying_groups(merge_runs(runs), s.util_reward)) >= r.rollout_batch_size:
+                    break
+        return merge_runs(runs), ran
+
+    def _update(self, step: int) -> tuple[Skill1GroupRun, int, Skill1Update]:
+        run, ran = self._groups(step)
+        admitted = admitted_groups(run, self.params.skill1, self.params.round.rollout_batch_size)
+        update = skill1_update(run, self.library, self.params.skill1, admitted, self.params.grpo.global_batch_size)
+        return run, ran, update
 
     def rollout(self, step: int) -> tuple[dict[str, Any], list[TrainSample]]:
         """Run (or re-use) the step's rollouts and apply the library updates; the ``rollout.json`` record and
         the trainer's samples."""
-        run, ran = self._groups(step)
-        update = skill1_update(run, self.library, self.params.skill1)
+        run, ran, update = self._update(step)
         self._updated = step
         if not update.samples:
             raise RuntimeError(f"step {step}: no scored Skill1 rollout to train on (check the store and the policy)")
@@ -233,7 +290,7 @@ class Skill1Round:
             "round": self.round_index,
             "step": step,
             "method": "skill1",
-            "admitted_groups": [group.group_index for group in update.groups if group.rewards],
+            "admitted_groups": list(update.admitted),
             "episodes": len(run.episodes),
             "generated_episodes": ran,
             "admitted_skills": [admission.skill.skill_id for admission in update.step.admissions],
@@ -246,7 +303,7 @@ class Skill1Round:
         if self.store.step is not None and self.store.step >= step:
             return
         if self._updated != step:
-            skill1_update(self._groups(step)[0], self.library, self.params.skill1)
+            self._update(step)
         self.store.commit(step)
         self._updated = None
 

@@ -43,6 +43,11 @@ class TrainSample:
         GRPO group (prompt) index.
     rollout_id
         Episode identity shared by all segments of one rollout.
+    weight
+        ``None``: the sample's tokens enter the update's token mean (the trainer's default). A number: each of
+        its loss-mask tokens weighs this much in a weighted sum, so an objective of several terms, each a mean
+        over samples, is exact (:mod:`intraskill.training.skill1_advantages`); an update takes weights on all
+        of its samples or on none.
     """
 
     input_ids: tuple[int, ...]
@@ -51,6 +56,7 @@ class TrainSample:
     advantage: float
     group_index: int
     rollout_id: str
+    weight: float | None = None
 
     def __post_init__(self) -> None:
         n = len(self.input_ids)
@@ -71,6 +77,8 @@ class TrainSample:
             raise ValueError(
                 f"TrainSample {self.rollout_id!r}: advantage must be finite, got {self.advantage}"
             )
+        if self.weight is not None and not (math.isfinite(self.weight) and self.weight >= 0):
+            raise ValueError(f"TrainSample {self.rollout_id!r}: weight must be finite and >= 0, got {self.weight}")
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -82,7 +90,8 @@ class TrainSample:
 
     @classmethod
     def from_session_tokens(
-        cls, tokens: SessionTokens, advantage: float, group_index: int, rollout_id: str
+        cls, tokens: SessionTokens, advantage: float, group_index: int, rollout_id: str,
+        weight: float | None = None,
     ) -> TrainSample:
         """Wrap a policy's recorded :class:`SessionTokens` (no re-tokenisation)."""
         return cls(
@@ -92,6 +101,7 @@ class TrainSample:
             float(advantage),
             group_index,
             rollout_id,
+            None if weight is None else float(weight),
         )
 
 
@@ -245,15 +255,25 @@ def padding_waste(lengths: Sequence[int], batches: Sequence[Sequence[int]]) -> t
     return real, padded, (1.0 - real / padded) if padded else 0.0
 
 
+def sample_weighting(samples: Sequence[TrainSample]) -> bool:
+    """Whether ``samples`` (one update) carry :attr:`TrainSample.weight` s; a mix of both is an error."""
+    weighted = {s.weight is not None for s in samples}
+    if len(weighted) > 1:
+        raise ValueError("an update mixes weighted and unweighted TrainSamples; weight all of them or none")
+    return weighted == {True}
+
+
 @dataclass
 class MicroBatch:
     """Right-padded tensors of one micro-batch, all ``(B, T)``; padding has loss mask 0 and follows every real token,
-    so causal attention alone keeps it out of them."""
+    so causal attention alone keeps it out of them. ``loss_weights`` holds each token's :attr:`TrainSample.weight`
+    (``None`` for unweighted samples)."""
 
     input_ids: torch.Tensor
     loss_mask: torch.Tensor
     old_logprobs: torch.Tensor
     advantages: torch.Tensor
+    loss_weights: torch.Tensor | None = None
 
     @property
     def model_tokens(self) -> int:
@@ -279,4 +299,7 @@ def collate(
         old[row, :n] = torch.tensor(sample.old_logprobs, dtype=torch.float32)
     advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32).unsqueeze(-1) * loss_mask
     tensors = (input_ids, loss_mask, old, advantages)
-    return MicroBatch(*(tensor.to(device) for tensor in tensors))
+    weights = None
+    if sample_weighting(samples):
+        weights = (torch.tensor([s.weight for s in samples], dtype=torch.float32).unsqueeze(-1) * loss_mask).to(device)
+    return MicroBatch(*(tensor.to(device) for tensor in tensors), loss_weights=weights)

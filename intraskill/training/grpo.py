@@ -29,6 +29,7 @@ from intraskill.training.batching import (
     collate,
     pack_micro_batches,
     padding_waste,
+    sample_weighting,
     split_updates,
 )
 from intraskill.training.loss import (
@@ -348,9 +349,11 @@ class GRPOTrainer:
         """Forward and backward every micro-batch of one update, accumulating ``.grad`` (no optimizer step).
 
         Each micro-batch's loss is divided by the update's total loss-mask token count, so the
-        accumulated gradient is that of one token mean over the update.
+        accumulated gradient is that of one token mean over the update; weighted samples
+        (:attr:`~intraskill.training.batching.TrainSample.weight`) enter the policy loss as a weighted sum instead.
         """
         model_tokens = sum(s.model_tokens for s in samples)
+        sample_weighting(samples)
         if model_tokens == 0:
             raise ValueError("the update holds no loss-mask tokens; every TrainSample has loss_mask all 0")
         config = self.config
@@ -366,7 +369,7 @@ class GRPOTrainer:
                 logp, logits, scored = self._logprobs(self.model, batch)
                 pg_loss, clipfrac, approx_kl = clipped_surrogate(
                     logp, batch.old_logprobs, batch.advantages, batch.loss_mask, config.eps_low, config.eps_high,
-                    denominator=model_tokens,
+                    denominator=model_tokens, weights=batch.loss_weights,
                 )
                 loss = pg_loss
                 if self.uses_reference:

@@ -163,6 +163,7 @@ def clipped_surrogate(
     eps_low: float = 0.2,
     eps_high: float = 0.28,
     denominator: float | None = None,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """PPO/GRPO clipped surrogate with an asymmetric clip range (DAPO "clip-higher").
 
@@ -184,6 +185,9 @@ def clipped_surrogate(
         Clip range ``[1 - eps_low, 1 + eps_high]`` (release: 0.2 and 0.28).
     denominator
         See the module docstring; default the mask token count.
+    weights
+        ``(B, T)`` per-token loss weights: the loss is then ``sum(weights * loss_t)`` over mask tokens (no
+        denominator), an objective whose terms are means over samples; the diagnostics stay token means.
 
     Returns
     -------
@@ -216,7 +220,11 @@ def clipped_surrogate(
     advantages = advantages.detach().to(ratio.dtype)
     unclipped = -ratio * advantages
     clipped = -ratio.clamp(1.0 - eps_low, 1.0 + eps_high) * advantages
-    loss = masked_sum_mean(torch.maximum(unclipped, clipped), mask, denominator)
+    per_token = torch.maximum(unclipped, clipped)
+    if weights is None:
+        loss = masked_sum_mean(per_token, mask, denominator)
+    else:
+        loss = masked_sum_mean(per_token * weights.detach().to(per_token.dtype), mask, 1.0)
     with torch.no_grad():
         clipfrac = masked_sum_mean((clipped > unclipped).to(ratio.dtype), mask, denominator)
         approx_kl = masked_sum_mean(-log_ratio, mask, denominator)

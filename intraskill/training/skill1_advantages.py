@@ -8,11 +8,19 @@ token segment (method §10.3) and gets the advantage of its term:
 - ``rerank`` segments: λ1·R_rerank, REINFORCE with no group baseline (candidate sets differ per rollout);
 - ``distill`` segments: λ2 times the GRPO advantage of R_distill, normalised over the group separately.
 
-Because the clipped surrogate is linear in the advantage, scaling a segment's advantage by λ scales its term
-of the objective by λ; segments become ordinary :class:`~intraskill.training.batching.TrainSample` s, so the
-trainer is unchanged and plain GRPO (only ``act`` segments) gets exactly
-:func:`~intraskill.training.advantages.group_advantages`. Like every term of the trainer, each is a token mean
-over the update, so a segment weighs in proportion to its tokens (the paper averages J_rerank per sample).
+R_rerank enters minus its baseline (``Skill1RolloutRewards.rerank_advantage``). Two aggregations
+(``skill1.objective``):
+
+- ``term_means`` (the paper's objective): each term is a mean over the update's E rollouts of the per-token mean
+  of the rollout's segments of that term, J = J_util + λ1·J_rerank + λ2·J_distill. Every segment carries the
+  weight c/(E·L) per token (c = 1, λ1 or λ2; L = the rollout's tokens in that term; query and act tokens form
+  J_util's sample), so the trainer's weighted sum is J exactly, whatever the segments' lengths; a rollout with
+  no candidates adds 0 to J_rerank (the mean is over all N·G rollouts, §A.3).
+- ``token_mean``: the clipped surrogate is linear in the advantage, so the segment's advantage is scaled by λ
+  and every token of the update weighs the same (the trainer's token mean): a segment weighs in proportion to
+  its tokens, and the effective λ are not 0.3.
+
+Plain GRPO (only ``act`` segments) gets exactly :func:`~intraskill.training.advantages.group_advantages`.
 """
 
 from __future__ import annotations
@@ -44,6 +52,14 @@ class Skill1Advantages:
     rerank: float | None
     distill: float
 
+    @classmethod
+    def of(cls, util: float, rerank: float | None, distill: float, lambda_rerank: float, lambda_distill: float,
+           scale: bool) -> Skill1Advantages:
+        """The advantages, times λ where ``scale`` (the ``token_mean`` objective)."""
+        if not scale:
+            return cls(util, rerank, distill)
+        return cls(util, None if rerank is None else lambda_rerank * rerank, lambda_distill * distill)
+
     def for_kind(self, kind: SegmentKind, rollout_id: str) -> float:
         if kind in ("query", "act"):
             return self.util
@@ -72,14 +88,22 @@ class Skill1Group:
     rewards: tuple[Skill1RolloutRewards, ...]
 
 
+Objective = Literal["token_mean", "term_means"]
+_TERMS: dict[SegmentKind, str] = {"query": "util", "act": "util", "rerank": "rerank", "distill": "distill"}
+"""Which objective term each segment kind belongs to (the query is part of the rollout prefix, J_util)."""
+
+
 def skill1_group_advantages(
     rewards: Sequence[Skill1RolloutRewards],
     lambda_rerank: float = DEFAULT_LAMBDA_RERANK,
     lambda_distill: float = DEFAULT_LAMBDA_DISTILL,
     normalize_std: bool = True,
     eps: float = GRPO_STD_EPS,
+    scale: bool = True,
+    util_rewards: Mapping[str, float] | None = None,
 ) -> dict[str, Skill1Advantages]:
-    """``{rollout_id: Skill1Advantages}`` of one group: two separate GRPO normalisations, raw R_rerank."""
+    """``{rollout_id: Skill1Advantages}`` of one group: two separate GRPO normalisations, R_rerank minus its
+    baseline; λ applied where ``scale``. ``util_rewards`` replaces R_util = r (e.g. by r_strict)."""
     if lambda_rerank < 0 or lambda_distill < 0:
         raise ValueError(
             f"lambda_rerank and lambda_distill must be >= 0, got {lambda_rerank}, {lambda_distill}"
@@ -87,18 +111,30 @@ def skill1_group_advantages(
     ids = [r.rollout_id for r in rewards]
     if len(set(ids)) != len(ids):
         raise ValueError(f"rollout ids repeat within a group: {ids}")
-    util = group_advantages({r.rollout_id: r.r_util for r in rewards}, normalize_std=normalize_std, eps=eps)
+    r_util = {r.rollout_id: r.r_util if util_rewards is None else util_rewards[r.rollout_id] for r in rewards}
+    util = group_advantages(r_util, normalize_std=normalize_std, eps=eps)
     distill = group_advantages(
         {r.rollout_id: r.r_distill for r in rewards}, normalize_std=normalize_std, eps=eps
     )
     return {
-        r.rollout_id: Skill1Advantages(
-            util[r.rollout_id],
-            None if r.r_rerank is None else lambda_rerank * r.r_rerank,
-            lambda_distill * distill[r.rollout_id],
-        )
+        r.rollout_id: Skill1Advantages.of(util[r.rollout_id], r.rerank_advantage, distill[r.rollout_id],
+                                          lambda_rerank, lambda_distill, scale)
         for r in rewards
     }
+
+
+def term_weights(segments: Sequence[Skill1Segment], episodes_per_update: int, lambda_rerank: float,
+                 lambda_distill: float) -> list[float]:
+    """Per-token weights of one rollout's segments under the ``term_means`` objective (module docstring)."""
+    if episodes_per_update < 1:
+        raise ValueError(f"episodes_per_update must be >= 1, got {episodes_per_update}")
+    coefficient = {"util": 1.0, "rerank": lambda_rerank, "distill": lambda_distill}
+    tokens: dict[str, int] = {}
+    for segment in segments:
+        term = _TERMS[segment.kind]
+        tokens[term] = tokens.get(term, 0) + sum(segment.tokens.loss_mask)
+    return [coefficient[_TERMS[segment.kind]] / (episodes_per_update * max(tokens[_TERMS[segment.kind]], 1))
+            for segment in segments]
 
 
 def skill1_train_samples(
@@ -108,25 +144,41 @@ def skill1_train_samples(
     lambda_distill: float = DEFAULT_LAMBDA_DISTILL,
     normalize_std: bool = True,
     eps: float = GRPO_STD_EPS,
+    objective: Objective = "token_mean",
+    episodes_per_update: int | None = None,
+    util_rewards: Mapping[str, float] | None = None,
 ) -> list[TrainSample]:
-    """Trainer samples of Skill1 groups: each segment carries the advantage of its kind (module docstring)."""
+    """Trainer samples of Skill1 groups: each segment carries the advantage of its kind (module docstring).
+
+    ``term_means`` weighs each segment for the trainer's weighted sum; ``episodes_per_update`` is E, the
+    episodes of one optimizer update (``grpo.global_batch_size``; ``None``: every episode of ``groups``).
+    """
+    if objective not in ("token_mean", "term_means"):
+        raise ValueError(f"objective must be 'token_mean' or 'term_means', got {objective!r}")
+    if episodes_per_update is None:
+        episodes_per_update = sum(len(group.rewards) for group in groups)
     samples: list[TrainSample] = []
     for group in groups:
-        advantages = skill1_group_advantages(group.rewards, lambda_rerank, lambda_distill, normalize_std, eps)
+        advantages = skill1_group_advantages(group.rewards, lambda_rerank, lambda_distill, normalize_std, eps,
+                                             scale=objective == "token_mean", util_rewards=util_rewards)
         for rollout_id, advantage in advantages.items():
             segments = segments_by_rollout.get(rollout_id)
             if not segments:
                 raise ValueError(
                     f"rollout {rollout_id!r} has no recorded segments; train with an in-process policy"
                 )
+            weights: Sequence[float | None] = (
+                term_weights(segments, episodes_per_update, lambda_rerank, lambda_distill)
+                if objective == "term_means" else [None] * len(segments))
             samples.extend(
                 TrainSample.from_session_tokens(
                     segment.tokens,
                     advantage.for_kind(segment.kind, rollout_id),
                     group.group_index,
                     rollout_id,
+                    weight,
                 )
-                for segment in segments
+                for segment, weight in zip(segments, weights)
             )
     return samples
 

@@ -17,6 +17,13 @@ every quantity, so the order is visible in its result.
 DCG(σ) = Σ_i U(σ(i)) / log2(i + 1) over positions i = 1…k, NDCG = DCG(σ) / DCG(argsort(−U)). Graded gains
 need no tie-breaking (candidates with equal U are interchangeable) and give partial credit in proportion to
 how much utility the ranking puts first. When every U is 0 every ordering is ideal and NDCG is 1.
+
+**Rerank baseline.** The paper trains J_rerank by REINFORCE on the raw NDCG with no baseline (§A.3). With graded
+gains near one another (U ≈ 0.5 for every young skill) nearly every ordering scores close to 1, so the raw reward
+is a near-constant positive push on whatever the policy ranked. ``rerank_baseline="random_order"`` subtracts the
+NDCG a uniformly random ordering of the *same* candidates scores in expectation, E[NDCG] = mean(U)·Σ_{i≤k}
+1/log2(i + 1) / IDCG (every position holds each candidate with probability 1/K): a per-rollout baseline that
+compares no two rollouts (their candidate sets differ), under which a random ranking has zero expected advantage.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from intraskill.skills.library import Admission, LibrarySkill, SkillLibrary, SkillProvenance
 
@@ -84,6 +92,12 @@ class Skill1RolloutRewards:
     u_hat: float
     r_distill: float
     r_rerank: float | None
+    rerank_baseline: float = 0.0
+
+    @property
+    def rerank_advantage(self) -> float | None:
+        """R_rerank minus its baseline: the REINFORCE weight of the rank reply (``None`` without candidates)."""
+        return None if self.r_rerank is None else self.r_rerank - self.rerank_baseline
 
 
 @dataclass(frozen=True)
@@ -117,10 +131,30 @@ def ndcg(ranking: Sequence[int], gains: Sequence[float], cutoff: int | None = No
     return 1.0 if ideal == 0 else dcg([gains[i] for i in ranking]) / ideal
 
 
+def random_order_ndcg(gains: Sequence[float], cutoff: int | None = None) -> float:
+    """The expected :func:`ndcg` of a uniformly random ranking of ``gains`` (the ``random_order`` baseline).
+
+    >>> round(random_order_ndcg([1.0, 0.0], cutoff=1), 6)  # U(z)/max U is 1 or 0 with probability 1/2
+    0.5
+    """
+    if not gains:
+        raise ValueError("random_order_ndcg needs at least one gain")
+    k = len(gains) if cutoff is None else min(cutoff, len(gains))
+    ideal = math.fsum(g / math.log2(i + 2) for i, g in enumerate(sorted(gains, reverse=True)[:k]))
+    if ideal == 0:
+        return 1.0
+    mean_gain = math.fsum(gains) / len(gains)
+    return mean_gain * math.fsum(1 / math.log2(i + 2) for i in range(k)) / ideal
+
+
+RerankBaseline = Literal["none", "random_order"]
+
+
 def rollout_rewards(
-    rollout: Skill1Rollout, library: SkillLibrary, ndcg_cutoff: int | None = None
+    rollout: Skill1Rollout, library: SkillLibrary, ndcg_cutoff: int | None = None,
+    rerank_baseline: RerankBaseline = "none",
 ) -> Skill1RolloutRewards:
-    """R_util, Û, R_distill and R_rerank of one rollout under the library's current U."""
+    """R_util, Û, R_distill, R_rerank and its baseline (module docstring) of one rollout under the current U."""
     utilities = tuple(library.get(i).utility for i in rollout.retrieved)
     u_hat = max(utilities, default=0.0)
     if not utilities:
@@ -129,6 +163,7 @@ def rollout_rewards(
         r_rerank = 0.0
     else:
         r_rerank = ndcg(rollout.ranking, utilities, ndcg_cutoff)
+    baseline = random_order_ndcg(utilities, ndcg_cutoff) if utilities and rerank_baseline == "random_order" else 0.0
     return Skill1RolloutRewards(
         rollout.rollout_id,
         rollout.selected,
@@ -137,6 +172,7 @@ def rollout_rewards(
         u_hat,
         rollout.reward - u_hat,
         r_rerank,
+        baseline,
     )
 
 
@@ -146,13 +182,14 @@ def skill1_step(
     round_index: int,
     step: int,
     ndcg_cutoff: int | None = None,
+    rerank_baseline: RerankBaseline = "none",
 ) -> Skill1StepResult:
     """Rewards for every rollout, then the EMA over every retrieved skill, then admission (Algorithm 1, 9–13).
 
     ``ndcg_cutoff=1`` scores only the top choice (the scripts' ``rerank_train_top1``, method §10.4
     [inferred]). The caller commits the library's store after this call and takes the θ update afterwards.
     """
-    rewards = tuple(rollout_rewards(r, library, ndcg_cutoff) for r in rollouts)
+    rewards = tuple(rollout_rewards(r, library, ndcg_cutoff, rerank_baseline) for r in rollouts)
     updated = tuple(library.update(skill_id, r.reward) for r in rollouts for skill_id in r.retrieved)
     admissions = []
     for rollout in rollouts:
