@@ -641,17 +641,19 @@ DEFAULT_ARMS = ("coevolve", "grpo", "fixed", "nomask", "uniform")
 
 REFERENCE_ARM = "grpo"
 METHOD_ARM = "coevolve"
+EQUAL_START_PAIRS = (("skill1", "grpo_s1"),)
+"""Arms compared from the same non-shared start (``grpo_s1`` is ``grpo`` from the Skill1 warm start)."""
 Condition = Literal["deployed", "bare"]
 Metric = Literal["success", "reward"]
 
 
 def comparison_pairs(arms: Sequence[str]) -> list[tuple[str, str]]:
-    """The comparisons a matrix of ``arms`` makes: every arm against ``grpo``, and ``coevolve`` against every
-    other arm."""
+    """The comparisons a matrix of ``arms`` makes: every arm against ``grpo``, ``coevolve`` against every other
+    arm, and the equal-start pairs (:data:`EQUAL_START_PAIRS`: ``skill1`` against ``grpo_s1``)."""
     pairs = [(arm, REFERENCE_ARM) for arm in arms if arm != REFERENCE_ARM and REFERENCE_ARM in arms]
     if METHOD_ARM in arms:
         pairs += [(METHOD_ARM, arm) for arm in arms if arm not in (METHOD_ARM, REFERENCE_ARM)]
-    return pairs
+    return pairs + [pair for pair in EQUAL_START_PAIRS if set(pair) <= set(arms) and pair not in pairs]
 
 
 class ClaimParams(_Section):

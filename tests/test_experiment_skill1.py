@@ -260,6 +260,8 @@ def test_skill1_arm_parameters_and_the_other_arms_plans() -> None:
         params_from_dict({**base.model_dump(mode="json"), "skill1": {"rank_max_tokens": 0}})
     assert comparison_pairs(["coevolve", "grpo", "skill1"]) == [("coevolve", "grpo"), ("skill1", "grpo"),
                                                                 ("coevolve", "skill1")]
+    assert comparison_pairs(["grpo", "skill1", "grpo_s1"]) == [("skill1", "grpo"), ("grpo_s1", "grpo"),
+                                                               ("skill1", "grpo_s1")]
 
 
 def test_existing_plans_keep_their_fingerprints() -> None:

@@ -24,7 +24,8 @@ SEEDS = [{"desc": "buying clothes in a given colour and size", "strat": "Select 
           "utility": 0.2},
          {"desc": "buying shoes", "strat": "Check the size first."}]
 SKILL1_KEYS = ["skill1/library_size", "skill1/admissions", "skill1/evictions", "skill1/selection_precision",
-               "skill1/ndcg_mean", "skill1/u_hat_mean", "skill1/r_distill_mean", "skill1/success_with_skill",
+               "skill1/ndcg_mean", "skill1/rerank_advantage_mean", "skill1/u_hat_mean", "skill1/r_distill_mean",
+               "skill1/success_with_skill",
                "skill1/success_without_skill", "skill1/protocol_error_rate/query", "skill1/protocol_error_rate/rank",
                "skill1/protocol_error_rate/act", "skill1/protocol_error_rate/distill",
                "rollout/shopsim/success_rate", "train/loss", "time/rollout_s"]

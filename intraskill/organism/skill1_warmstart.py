@@ -74,6 +74,14 @@ REPLY_SESSIONS = {"query": "/query", "rank": "/rank", "act": "", "distill": "/di
 """Reply type → the policy session suffix :func:`run_skill1_episodes` gives it."""
 EVAL_ONLY = ("eval_tasks", "eval_batch_size", "out_dir")
 """Skill1 warm-start settings that do not change the trained model."""
+ROUND_ONLY = ("lambda_rerank", "lambda_distill", "ndcg_cutoff", "rerank_baseline", "objective", "util_reward",
+              "oversample", "seed_library", "start_checkpoint")
+"""``skill1:`` settings the warm start never reads (the RL objective, a round's library and an arm's start)."""
+
+
+def warmstart_skill1_settings(params: Skill1Params) -> dict[str, Any]:
+    """The ``skill1:`` settings a Skill1 warm start is made with (its plan less :data:`ROUND_ONLY`)."""
+    return {key: value for key, value in section_plan(params).items() if key not in ROUND_ONLY}
 _PROCEDURE = re.compile(r"^\s*1\.\s+(.+)$", re.MULTILINE)
 _APPLIES = re.compile(r"^- Applies when:\s*(.+)$", re.MULTILINE)
 
@@ -168,7 +176,7 @@ def bc_identity(params: Params) -> dict[str, Any]:
             "warmstart": params.warmstart.model_dump(mode="json", exclude={"out_dir", "eval_episodes",
                                                                             "ground_truth_episodes",
                                                                             "eval_batch_size"}),
-            "skill1": section_plan(params.skill1),
+            "skill1": warmstart_skill1_settings(params.skill1),
             "skill1_warmstart": sw.model_dump(mode="json", exclude=set(EVAL_ONLY))}
 
 

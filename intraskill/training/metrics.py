@@ -133,7 +133,7 @@ def skill1_step_metrics(episodes: Sequence[Skill1Episode], step: Skill1StepResul
 
     Rewards (Û, R_distill, NDCG, selection) cover the scored rollouts and use the U of the start of the step;
     ``selection_precision`` is the share of rollouts with candidates whose chosen skill has the highest U among
-    them; ``success_with_skill`` / ``success_without_skill`` split the scored rollouts by whether a skill was
+    them; ``rerank_advantage_mean`` is R_rerank minus its baseline (``skill1.rerank_baseline``), over them; ``success_with_skill`` / ``success_without_skill`` split the scored rollouts by whether a skill was
     selected; ``protocol_error_rate/<kind>`` is per reply of that kind (``act``: per model turn).
     """
     rewards = {reward.rollout_id: reward for reward in step.rewards}
@@ -153,6 +153,7 @@ def skill1_step_metrics(episodes: Sequence[Skill1Episode], step: Skill1StepResul
         "retrieved_rate": _rate(len(ranked), len(scored)),
         "selection_precision": _rate(precise, len(ranked)),
         "ndcg_mean": _rate(math.fsum(r.r_rerank for _, r in ranked), len(ranked)),
+        "rerank_advantage_mean": _rate(math.fsum(r.rerank_advantage for _, r in ranked), len(ranked)),
         "u_hat_mean": _rate(math.fsum(r.u_hat for r in rewards.values()), len(rewards)),
         "r_distill_mean": _rate(math.fsum(r.r_distill for r in rewards.values()), len(rewards)),
         "success_with_skill": _rate(sum(with_skill), len(with_skill)),
