@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
+from reward_helpers import strict_reward
 
 from intraskill.agent.env import InProcessEnvironment
 from intraskill.agent.runtime import RuntimeConfig
 from intraskill.agent.skill1_episode import SKILL1_SKILL_PREFIX, protocol_error_counts
 from intraskill.agent.skill1_replies import ReplyFailure
 from intraskill.params import Skill1Params, load_params
-from intraskill.pipeline.skill1 import run_skill1_groups, skill1_rollout, skill1_segments, skill1_update
+from intraskill.pipeline.skill1 import (
+    Skill1GroupRun,
+    admitted_groups,
+    run_skill1_groups,
+    skill1_rollout,
+    skill1_segments,
+    skill1_update,
+    util_reward,
+    varying_groups,
+)
 from intraskill.policy.expert_policy import ExpertPolicy
 from intraskill.skills.library import SkillLibrary
 from intraskill.skills.retrieval import RetrievalConfig, SentenceEncoder
@@ -121,3 +132,22 @@ def test_expert_writes_well_formed_replies_and_successes_are_admitted(organism_e
     assert [a.skill.provenance.task_id for a in result.admissions] == [e.job.task_id for e in winners]
     assert len(library) == 3 + len(winners)
     assert all(a.skill.desc == winners[0].distill.desc for a in result.admissions)
+    # the zero-variance filter of an oversampled step: groups whose J_util rewards vary first, then the others
+    order = list(run.groups)
+    for kind in ("success", "strict"):
+        varying = varying_groups(run, kind)
+        assert varying == [i for i in order if len({util_reward(e, kind) for e in run.groups[i]}) > 1]
+        oversampled = Skill1Params(oversample=True, util_reward=kind)
+        assert admitted_groups(run, oversampled, 2) == tuple(sorted(
+            (varying + [i for i in order if i not in varying])[:2], key=order.index))
+    assert admitted_groups(run, Skill1Params(), 2) == tuple(order)  # no oversampling: every scored group
+    # the expert wins every rollout here: losing and half-right copies of a winner make the groups vary
+    winner = winners[0]
+    loser, half = (dataclasses.replace(winner, result=dataclasses.replace(winner.result, reward=strict_reward(r)))
+                   for r in (0.0, 0.5))
+    mixed = Skill1GroupRun(0, 1, {5: 0, 6: 0, 7: 0, 8: 0}, {5: (loser, loser), 6: (loser, half),
+                                                             7: (loser, winner), 8: (winner, winner)})
+    assert varying_groups(mixed, "success") == [7] and varying_groups(mixed, "strict") == [6, 7]
+    assert admitted_groups(mixed, Skill1Params(oversample=True), 1) == (7,)
+    assert admitted_groups(mixed, Skill1Params(oversample=True), 2) == (5, 7)  # topped up, in plan order
+    assert admitted_groups(mixed, Skill1Params(oversample=True, util_reward="strict"), 2) == (6, 7)
