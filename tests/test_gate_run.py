@@ -432,3 +432,42 @@ def test_gate_b_reports_a_planted_effect_on_test_and_resumes(tmp_path: Path, sma
     with pytest.raises(ValueError, match="Gate B needs an S₀ with an enabled chunk"):
         run_gate_b(params, SkillBank("empty", ()), tmp_path / "empty", policy=planted_policy(),
                    store_root=small_store_root)
+
+
+def test_shipped_gate_validation_reads_as_the_live_one(small_store_root: Path, tmp_path: Path) -> None:
+    """A finished validation shipped as compact records (no traces, one task record per job) loads into the same
+    report as the live directory, through the same loader; a missing gate is named."""
+    from intraskill.evaluate.task_records import RECORD_KEYS, run_task_records
+    from intraskill.params import load_params
+    from intraskill.paths import resolve_project_path
+    from intraskill.pipeline.gate_validation import (
+        load_validation,
+        load_warmstart_validation,
+        ship_validation,
+        teacher_truth,
+        validate_on_teacher,
+    )
+    from intraskill.skills.bank import load_skillbank
+
+    root = Path(__file__).resolve().parents[1]
+    ci, organism = load_params(root / "params" / "ci.yaml"), load_params(root / "params" / "organism_additive.yaml")
+    params = params_from_dict({**ci.model_dump(), "warmstart": organism.warmstart.model_dump()})
+    truth = teacher_truth(params, load_skillbank(resolve_project_path(params.warmstart.skills)), tasks=8,
+                          store_root=small_store_root)
+    live = tmp_path / "live"
+    validate_on_teacher(params, live, seeds=[7], samples_per_task=1, task_limit=40, truth=truth,
+                        store_root=small_store_root, progress=False)
+    truth_dir = tmp_path / "truth"
+    truth_dir.mkdir()
+    (truth_dir / "ground_truth.json").write_text(json.dumps(truth), encoding="utf-8")
+    shipped = ship_validation(live, truth_dir, tmp_path / "shipped", seeds=[7], samples=[1])[1]
+    expected = load_warmstart_validation(live, truth_dir, seeds=[7], samples_per_task=1)
+    drop = lambda report: {k: v for k, v in report.to_dict().items() if k != "warmstart_dir"}
+    assert drop(shipped) == drop(expected) and shipped.task_limit == 40
+    assert shipped.warmstart_dir == str(tmp_path / "shipped" / "warmstart")
+    assert not list((tmp_path / "shipped").rglob("traces.jsonl"))
+    masked = run_task_records(tmp_path / "shipped" / "m1" / "seed-7")
+    assert len(masked) == shipped.per_seed[0].observations and set(masked[0]) == RECORD_KEYS
+    assert len(run_task_records(tmp_path / "shipped" / "m1" / "bare-val")) == 40
+    with pytest.raises(FileNotFoundError, match="seed-9"):
+        load_validation(tmp_path / "shipped", truth["chunks"], seeds=[7, 9], samples_per_task=1)

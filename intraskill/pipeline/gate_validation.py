@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,12 +36,13 @@ from typing import TYPE_CHECKING, Any
 from intraskill.agent.env import InProcessEnvironment
 from intraskill.agent.runtime import RuntimeConfig
 from intraskill.chat.base import Policy
-from intraskill.gate.contributions import MetricEstimate
+from intraskill.evaluate.task_records import run_task_records, write_task_records
+from intraskill.gate.contributions import MetricEstimate, load_contributions
 from intraskill.organism.demos import teacher_law
 from intraskill.organism.truth import ground_truth, run_arm
 from intraskill.params import RELEASE_SEED, Params
 from intraskill.paths import resolve_project_path
-from intraskill.pipeline.gate_run import GateConfig, as_draft, run_gate_a
+from intraskill.pipeline.gate_run import GATE_A, MANIFESTS, GateConfig, as_draft, run_gate_a
 from intraskill.pipeline.round import open_train_store
 from intraskill.policy.expert_policy import ExpertPolicy
 from intraskill.policy.reader_expert import ReaderExpertPolicy
@@ -55,6 +57,13 @@ ATTAINABLE_DRAWS = 4000
 ATTAINABLE_SEED = RELEASE_SEED
 """Draws and seed of :func:`attainable_spearman` (recorded in every comparison)."""
 Z95 = 1.959963984540054
+BARE_RUN = "bare-val"
+GATE_MANIFEST = MANIFESTS[GATE_A]
+CONTRIBUTIONS = "contributions.json"
+ASSIGNMENTS = "mask_assignments.json"
+WARMSTART_COPY = "warmstart"
+"""Names in a validation directory: ``m<m>/bare-val``, each gate's files and the warm start copied into shipped
+records."""
 
 
 def spearman(a: Sequence[float], b: Sequence[float]) -> float:
@@ -261,6 +270,17 @@ class GateValidationReport:
                               "ci_lo": row.ci95[0], "ci_hi": row.ci95[1], "covered": row.covered}
                              for s in self.per_seed for chunk, row in s.comparison.per_chunk.items()])
 
+    def seeds_frame(self) -> pd.DataFrame:
+        """One row per mask seed: ``m, mask_seed, observations, bare_success, spearman, coverage,
+        attainable_spearman``."""
+        # deferred: pandas is heavy to import
+        import pandas as pd
+
+        return pd.DataFrame([{"m": self.samples_per_task, "mask_seed": s.mask_seed, "observations": s.observations,
+                              "bare_success": s.bare_success, "spearman": s.comparison.spearman,
+                              "coverage": s.comparison.coverage,
+                              "attainable_spearman": s.comparison.attainable_spearman} for s in self.per_seed])
+
     def summary(self) -> str:
         """A readable text table: one line per mask seed, then the means against the target."""
         title = (f"Gate validation on {self.metric} (policy {self.policy or 'given'}, "
@@ -309,23 +329,62 @@ def validate_gate(
     """Gate A over ``draft`` (marked draft-only here) for each mask seed; compare each fit with ``truth``.
 
     Every seed's gate shares one bare val run (``<out_dir>/m<m>/bare-val``); gates go to
-    ``<out_dir>/m<m>/seed-<seed>`` and resume or skip like any gate.
+    ``<out_dir>/m<m>/seed-<seed>`` and resume or skip like any gate. The report is
+    :func:`load_validation` of the finished gates.
     """
+    _run_gates(params, draft, out_dir, seeds=seeds, samples_per_task=samples_per_task, task_limit=task_limit,
+               checkpoint=checkpoint, checkpoint_id=checkpoint_id, policy=policy, store_root=store_root,
+               progress=progress)
+    return load_validation(out_dir, truth, seeds=seeds, samples_per_task=samples_per_task)
+
+
+def _run_gates(params: Params, draft: SkillBank, out_dir: str | Path, *, seeds: Sequence[int],
+               samples_per_task: int, task_limit: int | None, checkpoint: str | Path | None, checkpoint_id: str,
+               policy: Policy | None, store_root: str | Path | None, progress: bool) -> None:
+    """Run (or resume, or skip) every mask seed's Gate A of :func:`validate_gate`."""
     if not seeds:
         raise ValueError("seeds: give at least one mask seed")
-    root = Path(out_dir) / f"m{samples_per_task}"
-    per_seed = []
     for seed in seeds:
         config = GateConfig.from_params(params.round, checkpoint_id, mask_seed=seed,
                                         samples_per_task=samples_per_task, task_limit=task_limit)
-        result = run_gate_a(params, as_draft(draft), root / f"seed-{seed}", config, checkpoint=checkpoint,
-                            bare_run_dir=root / "bare-val", policy=policy, store_root=store_root,
-                            progress=progress)
-        estimate = result.contributions.estimates[METRIC]
-        per_seed.append(SeedValidation(mask_seed=seed, observations=result.contributions.observations,
+        run_gate_a(params, as_draft(draft), validation_gate_dir(out_dir, samples_per_task, seed), config,
+                   checkpoint=checkpoint, bare_run_dir=Path(out_dir) / f"m{samples_per_task}" / BARE_RUN,
+                   policy=policy, store_root=store_root, progress=progress)
+
+
+def validation_gate_dir(out_dir: str | Path, samples_per_task: int, seed: int) -> Path:
+    """The gate directory of one (m, mask seed) of a validation: ``<out_dir>/m<m>/seed-<seed>``."""
+    return Path(out_dir) / f"m{samples_per_task}" / f"seed-{seed}"
+
+
+def validation_finished(out_dir: str | Path, *, seeds: Sequence[int], samples: Sequence[int]) -> bool:
+    """Whether ``out_dir`` (a live validation or shipped records) holds every (m, seed)'s finished gate."""
+    return all((validation_gate_dir(out_dir, m, seed) / name).is_file()
+               for m in samples for seed in seeds for name in (GATE_MANIFEST, CONTRIBUTIONS))
+
+
+def load_validation(out_dir: str | Path, truth: Mapping[str, Mapping[str, Any]], *, seeds: Sequence[int],
+                    samples_per_task: int) -> GateValidationReport:
+    """The validation of the finished gates under ``out_dir`` against ``truth``: a live run's directory or
+    its shipped records (:func:`ship_validation`) alike, from each gate's ``contributions.json`` (the task
+    limit from its manifest)."""
+    if not seeds:
+        raise ValueError("seeds: give at least one mask seed")
+    per_seed, limits = [], set()
+    for seed in seeds:
+        gate_dir = validation_gate_dir(out_dir, samples_per_task, seed)
+        if not (gate_dir / CONTRIBUTIONS).is_file() or not (gate_dir / GATE_MANIFEST).is_file():
+            raise FileNotFoundError(f"{gate_dir}: no finished gate (run the gate validation, or ship its records)")
+        manifest = json.loads((gate_dir / GATE_MANIFEST).read_text(encoding="utf-8"))
+        limits.add(manifest["config"]["task_limit"])
+        contributions = load_contributions(gate_dir / CONTRIBUTIONS)
+        estimate = contributions.estimates[METRIC]
+        per_seed.append(SeedValidation(mask_seed=seed, observations=contributions.observations,
                                        bare_success=estimate.bare_mean,
                                        comparison=compare_to_truth(estimate, truth)))
-    return GateValidationReport(metric=METRIC, samples_per_task=samples_per_task, task_limit=task_limit,
+    if len(limits) > 1:
+        raise ValueError(f"{out_dir}: the gates of m = {samples_per_task} ran with different task limits {limits}")
+    return GateValidationReport(metric=METRIC, samples_per_task=samples_per_task, task_limit=limits.pop(),
                                 per_seed=tuple(per_seed))
 
 
@@ -341,15 +400,57 @@ def validate_on_warmstart(params: Params, warmstart_dir: str | Path, out_dir: st
                           seeds: Sequence[int], samples_per_task: int = 1, task_limit: int | None = None,
                           store_root: str | Path | None = None, progress: bool = True) -> GateValidationReport:
     """:func:`validate_gate` on the organism's warm start: its checkpoint, S₀ (``warmstart.skills``) and
-    its ``ground_truth.json``; the report also records the ground truth's own size."""
-    truth = load_truth(warmstart_dir)
+    its ``ground_truth.json``; the report is :func:`load_warmstart_validation` of the finished gates."""
+    load_truth(warmstart_dir)  # before any rollout
     draft = load_skillbank(resolve_project_path(params.warmstart.skills))
-    report = validate_gate(params, draft, truth["chunks"], out_dir, seeds=seeds,
-                           samples_per_task=samples_per_task, task_limit=task_limit,
-                           checkpoint=Path(warmstart_dir) / "checkpoint",
-                           store_root=store_root, progress=progress)
+    _run_gates(params, draft, out_dir, seeds=seeds, samples_per_task=samples_per_task, task_limit=task_limit,
+               checkpoint=Path(warmstart_dir) / "checkpoint", checkpoint_id="warmstart", policy=None,
+               store_root=store_root, progress=progress)
+    return load_warmstart_validation(out_dir, warmstart_dir, seeds=seeds, samples_per_task=samples_per_task)
+
+
+def load_warmstart_validation(out_dir: str | Path, warmstart_dir: str | Path, *, seeds: Sequence[int],
+                              samples_per_task: int) -> GateValidationReport:
+    """:func:`load_validation` against a warm start's ``ground_truth.json`` (``warmstart_dir``: the warm start,
+    or the ``warmstart/`` copy of shipped records); the report also records the ground truth's own size."""
+    truth = load_truth(warmstart_dir)
+    report = load_validation(out_dir, truth["chunks"], seeds=seeds, samples_per_task=samples_per_task)
     return replace(report, policy="organism", warmstart_dir=str(warmstart_dir),
                    truth_episodes_per_arm=truth.get("episodes_per_arm"))
+
+
+def ship_validation(out_dir: str | Path, warmstart_dir: str | Path, target: str | Path, *, seeds: Sequence[int],
+                    samples: Sequence[int]) -> dict[int, GateValidationReport]:
+    """Write a finished warm-start validation's records into ``target`` (replacing the records there) and
+    return each m's report loaded back from them.
+
+    Per (m, seed) the gate's manifest, ``contributions.json`` and ``mask_assignments.json`` and its masked
+    run's per-task records; per m the bare run's per-task records (``tasks.jsonl``,
+    :mod:`intraskill.evaluate.task_records`: no episode text); the warm start's ``ground_truth.json`` and
+    (where it has one) ``manifest.json`` under ``target/warmstart``.
+    """
+    source, out = Path(out_dir), Path(target)
+    if out.resolve() == source.resolve():
+        raise ValueError(f"ship: target {out} is the validation directory itself")
+    if not validation_finished(source, seeds=seeds, samples=samples):
+        raise FileNotFoundError(f"{source}: the gates of seeds {list(seeds)} and m {list(samples)} are not all "
+                                "finished; run the gate validation first")
+    for m in samples:
+        shutil.rmtree(out / f"m{m}", ignore_errors=True)
+        runs = {Path(f"m{m}") / BARE_RUN: ()} | {
+            validation_gate_dir("", m, seed): (GATE_MANIFEST, CONTRIBUTIONS, ASSIGNMENTS) for seed in seeds}
+        for run, files in runs.items():
+            (out / run).mkdir(parents=True)
+            for name in files:
+                shutil.copyfile(source / run / name, out / run / name)
+            write_task_records(run_task_records(source / run), out / run)
+    load_truth(warmstart_dir)
+    (out / WARMSTART_COPY).mkdir(parents=True, exist_ok=True)
+    for name in ("manifest.json", "ground_truth.json"):
+        if (Path(warmstart_dir) / name).is_file():
+            shutil.copyfile(Path(warmstart_dir) / name, out / WARMSTART_COPY / name)
+    return {m: load_warmstart_validation(out, out / WARMSTART_COPY, seeds=seeds, samples_per_task=m)
+            for m in samples}
 
 
 def teacher_policy(params: Params, draft: SkillBank) -> Policy:

@@ -226,6 +226,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "col_kind": ("Pairing", "配对方式"),
     "col_protocol_error_rate": ("Protocol errors", "协议错误率"),
     "col_coverage": ("Coverage", "覆盖率"),
+    "col_spearman": ("Spearman ρ", "Spearman ρ"),
+    "col_attainable_spearman": ("Attainable ρ", "可达 ρ"),
     "round_metric_r_success": ("success", "成功率"),
     "round_metric_reward": ("strict reward", "严格奖励"),
     "round_metric_steps": ("steps", "步数"),
