@@ -47,6 +47,7 @@ from intraskill.report.site import (
     front_matter,
     load_site_config,
     render_static_site,
+    stamp_quarto_site,
     twin_page,
 )
 
@@ -330,6 +331,22 @@ def test_footer_names_commit_mode_records_and_smoke_builds(tmp_path: Path) -> No
     assert "冒烟构建" in chinese and "随包发布" in chinese and "Smoke build" not in chinese
     assert "Smoke build" not in landing and "no experiment records" in landing and "无实验记录" in landing
     assert record["mode"] == "quick" and "Built " in english and "构建于" in chinese
+    # the Quarto render gets the same banner and provenance line (its pages in Quarto's shape: a <main> element)
+    quarto = tmp_path / "_quarto_site"
+    for page in ("report/index.html", "report/en/a.html", "report/zh/a.html"):
+        (quarto / page).parent.mkdir(parents=True, exist_ok=True)
+        (quarto / page).write_text('<html><body><main class="content" id="quarto-document-content"><h1>A</h1>'
+                                   '</main><footer class="footer"></footer></body></html>', encoding="utf-8")
+    assert len(stamp_quarto_site(tmp_path, quarto, record)) == 3
+    stamped = {page: (quarto / "report" / page).read_text(encoding="utf-8") for page in ("en/a.html", "index.html")}
+    for static, page in ((english, "en/a.html"), (landing, "index.html")):
+        line = re.search(r'<p class="provenance">.*?</p>', static).group(0)
+        assert line in stamped[page] and stamped[page].index(line) < stamped[page].index("</main>")
+    assert re.search(r'<main [^>]*><div class="smoke-build">Smoke build', stamped["en/a.html"])
+    assert "smoke-build" not in stamped["index.html"]
+    (quarto / "report" / "index.html").write_text("<html><body>no main</body></html>", encoding="utf-8")
+    with pytest.raises(ValueError, match="no <main> element"):
+        stamp_quarto_site(tmp_path, quarto, record)
 
 
 def test_headline_prints_a_labelled_cell_and_the_notebook_path(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ from intraskill.plots.style import find_cjk_font
 from intraskill.provenance import git_commit
 from intraskill.report.data import DATA_DIR, export_report_data
 from intraskill.report.progress import clock, progress_engine
-from intraskill.report.site import BUILD_FILE, render_static_site
+from intraskill.report.site import BUILD_FILE, render_static_site, stamp_quarto_site
 
 MANIFEST_PATH = Path("report") / "notebooks.yaml"
 DEFAULT_RUN_DIR = Path("runs") / "report"
@@ -465,7 +465,8 @@ def build_report(
             raise ValueError(f"Quarto embeds notebooks from {DEFAULT_RUN_DIR / 'notebooks'}; run_dir must be the default")
         echo("rendering with quarto render")
         render_with_quarto(base)
-        out, pages = base / DEFAULT_SITE_DIR, []
+        out = base / DEFAULT_SITE_DIR
+        pages = [str(page) for page in stamp_quarto_site(base, out, build)]
     else:
         out = Path(site_dir) if site_dir is not None else base / DEFAULT_SITE_DIR
         echo(f"quarto is not on PATH: rendering a static HTML site with nbconvert + mistune into {out}")

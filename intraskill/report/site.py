@@ -52,7 +52,8 @@ nav.navbar a{color:#fff;text-decoration:none}nav.navbar a.active{text-decoration
 nav.navbar .brand{font-weight:600;margin-right:1rem}nav.navbar .lang-switch{margin-left:auto;
 border:1px solid #fff;border-radius:4px;padding:0 .5rem}
 main{max-width:60rem;margin:0 auto;padding:1rem 1.5rem 3rem}
-table{border-collapse:collapse;font-size:.85rem;margin:1rem 0}
+table{border-collapse:collapse;font-size:.85rem;margin:1rem 0;display:block;width:max-content;max-width:100%;
+overflow-x:auto}
 th,td{border:1px solid #ccc;padding:.2rem .5rem;text-align:right}th{background:#f3f3f3;white-space:normal}
 figure.embed{overflow-x:auto}math{font-size:1.05em}
 img{max-width:100%;height:auto}figure.embed{margin:1rem 0}pre{background:#f6f6f6;padding:.5rem;
@@ -366,24 +367,63 @@ class _Build:
         return ((self.record or {}).get("notebooks") or {}).get(name) or {}
 
     def provenance(self, names: list[str], language: str | None) -> tuple[str, str]:
-        """The page's smoke-build banner (empty unless a notebook it embeds ran quick) and its provenance line:
-        commit, date, build mode and the record directories its notebooks read."""
-        if self.record is None:
-            return "", ""
-        quick = any(self.notebook_record(name).get("mode") == "quick" for name in names)
-        banner = f'<div class="smoke-build">{SMOKE_BANNER[language]}</div>\n' if quick else ""
-        texts = [PROVENANCE_TEXT[lang] for lang in ((language,) if language else ("en", "zh"))]
-        commit = html.escape(str(self.record.get("commit") or "—")[:12])
-        parts = []
-        for text in texts:
-            records = list(dict.fromkeys(r for name in names for r in self.notebook_record(name).get("records", [])))
-            shown = ", ".join(f"<code>{html.escape(r)}</code> ({text['shipped' if r.startswith(SHIPPED_PREFIX) else 'own']})"
-                              for r in records) or text["none"]
-            parts.append(" · ".join([text["built"].format(date=html.escape(str(self.record.get("date", ""))[:16]),
-                                                          commit=commit),
-                                     text["mode"].format(mode=text[str(self.record.get("mode", "full"))]),
-                                     f"{text['records']}: {shown}"]))
-        return banner, f'<p class="provenance">{" / ".join(parts)}</p>'
+        """:func:`page_provenance` of this build's record."""
+        return page_provenance(self.record, names, language)
+
+
+def page_provenance(record: Mapping[str, Any] | None, names: list[str], language: str | None) -> tuple[str, str]:
+    """A page's smoke-build banner (empty unless a notebook it embeds ran quick) and its provenance line: commit,
+    date, build mode and the record directories its notebooks read (both empty without a build record)."""
+    if record is None:
+        return "", ""
+
+    def notebook(name: str) -> Mapping[str, Any]:
+        return ((record.get("notebooks") or {}).get(name)) or {}
+
+    quick = any(notebook(name).get("mode") == "quick" for name in names)
+    banner = f'<div class="smoke-build">{SMOKE_BANNER[language]}</div>\n' if quick else ""
+    texts = [PROVENANCE_TEXT[lang] for lang in ((language,) if language else ("en", "zh"))]
+    commit = html.escape(str(record.get("commit") or "—")[:12])
+    records = list(dict.fromkeys(r for name in names for r in notebook(name).get("records", [])))
+    parts = []
+    for text in texts:
+        shown = ", ".join(f"<code>{html.escape(r)}</code> ({text['shipped' if r.startswith(SHIPPED_PREFIX) else 'own']})"
+                          for r in records) or text["none"]
+        parts.append(" · ".join([text["built"].format(date=html.escape(str(record.get("date", ""))[:16]),
+                                                      commit=commit),
+                                 text["mode"].format(mode=text[str(record.get("mode", "full"))]),
+                                 f"{text['records']}: {shown}"]))
+    return banner, f'<p class="provenance">{" / ".join(parts)}</p>'
+
+
+def page_notebooks(body: str) -> list[str]:
+    """The notebooks a page embeds, in order of first embed."""
+    return list(dict.fromkeys(PurePosixPath(path).stem for path, _ in find_embeds(body)))
+
+
+QUARTO_MAIN = re.compile(r"<main\b[^>]*>")
+
+
+def stamp_quarto_site(root: str | Path, site_dir: str | Path, record: Mapping[str, Any]) -> list[Path]:
+    """Put into each page Quarto rendered what the static renderer writes into its pages
+    (:func:`page_provenance`): the smoke-build banner at the top of the main content and the provenance line at
+    its end. Returns the pages stamped."""
+    base, site = Path(root), Path(site_dir)
+    stamped = []
+    for page in load_site_config(base).pages:
+        target = site / _html_path(page)
+        if not target.is_file():
+            raise FileNotFoundError(f"{target}: Quarto rendered no page for {page}")
+        meta, body = front_matter((base / page).read_text(encoding="utf-8"))
+        banner, provenance = page_provenance(record, page_notebooks(body), page_language(page, meta))
+        text = target.read_text(encoding="utf-8")
+        if not QUARTO_MAIN.search(text) or "</main>" not in text:
+            raise ValueError(f"{target}: no <main> element to stamp")
+        text = QUARTO_MAIN.sub(lambda match: match.group(0) + banner, text, count=1)
+        target.write_text(text.replace("</main>", f'<div class="provenance-footer">{provenance}</div>\n</main>', 1),
+                          encoding="utf-8")
+        stamped.append(target)
+    return stamped
 
 
 def _include(build: _Build, page: str, path: str) -> str:
@@ -405,7 +445,7 @@ def render_page(build: _Build, page: str) -> str:
     language = page_language(page, meta)
     embeds: list[str] = []
     notes: set[str] = set()
-    names = list(dict.fromkeys(PurePosixPath(path).stem for path, _ in find_embeds(body)))
+    names = page_notebooks(body)
 
     def stash(match: re.Match[str]) -> str:
         embeds.append(_embed_html(match.group("path"), match.group("label"), build, language, notes))
