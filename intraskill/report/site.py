@@ -417,9 +417,10 @@ def stamp_quarto_site(root: str | Path, site_dir: str | Path, record: Mapping[st
         meta, body = front_matter((base / page).read_text(encoding="utf-8"))
         banner, provenance = page_provenance(record, page_notebooks(body), page_language(page, meta))
         text = target.read_text(encoding="utf-8")
-        if not QUARTO_MAIN.search(text) or "</main>" not in text:
+        main = QUARTO_MAIN.search(text)
+        if main is None or "</main>" not in text:
             raise ValueError(f"{target}: no <main> element to stamp")
-        text = QUARTO_MAIN.sub(lambda match: match.group(0) + banner, text, count=1)
+        text = text[:main.end()] + banner + text[main.end():]
         target.write_text(text.replace("</main>", f'<div class="provenance-footer">{provenance}</div>\n</main>', 1),
                           encoding="utf-8")
         stamped.append(target)
