@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,13 @@ def test_cli_eval_and_compare(tmp_path: Path, small_store_root: Path) -> None:
         outputs.append(json.loads(result.stdout))
     assert outputs[1]["counts"]["completed"] == 5 and set(outputs[1]["primary"]) == {
         "reward_mean", "reward_sem", "success_rate"}
+    assert 0 <= outputs[1]["behavior"]["protocol_error_rate"] <= 1
+    text = runner.invoke(app, ["eval", "--params", str(params_path), "--split", "val", "--skills", "none", "--out",
+                               str(tmp_path / "b"), "--allow-outside-run-root", "--set", "model.spec=expert",
+                               "--limit", "5", "--no-progress"])  # resumes the finished run: its summary
+    assert text.exit_code == 0 and "episodes: 5 scored of 5 requested (100.0 %)" in text.stdout, text.output
+    success = f"success: {100 * outputs[1]['primary']['success_rate']:.1f} %"
+    assert success in text.stdout and re.search(r"protocol errors: \d+\.\d % of \d+ model turns", text.stdout)
     result = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json",
                                  "--kind", "cross-checkpoint", "--samples", "200"])
     assert result.exit_code == 0, result.output

@@ -33,6 +33,7 @@ def eval_command(
     # deferred: a verb loads its stage only when it runs
     from intraskill.evaluate.runner import PlanMismatchError, run_eval
     from intraskill.evaluate.skill1_deploy import LibraryDeployment
+    from intraskill.evaluate.summary import summary_text
     from intraskill.organism.shipped import resolve_checkpoint
 
     if split not in ("val", "test", "dev"):
@@ -57,10 +58,11 @@ def eval_command(
                        batch_size=batch_size, library=deployment, limit=limit)
     except PlanMismatchError as error:
         fail(str(error))
-    counts, primary = run.summary["counts"], run.summary["primary"]
+    counts, primary, behavior = run.summary["counts"], run.summary["primary"], run.summary["behavior"]
     record = {"run_dir": str(run.run_dir), "checkpoint": checkpoint, "plan_fingerprint": run.plan.fingerprint,
-              "counts": counts, "primary": primary}
-    emit(record, as_json)
+              "counts": counts, "primary": primary,
+              "behavior": {key: behavior[key] for key in ("steps_mean", "protocol_error_rate", "invalid_action_rate")}}
+    emit(record, as_json, text=summary_text(run.summary, str(run.run_dir)))
     if counts["failed"]:
         raise typer.Exit(1)
 

@@ -185,3 +185,19 @@ def condition_record(arm: str, summary: Mapping[str, Any]) -> dict[str, Any]:
     return {"arm": arm, "n": summary["counts"]["scored"], "reward_mean": summary["primary"]["reward_mean"],
             "success_rate": summary["primary"]["success_rate"], "steps_mean": behavior["steps_mean"],
             "protocol_error_rate": behavior["protocol_error_rate"], "coverage": summary["counts"]["coverage"]}
+
+
+def summary_text(summary: Mapping[str, Any], run_dir: str) -> str:
+    """A run summary as a few readable lines: episodes, success, strict reward, steps, protocol-error and
+    invalid-action rates (percentages with one decimal, means with three)."""
+    counts, primary, behavior = summary["counts"], summary["primary"], summary["behavior"]
+    failed = f", {counts['failed']} failed" if counts["failed"] else ""
+    return "\n".join([
+        f"run: {run_dir}",
+        f"episodes: {counts['scored']} scored of {counts['requested']} requested "
+        f"({100 * counts['coverage']:.1f} %){failed}",
+        f"success: {100 * primary['success_rate']:.1f} %   strict reward: {primary['reward_mean']:.3f} "
+        f"(± {primary['reward_sem']:.3f} s.e.)   steps: {behavior['steps_mean']:.2f} per episode",
+        f"protocol errors: {100 * behavior['protocol_error_rate']:.1f} % of {behavior['model_steps']} model turns   "
+        f"invalid actions: {100 * behavior['invalid_action_rate']:.1f} % of {behavior['total_actions']} actions",
+    ])
