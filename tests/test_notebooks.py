@@ -31,6 +31,9 @@ EXECUTIONS = {
     "00_env_setup": {"scale": "small", "seed": 11, "expert_tasks": 10, "recall_tasks": 20},
     "01_cold_start": {"params_name": "ci"},
     "02_train_round": {"params_name": "ci"},  # a 2-step round of the random-init ci organism with the ci S₀
+    # Gate A over S0 played by the teacher on the small store's 40 val tasks (the organism's validation reads records)
+    "03_gate": {"params_name": "ci", "policy": "teacher", "seeds": "7", "samples": "1", "task_limit": 40,
+                "truth_tasks": 8},
     "04_evaluate": {"limit": 6, "max_turns": 12},
     "05_behaviour": {"limit": 8, "samples": 500},
     "06_release_reanalysis": {"samples": 500},
