@@ -234,6 +234,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "col_a_mean": ("Mean a", "a 均值"),
     "col_b_mean": ("Mean b", "b 均值"),
     "col_b_minus_a": ("b − a [95% CI]", "b − a [95% CI]"),
+    "col_source": ("Records", "记录"),
     "col_split": ("Split", "划分"),
     "col_tasks": ("Tasks", "任务数"),
     "col_sha256": ("SHA-256", "SHA-256"),
