@@ -125,6 +125,10 @@ def test_cli_eval_and_compare(tmp_path: Path, small_store_root: Path) -> None:
     assert text.exit_code == 0 and "episodes: 5 scored of 5 requested (100.0 %)" in text.stdout, text.output
     success = f"success: {100 * outputs[1]['primary']['success_rate']:.1f} %"
     assert success in text.stdout and re.search(r"protocol errors: \d+\.\d % of \d+ model turns", text.stdout)
+    one = runner.invoke(app, ["eval", "--params", str(params_path), "--split", "val", "--skills", "none", "--out",
+                              str(tmp_path / "one"), "--allow-outside-run-root", "--set", "model.spec=expert",
+                              "--limit", "1", "--no-progress"])
+    assert one.exit_code == 0 and "(± — s.e.)" in one.stdout, one.output  # one episode: no standard error
     result = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json",
                                  "--kind", "cross-checkpoint", "--samples", "200"])
     assert result.exit_code == 0, result.output

@@ -189,15 +189,21 @@ def condition_record(arm: str, summary: Mapping[str, Any]) -> dict[str, Any]:
 
 def summary_text(summary: Mapping[str, Any], run_dir: str) -> str:
     """A run summary as a few readable lines: episodes, success, strict reward, steps, protocol-error and
-    invalid-action rates (percentages with one decimal, means with three)."""
+    invalid-action rates (percentages with one decimal, means with three; ``—`` where undefined, e.g. the
+    standard error of one episode)."""
+    def number(value: float | None, spec: str, scale: float = 1.0) -> str:
+        return "—" if value is None else format(scale * value, spec)
+
     counts, primary, behavior = summary["counts"], summary["primary"], summary["behavior"]
     failed = f", {counts['failed']} failed" if counts["failed"] else ""
     return "\n".join([
         f"run: {run_dir}",
         f"episodes: {counts['scored']} scored of {counts['requested']} requested "
-        f"({100 * counts['coverage']:.1f} %){failed}",
-        f"success: {100 * primary['success_rate']:.1f} %   strict reward: {primary['reward_mean']:.3f} "
-        f"(± {primary['reward_sem']:.3f} s.e.)   steps: {behavior['steps_mean']:.2f} per episode",
-        f"protocol errors: {100 * behavior['protocol_error_rate']:.1f} % of {behavior['model_steps']} model turns   "
-        f"invalid actions: {100 * behavior['invalid_action_rate']:.1f} % of {behavior['total_actions']} actions",
+        f"({number(counts['coverage'], '.1f', 100)} %){failed}",
+        f"success: {number(primary['success_rate'], '.1f', 100)} %   "
+        f"strict reward: {number(primary['reward_mean'], '.3f')} (± {number(primary['reward_sem'], '.3f')} s.e.)   "
+        f"steps: {number(behavior['steps_mean'], '.2f')} per episode",
+        f"protocol errors: {number(behavior['protocol_error_rate'], '.1f', 100)} % of {behavior['model_steps']} model "
+        f"turns   invalid actions: {number(behavior['invalid_action_rate'], '.1f', 100)} % of "
+        f"{behavior['total_actions']} actions",
     ])
