@@ -35,7 +35,8 @@ def build(
     force: bool = FORCE_OPTION,
     rerun: Optional[list[str]] = typer.Option(
         None, "--rerun", help="Re-run this notebook's experiment (repeatable; e.g. 08_controls runs the organism "
-        "control matrix, hours on 2 cores) instead of analysing the records there are."),
+        "control matrix, hours on 2 cores; 03_gate the gate validation, 14 min) instead of analysing the records "
+        "there are."),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Execute the manifest notebooks (report/notebooks.yaml; unchanged ones are re-used), export the data runs
