@@ -60,7 +60,6 @@ Z95 = 1.959963984540054
 BARE_RUN = "bare-val"
 GATE_MANIFEST = MANIFESTS[GATE_A]
 CONTRIBUTIONS = "contributions.json"
-ASSIGNMENTS = "mask_assignments.json"
 WARMSTART_COPY = "warmstart"
 """Names in a validation directory: ``m<m>/bare-val``, each gate's files and the warm start copied into shipped
 records."""
@@ -424,8 +423,8 @@ def ship_validation(out_dir: str | Path, warmstart_dir: str | Path, target: str 
     """Write a finished warm-start validation's records into ``target`` (replacing the records there) and
     return each m's report loaded back from them.
 
-    Per (m, seed) the gate's manifest, ``contributions.json`` and ``mask_assignments.json`` and its masked
-    run's per-task records; per m the bare run's per-task records (``tasks.jsonl``,
+    Per (m, seed) the gate's manifest, ``contributions.json`` (the fit and its paired rows, masks included) and
+    its masked run's per-task records; per m the bare run's per-task records (``tasks.jsonl``,
     :mod:`intraskill.evaluate.task_records`: no episode text); the warm start's ``ground_truth.json`` and
     (where it has one) ``manifest.json`` under ``target/warmstart``.
     """
@@ -438,7 +437,7 @@ def ship_validation(out_dir: str | Path, warmstart_dir: str | Path, target: str 
     for m in samples:
         shutil.rmtree(out / f"m{m}", ignore_errors=True)
         runs = {Path(f"m{m}") / BARE_RUN: ()} | {
-            validation_gate_dir("", m, seed): (GATE_MANIFEST, CONTRIBUTIONS, ASSIGNMENTS) for seed in seeds}
+            validation_gate_dir("", m, seed): (GATE_MANIFEST, CONTRIBUTIONS) for seed in seeds}
         for run, files in runs.items():
             (out / run).mkdir(parents=True)
             for name in files:
