@@ -1,11 +1,12 @@
-# IntraSkill: `make round` runs the default organism round, `make test` runs the suite,
+# IntraSkill: `make round` runs the default organism round, `make test` runs the suite (`make test-fast`: the
+# inner loop, without the end-to-end tests),
 # `make lab` opens the notebooks in JupyterLab.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test round cold-start cold-start-compare controls lab warmstart warmstart-additive warmstart-reader warmstart-skill1 \
+.PHONY: venv test test-fast round cold-start cold-start-compare controls lab warmstart warmstart-additive warmstart-reader warmstart-skill1 \
         report figures bench \
         smollm2 warmstart-smollm2 smollm2-smoke clean
 
@@ -30,6 +31,11 @@ venv: $(STAMP)
 # where oversubscribed OpenMP threads spin and slow everything down.
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q
+
+# The inner loop: unit and contract tests and the docstring examples, without the tests marked `e2e` (whole
+# stages: training rounds, notebooks, served models, subprocess commands); about a minute on 2 quiet cores.
+test-fast: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m "not e2e"
 
 round: $(STAMP)
 	mkdir -p runs/notebooks

@@ -52,6 +52,7 @@ def test_the_weights_check_names_make_smollm2(script: ModuleType, tmp_path: Path
     assert "neither smollm2 nor a model directory" in script.weights_refusal(other)
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA machine runs the recipe instead of refusing")
 def test_without_cuda_the_script_exits_at_once_with_a_message(script: ModuleType) -> None:
     assert "needs one CUDA GPU" in script.cuda_refusal()

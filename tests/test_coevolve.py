@@ -67,6 +67,7 @@ def line_count(path: Path) -> int:
     return path.read_text(encoding="utf-8").count("\n")
 
 
+@pytest.mark.e2e
 def test_two_rounds_write_every_artifact_resume_and_refuse_another_plan(
         tmp_path: Path, small_store_root: Path, caplog: pytest.LogCaptureFixture) -> None:
     params = ci_params(tmp_path / "runs")
@@ -128,6 +129,7 @@ def test_two_rounds_write_every_artifact_resume_and_refuse_another_plan(
                   store_root=small_store_root, progress=False)
 
 
+@pytest.mark.e2e
 def test_without_evolution_every_round_trains_with_the_starting_bank_redrawn(tmp_path: Path,
                                                                              small_store_root: Path) -> None:
     params = ci_params(tmp_path / "runs")
@@ -149,6 +151,7 @@ def test_without_evolution_every_round_trains_with_the_starting_bank_redrawn(tmp
     assert json.loads((skill_free.rounds[0].root / "plan.json").read_text())["curriculum_state_id"] is None
 
 
+@pytest.mark.e2e
 def test_a_round_with_an_llm_analyst_repairs_or_rejects_messy_replies_and_gates_the_pool(
         tmp_path: Path, small_store_root: Path, small_store) -> None:
     catalog, index, _ = small_store

@@ -222,6 +222,7 @@ def lines(path: Path) -> int:
     return path.read_text(encoding="utf-8").count("\n")
 
 
+@pytest.mark.e2e
 def test_tiny_cold_start_on_the_ci_organism_resumes_and_refuses_a_changed_plan(tmp_path, small_store_root,
                                                                                monkeypatch) -> None:
     params = ci_params(tmp_path, trajectories=8)
@@ -284,6 +285,7 @@ def test_tiny_cold_start_on_the_ci_organism_resumes_and_refuses_a_changed_plan(t
     assert forced.manifest["cost"]["episodes"] == sum(s.cost["episodes"] for s in forced.stages.values())
 
 
+@pytest.mark.e2e
 def test_cold_start_with_both_channels_on_a_flawed_expert(tmp_path, small_store_root, monkeypatch) -> None:
     params = with_overrides(ci_params(tmp_path, trajectories=24),
                             ["model.spec=expert:without:inspect_candidates", "model.checkpoint=null",
@@ -350,6 +352,7 @@ def llm_roles(body: dict) -> dict | str:
     return "no role"
 
 
+@pytest.mark.e2e
 def test_cold_start_with_the_llm_roles_over_http(tmp_path, small_store_root) -> None:
     from intraskill.pipeline.cold_start import ColdStartError
     from intraskill.trace2skill.analysts import AnalystSettings

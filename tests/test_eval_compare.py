@@ -99,6 +99,7 @@ def test_different_task_sets_are_misaligned(runs: dict[str, Path]) -> None:
         compare_runs(runs["full"], runs["short"], kind="same-checkpoint", samples=200)
 
 
+@pytest.mark.e2e
 def test_cli_eval_and_compare(tmp_path: Path, small_store_root: Path) -> None:
     run_root = tmp_path / "runs"
     (run_root / "store").mkdir(parents=True)
@@ -148,6 +149,7 @@ def test_cli_eval_and_compare(tmp_path: Path, small_store_root: Path) -> None:
     assert untrained.exit_code == 1 and "model" in untrained.stderr and "untrained" in untrained.stderr
 
 
+@pytest.mark.e2e
 def test_cli_eval_deploys_a_skill1_library(tmp_path: Path, small_store_root: Path) -> None:
     """``eval --library`` runs Skill1's deployed path (query, retrieval, rank, act) with the real encoder; it pairs
     with the bare run by task and seed, and bad combinations are refused in one line."""

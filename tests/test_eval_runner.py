@@ -95,6 +95,7 @@ def test_expert_run_writes_plan_traces_and_summary(tmp_path: Path, small_store_r
     assert all(t.provenance["seeds"]["episode_seed"] == episode_seed(7, t.task_id, 0) for t in traces)
 
 
+@pytest.mark.e2e
 def test_random_init_organism_run(tmp_path: Path, small_store_root: Path) -> None:
     params = make_params(tmp_path, model={"spec": "organism"}, evaluation={"task_limit": 2},
                          sampling={"max_turns": 2, "max_tokens_per_turn": 8})
@@ -107,6 +108,7 @@ def test_random_init_organism_run(tmp_path: Path, small_store_root: Path) -> Non
     assert run.summary["cost"]["tokens"]["prompt_tokens"] > 0
 
 
+@pytest.mark.e2e
 def test_resume_after_kill_runs_every_episode_once(tmp_path: Path, small_store_root: Path) -> None:
     params = make_params(tmp_path)
     out = tmp_path / "killed"
@@ -127,6 +129,7 @@ def test_resume_after_kill_runs_every_episode_once(tmp_path: Path, small_store_r
     assert _records(out) == after
 
 
+@pytest.mark.e2e
 def test_changed_plan_is_refused_naming_the_field(tmp_path: Path, small_store_root: Path) -> None:
     params = make_params(tmp_path, evaluation={"task_limit": 2})
     out = tmp_path / "run"
@@ -158,6 +161,7 @@ def test_the_plan_records_its_provenance_beside_the_fingerprint(tmp_path: Path, 
     assert "different provenance" in caplog.text and "torch_threads" in caplog.text
 
 
+@pytest.mark.e2e
 def test_failed_episode_is_retried_and_the_attempt_kept(tmp_path: Path, small_store_root: Path) -> None:
     params = make_params(tmp_path, evaluation={"task_limit": 3})
     first = run_eval(params, "val", None, None, tmp_path / "probe", progress=False,
@@ -199,6 +203,7 @@ def test_equipped_run_records_the_bank(tmp_path: Path, small_store_root: Path) -
                for t in read_traces(run.traces_path))
 
 
+@pytest.mark.e2e
 def test_a_deleted_plan_is_refused_like_a_changed_one(tmp_path: Path, small_store_root: Path) -> None:
     """Deleting ``plan.json`` does not let a resume with another temperature mix its traces with the first plan's."""
     out = tmp_path / "run"

@@ -135,6 +135,7 @@ def test_matrix_parameters_name_the_bad_field() -> None:
                                                                ("coevolve", "fixed")]
 
 
+@pytest.mark.e2e
 def test_tiny_matrix_runs_compares_resumes_cell_by_cell_and_refuses_another_plan(
         tmp_path: Path, small_store_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     params = matrix_params(tmp_path)
@@ -294,6 +295,7 @@ def test_plans_leave_out_the_settings_of_an_unused_method() -> None:
     assert plan_dump(skill1)["round"]["method"] == "skill1" and "skill1" in plan_dump(skill1)
 
 
+@pytest.mark.e2e
 def test_deployment_baseline_runs_grpo_with_coevolves_bank_and_resumes_it(
         tmp_path: Path, small_store_root: Path) -> None:
     out = tmp_path / "matrix"
@@ -329,6 +331,7 @@ def test_deployment_baseline_runs_grpo_with_coevolves_bank_and_resumes_it(
     assert trace_lines(out) == before
 
 
+@pytest.mark.e2e
 def test_a_probe_matrix_evaluates_on_dev_and_its_cells_train_without_dev(
         tmp_path: Path, small_store_root: Path, small_store: object) -> None:
     params = matrix_params(tmp_path, split="dev", test_tasks=3)

@@ -124,6 +124,7 @@ def skill1_matrix(tmp_path_factory: pytest.TempPathFactory, small_store_root: Pa
     return SkillMatrix(params, out, result, before, trace_lines(out / "cells" / "skill1" / "seed-0"))
 
 
+@pytest.mark.e2e
 def test_skill1_cell_carries_its_library_tests_it_deployed_and_resumes_after_kills(
         skill1_matrix: SkillMatrix) -> None:
     out, result, cell_dir = skill1_matrix.out, skill1_matrix.result, skill1_matrix.cell_dir
@@ -192,6 +193,7 @@ def test_skill1_cell_carries_its_library_tests_it_deployed_and_resumes_after_kil
         ["skill1 (n = 1)"]
 
 
+@pytest.mark.e2e
 def test_an_arm_from_another_checkpoint_extends_the_matrix_through_the_command_line(
         skill1_matrix: SkillMatrix, small_store_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A defined Skill1 arm starting from skill1's round-0 checkpoint is added with ``--arms``; the finished cell

@@ -148,7 +148,7 @@ def test_report_data_pages_link_every_file(run_dir: Path, tmp_path: Path) -> Non
     assert not empty.runs and "`nothing-*`" in (tmp_path / "none" / "runs.en.md").read_text(encoding="utf-8")
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_skill1_round_rollouts(tmp_path: Path, small_store_root: Path) -> None:
     """A one-step Skill1 round of the untrained organism: its records carry the trace under ``trace``."""
     from test_skill1_round import skill1_params

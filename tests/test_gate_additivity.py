@@ -176,6 +176,7 @@ def test_interaction_heatmap_and_gate_show_cli(tmp_path: Path) -> None:
     assert "additivity (reward, 10 pairwise interactions of 5 selected chunks, HC3)" in text
 
 
+@pytest.mark.e2e
 def test_the_gate_on_the_interaction_teacher_rejects_additivity(small_store_root: Path, tmp_path: Path) -> None:
     """End to end: Gate A over S₀ played by the interaction organism's teacher (a planted complement, here 0.6 so
     that the small store's 40 val tasks suffice) records a rejected additivity test led by the planted pair."""

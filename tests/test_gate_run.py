@@ -101,6 +101,7 @@ def completed_counts(path: Path) -> Counter[str]:
     return Counter(t.episode_id for t in read_traces(path) if t.status == "completed")
 
 
+@pytest.mark.e2e
 def test_online_gate_recovers_planted_effects(tmp_path: Path, small_store_root: Path) -> None:
     params, pool = make_params(tmp_path), planted_pool()
     ledger = add_proposals([], pool)
@@ -150,6 +151,7 @@ def test_online_gate_recovers_planted_effects(tmp_path: Path, small_store_root: 
     assert all(injected[job.episode_id] == list(job.included_chunk_ids) for job in assignment.jobs)
 
 
+@pytest.mark.e2e
 def test_next_curriculum_is_independent_of_the_run_directory(tmp_path: Path, small_store_root: Path) -> None:
     params, pool = make_params(tmp_path), planted_pool()
     config = GateConfig(checkpoint_id="round-000-checkpoint")
@@ -246,6 +248,7 @@ def test_gate_inputs_are_checked() -> None:
         check_bare_plan({**plan, "runtime": {"max_turns": 3}}, masked)
 
 
+@pytest.mark.e2e
 def test_killed_gate_a_resumes_without_duplicates_then_is_skipped(tmp_path: Path, small_store_root: Path) -> None:
     params = make_params(tmp_path)
     draft = as_draft(SkillBank("draft-1", (PERSONA, BUDGET, NEUTRAL)))
@@ -277,6 +280,7 @@ def test_killed_gate_a_resumes_without_duplicates_then_is_skipped(tmp_path: Path
     assert (gate / "traces.jsonl").read_text().count("\n") == lines
 
 
+@pytest.mark.e2e
 def test_ranking_check_runs_fixed_banks_paired_with_the_gate_bare_run(tmp_path: Path, small_store_root: Path) -> None:
     params = make_params(tmp_path)
     draft = as_draft(SkillBank("draft-1", (PERSONA, BUDGET, NEUTRAL)))
@@ -344,6 +348,7 @@ def test_attainable_spearman_falls_with_ties_within_noise() -> None:
         attainable_spearman([0.1, 0.2], [0.01], [0.01, 0.01])
 
 
+@pytest.mark.e2e
 def test_gate_figures_from_gate_directories(tmp_path: Path, small_store_root: Path) -> None:
     from intraskill.plots import chunk_contributions, skill_evolution
     from intraskill.plots.gates import gate_outcomes, gate_tables, gate_validation
@@ -361,6 +366,7 @@ def test_gate_figures_from_gate_directories(tmp_path: Path, small_store_root: Pa
     assert gate_validation(points).axes
 
 
+@pytest.mark.e2e
 def test_cli_gate_run_on_a_round_directory(tmp_path: Path, small_store_root: Path) -> None:
     import shutil
 
@@ -409,6 +415,7 @@ def test_gate_config_from_round_params() -> None:
     assert (config.checkpoint_id, config.mask_seed, config.task_limit) == ("c", 2, 4)
 
 
+@pytest.mark.e2e
 def test_gate_b_reports_a_planted_effect_on_test_and_resumes(tmp_path: Path, small_store_root: Path) -> None:
     """Gate B: the same policy on the same test jobs bare and with S₀, paired; a planted +0.7 success effect of
     the profile chunk shows with an interval above 0, and a finished Gate B runs no episode again."""

@@ -160,6 +160,7 @@ def test_online_compiler_and_consolidator_roles(server, engine, item) -> None:
     assert "missing ['" + card.card_id in json.loads(scripted.requests[1]["messages"][-1]["content"])["repair"]["error"]
 
 
+@pytest.mark.e2e
 def test_random_init_organism_over_serve_policy_falls_back(engine, item) -> None:
     """The real server path: a random-init organism never yields a valid card."""
     from intraskill.policy.hf import HFPolicy

@@ -45,7 +45,7 @@ EXECUTIONS = {
 }
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(EXECUTIONS))
 def test_notebook_executes(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import papermill
@@ -68,7 +68,7 @@ def test_notebook_executes(name: str, tmp_path: Path, monkeypatch: pytest.Monkey
         assert set(figure_outputs(out, label)) == {"svg", "png"}, label
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", ["04_evaluate", "05_behaviour"])
 def test_report_evaluation_without_a_run_says_so(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With the report's parameters and no co-evolve run, 04 and 05 state that plainly (both languages) and

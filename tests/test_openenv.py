@@ -261,7 +261,7 @@ def test_one_slot_leases_like_the_shopsimulator_service(engine: ShopEngine, smal
                 "search_results")
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_cli_serves_the_openenv_protocol(small_store_root: Path, small_store, tmp_path: Path) -> None:
     bank_path = save_skillbank(BANK, tmp_path / "bank.json")
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params" / "ci.yaml").read_text())

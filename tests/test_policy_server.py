@@ -122,6 +122,7 @@ def served(taught):
         yield base_url, policy, batches
 
 
+@pytest.mark.e2e
 def test_models_endpoint_and_bad_requests(served) -> None:
     base_url, _, _ = served
     client = openai.OpenAI(base_url=base_url, api_key="x")
@@ -132,6 +133,7 @@ def test_models_endpoint_and_bad_requests(served) -> None:
     assert reply.status_code == 400 and "messages[0]" in reply.json()["error"]["message"]
 
 
+@pytest.mark.e2e
 def test_openai_policy_plays_turns_with_tools_and_reuses_sessions(served) -> None:
     base_url, policy, batches = served
     remote = OpenAIPolicy(base_url, "organism-test", max_concurrency=8)
@@ -157,6 +159,7 @@ def test_openai_policy_plays_turns_with_tools_and_reuses_sessions(served) -> Non
         assert policy.end_session(session_id).loss_mask.count(1) >= 2 * 10
 
 
+@pytest.mark.e2e
 def test_a_full_context_crosses_http_as_context_full(served) -> None:
     """serve-policy answers a prompt that leaves no room as OpenAI's ``context_length_exceeded``; the OpenAI
     backend reads it back as ContextFull (which the runtime scores as a ``generation_length`` terminal), as it
@@ -179,6 +182,7 @@ def test_a_full_context_crosses_http_as_context_full(served) -> None:
         assert context_exceeded(openai.BadRequestError(message, response=response, body=None)) is full
 
 
+@pytest.mark.e2e
 def test_lru_sessions_are_evicted(served) -> None:
     base_url, policy, _ = served
     client = openai.OpenAI(base_url=base_url, api_key="x")
@@ -231,6 +235,7 @@ def test_retries_are_bounded() -> None:
     assert len(calls) == 2
 
 
+@pytest.mark.e2e
 def test_serve_policy_command_serves_a_checkpoint(taught, tmp_path) -> None:
     model, tokenizer = taught
     model.save_pretrained(tmp_path)

@@ -207,6 +207,7 @@ def test_cli_release_compare_json(release_dir: Path, reanalysis: ReleaseReanalys
     assert bad.exit_code != 0 and "unknown arm" in bad.output
 
 
+@pytest.mark.e2e
 def test_cli_release_reanalyse_json_and_table(release_dir: Path, reanalysis: ReleaseReanalysis) -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["release", "reanalyse", "--artifacts", str(release_dir), "--json"])

@@ -237,6 +237,7 @@ def test_strip_progress_keeps_real_output() -> None:
     assert [o.get("text") for o in outputs] == ["kept: a real warning\n", "result: 42\n"]
 
 
+@pytest.mark.e2e
 def test_execution_cache_and_progress_stripping(tmp_path: Path) -> None:
     """A real kernel runs a notebook with a tqdm bar once; unchanged notebook, parameters and inputs re-use
     it (inputs as the run left them: the notebook writes one), a changed input runs it again; the executed

@@ -43,6 +43,7 @@ def _executed(folder: Path) -> Path:
     return folder / "nb.ipynb"
 
 
+@pytest.mark.e2e
 def test_figures_are_the_bytes_save_figure_writes(tmp_path: Path) -> None:
     notebook = _executed(tmp_path / "executed")
     spec = load_manifest(project_root() / MANIFEST_PATH).notebooks[0].__class__(
@@ -80,6 +81,7 @@ def test_the_manifest_names_figures_of_labelled_cells(tmp_path: Path) -> None:
             load_manifest(bad)
 
 
+@pytest.mark.e2e
 def test_the_command_publishes_without_executing(tmp_path: Path) -> None:
     root = tmp_path / "project"
     (root / "report").mkdir(parents=True)

@@ -64,6 +64,7 @@ def episode_ids(root: Path) -> list[str]:
     return [t["episode_id"] for path in sorted(root.glob("steps/*/traces.jsonl")) for t in read_jsonl(path)]
 
 
+@pytest.mark.e2e
 def test_real_round_trains_saves_and_compares(run_root: Path, small_store_root: Path) -> None:
     from transformers import AutoModelForCausalLM
 
@@ -112,6 +113,7 @@ class KillAt:
                 raise Killed(name)
 
 
+@pytest.mark.e2e
 def test_resume_after_kills_keeps_every_episode_once(run_root: Path, small_store_root: Path) -> None:
     params = ci_params(run_root, {"max_tokens_per_turn": 16}, **SMALL_ROUND)
     curriculum = bank_curriculum(params)
@@ -188,6 +190,7 @@ def test_round_zero_draws_do_not_depend_on_the_run_directory(tmp_path: Path) -> 
     assert (tmp_path / "elsewhere" / "b" / "skillbank.json").is_file()
 
 
+@pytest.mark.e2e
 def test_a_damaged_checkpoint_or_record_is_refused_naming_the_file(run_root: Path, small_store_root: Path) -> None:
     import shutil
 

@@ -302,6 +302,7 @@ def test_client_surfaces_400_as_service_error(service: RunningService) -> None:
     assert caught.value.status == 400 and "idx" in caught.value.message
 
 
+@pytest.mark.e2e
 def test_bench_cli_prints_one_json_line(small_store_root: Path) -> None:
     args = ["env", "bench", "--root", str(small_store_root), "--json", "--steps", "40", "--requests", "30",
             "--concurrency", "1", "--concurrency", "4", "--slots", "4", "--max-seconds", "5"]

@@ -229,6 +229,7 @@ def test_store_source_is_left_out_of_dumps_until_set(tmp_path: Path) -> None:
     assert default_store_root(sourced.store, tmp_path).name.startswith("shopsimulator-")
 
 
+@pytest.mark.e2e
 def test_a_training_round_runs_on_a_store_built_from_the_files(tmp_path: Path) -> None:
     from intraskill.pipeline.round import run_round
 

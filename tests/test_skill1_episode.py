@@ -48,6 +48,7 @@ def organism():
     return params, policy
 
 
+@pytest.mark.e2e
 def test_untrained_organism_runs_skill1_groups_and_updates(organism, organism_engine, encoder) -> None:
     params, policy = organism
     runtime = RuntimeConfig.from_params(params.sampling, params.store, params.model)
@@ -94,6 +95,7 @@ def test_untrained_organism_runs_skill1_groups_and_updates(organism, organism_en
     assert {s.rollout_id for s in update.samples} == {e.job.episode_id for e in episodes}
 
 
+@pytest.mark.e2e
 def test_empty_library_gives_no_rank_reply(organism, organism_engine, encoder) -> None:
     params, policy = organism
     runtime = RuntimeConfig.from_params(params.sampling, params.store, params.model)

@@ -148,7 +148,7 @@ def test_library_map_colours_utility_sizes_uses_and_marks_rounds() -> None:
     assert sorted(t.get_text() for t in axes.texts) == ["0", "1", "2", "3"]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_ci_skill1_round_reads_back_as_its_metrics(tmp_path: Path, small_store_root: Path) -> None:
     params = with_overrides(load_params(project_root() / "params" / "ci.yaml"),
                             [*CI_SKILL1, "round.rollout_steps=1", f"experiment.run_root={tmp_path / 'runs'}"])

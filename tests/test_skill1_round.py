@@ -64,6 +64,7 @@ def episode_ids(root: Path) -> list[str]:
     return [r["job"]["episode_id"] for path in sorted(root.glob(f"steps/*/{EPISODES_FILE}")) for r in read_jsonl(path)]
 
 
+@pytest.mark.e2e
 def test_skill1_round_commits_resumes_after_kills_and_refuses_another_plan(tmp_path: Path,
                                                                           small_store_root: Path) -> None:
     params = skill1_params(tmp_path)

@@ -71,7 +71,7 @@ def test_version_pages_in_both_languages(browser_runs: Path, tmp_path: Path) -> 
     assert "No Skill1 round" in (tmp_path / "skill1-library.en.md").read_text(encoding="utf-8")
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_versions_of_a_ci_coevolve_round_carry_the_analyst_cards(tmp_path: Path, small_store_root: Path) -> None:
     """One real co-evolution round of the random-init ci organism: the gate retires both S0 chunks (no
     effect) and does not admit the analysis' candidate, whose evidence cards the page carries."""
@@ -99,7 +99,7 @@ def test_versions_of_a_ci_coevolve_round_carry_the_analyst_cards(tmp_path: Path,
     assert len(pages.pages) == 4
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_skill1_library_growth_admissions_and_evictions(tmp_path: Path, small_store_root: Path) -> None:
     """A real two-step Skill1 round of the untrained organism over the seed library."""
     from test_skill1_round import skill1_params

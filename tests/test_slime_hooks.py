@@ -495,6 +495,7 @@ def test_generate_turns_an_abort_into_a_dropped_placeholder(
     assert (decision.keep, decision.reason) == (False, TECHNICAL_DROP_REASON)
 
 
+@pytest.mark.e2e
 def test_hook_state_stays_bounded_over_many_batches(services, tokenizer_dir, curriculum_files,
                                                     tmp_path: Path) -> None:
     """Each step leaves a finished group, a group cancelled in flight (slime cancels the pending groups once

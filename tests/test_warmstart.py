@@ -309,6 +309,7 @@ def shipped_ci(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return ship_warmstart(work / "run", work / "shipped")
 
 
+@pytest.mark.e2e
 def test_shipped_checkpoint_matches_its_manifest(shipped_ci: Path) -> None:
     assert verify_shipped(shipped_ci) == []
     manifest = json.loads((shipped_ci / "manifest.json").read_text())
@@ -320,6 +321,7 @@ def test_shipped_checkpoint_matches_its_manifest(shipped_ci: Path) -> None:
     assert any("model.safetensors" in problem for problem in verify_shipped(shipped_ci))
 
 
+@pytest.mark.e2e
 def test_a_warm_start_is_reused_only_with_the_same_tokenizer_split(shipped_ci: Path, tmp_path: Path) -> None:
     import shutil
 
@@ -367,6 +369,7 @@ def test_checkpoint_null_without_a_matching_warm_start_is_refused(tmp_path: Path
         params_from_dict(data)
 
 
+@pytest.mark.e2e
 def test_ground_truth_schema(shipped_ci: Path) -> None:
     truth = json.loads((shipped_ci / "ground_truth.json").read_text())
     assert truth["schema_version"] == GROUND_TRUTH_SCHEMA_VERSION and truth["metric"] == "r_success"
@@ -475,6 +478,7 @@ def test_plan_demonstrations_think_their_competences_and_act_alike(engine) -> No
     assert plan_line((), "zh") == "计划：无"
 
 
+@pytest.mark.e2e
 def test_a_manifest_without_a_later_setting_matches_its_default(shipped_ci: Path, tmp_path: Path) -> None:
     import shutil
 
@@ -487,6 +491,7 @@ def test_a_manifest_without_a_later_setting_matches_its_default(shipped_ci: Path
     assert not warmstart_matches(copy, planned)
 
 
+@pytest.mark.e2e
 def test_title_sensitivity_is_the_mean_log_likelihood_drop(tokenizer) -> None:
     import torch
 
@@ -523,6 +528,7 @@ def test_title_sensitivity_is_the_mean_log_likelihood_drop(tokenizer) -> None:
         assert any(abs(d) > 1e-3 for d in deltas)  # a random model still reads the block
 
 
+@pytest.mark.e2e
 def test_a_pretrained_spec_is_cloned_with_lora_and_ships_its_adapter(tmp_path: Path) -> None:
     from intraskill.organism.shipped import ship_warmstart
     from intraskill.organism.warmstart import run_warmstart
@@ -555,6 +561,7 @@ def test_a_pretrained_spec_is_cloned_with_lora_and_ships_its_adapter(tmp_path: P
         params_from_dict({**data, "model": {**data["model"], "spec": "organism"}})
 
 
+@pytest.mark.e2e
 def test_a_killed_warm_start_evaluation_resumes_from_its_recorded_episodes(
         shipped_ci: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The warm start's evaluation keeps every episode (``evaluation.jsonl``, one key per arm): killed after its
