@@ -82,13 +82,21 @@ def test_release_all_recovers_every_slot_and_invalidates_leases() -> None:
             pool.validate(slot, lease)
 
 
+def wait_for_waiters(pool: SlotLeasePool, count: int) -> None:
+    """Return once ``count`` acquirers are blocked in ``pool`` (fail after 5 s)."""
+    deadline = time.monotonic() + 5
+    while pool.waiting != count:
+        assert time.monotonic() < deadline, f"{pool.waiting} blocked acquirers, expected {count}"
+        time.sleep(0.005)
+
+
 def test_blocking_acquire_wakes_on_release() -> None:
     pool = SlotLeasePool(1)
     slot, lease = pool.acquire()
     got: list[tuple[int, str]] = []
     waiter = threading.Thread(target=lambda: got.append(pool.acquire(timeout=5.0)))
     waiter.start()
-    time.sleep(0.1)
+    wait_for_waiters(pool, 1)
     assert waiter.is_alive() and not got  # still blocked: the only slot is leased
     pool.release(slot, lease)
     waiter.join(timeout=2.0)
@@ -109,7 +117,7 @@ def test_close_wakes_waiters_with_an_error() -> None:
 
     waiter = threading.Thread(target=wait)
     waiter.start()
-    time.sleep(0.05)
+    wait_for_waiters(pool, 1)  # blocked in acquire, so close() must wake it
     pool.close()
     waiter.join(timeout=2.0)
     assert not waiter.is_alive() and len(errors) == 1

@@ -253,7 +253,10 @@ def test_one_slot_leases_like_the_shopsimulator_service(engine: ShopEngine, smal
             time.sleep(0.02)
         with waiter:
             assert waiter.reset(task_id=task_id).observation.task_id == task_id
-            time.sleep(1.2)  # longer than lease_idle_s: the lease expires
+            deadline = time.monotonic() + 5  # the lease expires lease_idle_s after its last use
+            while app.state.pool.expired_count == 0:
+                assert time.monotonic() < deadline, "the idle lease never expired"
+                time.sleep(0.02)
             with pytest.raises(RuntimeError, match="lease: this session's slot lease expired"):
                 waiter.step(ShopAction(action="search[mug]"))
             assert waiter.reset(task_id=task_id).observation.task_id == task_id  # a reset leases again

@@ -241,7 +241,11 @@ def test_blocking_reset_waits_for_a_release(one_slot_service: RunningService, ta
         try:
             await first.reset(task_ids[0])
             waiting = asyncio.create_task(second.reset(task_ids[1]))
-            await asyncio.sleep(0.6)
+            async with httpx.AsyncClient(base_url=base_url, trust_env=False) as http:
+                deadline = time.monotonic() + 5
+                while (await http.get("/healthz")).json()["waiting_resets"] != 1:
+                    assert time.monotonic() < deadline, "the second reset never queued"
+                    await asyncio.sleep(0.01)
             assert not waiting.done()  # queued: the only slot is leased
             await first.release()
             payload = await asyncio.wait_for(waiting, timeout=5)
@@ -421,8 +425,11 @@ def test_an_idle_lease_expires_and_its_slot_returns(engine: ShopEngine, task_ids
             httpx.Client(base_url=running.base_url, trust_env=False) as http:
         idle.reset(task_ids[0])
         assert free_slots(http) == 0
-        time.sleep(0.5)
-        assert free_slots(http) == 1 and http.get("/healthz").json()["expired_leases"] == 1
+        deadline = time.monotonic() + 5  # the lease expires 0.3 s after its last use
+        while free_slots(http) != 1:
+            assert time.monotonic() < deadline, "the idle lease never expired"
+            time.sleep(0.02)
+        assert http.get("/healthz").json()["expired_leases"] == 1
         with pytest.raises(StaleLeaseError):
             idle.step("search[pillow]")
 

@@ -62,6 +62,7 @@ class SlotLeasePool:
         self._leases: dict[int, str] = {}
         self._used: dict[int, float] = {}
         self._expired = 0
+        self._waiting = 0
         self._closed = False
         self._cond = threading.Condition()
 
@@ -83,6 +84,12 @@ class SlotLeasePool:
         with self._cond:
             self._expire_idle()
             return self._expired
+
+    @property
+    def waiting(self) -> int:
+        """Number of acquirers blocked until a slot frees (what a test or ``/healthz`` waits on instead of a sleep)."""
+        with self._cond:
+            return self._waiting
 
     def acquire(self, timeout: float | None = None) -> tuple[int, str]:
         """Lease the lowest-numbered free slot, blocking while none is free.
@@ -114,7 +121,11 @@ class SlotLeasePool:
                 expiry = self._next_expiry()
                 if expiry is not None:
                     remaining = expiry - now if remaining is None else min(remaining, expiry - now)
-                self._cond.wait(remaining)
+                self._waiting += 1
+                try:
+                    self._cond.wait(remaining)
+                finally:
+                    self._waiting -= 1
             if self._closed:
                 raise PoolClosedError("the slot pool is closed")
             slot = min(self._free)

@@ -270,6 +270,7 @@ class ShopService:
             "environment_slots": self.pool.size,
             "free_slots": self.pool.free_count,
             "expired_leases": self.pool.expired_count,
+            "waiting_resets": self.pool.waiting,
             "tasks": self._task_counts,
             "versions": self.engine.versions(),
             "primary_reward": PRIMARY_REWARD,
