@@ -524,7 +524,9 @@ def run_store_bench(root: str | Path, config: BenchConfig | None = None) -> dict
 
     Examples
     --------
-    >>> record = run_store_bench("runs/store/default", BenchConfig(steps=100, requests=200))  # doctest: +SKIP
+    On a built store (seconds to minutes, so not a doctest)::
+
+        record = run_store_bench("runs/store/default", BenchConfig(steps=100, requests=200))
     """
     config = config or BenchConfig()
     catalog, index, _ = open_store(root)

@@ -142,9 +142,11 @@ class AsyncShopClient(_LeaseHolder):
 
     Examples
     --------
-    >>> async with AsyncShopClient("http://127.0.0.1:5700") as env:  # doctest: +SKIP
-    ...     first = await env.reset(3)
-    ...     state = await env.step("search[white floor washer]")
+    Against a running ``intraskill env serve`` (so not a doctest)::
+
+        async with AsyncShopClient("http://127.0.0.1:5700") as env:
+            first = await env.reset(3)
+            state = await env.step("search[white floor washer]")
     """
 
     def __init__(self, base_url: str, timeout: float = 30.0, trust_env: bool = False,
