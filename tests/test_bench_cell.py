@@ -11,6 +11,8 @@ import pytest
 
 from intraskill.paths import project_root
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:

@@ -349,6 +349,7 @@ def test_a_probe_matrix_evaluates_on_dev_and_its_cells_train_without_dev(
         matrix_params(tmp_path, split="val")
 
 
+@pytest.mark.e2e
 def test_the_ci_parameters_run_the_experiment_as_they_are(tmp_path: Path, small_store_root: Path) -> None:
     """``intraskill experiment --params params/ci.yaml --arms coevolve,grpo,fixed --seeds 2 --rounds 1`` as a new
     user types it (only the run root moved, to find the suite's store): S₀ and its α come from ``ci.yaml``, and the

@@ -79,6 +79,7 @@ def test_the_static_site_ships_plotly_once_and_pages_load_it(tmp_path: Path) -> 
     assert f'<script src="../assets/{PLOTLY_SCRIPT}"></script>' in notebook
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not on PATH (apt-get install chromium)")
 def test_chromium_draws_the_curves_offline(tmp_path: Path) -> None:
     site = _site_with_curves(tmp_path)

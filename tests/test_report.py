@@ -274,6 +274,7 @@ def load_manifest_text(root: Path, text: str):
     return load_manifest(path)
 
 
+@pytest.mark.e2e
 def test_records_rerun_progress_and_timings(tmp_path: Path) -> None:
     """An entry that analyses records is not executed while none exists (a note names --rerun), runs with its
     rerun parameters when re-run, and analyses the records once they exist; the build says what it runs, how
@@ -451,6 +452,7 @@ LOOKED_AT = ("report/index.html", *(f"report/{lang}/{page}.html" for lang in ("e
 notebook page."""
 
 
+@pytest.mark.e2e
 def test_pages_show_no_raw_tex_repr_traceback_or_empty_section(quick_site: Path) -> None:
     """The built pages as served (no browser needed): every section has content, no raw TeX, Python repr or
     traceback."""
@@ -480,6 +482,7 @@ def _dump_dom(url: str, profile: Path) -> str:
     return completed.stdout
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("language", ["en", "zh"])
 def test_browser_renders_figures_and_language(served_site: str, tmp_path: Path, language: str) -> None:
     url = f"{served_site}/report/{language}/results.html"
@@ -504,6 +507,7 @@ def test_browser_renders_figures_and_language(served_site: str, tmp_path: Path, 
         assert response.status == 200
 
 
+@pytest.mark.e2e
 def test_browser_pages_after_their_scripts_ran(served_site: str, tmp_path: Path) -> None:
     """Headless Chromium opens the landing page, results, controls, episode browser, reproduce and a notebook
     page in both languages: after their scripts ran, no empty section, raw TeX, Python repr or traceback."""
@@ -511,6 +515,7 @@ def test_browser_pages_after_their_scripts_ran(served_site: str, tmp_path: Path)
     assert not {page: found for page, found in problems.items() if found}
 
 
+@pytest.mark.e2e
 def test_browser_landing_page_is_bilingual(served_site: str, tmp_path: Path) -> None:
     with urllib.request.urlopen(f"{served_site}/index.html") as response:  # redirects to the landing page
         assert 'url=report/index.html"' in response.read().decode("utf-8")
@@ -566,6 +571,7 @@ def _broken_targets(site: str, *start: str) -> list[str]:
     return broken
 
 
+@pytest.mark.e2e
 def test_browser_episode_browser(served_site: str, browser_runs: Path) -> None:
     """The episode browser in headless Chromium: the English page loads the runs, filters, opens an episode
     and steps through it to the final reward (the private goal on that panel only), shows the same task of
@@ -662,6 +668,7 @@ def test_browser_episode_browser(served_site: str, browser_runs: Path) -> None:
     assert not _broken_targets(served_site, f"{served_site}/report/en/browser.html", f"{served_site}/{version_page}")
 
 
+@pytest.mark.e2e
 def test_browser_live_replay_ui(browser_runs: Path) -> None:
     """The same browser served live by the replay routes (as `intraskill env serve --runs` mounts them): it lists
     the runs folder's trace files, opens an episode and steps to its final reward, without a JavaScript error."""

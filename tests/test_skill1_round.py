@@ -143,6 +143,7 @@ def test_co_evolution_refuses_a_skill1_round(tmp_path: Path) -> None:
         co_evolve(skill1_params(tmp_path), 1, out_dir=tmp_path / "co", progress=False)
 
 
+@pytest.mark.e2e
 def test_paper_settings_round_oversamples_and_weighs_terms(tmp_path: Path, small_store_root: Path) -> None:
     # Every issue-36 option at once: oversampled waves with the zero-variance filter, J_util on r_strict, the
     # per-term objective, the random-order rerank baseline, NDCG@1, the trajectory distillation prompt and a KL
