@@ -9,6 +9,7 @@ a chain.
 from __future__ import annotations
 
 import ast
+import functools
 import shutil
 from pathlib import Path
 
@@ -48,8 +49,21 @@ def imported_modules(path: Path, root: Path) -> set[str]:
     """Every ``intraskill`` module ``path`` imports, wherever the import statement sits."""
     name = module_name(path, root)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    return set(imports_in(path.read_text(encoding="utf-8"), package, root.name))
+
+
+@functools.cache
+def syntax_tree(source: str) -> ast.Module:
+    """``ast.parse(source)``, parsed once per distinct source for all the checks below."""
+    return ast.parse(source)
+
+
+@functools.cache
+def imports_in(source: str, package: str, root_name: str) -> frozenset[str]:
+    """The ``root_name`` modules that ``source`` (a module of ``package``) imports; cached by content, so the
+    planted copies of the package parse only the file they change."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+    for node in ast.walk(syntax_tree(source)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -59,7 +73,7 @@ def imported_modules(path: Path, root: Path) -> set[str]:
                 base = ".".join([*anchor, *([node.module] if node.module else [])])
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)
-    return {module for module in found if module.split(".")[0] == root.name}
+    return frozenset(module for module in found if module.split(".")[0] == root_name)
 
 
 def import_graph(root: Path) -> nx.DiGraph:
@@ -106,8 +120,9 @@ def undeclared_deferrals(root: Path) -> list[str]:
     command's stage, are imported late). One comment heads a run of consecutive late imports."""
     problems = []
     for path in sorted(root.rglob("*.py")):
-        lines = path.read_text(encoding="utf-8").splitlines()
-        late = [node for function in ast.walk(ast.parse("\n".join(lines), filename=str(path)))
+        source = path.read_text(encoding="utf-8")
+        lines = source.splitlines()
+        late = [node for function in ast.walk(syntax_tree(source))
                 if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
                 for node in ast.walk(function) if isinstance(node, (ast.Import, ast.ImportFrom))]
         import_lines = {number for node in late for number in range(node.lineno, node.end_lineno + 1)}
