@@ -38,6 +38,20 @@ from intraskill.paths import runs_root
 RELEASE_SEED = 20260901
 """The release's seed, written once: the default of the experiment, bootstrap, curriculum and warm-start
 seeds below, of the gate's mask draws and of the test bootstrap."""
+STORE_SEED = 20260829
+"""The synthetic catalogue's and its splits' seed, written once (``store.seed``)."""
+SAMPLES_PER_TASK = 1
+"""m: masked gate rollouts per val task in the release (``gate.samples_per_task``)."""
+ACTIVE_SKILL_BUDGET = 10
+"""K: the active skill budget, the strictly positive top-K a gate keeps (docs/method.md §1.5)."""
+RANKING_K = 4
+"""Chunks per arm of the gate's ranking check (top-K, bottom-K, random-K)."""
+RANKING_RANDOM_SEED = 20260907
+"""The release appendix's random-4 seed (the ranking check's random arm)."""
+MAX_CANDIDATES = 6
+"""ADD/REWRITE candidates the online compiler may put in a round's pool."""
+MAX_CANDIDATES_LIMITS = (1, 16)
+"""The range of the per-round candidate cap."""
 DEFAULT_CONFIDENCE = 0.95
 """The two-sided level of the control matrix's intervals and its family-wise level (α = 1 − it)."""
 
@@ -77,7 +91,7 @@ class StoreParams(_Section):
     protocol limits (20 / 150 / 30)."""
 
     scale: Literal["default", "small"] = "default"
-    seed: int = 20260829
+    seed: int = STORE_SEED
     source: str | None = Field(None, min_length=1)
     """A ShopSimulator ``shop_env`` directory (absolute or relative to the project root) whose published files the
     store is built from (``intraskill env build --from-shopsimulator``); ``null`` = the synthetic catalogue of
@@ -360,6 +374,30 @@ class ColdStartParams(_Section):
     gate_tasks: int | None = Field(None, ge=1)
     gate_b_tasks: int | None = Field(None, ge=1)
     checkpoint_id: str = Field("base", min_length=1)
+
+
+class GateParams(_Section):
+    """The paired validation gate (``intraskill gate …``, the co-evolution's online gate, the cold start's Gate A).
+
+    Reference: docs/method.md §1.5. ``active_skill_budget`` is K, the strictly positive top-K kept;
+    ``samples_per_task`` is m, the masked rollouts per val task (the bare run gets m too); ``mask_seed`` seeds
+    every mask draw; ``ranking_k`` and ``ranking_seed`` are the optional ranking check's chunks per arm and its
+    random arm's seed. Left out of plans at its defaults, so plans written before the section keep their
+    fingerprints.
+    """
+
+    active_skill_budget: int = Field(ACTIVE_SKILL_BUDGET, ge=1)
+    samples_per_task: int = Field(SAMPLES_PER_TASK, ge=1)
+    mask_seed: int = RELEASE_SEED
+    ranking_k: int = Field(RANKING_K, ge=1)
+    ranking_seed: int = RANKING_RANDOM_SEED
+
+
+class CoevolveParams(_Section):
+    """The co-evolution's analysis stage (``intraskill train co-evolve``): ``max_candidates`` ADD/REWRITE
+    candidates per round's pool (1–16). Left out of plans at its defaults."""
+
+    max_candidates: int = Field(MAX_CANDIDATES, ge=MAX_CANDIDATES_LIMITS[0], le=MAX_CANDIDATES_LIMITS[1])
 
 
 class PlantedInteraction(_Section):
@@ -761,6 +799,8 @@ class Params(_Section):
     skill1_warmstart: Skill1WarmstartParams = Skill1WarmstartParams()
     matrix: MatrixParams = MatrixParams()
     cold_start: ColdStartParams = ColdStartParams()
+    gate: GateParams = GateParams()
+    coevolve: CoevolveParams = CoevolveParams()
 
     @model_validator(mode="after")
     def _paths_inside_the_run_root(self) -> "Params":
@@ -821,11 +861,15 @@ def section_plan(section: BaseModel) -> dict[str, Any]:
 def plan_dump(params: Params) -> dict[str, Any]:
     """``params`` as run plans fingerprint them: the JSON dump without the settings of a method the run does not
     use (``round.method`` and the ``skill1`` section of an IntraSkill run), without the Skill1 warm start's (a run
-    records the checkpoint it starts from), without the trackers (``round.report_to``) and without later fields
+    records the checkpoint it starts from), without the ``gate`` and ``coevolve`` sections at their defaults,
+    without the trackers (``round.report_to``) and without later fields
     at their defaults (:func:`section_plan`), so
     that adding a method or a setting leaves the plans of existing runs valid."""
     data = params.model_dump(mode="json")
     del data["skill1_warmstart"], data["cold_start"]
+    for name in ("gate", "coevolve"):
+        if getattr(params, name) == type(getattr(params, name))():
+            del data[name]
     data["model"] = section_plan(params.model)
     data["skill1"] = section_plan(params.skill1)
     data["warmstart"] = section_plan(params.warmstart)

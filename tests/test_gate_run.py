@@ -27,7 +27,7 @@ from intraskill.evaluate.runner import run_eval
 from intraskill.gate.contributions import PairingError
 from intraskill.gate.masks import assign_online_masks, load_mask_assignment
 from intraskill.gate.ols import RankDeficientDesignError
-from intraskill.params import Params, RoundParams, params_from_dict
+from intraskill.params import Params, params_from_dict
 from intraskill.pipeline.gate_b import run_gate_b
 from intraskill.pipeline.gate_run import (
     GateConfig,
@@ -407,12 +407,18 @@ def test_cli_gate_run_on_a_round_directory(tmp_path: Path, small_store_root: Pat
     assert "ranking r_success: top-bottom" in CliRunner().invoke(app, ["gate", "show", gate_dir]).output
 
 
-def test_gate_config_from_round_params() -> None:
-    assert GateConfig.from_params(RoundParams(), "c") == GateConfig(checkpoint_id="c")
-    section = RoundParams(q=0.3, rho_min=0.1, rho_max=0.8, curriculum_seed=5)
-    config = GateConfig.from_params(section, "c", mask_seed=2, task_limit=4)
+def test_gate_config_from_params() -> None:
+    """The gate's K, m and mask seed come from ``gate:``, its next curriculum from ``round:``; settings override."""
+    default = params_from_dict({"experiment": {"name": "g"}})
+    assert GateConfig.from_params(default, "c") == GateConfig(checkpoint_id="c")
+    params = params_from_dict({"experiment": {"name": "g"},
+                               "round": {"q": 0.3, "rho_min": 0.1, "rho_max": 0.8, "curriculum_seed": 5},
+                               "gate": {"active_skill_budget": 3, "samples_per_task": 2, "mask_seed": 9}})
+    config = GateConfig.from_params(params, "c", task_limit=4)
     assert (config.q, config.rho_min, config.rho_max, config.curriculum_seed) == (0.3, 0.1, 0.8, 5)
-    assert (config.checkpoint_id, config.mask_seed, config.task_limit) == ("c", 2, 4)
+    assert (config.active_skill_budget, config.samples_per_task, config.mask_seed) == (3, 2, 9)
+    assert (config.checkpoint_id, config.task_limit) == ("c", 4)
+    assert GateConfig.from_params(params, "c", mask_seed=2).mask_seed == 2
 
 
 @pytest.mark.e2e

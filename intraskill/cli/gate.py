@@ -11,7 +11,6 @@ import typer
 
 from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load
 from intraskill.cli.common import ALLOW_OUTSIDE_OPTION, confined
-from intraskill.gate.masks import DEFAULT_MASK_SEED
 
 if TYPE_CHECKING:
     from intraskill.pipeline.gate_run import GateResult
@@ -79,10 +78,18 @@ def _echo_result(result: GateResult, as_json: bool) -> None:
           "next_curriculum": result.curriculum.state_id if result.curriculum else None}, as_json)
 
 
-ROLLOUTS_OPTION = typer.Option(1, "--rollouts-per-task", min=1, help="Masked rollouts per val task (m).")
-MASK_SEED_OPTION = typer.Option(DEFAULT_MASK_SEED, "--mask-seed", help="Seed of the mask draws.")
+ROLLOUTS_OPTION = typer.Option(None, "--rollouts-per-task", min=1,
+                               help="Masked rollouts per val task, m (gate.samples_per_task).")
+MASK_SEED_OPTION = typer.Option(None, "--mask-seed", help="Seed of the mask draws (gate.mask_seed).")
 TASK_LIMIT_OPTION = typer.Option(None, "--task-limit", min=1, help="First val tasks (evaluation.task_limit).")
 BARE_RUN_OPTION = typer.Option(None, "--bare-run-dir", help="Bare val run to reuse (run if missing).")
+
+
+def _gate_options(mask_seed: int | None, rollouts_per_task: int | None) -> dict[str, int]:
+    """The ``--mask-seed`` and ``--rollouts-per-task`` given, which override ``gate.mask_seed`` and
+    ``gate.samples_per_task``."""
+    given = {"mask_seed": mask_seed, "samples_per_task": rollouts_per_task}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 @app.command("run")
@@ -113,8 +120,8 @@ def run_command(
     default_checkpoint = round_dir / "checkpoint" / "model"
     if checkpoint is None and loaded.model.spec != "expert" and not loaded.model.spec.startswith("expert:"):
         checkpoint = default_checkpoint
-    config = GateConfig.from_params(loaded.round, checkpoint_id or f"{round_dir.name}-checkpoint",
-                                    mask_seed=mask_seed, samples_per_task=rollouts_per_task, task_limit=task_limit)
+    config = GateConfig.from_params(loaded, checkpoint_id or f"{round_dir.name}-checkpoint", task_limit=task_limit,
+                                    **_gate_options(mask_seed, rollouts_per_task))
     result = run_online_gate(loaded, pool or round_dir / "analysis" / "candidate_pool.json",
                              out or round_dir / "gate", config, checkpoint=checkpoint,
                              bare_run_dir=bare_run_dir, ledger=ledger if ledger.is_file() else None,
@@ -148,8 +155,8 @@ def gate_a_command(
     out = confined(out, loaded, allow_outside)
     if checkpoint is None:
         checkpoint = resolve_checkpoint(loaded, params)[0]
-    config = GateConfig.from_params(loaded.round, checkpoint_id, mask_seed=mask_seed,
-                                    samples_per_task=rollouts_per_task, task_limit=task_limit)
+    config = GateConfig.from_params(loaded, checkpoint_id, task_limit=task_limit,
+                                    **_gate_options(mask_seed, rollouts_per_task))
     result = run_gate_a(loaded, draft, out, config, checkpoint=checkpoint, bare_run_dir=bare_run_dir,
                         ledger=ledger, progress=progress)
     _echo_result(result, as_json)
@@ -163,8 +170,9 @@ def ranking_command(
     draft: Path = typer.Option(None, "--draft", exists=True, dir_okay=False, help="Gate A's draft bank."),
     pool: Path = typer.Option(None, "--pool", exists=True, dir_okay=False, help="The online gate's candidate pool."),
     checkpoint: Path = typer.Option(None, "--checkpoint", help="The gate's policy dir (default: model.checkpoint)."),
-    k: int = typer.Option(4, "--k", min=1, help="Chunks per arm (top-K, bottom-K, random-K)."),
-    random_seeds: str = typer.Option("20260907", "--random-seeds", help="Comma-separated seeds of the random arms."),
+    k: int = typer.Option(None, "--k", min=1, help="Chunks per arm, top-K, bottom-K, random-K (gate.ranking_k)."),
+    random_seeds: str = typer.Option(None, "--random-seeds",
+                                     help="Comma-separated seeds of the random arms (gate.ranking_seed)."),
     progress: bool = PROGRESS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -183,7 +191,9 @@ def ranking_command(
     loaded = load(params, overrides)
     if checkpoint is None and loaded.model.spec != "expert" and not loaded.model.spec.startswith("expert:"):
         checkpoint = resolve_checkpoint(loaded, params)[0]
-    seeds = [int(s) for s in random_seeds.split(",") if s.strip()]
-    check = run_ranking_check(loaded, gate_dir, versions, k=k, random_seeds=seeds, checkpoint=checkpoint,
+    seeds = ([loaded.gate.ranking_seed] if random_seeds is None
+             else [int(s) for s in random_seeds.split(",") if s.strip()])
+    check = run_ranking_check(loaded, gate_dir, versions, k=loaded.gate.ranking_k if k is None else k,
+                              random_seeds=seeds, checkpoint=checkpoint,
                               progress=progress)
     emit(check.to_dict(), as_json, check.summary())

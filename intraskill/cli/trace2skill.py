@@ -9,7 +9,7 @@ import typer
 
 from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load
 from intraskill.cli.common import ALLOW_OUTSIDE_OPTION, confined
-from intraskill.trace2skill.pool import DEFAULT_MAX_CANDIDATES
+from intraskill.params import MAX_CANDIDATES
 
 if TYPE_CHECKING:
     from intraskill.trace2skill.analysts import AnalystSettings
@@ -55,7 +55,7 @@ def analyze(
                                       help="Proposal checkpoint; default: the round ID."),
     ledger_history: Path = typer.Option(None, "--ledger-history", exists=True, dir_okay=False,
                                         help="The previous gate's proposal_ledger.jsonl."),
-    max_candidates: int = typer.Option(DEFAULT_MAX_CANDIDATES, "--max-candidates",
+    max_candidates: int = typer.Option(MAX_CANDIDATES, "--max-candidates",
                                        help="ADD/REWRITE candidates per round (1-16)."),
     as_json: bool = JSON_OPTION,
 ) -> None:

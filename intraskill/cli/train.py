@@ -18,7 +18,6 @@ from intraskill.cli.trace2skill import (
     ANALYST_URL_OPTION,
     analyst_settings,
 )
-from intraskill.trace2skill.pool import DEFAULT_MAX_CANDIDATES
 
 PARAMS_HELP = "Parameter file (params/*.yaml or a shipped name) with grpo: and round: sections."
 
@@ -117,10 +116,11 @@ def co_evolve_command(
     rounds: int = typer.Option(..., "--rounds", min=1, help="Number of co-evolution rounds."),
     out: Path = typer.Option(None, "--out", help="Run dir (<run_root>/<experiment>/co-evolve)."),
     allow_outside: bool = ALLOW_OUTSIDE_OPTION,
-    rollouts_per_task: int = typer.Option(1, "--rollouts-per-task", min=1, help="Gate rollouts per val task."),
+    rollouts_per_task: int = typer.Option(None, "--rollouts-per-task", min=1,
+                                           help="Gate rollouts per val task (gate.samples_per_task)."),
     gate_task_limit: int = typer.Option(None, "--gate-task-limit", help="Gate val tasks (round.val_tasks)."),
-    max_candidates: int = typer.Option(DEFAULT_MAX_CANDIDATES, "--max-candidates",
-                                       help="Candidates per round (1-16)."),
+    max_candidates: int = typer.Option(None, "--max-candidates",
+                                       help="Candidates per round, 1-16 (coevolve.max_candidates)."),
     analyst: str = ANALYST_OPTION,
     analyst_url: str = ANALYST_URL_OPTION,
     analyst_model: str = ANALYST_MODEL_OPTION,
@@ -145,8 +145,9 @@ def co_evolve_command(
 
     loaded = load(params, overrides)
     out = confined(out, loaded, allow_outside) if out is not None else None
-    config = CoEvolveConfig(samples_per_task=rollouts_per_task, gate_task_limit=gate_task_limit,
-                            max_candidates=max_candidates, analyst=settings)
+    given = {"samples_per_task": rollouts_per_task, "max_candidates": max_candidates}
+    config = CoEvolveConfig.from_params(loaded, gate_task_limit=gate_task_limit, analyst=settings,
+                                        **{name: value for name, value in given.items() if value is not None})
     try:
         result = co_evolve(loaded, rounds, config=config, out_dir=out, progress=progress)
     except (CoEvolvePlanMismatchError, RoundPlanMismatchError, CheckpointError) as error:

@@ -207,7 +207,7 @@ def run_cell(params: Params, out: Path, cell: Cell, start: RoundInputs, store_ro
             val_before = (shared_val_before(trained, out, cell.seed_index, start.checkpoint, store_root, progress)
                           if own_start is None else None)
             chain = co_evolve(trained, params.matrix.rounds, start=cell_start, out_dir=root, store_root=store_root,
-                              progress=progress, config=CoEvolveConfig(mask_seed=seeds.mask, evolve=arm.evolve),
+                              progress=progress, config=CoEvolveConfig.from_params(trained, mask_seed=seeds.mask, evolve=arm.evolve),
                               val_before=val_before)
         s0 = load_skillbank(bank) if bank is not None else None
         final_bank = _final_bank(chain.rounds[-1].curriculum(), s0) if arm.evolve else s0

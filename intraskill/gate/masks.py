@@ -34,7 +34,7 @@ from intraskill.gate.ols import RankDeficientDesignError, check_design_rank
 from intraskill.gate.selection import Intervention
 from intraskill.hashing import sha256_json, u64
 from intraskill.jsonl import write_json
-from intraskill.params import RELEASE_SEED, VALIDATION_DIMENSION_CAP
+from intraskill.params import RELEASE_SEED, SAMPLES_PER_TASK, VALIDATION_DIMENSION_CAP
 from intraskill.skills.bank import SkillBank
 from intraskill.trace2skill.pool import CandidatePool
 
@@ -351,7 +351,7 @@ def assign_online_masks(
     mask_seed: int = DEFAULT_MASK_SEED,
     split: str = "val",
     pool_sha256: str | None = None,
-    samples_per_task: int = 1,
+    samples_per_task: int = SAMPLES_PER_TASK,
 ) -> MaskAssignment:
     """Draw the online gate's slot states for every (task, sample) job and check the design rank.
 
@@ -386,7 +386,7 @@ def assign_gate_a_masks(
     mask_seed: int = DEFAULT_MASK_SEED,
     split: str = "val",
     mask_probability: float = GATE_A_MASK_PROBABILITY,
-    samples_per_task: int = 1,
+    samples_per_task: int = SAMPLES_PER_TASK,
 ) -> MaskAssignment:
     """Gate A's independent Bernoulli(0.5) masks over the draft bank's chunks (1–16, draft only).
 

@@ -23,11 +23,8 @@ from typing import Any
 from intraskill.evaluate.bootstrap import TEST_SEED_BASE, BootstrapResult, paired_bootstrap_ci
 from intraskill.gate.contributions import GateContributions
 from intraskill.hashing import u64
+from intraskill.params import RANKING_K, RANKING_RANDOM_SEED
 
-RANKING_K = 4
-"""K of the release's appendix."""
-RANKING_RANDOM_SEED = 20260907
-"""The release appendix's random-4 seed."""
 RANDOM = "random"
 BARE = "bare"
 CONTRASTS = (("top", "bottom"), ("top", RANDOM), (RANDOM, "bottom"))

@@ -22,9 +22,7 @@ from enum import Enum
 from typing import Any, Mapping, Sequence
 
 from intraskill.gate.ols import ZERO_TOLERANCE
-
-ACTIVE_SKILL_BUDGET = 10
-"""K: the active skill budget of the trace2skill, Gate A and online-gate configs."""
+from intraskill.params import ACTIVE_SKILL_BUDGET
 KINDS = ("current", "candidate")
 OPERATIONS = ("ADD", "REWRITE")
 

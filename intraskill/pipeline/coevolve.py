@@ -27,7 +27,7 @@ from typing import Any
 
 from intraskill.gate.masks import DEFAULT_MASK_SEED
 from intraskill.jsonl import write_json
-from intraskill.params import ExperimentParams, Params, plan_dump
+from intraskill.params import MAX_CANDIDATES, SAMPLES_PER_TASK, ExperimentParams, Params, plan_dump
 from intraskill.paths import runs_root
 from intraskill.phases import phase
 from intraskill.pipeline.gate_run import GateConfig, run_online_gate
@@ -42,7 +42,7 @@ from intraskill.skills.library import SNAPSHOT_FILE
 from intraskill.trace2skill.analysis import AnalysisConfig, run_analysis
 from intraskill.trace2skill.analysts import AnalystSettings, open_analyst
 from intraskill.trace2skill.ledger import read_ledger
-from intraskill.trace2skill.pool import DEFAULT_MAX_CANDIDATES, check_max_candidates, load_pool
+from intraskill.trace2skill.pool import check_max_candidates, load_pool
 
 LOGGER = logging.getLogger(__name__)
 
@@ -79,10 +79,10 @@ class CoEvolveConfig:
         their fingerprint).
     """
 
-    samples_per_task: int = 1
+    samples_per_task: int = SAMPLES_PER_TASK
     mask_seed: int = DEFAULT_MASK_SEED
     gate_task_limit: int | None = None
-    max_candidates: int = DEFAULT_MAX_CANDIDATES
+    max_candidates: int = MAX_CANDIDATES
     evolve: bool = True
     analyst: AnalystSettings = AnalystSettings()
 
@@ -92,6 +92,14 @@ class CoEvolveConfig:
         if self.gate_task_limit is not None and self.gate_task_limit < 1:
             raise ValueError(f"gate_task_limit: must be >= 1 or None, got {self.gate_task_limit}")
         check_max_candidates(self.max_candidates)
+
+    @classmethod
+    def from_params(cls, params: Params, **settings: Any) -> CoEvolveConfig:
+        """m and the mask seed from ``params.gate``, the candidate cap from ``params.coevolve``; ``settings``
+        override or add the rest."""
+        fields = {"samples_per_task": params.gate.samples_per_task, "mask_seed": params.gate.mask_seed,
+                  "max_candidates": params.coevolve.max_candidates, **settings}
+        return cls(**fields)
 
 
 @dataclass(frozen=True)

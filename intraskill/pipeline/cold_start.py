@@ -45,7 +45,6 @@ from typing import Any
 from intraskill.agent.traces import EpisodeTrace, read_traces
 from intraskill.evaluate.runner import run_eval
 from intraskill.evaluate.summary import final_records
-from intraskill.gate.selection import ACTIVE_SKILL_BUDGET
 from intraskill.hashing import sha256_file, sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.organism.shipped import resolve_checkpoint
@@ -447,7 +446,7 @@ def _compile(params: Params, paths: ColdStartPaths, roles: ColdStartRoles,
         raise ColdStartError(f"compile: {failure}; invalid attempts in {paths.invalid_attempts}") from None
     _write_attempts(paths.invalid_attempts, compiled.invalid_attempts)
     skill = compiled.skill
-    write_json(paths.draft, skill.to_dict(ACTIVE_SKILL_BUDGET, cap,
+    write_json(paths.draft, skill.to_dict(params.gate.active_skill_budget, cap,
                                          sha256_json(compiler_input(clusters, cap))), indent=1)
     save_skillbank(skill.bank(), paths.draft_bank)
     paths.draft_markdown.write_text(skill.markdown(), encoding="utf-8")
@@ -471,7 +470,7 @@ def _write_attempts(path: Path, attempts: Sequence[Mapping[str, Any]]) -> None:
 def _gate_a(params: Params, paths: ColdStartPaths, checkpoint: str | None, store_root: str | Path | None,
             progress: bool) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     settings = params.cold_start
-    config = GateConfig.from_params(params.round, settings.checkpoint_id, task_limit=settings.gate_tasks,
+    config = GateConfig.from_params(params, settings.checkpoint_id, task_limit=settings.gate_tasks,
                                     next_round_id="round-000")
     result = run_gate_a(params, load_skillbank(paths.draft_bank), paths.gate, config, checkpoint=checkpoint,
                         ledger=paths.ledger, store_root=store_root, progress=progress)

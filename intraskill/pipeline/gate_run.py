@@ -70,11 +70,18 @@ from intraskill.gate.masks import (
     load_mask_assignment,
     save_mask_assignment,
 )
-from intraskill.gate.ranking import RANKING_K, RANKING_RANDOM_SEED, RankingCheck, ranking_arms, ranking_check
-from intraskill.gate.selection import ACTIVE_SKILL_BUDGET, ContributionStatus
+from intraskill.gate.ranking import RankingCheck, ranking_arms, ranking_check
+from intraskill.gate.selection import ContributionStatus
 from intraskill.hashing import sha256_file, sha256_json
 from intraskill.jsonl import write_json
-from intraskill.params import EvaluationParams, Params, RoundParams
+from intraskill.params import (
+    ACTIVE_SKILL_BUDGET,
+    RANKING_K,
+    RANKING_RANDOM_SEED,
+    SAMPLES_PER_TASK,
+    EvaluationParams,
+    Params,
+)
 from intraskill.pipeline.round import trained_policy
 from intraskill.policy.factory import build_policy, weights_digest
 from intraskill.shop.build import ensure_store
@@ -127,7 +134,7 @@ class GateConfig:
 
     checkpoint_id: str
     mask_seed: int = DEFAULT_MASK_SEED
-    samples_per_task: int = 1
+    samples_per_task: int = SAMPLES_PER_TASK
     task_limit: int | None = None
     active_skill_budget: int = ACTIVE_SKILL_BUDGET
     split: str = "val"
@@ -151,10 +158,14 @@ class GateConfig:
             raise GateInputError(f"batch_size: must be >= 1, got {self.batch_size}")
 
     @classmethod
-    def from_params(cls, round_params: RoundParams, checkpoint_id: str, **settings: Any) -> GateConfig:
-        """The gate whose next curriculum follows ``round_params`` (q, ρ, seed); ``settings`` the rest."""
+    def from_params(cls, params: Params, checkpoint_id: str, **settings: Any) -> GateConfig:
+        """The gate of ``params.gate`` (K, m, mask seed) whose next curriculum follows ``params.round`` (q, ρ,
+        seed); ``settings`` override or add the rest."""
+        gate, round_params = params.gate, params.round
+        fields = {"mask_seed": gate.mask_seed, "samples_per_task": gate.samples_per_task,
+                  "active_skill_budget": gate.active_skill_budget, **settings}
         return cls(checkpoint_id=checkpoint_id, q=round_params.q, rho_min=round_params.rho_min,
-                   rho_max=round_params.rho_max, curriculum_seed=round_params.curriculum_seed, **settings)
+                   rho_max=round_params.rho_max, curriculum_seed=round_params.curriculum_seed, **fields)
 
     def to_dict(self) -> dict[str, Any]:
         """The semantic settings (``batch_size`` left out)."""

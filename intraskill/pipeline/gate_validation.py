@@ -40,7 +40,7 @@ from intraskill.evaluate.task_records import run_task_records, write_task_record
 from intraskill.gate.contributions import MetricEstimate, load_contributions
 from intraskill.organism.demos import teacher_law
 from intraskill.organism.truth import ground_truth, run_arm
-from intraskill.params import RELEASE_SEED, Params
+from intraskill.params import RELEASE_SEED, SAMPLES_PER_TASK, Params
 from intraskill.paths import resolve_project_path
 from intraskill.pipeline.gate_run import GATE_A, MANIFESTS, GateConfig, as_draft, run_gate_a
 from intraskill.pipeline.round import open_train_store
@@ -317,7 +317,7 @@ def validate_gate(
     out_dir: str | Path,
     *,
     seeds: Sequence[int],
-    samples_per_task: int = 1,
+    samples_per_task: int = SAMPLES_PER_TASK,
     task_limit: int | None = None,
     checkpoint: str | Path | None = None,
     checkpoint_id: str = "warmstart",
@@ -344,7 +344,7 @@ def _run_gates(params: Params, draft: SkillBank, out_dir: str | Path, *, seeds: 
     if not seeds:
         raise ValueError("seeds: give at least one mask seed")
     for seed in seeds:
-        config = GateConfig.from_params(params.round, checkpoint_id, mask_seed=seed,
+        config = GateConfig.from_params(params, checkpoint_id, mask_seed=seed,
                                         samples_per_task=samples_per_task, task_limit=task_limit)
         run_gate_a(params, as_draft(draft), validation_gate_dir(out_dir, samples_per_task, seed), config,
                    checkpoint=checkpoint, bare_run_dir=Path(out_dir) / f"m{samples_per_task}" / BARE_RUN,
@@ -396,7 +396,7 @@ def load_truth(warmstart_dir: str | Path) -> dict[str, Any]:
 
 
 def validate_on_warmstart(params: Params, warmstart_dir: str | Path, out_dir: str | Path, *,
-                          seeds: Sequence[int], samples_per_task: int = 1, task_limit: int | None = None,
+                          seeds: Sequence[int], samples_per_task: int = SAMPLES_PER_TASK, task_limit: int | None = None,
                           store_root: str | Path | None = None, progress: bool = True) -> GateValidationReport:
     """:func:`validate_gate` on the organism's warm start: its checkpoint, S₀ (``warmstart.skills``) and
     its ``ground_truth.json``; the report is :func:`load_warmstart_validation` of the finished gates."""
@@ -486,7 +486,7 @@ def teacher_truth(params: Params, draft: SkillBank, *, tasks: int | None,
 
 
 def validate_on_teacher(params: Params, out_dir: str | Path, *, seeds: Sequence[int],
-                        samples_per_task: int = 1, task_limit: int | None = None,
+                        samples_per_task: int = SAMPLES_PER_TASK, task_limit: int | None = None,
                         truth_tasks: int | None = None, truth: Mapping[str, Any] | None = None,
                         store_root: str | Path | None = None, progress: bool = True) -> GateValidationReport:
     """:func:`validate_gate` on the organism's teacher (fast, no checkpoint needed): S₀ with the gated

@@ -28,6 +28,7 @@ from typing import Any
 
 from intraskill.hashing import sha256_file, sha256_text
 from intraskill.jsonl import write_json
+from intraskill.params import STORE_SEED
 from intraskill.paths import resolve_project_path, runs_root, store_dir
 from intraskill.shop.data import Catalog, read_raw_products, write_raw_products
 from intraskill.shop.engine import ShopEngine, StoreConfig
@@ -39,7 +40,7 @@ from intraskill.shop.synth import GENERATOR_VERSION, generate_raw_products, scal
 LOGGER = logging.getLogger(__name__)
 
 STORE_SCHEMA_VERSION = "intraskill-store-v3"
-DEFAULT_STORE_SEED = 20260829
+DEFAULT_STORE_SEED = STORE_SEED
 
 
 @dataclass(frozen=True)

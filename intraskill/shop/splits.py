@@ -26,6 +26,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from intraskill.hashing import sha256_json, u64
 from intraskill.jsonl import write_json
+from intraskill.params import STORE_SEED
 from intraskill.shop.types import Goal
 
 SPLIT_SCHEMA_VERSION = "intraskill-persona-splits-v1"
@@ -39,7 +40,7 @@ DEV_SIZE = 200
 DEV_SHARE = 5
 """dev holds ``min(DEV_SIZE, len(train) // DEV_SHARE)`` train tasks (200 of the default store's 3726, 24 of the
 small one's 120)."""
-DEFAULT_SPLIT_SEED = 20260829
+DEFAULT_SPLIT_SEED = STORE_SEED
 MAX_HELDOUT_GROUP_SIZE = 20
 LINK_KEYS = ("asin", "instruction_simple", "instruction", "persona_fingerprint", "user_id")
 USER_ID_FIELDS = ("user_id", "用户ID")

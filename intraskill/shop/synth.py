@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from intraskill.hashing import canonical_json, seed32, sha256_text
+from intraskill.params import STORE_SEED
 from intraskill.shop import vocab
 from intraskill.shop.types import APPROXIMATE_BUDGET_FACTOR, CATEGORY_SEPARATOR
 
@@ -359,7 +360,7 @@ class _Generator:
         return [("gold", gold)] + list(distractors.items())
 
 
-def generate_raw_products(scale: str = "default", seed: int = 20260829) -> list[dict]:
+def generate_raw_products(scale: str = "default", seed: int = STORE_SEED) -> list[dict]:
     """Generate the raw product list of a synthetic store (deterministic in ``scale`` and ``seed``).
 
     Returns records in the reference raw schema; each target's single instruction carries

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
+from intraskill.params import MAX_CANDIDATES
 from intraskill.shop.engine import ShopEngine
 from intraskill.skills.bank import SkillBank
 from intraskill.trace2skill.audit import Analyst
@@ -40,7 +41,7 @@ from intraskill.trace2skill.compiler import (
 )
 from intraskill.trace2skill.firewall import GoldLookup
 from intraskill.trace2skill.ledger import LedgerEntry, add_proposals, write_ledger
-from intraskill.trace2skill.pool import DEFAULT_MAX_CANDIDATES, build_candidate_pool, fallback_pool, save_pool
+from intraskill.trace2skill.pool import build_candidate_pool, fallback_pool, save_pool
 from intraskill.trace2skill.queue import QUEUE_FILE, AnalysisItem, read_analysis_queue, recheck_item
 from intraskill.trace2skill.roles import REJECT_GOLD_LEAK
 
@@ -99,7 +100,7 @@ class AnalysisConfig:
 
     round_id: str
     proposal_checkpoint: str
-    max_candidates: int = DEFAULT_MAX_CANDIDATES
+    max_candidates: int = MAX_CANDIDATES
 
 
 def read_cards(path: str | Path) -> dict[str, FailureCard]:

@@ -21,8 +21,8 @@ from intraskill.skills.render import parse_chunk
 from intraskill.trace2skill.cards import CardStatus, FailureCard
 from intraskill.trace2skill.firewall import GoldLookup
 from intraskill.trace2skill.ledger import LedgerEntry, ledger_signatures
+from intraskill.params import MAX_CANDIDATES
 from intraskill.trace2skill.pool import (
-    DEFAULT_MAX_CANDIDATES,
     Candidate,
     CandidateDraft,
     check_max_candidates,
@@ -50,7 +50,7 @@ def operation_of(card: FailureCard) -> str:
 
 
 def compiler_input(bank: SkillBank, cards: Sequence[FailureCard], history: Sequence[LedgerEntry],
-                   max_candidates: int = DEFAULT_MAX_CANDIDATES) -> dict[str, Any]:
+                   max_candidates: int = MAX_CANDIDATES) -> dict[str, Any]:
     """The online compiler's input object (§4.1): active chunks, eligible cards' deployable views,
     and the proposal history (audit state only)."""
     check_max_candidates(max_candidates)
@@ -90,7 +90,7 @@ def _cluster_draft(key: tuple[str, str | None, str], cards: Sequence[FailureCard
 
 
 def rule_compile(bank: SkillBank, cards: Sequence[FailureCard], history: Sequence[LedgerEntry], *,
-                 proposal_checkpoint: str, max_candidates: int = DEFAULT_MAX_CANDIDATES,
+                 proposal_checkpoint: str, max_candidates: int = MAX_CANDIDATES,
                  lookup: GoldLookup | None = None) -> CompileResult:
     """Cluster, rank, de-duplicate and cap the eligible cards (see the module docstring).
 

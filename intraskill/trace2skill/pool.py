@@ -23,14 +23,13 @@ from typing import Any
 
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import write_json
+from intraskill.params import MAX_CANDIDATES, MAX_CANDIDATES_LIMITS
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.render import Chunk, render_chunk
 from intraskill.trace2skill.firewall import GoldLeakError, GoldLookup, check_payload
 
 POOL_SCHEMA_VERSION = "shopsimrl-skill-candidate-pool-v1"
 OPERATIONS = ("ADD", "REWRITE")
-DEFAULT_MAX_CANDIDATES = 6
-MAX_CANDIDATES_LIMITS = (1, 16)
 _DEPLOYABLE_FIELDS = (
     "title", "failure_mechanism", "applicable_when", "procedure", "verification", "common_failure"
 )
@@ -178,7 +177,7 @@ def validate_online_submission(
     eligible_card_ids: Collection[str],
     ledger_signatures: Collection[str],
     proposal_checkpoint: str,
-    max_candidates: int = DEFAULT_MAX_CANDIDATES,
+    max_candidates: int = MAX_CANDIDATES,
     lookup: GoldLookup | None = None,
 ) -> list[Candidate]:
     """Enforce the online compiler's hard limits and return the pool candidates.
