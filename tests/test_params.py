@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from intraskill.params import ParamsError, load_params, params_from_dict, with_overrides
+from intraskill.params import ParamsError, load_params, params_from_dict, plan_dump, with_overrides
 
 PARAMS = Path(__file__).resolve().parents[1] / "params"
 
@@ -148,3 +148,18 @@ def test_a_non_finite_learning_rate_is_one_error_naming_the_field() -> None:
         with pytest.raises(ParamsError, match=r"grpo\.lr: Input should be a finite number"):
             with_overrides(base, [f"grpo.lr={text}"])
     assert len(_float_fields()) >= 40  # the walk above finds the float fields
+
+
+def test_gate_and_coevolve_sections_enter_plans_only_off_their_defaults() -> None:
+    """``gate:`` and ``coevolve:`` are settable with ``--set`` and checked; at their defaults plans keep their
+    fingerprints (the sections are left out), changed they enter the plan."""
+    base = params_from_dict({"experiment": {"name": "g"}})
+    assert "gate" not in plan_dump(base) and "coevolve" not in plan_dump(base)
+    assert (base.gate.active_skill_budget, base.gate.samples_per_task, base.gate.mask_seed) == (10, 1, 20260901)
+    assert base.coevolve.max_candidates == 6
+    changed = with_overrides(base, ["gate.active_skill_budget=3", "coevolve.max_candidates=2"])
+    assert plan_dump(changed)["gate"]["active_skill_budget"] == 3
+    assert plan_dump(changed)["coevolve"] == {"max_candidates": 2}
+    for bad in ("gate.samples_per_task=0", "coevolve.max_candidates=17", "gate.ranking_k=0"):
+        with pytest.raises(ParamsError, match=bad.split("=")[0].split(".")[1]):
+            with_overrides(base, [bad])

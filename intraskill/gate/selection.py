@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 
 from intraskill.gate.ols import ZERO_TOLERANCE
 from intraskill.params import ACTIVE_SKILL_BUDGET
+
 KINDS = ("current", "candidate")
 OPERATIONS = ("ADD", "REWRITE")
 

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from intraskill.hashing import sha256_json
+from intraskill.params import MAX_CANDIDATES
 from intraskill.skills.bank import SkillBank
 from intraskill.skills.render import parse_chunk
 from intraskill.trace2skill.cards import CardStatus, FailureCard
 from intraskill.trace2skill.firewall import GoldLookup
 from intraskill.trace2skill.ledger import LedgerEntry, ledger_signatures
-from intraskill.params import MAX_CANDIDATES
 from intraskill.trace2skill.pool import (
     Candidate,
     CandidateDraft,
