@@ -221,7 +221,7 @@ def _gate(params: Params, root: Path, index: int, config: CoEvolveConfig, store_
         LOGGER.info("%s: empty candidate pool; the gate does not run and the next round has no skills", root)
         return GATE_SKIPPED, None
     limit, reuse = _gate_limit(params, config)
-    gate_config = GateConfig.from_params(params.round, f"{round_id(index)}-checkpoint",
+    gate_config = GateConfig.from_params(params, f"{round_id(index)}-checkpoint",
                                          mask_seed=config.mask_seed, samples_per_task=config.samples_per_task,
                                          task_limit=limit, next_round_id=round_id(index + 1))
     result = run_online_gate(params, pool, root / "gate", gate_config,
