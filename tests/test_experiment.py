@@ -17,7 +17,7 @@ from intraskill.experiment.arms import CellSeeds, cell_params, overlay_fields
 from intraskill.experiment.matrix import MatrixPlanMismatchError, run_matrix
 from intraskill.experiment.results import comparison_pairs, load_matrix
 from intraskill.experiment.shipped import SHIPPED, YOUR_RUN, matrix_sources, ship_matrix, sources_table
-from intraskill.gate.masks import load_mask_assignment, mask_draw
+from intraskill.gate.design import load_mask_assignment, mask_draw
 from intraskill.gate.ols import RankDeficientDesignError, check_design_rank
 from intraskill.params import (
     BUILTIN_ARMS,

@@ -24,7 +24,7 @@ from intraskill.gate.contributions import (
     selected_skill_markdown,
     selected_skillbank,
 )
-from intraskill.gate.masks import MaskAssignment, assign_online_masks, slots_from_interventions
+from intraskill.gate.design import MaskAssignment, assign_online_masks, slots_from_interventions
 from intraskill.gate.selection import Intervention
 from intraskill.hashing import unit_draw
 from intraskill.paths import release_data_dir

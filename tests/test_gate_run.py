@@ -25,7 +25,7 @@ from intraskill.agent.traces import read_traces
 from intraskill.chat.base import ChatRequest, Generation
 from intraskill.evaluate.runner import run_eval
 from intraskill.gate.contributions import PairingError
-from intraskill.gate.masks import assign_online_masks, load_mask_assignment
+from intraskill.gate.design import assign_online_masks, load_mask_assignment
 from intraskill.gate.ols import RankDeficientDesignError
 from intraskill.params import Params, params_from_dict
 from intraskill.pipeline.gate_b import run_gate_b

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from intraskill.gate.masks import DEFAULT_MASK_SEED
+from intraskill.gate.design import DEFAULT_MASK_SEED
 from intraskill.params import ArmParams, MatrixParams, Params, params_from_dict
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from intraskill.gate.additivity import AdditivityTest, fit_additivity
-from intraskill.gate.masks import DESIGN_ONLINE, MaskAssignment, MaskJob
-from intraskill.gate.ols import ESTIMATOR_NAME, PRIMARY_METRIC, PairedDeltaResult, fit_paired_delta
+from intraskill.gate.design import DESIGN_ONLINE, MaskAssignment, MaskJob
+from intraskill.gate.ols import ESTIMATOR_NAME, PairedDeltaResult, fit_paired_delta
 from intraskill.gate.selection import (
     ACTIVE_SKILL_BUDGET,
     ContributionRecord,
@@ -35,6 +35,7 @@ from intraskill.gate.selection import (
     select_online,
 )
 from intraskill.hashing import sha256_json
+from intraskill.shop.reward import PRIMARY_REWARD, PRIMARY_REWARD_COMPONENT
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.trace2skill.pool import CANDIDATE_VERSION, CandidatePool
 
@@ -47,7 +48,7 @@ ESTIMATOR = {
     "formula": "R_i - B_i = C_i^T beta + epsilon_i",
     "fit_intercept": False,
     "baseline": "same_task_bare_validation",
-    "primary_outcome": PRIMARY_METRIC,
+    "primary_outcome": PRIMARY_REWARD,
     "rewrite_rule": "mutually_exclusive_family_argmax_old_on_tie",
     "selection_rule": "rewrite_winners_then_strictly_positive_top_k",
 }
@@ -119,7 +120,7 @@ class PairedObservation:
     @property
     def components(self) -> list[str]:
         """The ``r_*`` keys, sorted."""
-        return sorted(k for k in self.reward if k != PRIMARY_METRIC)
+        return sorted(k for k in self.reward if k != PRIMARY_REWARD)
 
     def to_row(self) -> dict[str, Any]:
         """The release ``observations_table`` row (deltas computed here)."""
@@ -132,9 +133,9 @@ class PairedObservation:
             "sample_id": self.sample_id,
             "mask": list(self.mask),
             "included_chunk_ids": list(self.included_chunk_ids),
-            "reward": self.reward[PRIMARY_METRIC],
-            "bare_reward": self.bare_reward[PRIMARY_METRIC],
-            "delta_reward": self.reward[PRIMARY_METRIC] - self.bare_reward[PRIMARY_METRIC],
+            "reward": self.reward[PRIMARY_REWARD],
+            "bare_reward": self.bare_reward[PRIMARY_REWARD],
+            "delta_reward": self.reward[PRIMARY_REWARD] - self.bare_reward[PRIMARY_REWARD],
             "reward_detail": detail,
             "bare_reward_detail": bare_detail,
             "delta_reward_detail": {k: detail[k] - bare_detail[k] for k in self.components},
@@ -146,8 +147,8 @@ class PairedObservation:
         return cls(episode_id=row["episode_id"], split=row["split"], task_id=int(row["task_id"]),
                    sample_id=int(row["sample_id"]), mask=tuple(int(v) for v in row["mask"]),
                    included_chunk_ids=tuple(row["included_chunk_ids"]),
-                   reward={PRIMARY_METRIC: float(row["reward"]), **row["reward_detail"]},
-                   bare_reward={PRIMARY_METRIC: float(row["bare_reward"]), **row["bare_reward_detail"]})
+                   reward={PRIMARY_REWARD: float(row["reward"]), **row["reward_detail"]},
+                   bare_reward={PRIMARY_REWARD: float(row["bare_reward"]), **row["bare_reward_detail"]})
 
 
 @dataclass(frozen=True)
@@ -176,14 +177,14 @@ def _final_records(records: Sequence[GateRecord], side: str) -> dict[str, GateRe
 
 def _check_reward(record: GateRecord, side: str) -> None:
     reward = record.reward
-    if not isinstance(reward, Mapping) or PRIMARY_METRIC not in reward or "r_strict" not in reward:
+    if not isinstance(reward, Mapping) or PRIMARY_REWARD not in reward or PRIMARY_REWARD_COMPONENT not in reward:
         raise PairingError(
             f"{side} {record.episode_id}: completed without a reward dict holding reward and r_strict")
     for key, value in reward.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise PairingError(
                 f"{side} {record.episode_id}: reward component {key} is not finite ({value!r})")
-    gap = abs(reward[PRIMARY_METRIC] - reward["r_strict"])
+    gap = abs(reward[PRIMARY_REWARD] - reward[PRIMARY_REWARD_COMPONENT])
     if gap > REWARD_TOLERANCE:
         raise PairingError(f"{side} {record.episode_id}: reward differs from r_strict by {gap:.3g} (> 1e-12)")
 
@@ -377,7 +378,7 @@ class GateContributions:
     @property
     def primary(self) -> MetricEstimate:
         """The estimate of the primary outcome (``reward``), the one selection uses."""
-        return self.estimates[PRIMARY_METRIC]
+        return self.estimates[PRIMARY_REWARD]
 
     @property
     def columns(self) -> list[str]:
@@ -419,7 +420,7 @@ class GateContributions:
         """Hash of the bare run's completed observations (``bare_baseline.observations_sha256``)."""
         return str(self.bare_baseline["observations_sha256"])
 
-    def additivity_test(self, metric: str = PRIMARY_METRIC, chunks: Sequence[str] | None = None) -> AdditivityTest:
+    def additivity_test(self, metric: str = PRIMARY_REWARD, chunks: Sequence[str] | None = None) -> AdditivityTest:
         """The additivity test of ``metric`` on the stored rows, over ``chunks`` (default: the selected ones)."""
         return _additivity(self.observations_table, metric, self.columns,
                            self.selected_intervention_ids if chunks is None else chunks)
@@ -436,7 +437,7 @@ class GateContributions:
         # deferred: pandas is heavy to import
         import pandas as pd
 
-        primary, auxiliary = self.primary, [m for m in self.estimates if m != PRIMARY_METRIC]
+        primary, auxiliary = self.primary, [m for m in self.estimates if m != PRIMARY_REWARD]
         rows = []
         for record in self.contributions:
             ident = record.intervention_id
@@ -454,7 +455,7 @@ class GateContributions:
             f"Gate contributions ({self.estimator_name})",
             (f"observations: {self.observations} of {self.requested_observations} requested "
              f"({len(self.dropped_episode_ids)} dropped); columns: {len(self.columns)}; covariance: {cov}"),
-            (f"{PRIMARY_METRIC}: bare {primary.bare_mean:.4f}, masked {primary.masked_mean:.4f}, "
+            (f"{PRIMARY_REWARD}: bare {primary.bare_mean:.4f}, masked {primary.masked_mean:.4f}, "
              f"delta {primary.delta_mean:+.4f}"),
         ]
         width = max([len("intervention")] + [len(c) for c in self.columns])
@@ -477,7 +478,7 @@ class GateContributions:
 
     def to_json(self) -> dict[str, Any]:
         """The ``contributions.json`` object (release key order)."""
-        auxiliary = [m for m in self.estimates if m != PRIMARY_METRIC]
+        auxiliary = [m for m in self.estimates if m != PRIMARY_REWARD]
         records = [{**record.to_dict(), "auxiliary_coefficients": {
             m: self.estimates[m].coefficients[record.intervention_id] for m in auxiliary}}
             for record in self.contributions]
@@ -559,8 +560,8 @@ def _check_observations(assignment: MaskAssignment, observations: Sequence[Paire
                 f"{obs.episode_id}: mask or included_chunk_ids differ from the mask assignment")
         if sorted(obs.reward) != metrics or sorted(obs.bare_reward) != metrics:
             raise PairingError(f"{obs.episode_id}: reward keys differ from {metrics}")
-    if PRIMARY_METRIC not in metrics:
-        raise PairingError(f"observations: reward dicts lack {PRIMARY_METRIC!r}")
+    if PRIMARY_REWARD not in metrics:
+        raise PairingError(f"observations: reward dicts lack {PRIMARY_REWARD!r}")
     return metrics
 
 
@@ -595,11 +596,11 @@ def build_contributions(
     """
     metrics = _check_observations(assignment, observations)
     estimates = {metric: _estimate(observations, metric, assignment.columns) for metric in metrics}
-    selection = _select(assignment, estimates[PRIMARY_METRIC].coefficients, active_skill_budget)
+    selection = _select(assignment, estimates[PRIMARY_REWARD].coefficients, active_skill_budget)
     return GateContributions(
         estimates=estimates,
         selection=selection,
-        additivity=_additivity(observations, PRIMARY_METRIC, assignment.columns,
+        additivity=_additivity(observations, PRIMARY_REWARD, assignment.columns,
                                selection.selected_intervention_ids),
         observations_table=tuple(observations),
         bare_baseline=dict(bare_baseline),

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from intraskill.shop.reward import PRIMARY_REWARD
+
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
@@ -23,7 +25,6 @@ if TYPE_CHECKING:
 ESTIMATOR_NAME = "paired_delta_ols_main_effects_no_intercept"
 ZERO_TOLERANCE = 1e-12
 """Coefficients with ``|β| <= ZERO_TOLERANCE`` are reported as exactly 0.0 (reference §5.4)."""
-PRIMARY_METRIC = "reward"
 
 
 class RankDeficientDesignError(ValueError):
@@ -245,7 +246,7 @@ class RefitReport:
 def design_from_contributions(contributions: Mapping[str, Any]) -> tuple[list[str], list[list[int]]]:
     """Columns (key order of ``estimates.reward.coefficients``) and the ``observations_table`` masks."""
     try:
-        columns = list(contributions["estimates"][PRIMARY_METRIC]["coefficients"])
+        columns = list(contributions["estimates"][PRIMARY_REWARD]["coefficients"])
         rows = contributions["observations_table"]
     except (KeyError, TypeError) as error:
         raise ValueError(
@@ -261,7 +262,7 @@ def design_from_contributions(contributions: Mapping[str, Any]) -> tuple[list[st
 
 
 def _outcomes(rows: Sequence[Mapping[str, Any]], metric: str) -> list[float]:
-    if metric == PRIMARY_METRIC:
+    if metric == PRIMARY_REWARD:
         return [float(row["delta_reward"]) for row in rows]
     try:
         return [float(row["delta_reward_detail"][metric]) for row in rows]

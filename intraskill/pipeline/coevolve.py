@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from intraskill.gate.masks import DEFAULT_MASK_SEED
+from intraskill.gate.design import DEFAULT_MASK_SEED
 from intraskill.jsonl import write_json
 from intraskill.params import MAX_CANDIDATES, SAMPLES_PER_TASK, ExperimentParams, Params, plan_dump
 from intraskill.paths import runs_root

@@ -60,7 +60,7 @@ from intraskill.gate.contributions import (
     selected_skillbank,
     selection_metadata,
 )
-from intraskill.gate.masks import (
+from intraskill.gate.design import (
     DEFAULT_MASK_SEED,
     MAX_MASK_REDRAWS,
     MaskAssignment,
@@ -541,7 +541,7 @@ def run_online_gate(
     ------
     RankDeficientDesignError
         When the design has no more jobs than columns, or stays singular through
-        :data:`~intraskill.gate.masks.MAX_MASK_REDRAWS` redraws — before any rollout and before any file is
+        :data:`~intraskill.gate.design.MAX_MASK_REDRAWS` redraws — before any rollout and before any file is
         written.
     """
     if not isinstance(pool, CandidatePool):

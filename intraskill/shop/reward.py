@@ -32,7 +32,9 @@ LOW_TITLE_SCORE = 0.1
 TERMINATION_REASONS = ("purchase", "action_limit", "generation_length")
 _CATEGORY_SPLIT_RE = re.compile(r"[›>/\\]")
 PRIMARY_REWARD = "reward"
-"""The name of the primary scalar in a reward's JSON form (it equals ``r_strict``)."""
+"""The name of the primary scalar in a reward's JSON form (it equals :data:`PRIMARY_REWARD_COMPONENT`)."""
+PRIMARY_REWARD_COMPONENT = "r_strict"
+"""The reward component the primary scalar equals (the shop service's ``/healthz`` names it)."""
 
 
 class RewardError(ValueError):

@@ -52,6 +52,7 @@ from intraskill.shop.engine import (
     ShopEngine,
 )
 from intraskill.shop.leases import LeaseError, PoolClosedError, SlotLeasePool
+from intraskill.shop.reward import PRIMARY_REWARD_COMPONENT
 from intraskill.shop.search import query_tokens
 
 if TYPE_CHECKING:
@@ -60,7 +61,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 API_PATH = "/api/shop_agent"
-PRIMARY_REWARD = "r_strict"
 ACQUIRE_POLL_S = 0.25
 """A waiting ``reset`` re-checks for a client disconnect, shutdown or its deadline this often (seconds)."""
 MAX_WAITING_RESETS = 1024
@@ -273,7 +273,7 @@ class ShopService:
             "waiting_resets": self.pool.waiting,
             "tasks": self._task_counts,
             "versions": self.engine.versions(),
-            "primary_reward": PRIMARY_REWARD,
+            "primary_reward": PRIMARY_REWARD_COMPONENT,
             "reveals_goal": self.reveal_goal,
         }
 

@@ -149,8 +149,9 @@ class EpisodeSpec:
 
 
 @dataclass
-class EpisodeResult:
-    """A finished episode: its trace, token stream (``None`` when it never reached the model) and reward."""
+class StreamedEpisode:
+    """A finished slime episode: its trace, token stream (``None`` when it never reached the model) and
+    reward (the agent runtime's counterpart is ``EpisodeResult``)."""
 
     trace: EpisodeTrace
     stream: TokenStream | None
@@ -333,7 +334,7 @@ class _Loop:
 
 
 async def run_episode(spec: EpisodeSpec, settings: EpisodeSettings, codec: TokenCodec,
-                      sampling_params: Mapping[str, Any]) -> EpisodeResult:
+                      sampling_params: Mapping[str, Any]) -> StreamedEpisode:
     """Run one episode to its terminal; technical failures and aborts return an unscored result.
 
     ``asyncio.CancelledError`` (slime cancelling a group) propagates after the slot is released.
@@ -366,4 +367,4 @@ async def run_episode(spec: EpisodeSpec, settings: EpisodeSettings, codec: Token
     loop.trace.tokens = {"prompt": sum(t.prompt_tokens for t in turns),
                          "completion": sum(t.completion_tokens for t in turns)}
     loop.trace.duration_ms = int(round((time.monotonic() - started) * 1000))
-    return EpisodeResult(loop.trace, loop.stream, aborted)
+    return StreamedEpisode(loop.trace, loop.stream, aborted)

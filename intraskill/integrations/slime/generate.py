@@ -30,9 +30,9 @@ from intraskill.integrations.slime.config import (
 )
 from intraskill.integrations.slime.data import TRAIN_SPLIT, task_from_metadata
 from intraskill.integrations.slime.episode import (
-    EpisodeResult,
     EpisodeSettings,
     EpisodeSpec,
+    StreamedEpisode,
     TokenCodec,
     load_tokenizer,
     run_episode,
@@ -174,7 +174,7 @@ def write_trace(output_dir: Path, group_index: int, name: str, trace: EpisodeTra
     return write_json(output_dir / f"group-{group_index:09d}" / name, trace.to_dict(), indent=1)
 
 
-def fill_sample(sample: Any, result: EpisodeResult, codec: TokenCodec, assignment: GroupAssignment,
+def fill_sample(sample: Any, result: StreamedEpisode, codec: TokenCodec, assignment: GroupAssignment,
                 trace_path: Path) -> None:
     """Write the episode into the slime sample: tokens, masks, log-probs, reward, status, metadata.
 

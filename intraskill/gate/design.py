@@ -1,4 +1,4 @@
-"""Mask assignment of the paired validation gate, drawn and written before any rollout.
+"""The gate's design: the paired validation gate's mask assignment, drawn and written before any rollout.
 
 Reference: docs/method.md §1.6 (slot order of online gate banks), §1.4 (rewrite families),
 §5.2 (online and Gate A draws, ``mask_assignments.json``).

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from intraskill.gate import masks
-from intraskill.gate.masks import (
+from intraskill.gate.design import (
     MaskAssignment,
     MaskAssignmentError,
     Slot,
@@ -140,7 +140,7 @@ def test_singular_draw_is_redrawn_and_recorded(pool, tmp_path: Path, caplog: pyt
     single = (Slot("x", 1, (SlotVersion("x", "current", None),)),)
     seed = next(s for s in range(1000) if _singular(s, range(1), 3) and not _singular(s, range(1, 2), 3))
     assert all(u64(f"{seed}:val:{t}:0:x") % 2 == 0 for t in range(3))  # redraw 0 is the reference's key
-    with caplog.at_level(logging.WARNING, logger="intraskill.gate.masks"):
+    with caplog.at_level(logging.WARNING, logger="intraskill.gate.design"):
         assignment = assign_online_masks(single, range(3), mask_seed=seed, pool_sha256="p" * 64)
     assert assignment.redraw == 1 and "all-zero columns: ['x']" in caplog.text
     assert [job.mask for job in assignment.jobs] == \
