@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from intraskill.hashing import sha256_text
+from intraskill.shop.actions import LANGUAGES
 from intraskill.skills.bank import Skill
 from intraskill.skills.render import SKILL_RENDERER_VERSION, render_skill_block
 
 PROMPT_VERSION = "intraskill-shopping-agent-tools-v1"
-LANGUAGES = ("en", "zh")
 
 SYSTEM_PROMPTS: dict[str, str] = {
     "en": (

@@ -20,7 +20,6 @@ from tqdm.auto import tqdm
 
 from intraskill.agent.env import Environment
 from intraskill.agent.prompts import (
-    LANGUAGES,
     build_first_user_message,
     build_system_message,
     prompt_identity,
@@ -41,6 +40,7 @@ from intraskill.chat.base import ChatRequest, ContextFull, Generation, Policy, S
 from intraskill.hashing import seed32
 from intraskill.params import ModelParams, SamplingParams, StoreParams
 from intraskill.phases import phase
+from intraskill.shop.actions import LANGUAGES
 from intraskill.shop.house_codes import HouseCodes
 from intraskill.shop.reward import Reward
 from intraskill.skills.bank import Skill

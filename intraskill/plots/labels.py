@@ -5,7 +5,7 @@ Mathtext (``$S_0$``) is used for symbols so that subscripts render with any font
 
 from __future__ import annotations
 
-LANGUAGES = ("en", "zh")
+from intraskill.shop.actions import LANGUAGES
 
 LABELS: dict[str, tuple[str, str]] = {
     # test results

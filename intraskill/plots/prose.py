@@ -12,12 +12,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from intraskill.shop.actions import LANGUAGES
+
 if TYPE_CHECKING:
     import pandas as pd
 
     from intraskill.pipeline.gate_b import GateBResult
 
-LANGUAGES = ("en", "zh")
 ARROW = " → "
 
 

@@ -30,8 +30,8 @@ from intraskill.analysis.export import TRACE_FILES, find_trace_files, trace_spli
 from intraskill.jsonl import JsonlError
 from intraskill.report.browser import ASSETS, BrowserRun, asset_text, browser_run, run_page, runs_document
 from intraskill.report.site import NO_FAVICON
+from intraskill.shop.actions import LANGUAGES
 
-LANGUAGES = ("en", "zh")
 TITLE = {"en": "Episode browser (live)", "zh": "回合浏览器（实时）"}
 MEDIA_TYPES = {".js": "text/javascript", ".css": "text/css"}
 SHOWN_CHARS = 120

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 ACTION_NAMES = ("search", "click")
 EXECUTED = "executed"
 LANGUAGES = ("en", "zh")
+"""The languages of every user-facing text: shop feedback, agent prompts, plots and reports."""
 
 FEEDBACK_MESSAGES: dict[str, dict[str, str]] = {
     EXECUTED: {"en": "action executed", "zh": "操作已执行"},

@@ -20,9 +20,9 @@ from typing import Any
 
 import yaml
 
-from intraskill.agent.prompts import LANGUAGES
 from intraskill.experiment.arms import cell_params
 from intraskill.params import Params
+from intraskill.shop.actions import LANGUAGES
 from intraskill.skills.bank import SkillBank, load_skillbank
 from intraskill.skills.curriculum import (
     CurriculumError,
