@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from intraskill.gate import masks
+from intraskill.gate import design
 from intraskill.gate.design import (
     MaskAssignment,
     MaskAssignmentError,
@@ -154,7 +154,7 @@ def test_singular_draw_is_redrawn_and_recorded(pool, tmp_path: Path, caplog: pyt
 
 
 def test_design_singular_through_every_redraw_aborts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(masks, "MAX_MASK_REDRAWS", 2)
+    monkeypatch.setattr(design, "MAX_MASK_REDRAWS", 2)
     single = (Slot("x", 1, (SlotVersion("x", "current", None),)),)
     seed = next(s for s in range(10_000) if _singular(s, range(3), 2))
     with pytest.raises(RankDeficientDesignError, match=r"all 3 draws \(redraw 0–2\) gave a singular design.*"
