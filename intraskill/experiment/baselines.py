@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from intraskill.experiment.records import FINAL_BANK, FINAL_BARE, CellResult, TestRun
-from intraskill.params import METHOD_ARM, REFERENCE_ARM
+from intraskill.params import REFERENCE_ARM
 
 GRPO_S0 = "grpo+s0"
 GRPO_METHOD_BANK = "grpo+coevolve_bank"

@@ -59,9 +59,7 @@ from intraskill.experiment.baselines import (
     BASELINE_FILE,
     GRPO_METHOD_BANK,
     GRPO_S0,
-    METHOD_ARM,
     METHOD_BANK_RUN,
-    REFERENCE_ARM,
     baseline_dir,
 )
 from intraskill.experiment.records import (
@@ -83,7 +81,7 @@ from intraskill.experiment.results import (
     load_matrix,
 )
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
-from intraskill.params import Params, params_from_dict, plan_dump
+from intraskill.params import METHOD_ARM, REFERENCE_ARM, Params, params_from_dict, plan_dump
 from intraskill.paths import resolve_project_path, runs_root
 from intraskill.phases import phase
 from intraskill.pipeline.coevolve import CoEvolveConfig, co_evolve, curriculum_bank

@@ -36,14 +36,19 @@ from intraskill.evaluate.task_records import run_task_values
 from intraskill.experiment.baselines import (
     BASELINE_DESCRIPTIONS,
     BASELINES,
-    METHOD_ARM,
-    REFERENCE_ARM,
     baseline_cells,
     read_baselines,
 )
 from intraskill.experiment.inference import ContrastInterval, contrast_interval, holm
 from intraskill.experiment.records import FINAL_BARE, METRICS, SUCCESS, CellResult, TestRun
-from intraskill.params import BUILTIN_ARMS, DEFAULT_CONFIDENCE, FamilyParams, comparison_pairs
+from intraskill.params import (
+    BUILTIN_ARMS,
+    DEFAULT_CONFIDENCE,
+    METHOD_ARM,
+    REFERENCE_ARM,
+    FamilyParams,
+    comparison_pairs,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
