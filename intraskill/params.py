@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path, PurePath
-from typing import Annotated, Any, ClassVar, Literal
+from types import UnionType
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -927,19 +928,65 @@ def read_yaml(text: str, source: str) -> Any:
         raise ParamsError(f"{source}: {' '.join(str(error).split())}") from None
 
 
-def _format_errors(source: str, error: ValidationError) -> str:
+def _format_errors(source: str, error: ValidationError, layers: list[tuple[Path, Any]] | None = None) -> str:
+    """One line per bad field; with the ``layers`` of a derived file each names the file that sets the field."""
     lines = [f"invalid parameters in {source}:"]
     for item in error.errors():
         where = ".".join(str(part) for part in item["loc"])
         message = item["msg"].removeprefix("Value error, ")
-        lines.append(f"  {where}: {message}" if where else f"  {message}")
+        origin = f" [{_origin(layers, tuple(item['loc']))}]" if layers else ""
+        lines.append(f"  {where}: {message}{origin}" if where else f"  {message}{origin}")
     return "\n".join(lines)
 
 
-def load_params(path: str | Path) -> Params:
-    """Read and validate a YAML parameter file; raise :class:`ParamsError` naming the file and line or the bad
-    fields."""
-    path = Path(path)
+BASE_KEY = "base"
+"""The top-level key naming the parameter file a file derives from (a path relative to the deriving file)."""
+
+
+class _Replace(dict):  # type: ignore[type-arg]
+    """A mapping tagged ``!replace``: it replaces the base's value instead of merging into it."""
+
+
+def _construct_replace(loader: _ParamsLoader, node: yaml.Node) -> _Replace:
+    if not isinstance(node, yaml.MappingNode):
+        raise yaml.constructor.ConstructorError(None, None, "!replace tags a mapping (a section)", node.start_mark)
+    return _Replace(loader.construct_mapping(node, deep=True))
+
+
+_ParamsLoader.add_constructor("!replace", _construct_replace)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every ``!replace`` mapping turned back into a plain one."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return [_plain(item) for item in value] if isinstance(value, list) else value
+
+
+def _section_type(model: type[BaseModel], key: Any) -> type[BaseModel] | None:
+    """The section class of ``model``'s field ``key`` (optional sections too), or ``None`` for a value field."""
+    field = model.model_fields.get(key) if isinstance(key, str) else None
+    if field is None:
+        return None
+    annotation = field.annotation
+    candidates = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
+    return next((c for c in candidates if isinstance(c, type) and issubclass(c, _Section)), None)
+
+
+def merge_overlay(base: Any, overlay: Any, model: type[BaseModel] = Params) -> Any:
+    """``overlay`` deep-merged onto ``base`` along ``model``'s sections: a section merges key by key, any other
+    value (a number, a list, a mapping such as ``warmstart.weights``) replaces the base's, and a section tagged
+    ``!replace`` replaces the base's whole (``skill1: !replace {}`` = the section's defaults)."""
+    if isinstance(overlay, _Replace) or not (isinstance(base, dict) and isinstance(overlay, dict)):
+        return _plain(overlay)
+    merged = dict(base)
+    for key, value in overlay.items():
+        section = _section_type(model, key)
+        merged[key] = merge_overlay(base[key], value, section) if section and key in base else _plain(value)
+    return merged
+
+
+def _read_file(path: Path) -> Any:
     if path.is_dir():
         raise ParamsError(f"{path} is a directory, not a parameter file")
     if not path.exists():
@@ -949,7 +996,58 @@ def load_params(path: str | Path) -> Params:
     except UnicodeDecodeError as error:
         raise ParamsError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
     data = read_yaml(text, str(path))
-    return params_from_dict({} if data is None else data, source=str(path))
+    return {} if data is None else data
+
+
+def parameter_layers(path: str | Path, derived: tuple[Path, ...] = ()) -> list[tuple[Path, Any]]:
+    """The files ``path`` derives from, base first, each with its data (its ``base:`` key removed); a missing
+    base or a cycle is one :class:`ParamsError` line naming the file."""
+    path = Path(path)
+    chain = (*derived, path.resolve())
+    data = _read_file(path)
+    if not isinstance(data, dict) or BASE_KEY not in data:
+        return [(path, data)]
+    data = dict(data)
+    base = data.pop(BASE_KEY)
+    if not isinstance(base, str) or not base:
+        raise ParamsError(f"{path}: {BASE_KEY}: expected the path of a parameter file, got {base!r}")
+    base_path = path.parent / base
+    if base_path.resolve() in chain:
+        cycle = " -> ".join(str(p) for p in (*chain[chain.index(base_path.resolve()):], base_path.resolve()))
+        raise ParamsError(f"{path}: {BASE_KEY}: {base} makes a cycle ({cycle})")
+    if not base_path.is_file():
+        raise ParamsError(f"{path}: {BASE_KEY}: no parameter file {base_path}")
+    return [*parameter_layers(base_path, chain), (path, data)]
+
+
+def _origin(layers: list[tuple[Path, Any]], loc: tuple[Any, ...]) -> Path:
+    """The last file of ``layers`` that writes the field path ``loc`` (or the longest part of it one writes)."""
+    for depth in range(len(loc), 0, -1):
+        for path, data in reversed(layers):
+            node: Any = data
+            for key in loc[:depth - 1]:
+                node = node.get(key) if isinstance(node, dict) else None
+            if isinstance(node, dict) and loc[depth - 1] in node:
+                return path
+    return layers[-1][0]
+
+
+def load_params(path: str | Path) -> Params:
+    """Read and validate a YAML parameter file, deep-merged onto the file its ``base:`` names (recursively, see
+    :func:`merge_overlay`); raise :class:`ParamsError` naming the file and line or the bad fields, each with the
+    file that sets it when the file derives from a base."""
+    layers = parameter_layers(path)
+    data: Any = {}
+    for _, layer in layers:
+        data = merge_overlay(data, layer)
+    source = str(layers[-1][0])
+    if len(layers) == 1:
+        return params_from_dict(data, source=source)
+    try:
+        return Params.model_validate(data)
+    except ValidationError as error:
+        bases = ", ".join(str(p) for p, _ in reversed(layers[:-1]))
+        raise ParamsError(_format_errors(f"{source} (base {bases})", error, layers)) from None
 
 
 def params_from_dict(data: Any, source: str = "<dict>") -> Params:

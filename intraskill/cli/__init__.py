@@ -19,6 +19,7 @@ from intraskill.cli import evaluate as evaluate_cli
 from intraskill.cli import experiment as experiment_cli
 from intraskill.cli import export as export_cli
 from intraskill.cli import gate as gate_cli
+from intraskill.cli import params as params_cli
 from intraskill.cli import policy as policy_cli
 from intraskill.cli import report as report_cli
 from intraskill.cli import shop as shop_cli
@@ -68,6 +69,7 @@ def main(
 app.add_typer(shop_cli.app, name="env")
 app.add_typer(analysis_cli.app, name="release")
 app.add_typer(gate_cli.app, name="gate")
+app.add_typer(params_cli.app, name="params")
 app.add_typer(report_cli.app, name="report")
 app.add_typer(t2s_cli.app, name="trace2skill")
 app.command("eval")(evaluate_cli.eval_command)
