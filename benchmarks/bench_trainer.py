@@ -23,15 +23,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from intraskill.hashing import seed32
+from intraskill.params import GRPOParams
 from intraskill.training.batching import TrainSample
-from intraskill.training.grpo import GRPOConfig, GRPOTrainer, StepMetrics
+from intraskill.training.grpo import GRPOTrainer, StepMetrics
 
 
 class NaivePaddingTrainer(GRPOTrainer):
     """Arrival-order micro-batches with a fixed row count that fits the longest sample."""
 
     def micro_batches(self, samples: Sequence[TrainSample]) -> list[list[int]]:
-        rows = max(1, self.config.micro_batch_tokens // max(len(s) for s in samples))
+        rows = max(1, self.grpo.micro_batch_tokens // max(len(s) for s in samples))
         return [list(range(i, min(i + rows, len(samples)))) for i in range(0, len(samples), rows)]
 
 
@@ -97,10 +98,10 @@ def main() -> None:
         model = Qwen3ForCausalLM(Qwen3Config(**shape)).to(device)
     rng = random.Random(seed32(f"{args.seed}:samples"))
     samples = synthetic_samples(args.samples, 2048, args.max_len, rng)
-    config = GRPOConfig(global_batch_size=None, micro_batch_tokens=args.budget, temperature=1.0)
+    grpo = GRPOParams(global_batch_size=None, micro_batch_tokens=args.budget)
     arms = {
-        "packed": GRPOTrainer(copy.deepcopy(model), config),
-        "naive": NaivePaddingTrainer(copy.deepcopy(model), config),
+        "packed": GRPOTrainer(copy.deepcopy(model), grpo, temperature=1.0),
+        "naive": NaivePaddingTrainer(copy.deepcopy(model), grpo, temperature=1.0),
     }
     results = run_arms(arms, samples, args.steps)
     result = {

@@ -13,7 +13,7 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from intraskill.params import GRPOParams, LoraParams, SamplingParams
 from intraskill.training.batching import TrainSample
-from intraskill.training.grpo import GRPOConfig, GRPOTrainer
+from intraskill.training.grpo import GRPOTrainer
 
 VOCAB = 128
 
@@ -72,7 +72,7 @@ def grads(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def test_train_step_changes_parameters_with_finite_loss(model: Qwen3ForCausalLM) -> None:
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    trainer = GRPOTrainer(model, GRPOConfig(lr=1e-3, global_batch_size=4, micro_batch_tokens=64))
+    trainer = GRPOTrainer(model, GRPOParams(lr=1e-3, global_batch_size=4, micro_batch_tokens=64))
     metrics = trainer.train_step(make_samples())
     assert math.isfinite(metrics.loss) and math.isfinite(metrics.grad_norm) and metrics.grad_norm > 0
     assert metrics.updates == 2 and metrics.episodes == 8 and metrics.groups == 4 and metrics.samples == 12
@@ -104,7 +104,7 @@ def manual_update_gradients(model: torch.nn.Module, samples: list[TrainSample], 
 def test_gradient_is_global_token_mean_over_mask_tokens_only(model: Qwen3ForCausalLM) -> None:
     samples = make_samples(seed=1)
     expected = manual_update_gradients(model, samples, temperature=0.6)
-    trainer = GRPOTrainer(model, GRPOConfig(micro_batch_tokens=48))
+    trainer = GRPOTrainer(model, GRPOParams(micro_batch_tokens=48))
     model.zero_grad(set_to_none=True)
     totals = trainer.accumulate_update(samples)
     assert totals.micro_batches > 3  # several micro-batches, padded, accumulated
@@ -116,7 +116,7 @@ def test_gradient_is_global_token_mean_over_mask_tokens_only(model: Qwen3ForCaus
 
 def test_masked_old_logprobs_do_not_touch_gradients(model: Qwen3ForCausalLM) -> None:
     samples = make_samples(seed=2)
-    trainer = GRPOTrainer(model, GRPOConfig(micro_batch_tokens=64))
+    trainer = GRPOTrainer(model, GRPOParams(micro_batch_tokens=64))
     model.zero_grad(set_to_none=True)
     trainer.accumulate_update(samples)
     clean = grads(model)
@@ -132,7 +132,7 @@ def test_masked_old_logprobs_do_not_touch_gradients(model: Qwen3ForCausalLM) -> 
 
 
 def test_old_equals_new_gives_ratio_one(model: Qwen3ForCausalLM) -> None:
-    trainer = GRPOTrainer(model, GRPOConfig(global_batch_size=None, micro_batch_tokens=64))
+    trainer = GRPOTrainer(model, GRPOParams(global_batch_size=None, micro_batch_tokens=64))
     samples = make_samples(seed=3)
     samples = with_old(samples, trainer.compute_logprobs(samples))
     metrics = trainer.train_step(samples)
@@ -143,7 +143,7 @@ def test_old_equals_new_gives_ratio_one(model: Qwen3ForCausalLM) -> None:
 
 def test_compute_logprobs_uses_training_temperature(model: Qwen3ForCausalLM) -> None:
     sample = make_samples(seed=4)[0]
-    got = GRPOTrainer(model, GRPOConfig(temperature=0.7)).compute_logprobs([sample])[0]
+    got = GRPOTrainer(model, temperature=0.7).compute_logprobs([sample])[0]
     ids = torch.tensor([sample.input_ids])
     with torch.no_grad():
         logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1] / 0.7, -1)
@@ -153,8 +153,8 @@ def test_compute_logprobs_uses_training_temperature(model: Qwen3ForCausalLM) -> 
 
 
 def test_lora_trains_only_adapters(model: Qwen3ForCausalLM) -> None:
-    config = GRPOConfig(lr=1e-2, global_batch_size=4, lora=LoraParams(rank=4, alpha=8), kl_coef=0.1)
-    trainer = GRPOTrainer(model, config)
+    grpo = GRPOParams(lr=1e-2, global_batch_size=4, lora=LoraParams(rank=4, alpha=8), kl_coef=0.1)
+    trainer = GRPOTrainer(model, grpo)
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     metrics = trainer.train_step(make_samples(seed=5))
     assert math.isfinite(metrics.loss) and metrics.kl_ref is not None and metrics.kl_ref >= 0
@@ -165,47 +165,30 @@ def test_lora_trains_only_adapters(model: Qwen3ForCausalLM) -> None:
 
 def test_reference_kl_starts_at_zero_and_is_required_for_kl_coef(model: Qwen3ForCausalLM) -> None:
     ref = copy.deepcopy(model)
-    trainer = GRPOTrainer(model, GRPOConfig(kl_coef=0.05, global_batch_size=None), ref_model=ref)
+    trainer = GRPOTrainer(model, GRPOParams(kl_coef=0.05, global_batch_size=None), ref_model=ref)
     metrics = trainer.train_step(make_samples(seed=6))
     assert metrics.kl_ref is not None and abs(metrics.kl_ref) < 1e-6
     assert metrics.loss == pytest.approx(metrics.pg_loss + 0.05 * metrics.kl_ref, abs=1e-6)
     assert not any(p.requires_grad for p in ref.parameters())
     with pytest.raises(ValueError, match="pass ref_model"):
-        GRPOTrainer(model, GRPOConfig(kl_coef=0.1))
+        GRPOTrainer(model, GRPOParams(kl_coef=0.1))
 
 
 def test_update_split_must_hold_whole_groups(model: Qwen3ForCausalLM) -> None:
-    trainer = GRPOTrainer(model, GRPOConfig(global_batch_size=3))
+    trainer = GRPOTrainer(model, GRPOParams(global_batch_size=3))
     with pytest.raises(ValueError, match="global_batch_size"):
         trainer.train_step(make_samples())
 
 
-@pytest.mark.parametrize(
-    ("field", "value"),
-    [("temperature", 0.0), ("eps_low", 1.0), ("kl_coef", -1.0), ("lr", 0.0), ("betas", (0.9, 1.0)),
-     ("max_grad_norm", 0.0), ("global_batch_size", 0), ("micro_batch_tokens", 1), ("autocast", "fp8")],
-)
-def test_config_errors_name_the_field(field: str, value: object) -> None:
-    with pytest.raises(ValueError, match=f"GRPOConfig.{field}"):
-        GRPOConfig(**{field: value})
-
-
-def test_release_defaults() -> None:
-    config = GRPOConfig()
-    assert (config.eps_low, config.eps_high, config.kl_coef, config.lr) == (0.2, 0.28, 0.0, 1e-6)
-    assert (config.weight_decay, config.betas, config.global_batch_size) == (0.1, (0.9, 0.98), 64)
-
-
-def test_config_from_params_maps_each_field() -> None:
-    assert GRPOConfig.from_params(GRPOParams(), SamplingParams(), pad_token_id=0) == GRPOConfig()
-    grpo = GRPOParams(lr=1e-4, eps_low=0.1, eps_high=0.3, kl_coef=0.05, weight_decay=0.0, betas=(0.8, 0.9),
-                      max_grad_norm=None, micro_batch_tokens=512, global_batch_size=None,
-                      lora=LoraParams(rank=4), autocast="off")
-    config = GRPOConfig.from_params(grpo, SamplingParams(temperature=0.9), pad_token_id=3)
-    assert (config.lr, config.eps_low, config.eps_high, config.kl_coef) == (1e-4, 0.1, 0.3, 0.05)
-    assert (config.weight_decay, config.betas, config.max_grad_norm) == (0.0, (0.8, 0.9), None)
-    assert (config.micro_batch_tokens, config.global_batch_size, config.autocast) == (512, None, "off")
-    assert (config.lora, config.temperature, config.pad_token_id) == (LoraParams(rank=4), 0.9, 3)
+def test_the_trainer_takes_the_grpo_section_and_refuses_greedy_temperature(model: Qwen3ForCausalLM) -> None:
+    grpo = GRPOParams(lr=1e-4, weight_decay=0.0, betas=(0.8, 0.9))
+    trainer = GRPOTrainer(model, grpo, temperature=0.9, pad_token_id=3)
+    assert (trainer.grpo, trainer.temperature, trainer.pad_token_id) == (grpo, 0.9, 3)
+    [decay, no_decay] = trainer.optimizer.param_groups
+    assert (decay["lr"], decay["betas"], decay["weight_decay"], no_decay["weight_decay"]) == (1e-4, (0.8, 0.9), 0, 0)
+    assert GRPOTrainer(model).temperature == SamplingParams().temperature
+    with pytest.raises(ValueError, match="temperature: .* must be > 0"):
+        GRPOTrainer(model, temperature=0.0)
 
 
 @pytest.mark.parametrize("lr, poisoned, match", [
@@ -220,7 +203,8 @@ def test_a_non_finite_update_stops_before_the_weights_are_kept(model: Qwen3ForCa
     samples = make_samples()
     if poisoned:
         samples = with_old(samples, [[float("nan")] * len(s) for s in samples])
-    trainer = GRPOTrainer(model, GRPOConfig(lr=lr, global_batch_size=8, micro_batch_tokens=64))
+    grpo = GRPOParams(global_batch_size=8, micro_batch_tokens=64).model_copy(update={"lr": lr})  # unvalidated
+    trainer = GRPOTrainer(model, grpo)
     with pytest.raises(NonFiniteUpdateError, match=match):
         trainer.train_step(samples)
 
@@ -228,7 +212,7 @@ def test_a_non_finite_update_stops_before_the_weights_are_kept(model: Qwen3ForCa
 def test_weighted_samples_sum_their_weighted_token_losses(model: Qwen3ForCausalLM) -> None:
     # At ratio 1 (old = current log-probs) a weighted update's policy loss is −Σ_samples w·A·tokens, whatever
     # the micro-batch split; an update that mixes weighted and unweighted samples is refused.
-    trainer = GRPOTrainer(model, GRPOConfig(micro_batch_tokens=32))
+    trainer = GRPOTrainer(model, GRPOParams(micro_batch_tokens=32))
     samples = make_samples(seed=3, groups=2)
     samples = with_old(samples, trainer.compute_logprobs(samples))
     weighted = [dataclasses.replace(s, weight=0.01 * (i + 1)) for i, s in enumerate(samples)]

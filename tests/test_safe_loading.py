@@ -12,8 +12,9 @@ from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
 from intraskill.hashing import sha256_file
 from intraskill.organism.cloning import BCExample, behaviour_clone
+from intraskill.params import GRPOParams
 from intraskill.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from intraskill.training.grpo import GRPOConfig, GRPOTrainer
+from intraskill.training.grpo import GRPOTrainer
 
 
 class Payload:
@@ -55,7 +56,7 @@ def _forge(path: Path, content: object, checkpoint: Path | None = None) -> None:
 
 @pytest.mark.parametrize("name", ["rng.pt", "optimizer.pt"])
 def test_a_crafted_checkpoint_file_is_refused_without_running_its_code(tmp_path: Path, name: str) -> None:
-    trainer = GRPOTrainer(tiny_model(), GRPOConfig(lr=1e-3))
+    trainer = GRPOTrainer(tiny_model(), GRPOParams(lr=1e-3))
     checkpoint = save_checkpoint(tmp_path / "checkpoint", trainer, tiny_tokenizer(), 1, {})
     expected = torch.get_rng_state()
     torch.manual_seed(99)
@@ -69,7 +70,7 @@ def test_a_crafted_checkpoint_file_is_refused_without_running_its_code(tmp_path:
 
 
 def test_a_truncated_checkpoint_file_is_one_error_naming_it(tmp_path: Path) -> None:
-    trainer = GRPOTrainer(tiny_model(), GRPOConfig(lr=1e-3))
+    trainer = GRPOTrainer(tiny_model(), GRPOParams(lr=1e-3))
     checkpoint = save_checkpoint(tmp_path / "checkpoint", trainer, tiny_tokenizer(), 1, {})
     rng = checkpoint / "rng.pt"
     rng.write_bytes(rng.read_bytes()[:40])

@@ -13,10 +13,10 @@ import pytest
 from intraskill.agent.env import InProcessEnvironment
 from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
 from intraskill.organism.shipped import resolve_checkpoint
-from intraskill.params import LoraParams, load_params
+from intraskill.params import GRPOParams, LoraParams, load_params
 from intraskill.policy.factory import ADAPTER_CONFIG, build_policy, smollm2_installed
 from intraskill.training.batching import TrainSample
-from intraskill.training.grpo import GRPOConfig, GRPOTrainer
+from intraskill.training.grpo import GRPOTrainer
 
 pytestmark = pytest.mark.e2e
 
@@ -42,9 +42,8 @@ def test_the_shipped_warm_start_plays_a_rollout_and_takes_one_update(organism_en
 
     sample = TrainSample.from_session_tokens(tokens, 1.0, 0, job.episode_id)
     lora = LoraParams()
-    trainer = GRPOTrainer(policy.model, GRPOConfig(temperature=params.sampling.temperature, lr=1e-4, lora=lora,
-                                                   global_batch_size=None, micro_batch_tokens=len(sample),
-                                                   pad_token_id=policy.pad_id))
+    grpo = GRPOParams(lr=1e-4, lora=lora, global_batch_size=None, micro_batch_tokens=len(sample))
+    trainer = GRPOTrainer(policy.model, grpo, temperature=params.sampling.temperature, pad_token_id=policy.pad_id)
     rescored = trainer.compute_logprobs([sample])[0]
     sampled = [(old, new) for old, new, mask in zip(sample.old_logprobs, rescored, sample.loss_mask) if mask]
     assert max(abs(old - new) for old, new in sampled) < 1e-2  # the rollout's stream is exactly what was trained

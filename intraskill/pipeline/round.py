@@ -77,7 +77,7 @@ from intraskill.training.checkpoint import (
     save_checkpoint,
     verify_checkpoint,
 )
-from intraskill.training.grpo import GRPOConfig, GRPOTrainer
+from intraskill.training.grpo import GRPOTrainer
 from intraskill.training.metrics import rollout_step_metrics, train_step_metrics
 
 ROUND_PLAN_SCHEMA = "intraskill-round-plan-v1"
@@ -365,9 +365,9 @@ class _RoundRun:
         self.runtime = RuntimeConfig.from_params(params.sampling, params.store, params.model)
         self.config = RolloutConfig.from_params(params.round, params.experiment.seed)
         self.env_factory = lambda: InProcessEnvironment(store.engine)
-        self.trainer = GRPOTrainer(self.policy.model,
-                                   GRPOConfig.from_params(params.grpo, params.sampling, self.policy.pad_id),
-                                   reference_model(self.policy.model, params))
+        self.trainer = GRPOTrainer(self.policy.model, params.grpo, temperature=params.sampling.temperature,
+                                   pad_token_id=self.policy.pad_id,
+                                   ref_model=reference_model(self.policy.model, params))
         if resumed is not None:
             state = load_checkpoint(self.checkpoint_dir, self.trainer, resumed)
             self.trained, self.history = int(state["step"]), dict(state["history"])

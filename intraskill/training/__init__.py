@@ -19,13 +19,12 @@ from intraskill.training.batching import (
     split_updates,
     train_samples_from_groups,
 )
-from intraskill.training.grpo import GRPOConfig, GRPOTrainer, StepMetrics
+from intraskill.training.grpo import GRPOTrainer, StepMetrics
 from intraskill.training.triage import RetryOutcome, TriageClass, TriageRecord, frontier_metrics, triage_group
 
 __all__ = [
     "AdmissionResult",
     "FinishedGroup",
-    "GRPOConfig",
     "GRPOTrainer",
     "GroupAdmission",
     "RetryOutcome",

@@ -84,7 +84,7 @@ def save_checkpoint(
     tmp, old = path.with_name(path.name + ".tmp"), path.with_name(path.name + ".old")
     tmp.mkdir(parents=True)
     model = trainer.model
-    if trainer.config.lora is not None:
+    if trainer.grpo.lora is not None:
         # deferred: peft is heavy to import
         from peft import get_peft_model_state_dict
 
@@ -174,7 +174,7 @@ def load_checkpoint(path: str | Path, trainer: GRPOTrainer, state: Mapping[str, 
 
     path = Path(path)
     state = dict(state) if state is not None else verify_checkpoint(path)
-    if trainer.config.lora is not None:
+    if trainer.grpo.lora is not None:
         # deferred: peft is heavy to import
         from peft import set_peft_model_state_dict
 

@@ -6,9 +6,8 @@ One :meth:`GRPOTrainer.train_step` consumes one rollout step's admitted samples:
 whole groups into optimizer updates of ``global_batch_size`` episodes, packs each update into
 micro-batches under a token budget, accumulates gradients so that the update's loss is one token
 mean over all its model-generated tokens, clips the gradient norm and takes one AdamW step per
-update. Defaults follow the release (``docs/method.md`` §6.3): ε_low 0.2, ε_high 0.28, no KL,
-lr 1e-6 constant, weight decay 0.1, β (0.9, 0.98), gradient clipping 1.0 (Megatron's default),
-sampling temperature 0.6, 64 episodes per update.
+update. The trainer takes the ``grpo`` section itself (:class:`~intraskill.params.GRPOParams`, whose defaults
+are the release's, ``docs/method.md`` §6.3) and the sampling temperature.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from intraskill.params import GRPOParams, LoraParams, SamplingParams
 from intraskill.phases import add_flops, phase, recording
@@ -45,110 +44,13 @@ from intraskill.training.loss import (
 if TYPE_CHECKING:
     import torch
 
-AutocastMode = Literal["auto", "bf16", "off"]
-
-
 class NonFiniteUpdateError(ValueError):
     """An update's loss, gradient norm or resulting weights are not finite: training stops before any
     checkpoint holds them."""
-_GRPO, _SAMPLING = GRPOParams(), SamplingParams()
-"""The defaults, written once in :mod:`intraskill.params`."""
-
-
-@dataclass
-class GRPOConfig:
-    """Hyperparameters of the GRPO update.
-
-    Parameters
-    ----------
-    temperature
-        Sampling temperature of the rollouts; log-probs are recomputed at the same temperature.
-    eps_low, eps_high
-        Asymmetric ratio clip range ``[1 - eps_low, 1 + eps_high]``.
-    kl_coef
-        Weight of the k3 KL to the reference model (0 = off, as in the release). With ``kl_coef > 0``
-        pass ``ref_model`` to the trainer, or use LoRA (the frozen base is then the reference).
-    lr, weight_decay, betas, adam_eps
-        AdamW with a constant learning rate. Weight decay applies to matrices only (not to norms or
-        biases), as in Megatron.
-    max_grad_norm
-        Global gradient-norm clip; ``None`` disables clipping (the norm is still reported).
-    global_batch_size
-        Episodes per optimizer update; a step's admitted episodes must be a multiple of it and it must
-        hold whole groups. ``None`` = one update per step with every admitted sample.
-    micro_batch_tokens
-        Padded-token budget (rows × longest row) of one micro-batch; must cover the longest sample.
-    autocast
-        ``"auto"`` (bf16 autocast on CUDA only), ``"bf16"`` (on any device) or ``"off"``.
-    lora
-        LoRA adapters (:class:`~intraskill.params.LoraParams`), or ``None`` for full fine-tuning.
-    pad_token_id
-        Id written into padding positions (never attended, never trained).
-    """
-
-    temperature: float = _SAMPLING.temperature
-    eps_low: float = _GRPO.eps_low
-    eps_high: float = _GRPO.eps_high
-    kl_coef: float = _GRPO.kl_coef
-    lr: float = _GRPO.lr
-    weight_decay: float = _GRPO.weight_decay
-    betas: tuple[float, float] = _GRPO.betas
-    adam_eps: float = 1e-8
-    max_grad_norm: float | None = _GRPO.max_grad_norm
-    global_batch_size: int | None = _GRPO.global_batch_size
-    micro_batch_tokens: int = _GRPO.micro_batch_tokens
-    autocast: AutocastMode = _GRPO.autocast
-    lora: LoraParams | None = _GRPO.lora
-    pad_token_id: int = 0
-
-    @classmethod
-    def from_params(cls, grpo: GRPOParams, sampling: SamplingParams, pad_token_id: int) -> GRPOConfig:
-        """The trainer settings of ``grpo``; log-probs are recomputed at the sampling temperature."""
-        return cls(
-            temperature=sampling.temperature, eps_low=grpo.eps_low, eps_high=grpo.eps_high,
-            kl_coef=grpo.kl_coef, lr=grpo.lr, weight_decay=grpo.weight_decay, betas=grpo.betas,
-            max_grad_norm=grpo.max_grad_norm,
-            global_batch_size=grpo.global_batch_size, micro_batch_tokens=grpo.micro_batch_tokens,
-            autocast=grpo.autocast, lora=grpo.lora, pad_token_id=pad_token_id,
-        )
-
-    def __post_init__(self) -> None:
-        if self.temperature <= 0:
-            raise ValueError(
-                "GRPOConfig.temperature must be > 0 (set it to the rollout's sampling temperature), "
-                f"got {self.temperature}"
-            )
-        if not 0 <= self.eps_low < 1:
-            raise ValueError(f"GRPOConfig.eps_low must be in [0, 1), got {self.eps_low}")
-        if self.eps_high < 0:
-            raise ValueError(f"GRPOConfig.eps_high must be >= 0, got {self.eps_high}")
-        if self.kl_coef < 0:
-            raise ValueError(f"GRPOConfig.kl_coef must be >= 0 (0 disables the KL term), got {self.kl_coef}")
-        if self.lr <= 0:
-            raise ValueError(f"GRPOConfig.lr must be > 0, got {self.lr}")
-        if self.weight_decay < 0:
-            raise ValueError(f"GRPOConfig.weight_decay must be >= 0, got {self.weight_decay}")
-        if len(self.betas) != 2 or not all(0 <= float(b) < 1 for b in self.betas):
-            raise ValueError(f"GRPOConfig.betas must be two values in [0, 1), got {self.betas}")
-        self.betas = (float(self.betas[0]), float(self.betas[1]))
-        if self.adam_eps <= 0:
-            raise ValueError(f"GRPOConfig.adam_eps must be > 0, got {self.adam_eps}")
-        if self.max_grad_norm is not None and self.max_grad_norm <= 0:
-            raise ValueError(
-                f"GRPOConfig.max_grad_norm must be > 0, or None to disable clipping, got {self.max_grad_norm}"
-            )
-        if self.global_batch_size is not None and self.global_batch_size < 1:
-            raise ValueError(
-                f"GRPOConfig.global_batch_size must be >= 1, or None for one update per step, "
-                f"got {self.global_batch_size}"
-            )
-        if self.micro_batch_tokens < 2:
-            raise ValueError(f"GRPOConfig.micro_batch_tokens must be >= 2, got {self.micro_batch_tokens}")
-        if self.autocast not in ("auto", "bf16", "off"):
-            raise ValueError(f"GRPOConfig.autocast must be 'auto', 'bf16' or 'off', got {self.autocast!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "lora": self.lora.model_dump(mode="json") if self.lora is not None else None}
+ADAM_EPS = 1e-8
+"""AdamW's epsilon (PyTorch's default; the release does not set it)."""
+DEFAULT_TEMPERATURE = SamplingParams.model_fields["temperature"].default
+"""The rollouts' sampling temperature when a trainer is given none (``sampling.temperature``'s default)."""
 
 
 @dataclass
@@ -240,23 +142,35 @@ class GRPOTrainer:
     ----------
     model
         A transformers causal LM (its decoder ``get_decoder()`` and LM head ``get_output_embeddings()``); wrapped
-        with LoRA adapters when ``config.lora`` is set (then :attr:`model` is the peft model).
-    config
-        :class:`GRPOConfig`.
+        with LoRA adapters when ``grpo.lora`` is set (then :attr:`model` is the peft model).
+    grpo
+        The update's settings, :class:`~intraskill.params.GRPOParams` (clip range, k3 KL weight, AdamW with a
+        constant learning rate and weight decay on matrices only, as in Megatron; gradient clip, ``None`` = off,
+        the norm still reported; episodes per update, ``None`` = one update per step; padded-token budget of one
+        micro-batch, which must cover the longest sample; autocast; LoRA). With ``kl_coef > 0`` pass
+        ``ref_model`` or use LoRA (the frozen base is then the reference).
+    temperature
+        The rollouts' sampling temperature (``sampling.temperature``): log-probs are recomputed at it, so it must
+        be > 0.
+    pad_token_id
+        Id written into padding positions (never attended, never trained).
     ref_model
         Frozen reference for the k3 KL term and the ``kl_ref`` diagnostic; optional.
     """
 
-    def __init__(self, model: torch.nn.Module, config: GRPOConfig, ref_model: torch.nn.Module | None = None):
+    def __init__(self, model: torch.nn.Module, grpo: GRPOParams = GRPOParams(), *,
+                 temperature: float = DEFAULT_TEMPERATURE, pad_token_id: int = 0,
+                 ref_model: torch.nn.Module | None = None):
         # deferred: torch is heavy to import
         import torch
 
-        if config.kl_coef > 0 and ref_model is None and config.lora is None:
-            raise ValueError(
-                "GRPOConfig.kl_coef > 0 needs a reference: pass ref_model=..., enable LoRA, or set kl_coef=0"
-            )
-        self.config = config
-        self.model = apply_lora(model, config.lora) if config.lora is not None else model
+        if temperature <= 0:
+            raise ValueError(f"temperature: log-probs are recomputed at the sampling temperature, which must be > 0 "
+                             f"(0 is greedy decoding, which GRPO cannot train on), got {temperature}")
+        if grpo.kl_coef > 0 and ref_model is None and grpo.lora is None:
+            raise ValueError("grpo.kl_coef > 0 needs a reference: pass ref_model=..., enable LoRA, or set kl_coef=0")
+        self.grpo, self.temperature, self.pad_token_id = grpo, temperature, pad_token_id
+        self.model = apply_lora(model, grpo.lora) if grpo.lora is not None else model
         self.ref_model = ref_model
         if ref_model is not None:
             ref_model.eval().requires_grad_(False)
@@ -268,24 +182,24 @@ class GRPOTrainer:
         self.params = decay + no_decay
         self.optimizer = torch.optim.AdamW(
             [
-                {"params": decay, "weight_decay": config.weight_decay},
+                {"params": decay, "weight_decay": grpo.weight_decay},
                 {"params": no_decay, "weight_decay": 0.0},
             ],
-            lr=config.lr,
-            betas=config.betas,
-            eps=config.adam_eps,
+            lr=grpo.lr,
+            betas=grpo.betas,
+            eps=ADAM_EPS,
         )
 
     @property
     def uses_reference(self) -> bool:
         """Whether a reference model (explicit, or the LoRA base) scores tokens for the KL term."""
-        return self.ref_model is not None or (self.config.lora is not None and self.config.kl_coef > 0)
+        return self.ref_model is not None or (self.grpo.lora is not None and self.grpo.kl_coef > 0)
 
     def _autocast(self) -> AbstractContextManager[Any]:
         # deferred: torch is heavy to import
         import torch
 
-        mode = self.config.autocast
+        mode = self.grpo.autocast
         enabled = mode == "bf16" or (mode == "auto" and self.device.type == "cuda")
         if not enabled:
             return nullcontext()
@@ -306,7 +220,7 @@ class GRPOTrainer:
         """``(token log-probs (B, T), kept logits (N, V), where they were kept)`` of one micro-batch."""
         scored = scored_tokens(batch.loss_mask)
         logits = self._logits(model, batch, scored)
-        return token_logprobs(logits, batch.input_ids, self.config.temperature, scored), logits, scored
+        return token_logprobs(logits, batch.input_ids, self.temperature, scored), logits, scored
 
     def _reference_logprobs(self, batch: MicroBatch) -> torch.Tensor:
         # deferred: torch is heavy to import
@@ -320,10 +234,10 @@ class GRPOTrainer:
 
     def micro_batches(self, samples: Sequence[TrainSample]) -> list[list[int]]:
         """Index lists of the micro-batches of ``samples`` (first-fit decreasing under the token budget)."""
-        return pack_micro_batches([len(s) for s in samples], self.config.micro_batch_tokens)
+        return pack_micro_batches([len(s) for s in samples], self.grpo.micro_batch_tokens)
 
     def compute_logprobs(self, samples: Sequence[TrainSample]) -> list[list[float]]:
-        """Current-policy log-probs of each sample's tokens at the config temperature.
+        """Current-policy log-probs of each sample's tokens at the sampling temperature.
 
         Same layout as ``SessionTokens.logprobs``: 0.0 where the loss mask is 0. Useful to re-score
         rollouts with the training engine, and in tests (old == new gives ratio 1).
@@ -337,7 +251,7 @@ class GRPOTrainer:
         try:
             with torch.no_grad():
                 for indices in self.micro_batches(samples):
-                    batch = collate([samples[i] for i in indices], self.device, self.config.pad_token_id)
+                    batch = collate([samples[i] for i in indices], self.device, self.pad_token_id)
                     logp = (self._logprobs(self.model, batch)[0] * batch.loss_mask).cpu()
                     for row, index in enumerate(indices):
                         out[index] = logp[row, : len(samples[index])].tolist()
@@ -356,7 +270,7 @@ class GRPOTrainer:
         sample_weighting(samples)
         if model_tokens == 0:
             raise ValueError("the update holds no loss-mask tokens; every TrainSample has loss_mask all 0")
-        config = self.config
+        grpo = self.grpo
         totals = UpdateTotals(model_tokens=model_tokens)
         bins = self.micro_batches(samples)
         totals.real_tokens, totals.padded_tokens, _ = padding_waste([len(s) for s in samples], bins)
@@ -365,22 +279,22 @@ class GRPOTrainer:
             flops = self._flops([samples[i] for i in indices]) if recording() else 0
             with phase("forward"):
                 add_flops(flops)
-                batch = collate([samples[i] for i in indices], self.device, config.pad_token_id)
+                batch = collate([samples[i] for i in indices], self.device, self.pad_token_id)
                 logp, logits, scored = self._logprobs(self.model, batch)
                 pg_loss, clipfrac, approx_kl = clipped_surrogate(
-                    logp, batch.old_logprobs, batch.advantages, batch.loss_mask, config.eps_low, config.eps_high,
+                    logp, batch.old_logprobs, batch.advantages, batch.loss_mask, grpo.eps_low, grpo.eps_high,
                     denominator=model_tokens, weights=batch.loss_weights,
                 )
                 loss = pg_loss
                 if self.uses_reference:
                     kl = k3_kl(logp, self._reference_logprobs(batch), batch.loss_mask, denominator=model_tokens)
-                    loss = loss + config.kl_coef * kl
+                    loss = loss + grpo.kl_coef * kl
                     totals.kl_ref += float(kl.detach())
             with phase("backward"):
                 add_flops(2 * flops)
                 loss.backward()
             entropy = masked_sum_mean(
-                token_entropy(logits.detach(), config.temperature, scored, tuple(batch.input_ids.shape)),
+                token_entropy(logits.detach(), self.temperature, scored, tuple(batch.input_ids.shape)),
                 batch.loss_mask, denominator=model_tokens,
             )
             totals.loss += float(loss.detach())
@@ -413,11 +327,11 @@ class GRPOTrainer:
 
         if not batch:
             raise ValueError("train_step needs at least one TrainSample")
-        config = self.config
-        if config.global_batch_size is None:
+        grpo = self.grpo
+        if grpo.global_batch_size is None:
             updates = [list(batch)]
         else:
-            updates = split_updates(batch, config.global_batch_size)
+            updates = split_updates(batch, grpo.global_batch_size)
         self.model.train()
         start = time.perf_counter()
         step = UpdateTotals()
@@ -427,7 +341,7 @@ class GRPOTrainer:
             totals = self.accumulate_update(samples)
             step.add(totals)
             with phase("optimizer"):
-                max_norm = config.max_grad_norm if config.max_grad_norm is not None else float("inf")
+                max_norm = grpo.max_grad_norm if grpo.max_grad_norm is not None else float("inf")
                 grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.params, max_norm)))
                 if not (math.isfinite(totals.loss) and math.isfinite(grad_norms[-1])):
                     raise NonFiniteUpdateError(
