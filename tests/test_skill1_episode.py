@@ -25,7 +25,7 @@ from intraskill.pipeline.skill1 import (
 )
 from intraskill.policy.expert_policy import ExpertPolicy
 from intraskill.skills.library import SkillLibrary
-from intraskill.skills.retrieval import RetrievalConfig, SentenceEncoder
+from intraskill.skills.retrieval import SentenceEncoder
 from intraskill.training.skill1_rewards import skill1_step
 
 CI_PARAMS = Path(__file__).resolve().parents[1] / "params" / "ci.yaml"
@@ -58,7 +58,7 @@ def test_untrained_organism_runs_skill1_groups_and_updates(organism, organism_en
     tasks, g = organism_engine.train_ids[:2], 3
     run = run_skill1_groups(policy, lambda: InProcessEnvironment(organism_engine), library, encoder, tasks, g,
                             runtime, seed=params.experiment.seed, round_index=0, step=1,
-                            retrieval=RetrievalConfig(top_k=2))
+                            skill1=Skill1Params(top_k=2))
     episodes = run.episodes
     assert len(run.groups) == 2 and [len(group) for group in run.groups.values()] == [g, g]
     assert sorted(run.task_ids.values()) == sorted(tasks)

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from intraskill.params import Skill1Params
 from intraskill.skills.library import SkillLibrary
-from intraskill.skills.retrieval import RetrievalConfig, SentenceEncoder, retrieve, ucb_score
+from intraskill.skills.retrieval import SentenceEncoder, retrieval_identity, retrieve, ucb_score
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def test_paraphrase_ranks_above_unrelated_and_cache_avoids_reencoding(encoder: S
     library.seed("Buying running shoes in a specific size and colour", "filter by size, then colour")
     library.seed("Cooking pasta al dente", "taste early")
     query = "purchase sneakers of a given size and color"
-    ranked = retrieve(query, library, encoder, RetrievalConfig(top_k=2))
+    ranked = retrieve(query, library, encoder, Skill1Params(top_k=2))
     assert ranked[0].skill.skill_id == 1  # the paraphrase
     assert ranked[0].similarity > ranked[1].similarity
     assert encoder.encoded == 4
@@ -52,9 +52,9 @@ def test_ucb_switch_trades_similarity_for_utility(encoder: SentenceEncoder) -> N
     library.seed("Buying running shoes in a specific size", "a", utility=0.0, uses=5)
     library.seed("Shopping for sneakers and footwear", "b", utility=1.0, uses=5)
     query = "buy running shoes in size 10"
-    cosine = retrieve(query, library, encoder, RetrievalConfig(top_k=2))
+    cosine = retrieve(query, library, encoder, Skill1Params(top_k=2))
     assert cosine[0].skill.desc.startswith("Buying")
-    ucb = retrieve(query, library, encoder, RetrievalConfig(mode="ucb", top_k=2, ucb_min_similarity=0.0))
+    ucb = retrieve(query, library, encoder, Skill1Params(retrieval="ucb", top_k=2, ucb_min_similarity=0.0))
     by_id = {c.skill.skill_id: c for c in ucb}
     for candidate in ucb:
         skill = candidate.skill
@@ -62,15 +62,8 @@ def test_ucb_switch_trades_similarity_for_utility(encoder: SentenceEncoder) -> N
             ucb_score(candidate.similarity, skill.utility, 5, 10, 0.6, 1.0)
         )
     assert by_id[1].score > by_id[0].score and ucb[0].skill.skill_id == 1
-    strict = retrieve(query, library, encoder, RetrievalConfig(mode="ucb", ucb_min_similarity=0.99))
+    strict = retrieve(query, library, encoder, Skill1Params(retrieval="ucb", ucb_min_similarity=0.99))
     assert strict == ()
-
-
-def test_config_validation() -> None:
-    with pytest.raises(ValueError, match="mode must be 'cosine' or 'ucb'"):
-        RetrievalConfig(mode="bm25")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="top_k must be >= 1"):
-        RetrievalConfig(top_k=0)
 
 
 def test_skill1_params_defaults_and_validation() -> None:
@@ -82,8 +75,10 @@ def test_skill1_params_defaults_and_validation() -> None:
         0.3,
         0.3,
     )
-    assert RetrievalConfig.from_params(params) == RetrievalConfig()
-    assert RetrievalConfig.from_params(Skill1Params(retrieval="ucb", top_k=3)).mode == "ucb"
+    assert retrieval_identity(Skill1Params(retrieval="ucb", top_k=3)) == {
+        "mode": "ucb", "top_k": 3, "ucb_weight": 0.6, "ucb_scale": 1.0, "ucb_min_similarity": 0.4}
+    with pytest.raises(ValidationError, match="retrieval"):
+        Skill1Params(retrieval="bm25")  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="ema_rate"):
         Skill1Params(ema_rate=0.0)
     with pytest.raises(ValidationError, match="unknown"):

@@ -52,41 +52,12 @@ from intraskill.hashing import seed32
 from intraskill.params import Skill1Params
 from intraskill.skills.bank import Skill
 from intraskill.skills.library import LibrarySkill, SkillLibrary
-from intraskill.skills.retrieval import Candidate, Encoder, RetrievalConfig, retrieve
-
-_SKILL1 = Skill1Params()
-"""The reply settings' defaults, written once in :mod:`intraskill.params`."""
+from intraskill.skills.retrieval import Candidate, Encoder, retrieve
 
 SKILL1_SKILL_PREFIX = "skill1-"
 """``skill_id`` prefix of a library skill injected into an episode."""
 SKILL1_EPISODE_SCHEMA = "intraskill-skill1-episode-v1"
 """``schema_version`` of a :meth:`Skill1Episode.to_dict` record."""
-
-
-@dataclass(frozen=True)
-class Skill1ReplyConfig:
-    """Completion budgets of the three extra replies (sampling follows the episode's :class:`RuntimeConfig`)."""
-
-    query_max_tokens: int = _SKILL1.query_max_tokens
-    rank_max_tokens: int = _SKILL1.rank_max_tokens
-    distill_max_tokens: int = _SKILL1.distill_max_tokens
-    distill_context: Literal["actions", "trajectory"] = _SKILL1.distill_context
-    distill_context_chars: int = _SKILL1.distill_context_chars
-
-    def __post_init__(self) -> None:
-        for name in ("query_max_tokens", "rank_max_tokens", "distill_max_tokens", "distill_context_chars"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
-        if self.distill_context not in ("actions", "trajectory"):
-            raise ValueError(f"distill_context: must be 'actions' or 'trajectory', got {self.distill_context!r}")
-
-    @classmethod
-    def from_params(cls, params: Skill1Params) -> Skill1ReplyConfig:
-        return cls(params.query_max_tokens, params.rank_max_tokens, params.distill_max_tokens,
-                   params.distill_context, params.distill_context_chars)
-
-    def max_tokens(self, kind: ReplyKind) -> int:
-        return getattr(self, f"{kind}_max_tokens")
 
 
 @dataclass(frozen=True)
@@ -249,12 +220,12 @@ def _reply_batch(
     jobs: Sequence[EpisodeJob],
     messages: Sequence[list[dict[str, str]]],
     config: RuntimeConfig,
-    replies: Skill1ReplyConfig,
+    skill1: Skill1Params,
 ) -> list[tuple[Generation | BaseException, SessionTokens | None]]:
     """One ``generate`` over the jobs' replies of ``kind``, each in its own session, then the sessions' tokens."""
     requests = [
-        ChatRequest(f"{job.episode_id}/{kind}", list(chat), [], replies.max_tokens(kind), config.temperature,
-                    config.top_p, seed32(f"{job.seed}:{kind}"))
+        ChatRequest(f"{job.episode_id}/{kind}", list(chat), [], getattr(skill1, f"{kind}_max_tokens"),
+                    config.temperature, config.top_p, seed32(f"{job.seed}:{kind}"))
         for job, chat in zip(jobs, messages)
     ]
     outcomes = generate_isolated(policy, requests) if requests else []
@@ -279,15 +250,16 @@ def run_skill1_episodes(
     library: SkillLibrary,
     encoder: Encoder,
     config: RuntimeConfig,
-    retrieval: RetrievalConfig = RetrievalConfig(),
-    replies: Skill1ReplyConfig = Skill1ReplyConfig(),
+    skill1: Skill1Params = Skill1Params(),
     trace_writer: Any | None = None,
     progress: bool = False,
     distill: bool = True,
 ) -> list[Skill1Episode]:
     """Run the Skill1 trajectory of every job (module docstring), phase by phase in batches; job order.
 
-    Jobs carry no skills of their own (the selected library skill is injected). ``trace_writer`` receives
+    ``skill1`` gives the retrieval (mode, K, UCB weights) and the replies' budgets and distillation context;
+    sampling follows ``config``. Jobs carry no skills of their own (the selected library skill is injected).
+    ``trace_writer`` receives
     the episodes' traces as :func:`~intraskill.agent.runtime.run_episodes` writes them. ``distill=False``
     stops after the episode (deployment: no distillation reply, :attr:`Skill1Episode.distill` ``None``).
     """
@@ -302,17 +274,17 @@ def run_skill1_episodes(
     language = config.language
 
     query_out = _reply_batch(policy, "query", jobs,
-                             [query_messages(t.instruction, t.persona, language) for t in tasks], config, replies)
+                             [query_messages(t.instruction, t.persona, language) for t in tasks], config, skill1)
     queries = [_parsed("query", outcome, parse_query) for outcome, _ in query_out]
     texts = [q.query if isinstance(q, QueryReply) else t.instruction for q, t in zip(queries, tasks)]
-    candidates = [retrieve(text, library, encoder, retrieval) for text in texts]
+    candidates = [retrieve(text, library, encoder, skill1) for text in texts]
 
     ranked = [i for i, found in enumerate(candidates) if found]
     rank_out = _reply_batch(
         policy, "rank", [jobs[i] for i in ranked],
         [rank_messages(tasks[i].instruction, tasks[i].persona,
                        [(c.skill.desc, c.skill.strat) for c in candidates[i]], language) for i in ranked],
-        config, replies,
+        config, skill1,
     )
     ranks: list[RankReply | ReplyFailure | None] = [None] * len(jobs)
     rank_tokens: dict[int, SessionTokens | None] = {}
@@ -330,9 +302,9 @@ def run_skill1_episodes(
     reflected = [i for i, result in enumerate(results) if result.scored and distill]
     distill_out = _reply_batch(
         policy, "distill", [jobs[i] for i in reflected],
-        [distill_messages(tasks[i].instruction, tasks[i].persona, _summary(results[i], language, replies), language)
+        [distill_messages(tasks[i].instruction, tasks[i].persona, _summary(results[i], language, skill1), language)
          for i in reflected],
-        config, replies,
+        config, skill1,
     )
     distills: list[DistillReply | ReplyFailure | None] = [None] * len(jobs)
     distill_tokens: dict[int, SessionTokens | None] = {}
@@ -350,9 +322,9 @@ def run_skill1_episodes(
     return episodes
 
 
-def _summary(result: EpisodeResult, language: str, replies: Skill1ReplyConfig) -> str:
+def _summary(result: EpisodeResult, language: str, skill1: Skill1Params) -> str:
     turns = result.trace.turns
     actions = [(turn.action, turn.action_valid, turn.protocol_error) for turn in turns]
-    observations = [turn.observation for turn in turns] if replies.distill_context == "trajectory" else None
+    observations = [turn.observation for turn in turns] if skill1.distill_context == "trajectory" else None
     return episode_summary(actions, result.termination_reason, result.reward.r_success == 1.0, language,
-                           observations, replies.distill_context_chars)
+                           observations, skill1.distill_context_chars)

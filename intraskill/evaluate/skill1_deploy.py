@@ -12,35 +12,34 @@ the plan's ``skills`` field: the library's content digest, retrieval, encoder an
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from intraskill.agent.env import Environment
 from intraskill.agent.runtime import EpisodeJob, EpisodeResult, RuntimeConfig
-from intraskill.agent.skill1_episode import Skill1ReplyConfig, library_skill_chunk, run_skill1_episodes
+from intraskill.agent.skill1_episode import library_skill_chunk, run_skill1_episodes
 from intraskill.chat.base import Policy
 from intraskill.hashing import sha256_json
 from intraskill.params import Skill1Params
 from intraskill.skills.library import SkillLibrary, library_from_snapshot
-from intraskill.skills.retrieval import Encoder, RetrievalConfig, SentenceEncoder, encoder_identity
+from intraskill.skills.retrieval import Encoder, SentenceEncoder, encoder_identity, retrieval_identity
 
 
 @dataclass(frozen=True)
 class LibraryDeployment:
-    """A frozen Skill1 library with its retrieval, encoder and reply budgets (the library is only read)."""
+    """A frozen Skill1 library with its encoder, retrieval and reply budgets (``skill1``; the library is only
+    read)."""
 
     library: SkillLibrary
     encoder: Encoder
-    retrieval: RetrievalConfig
-    replies: Skill1ReplyConfig
+    skill1: Skill1Params
 
     @classmethod
     def from_snapshot(cls, path: str | Path, params: Skill1Params) -> LibraryDeployment:
         """The library of a ``snapshot.json`` deployed with ``params``' retrieval and reply budgets."""
         library = library_from_snapshot(path, params.capacity, params.ema_rate, params.initial_utility)
-        return cls(library, SentenceEncoder(), RetrievalConfig.from_params(params),
-                   Skill1ReplyConfig.from_params(params))
+        return cls(library, SentenceEncoder(), params)
 
     @property
     def skill_ids(self) -> list[str]:
@@ -51,14 +50,14 @@ class LibraryDeployment:
     def identity(self) -> dict[str, Any]:
         """The evaluation plan's ``skills`` field."""
         return {"provider": "skill1-library", "library_sha256": sha256_json(self.library.state_dict()),
-                "skill_ids": self.skill_ids, "retrieval": asdict(self.retrieval), "encoder": encoder_identity(),
-                "replies": {"query_max_tokens": self.replies.query_max_tokens,
-                            "rank_max_tokens": self.replies.rank_max_tokens}}
+                "skill_ids": self.skill_ids, "retrieval": retrieval_identity(self.skill1),
+                "encoder": encoder_identity(), "replies": {"query_max_tokens": self.skill1.query_max_tokens,
+                                                           "rank_max_tokens": self.skill1.rank_max_tokens}}
 
     def run(self, policy: Policy, env_factory: Callable[[], Environment], jobs: Sequence[EpisodeJob],
             config: RuntimeConfig, trace_writer: Any) -> list[EpisodeResult]:
         """One batch of deployed rollouts (their traces to ``trace_writer``), in job order."""
         episodes = run_skill1_episodes(policy, env_factory, jobs, self.library, self.encoder, config,
-                                       self.retrieval, self.replies, trace_writer, distill=False)
+                                       self.skill1, trace_writer, distill=False)
         return [episode.result for episode in episodes]
 

@@ -62,7 +62,7 @@ from intraskill.shop.build import open_engine
 from intraskill.shop.scripted_expert import Competences
 from intraskill.skills.bank import SkillBank, load_skillbank
 from intraskill.skills.library import SkillLibrary
-from intraskill.skills.retrieval import Encoder, RetrievalConfig, SentenceEncoder, encoder_identity
+from intraskill.skills.retrieval import Encoder, SentenceEncoder, encoder_identity
 from intraskill.training.skill1_rewards import ndcg
 
 MANIFEST_SCHEMA_VERSION = "intraskill-skill1-warmstart-v1"
@@ -127,7 +127,6 @@ def skill1_demonstrations(params: Params, engine: Any, task_ids: Sequence[int], 
     policy = RecordingPolicy(ExpertPolicy(Competences(), seed=sw.seed, language=params.store.language, law=law,
                                           max_actions=params.store.max_actions,
                                           slip_rate=params.warmstart.slip_rate, lessons=lessons))
-    retrieval = RetrievalConfig.from_params(params.skill1)
     batches = -(-sw.jobs // sw.library_batch)
     demos: list[Demonstration] = []
     kinds: Counter[str] = Counter()
@@ -138,7 +137,7 @@ def skill1_demonstrations(params: Params, engine: Any, task_ids: Sequence[int], 
                            seed=seed32(f"{sw.seed}:skill1-demo:{i}")) for i in indices]
         library = lesson_library(chosen, params.skill1)
         for episode in run_skill1_episodes(policy, lambda: InProcessEnvironment(engine), jobs, library, encoder,
-                                           config, retrieval):
+                                           config, params.skill1):
             selected = episode.selected
             skill_ids = [] if selected is None else [f"skill1-{selected.skill_id}"]
             for kind, suffix in REPLY_SESSIONS.items():
@@ -294,13 +293,12 @@ def evaluate_skill1_warmstart(params: Params, checkpoint: Path, env_factory: Cal
                          dtype=params.model.dtype, max_batch=sw.eval_batch_size)
     config = RuntimeConfig.from_params(params.sampling, params.store, params.model)
     library = lesson_library(lessons.lessons, params.skill1)
-    retrieval = RetrievalConfig.from_params(params.skill1)
     jobs = [EpisodeJob.create(task, 0, seed32(f"{sw.seed}:skill1-eval")) for task in val_ids[:sw.eval_tasks]]
     episodes: list[Skill1Episode] = []
     bare: list[EpisodeResult] = []
     for start in range(0, len(jobs), sw.eval_batch_size):
         batch = jobs[start:start + sw.eval_batch_size]
-        episodes += run_skill1_episodes(policy, env_factory, batch, library, encoder, config, retrieval,
+        episodes += run_skill1_episodes(policy, env_factory, batch, library, encoder, config, params.skill1,
                                         progress=progress)
         bare += run_episodes(policy, env_factory, batch, config, progress=progress)
     return skill1_eval_metrics(episodes, bare, lessons, samples=params.evaluation.bootstrap_samples,

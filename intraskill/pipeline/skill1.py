@@ -25,7 +25,7 @@ from typing import Any
 
 from intraskill.agent.env import Environment
 from intraskill.agent.runtime import EpisodeJob, RuntimeConfig
-from intraskill.agent.skill1_episode import Skill1Episode, Skill1ReplyConfig, run_skill1_episodes
+from intraskill.agent.skill1_episode import Skill1Episode, run_skill1_episodes
 from intraskill.agent.skill1_replies import DistillReply
 from intraskill.chat.base import Policy
 from intraskill.hashing import seed32
@@ -33,7 +33,7 @@ from intraskill.jsonl import JsonlWriter, iter_jsonl
 from intraskill.params import Params, Skill1Params
 from intraskill.pipeline.rollout import RoundFiles, group_index, wave_tasks
 from intraskill.skills.library import LibraryStore, SkillLibrary
-from intraskill.skills.retrieval import Encoder, RetrievalConfig, SentenceEncoder
+from intraskill.skills.retrieval import Encoder, SentenceEncoder
 from intraskill.training.batching import TrainSample
 from intraskill.training.checkpoint import CheckpointError
 from intraskill.training.metrics import skill1_step_metrics
@@ -101,8 +101,7 @@ def run_skill1_groups(
     seed: int,
     round_index: int,
     step: int,
-    retrieval: RetrievalConfig = RetrievalConfig(),
-    replies: Skill1ReplyConfig = Skill1ReplyConfig(),
+    skill1: Skill1Params = Skill1Params(),
     trace_writer: Any | None = None,
     recorded: Mapping[str, Skill1Episode] | None = None,
     on_episode: Callable[[Skill1Episode], None] | None = None,
@@ -117,8 +116,8 @@ def run_skill1_groups(
     plan = skill1_jobs(task_ids, n_samples, seed, round_index, step, wave)
     missing = [job for _, group_jobs in plan.values() for job in group_jobs if job.episode_id not in recorded]
     if missing:
-        for episode in run_skill1_episodes(policy, env_factory, missing, library, encoder, runtime, retrieval,
-                                           replies, trace_writer):
+        for episode in run_skill1_episodes(policy, env_factory, missing, library, encoder, runtime, skill1,
+                                           trace_writer):
             recorded[episode.job.episode_id] = episode
             if on_episode is not None:
                 on_episode(episode)
@@ -229,8 +228,6 @@ class Skill1Round:
             raise CheckpointError(f"{self.store.snapshot_path} holds step {committed} but the round's checkpoint "
                                   f"holds step {trained}; the library and the checkpoint are from different runs")
         self.encoder = SentenceEncoder()
-        self.retrieval = RetrievalConfig.from_params(s)
-        self.replies = Skill1ReplyConfig.from_params(s)
         self._updated: int | None = None
 
     @property
@@ -267,7 +264,7 @@ class Skill1Round:
                 runs.append(run_skill1_groups(
                     self.policy, self.env_factory, self.library, self.encoder, tasks, r.n_samples_per_prompt,
                     self.runtime, seed=self.params.experiment.seed, round_index=self.round_index, step=step,
-                    retrieval=self.retrieval, replies=self.replies, recorded=recorded, on_episode=persist,
+                    skill1=s, recorded=recorded, on_episode=persist,
                     wave=wave))
                 if len(varying_groups(merge_runs(runs), s.util_reward)) >= r.rollout_batch_size:
                     break

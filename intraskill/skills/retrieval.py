@@ -20,7 +20,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from intraskill.params import Skill1Params
 from intraskill.skills.library import LibrarySkill, SkillLibrary
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     import numpy as np
     from sentence_transformers import SentenceTransformer
 
-RetrievalMode = Literal["cosine", "ucb"]
 _DEFAULTS = Skill1Params()
+"""Retrieval's defaults: the ``skill1`` section's."""
 
 
 class Encoder(Protocol):
@@ -104,31 +104,10 @@ class SentenceEncoder:
         return np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
 
 
-@dataclass(frozen=True)
-class RetrievalConfig:
-    """How candidates are scored: ``mode``, K and the SimUtil-UCB weights (module docstring)."""
-
-    mode: RetrievalMode = _DEFAULTS.retrieval
-    top_k: int = _DEFAULTS.top_k
-    ucb_weight: float = _DEFAULTS.ucb_weight
-    ucb_scale: float = _DEFAULTS.ucb_scale
-    ucb_min_similarity: float = _DEFAULTS.ucb_min_similarity
-
-    @classmethod
-    def from_params(cls, params: Skill1Params) -> RetrievalConfig:
-        return cls(
-            params.retrieval, params.top_k, params.ucb_weight, params.ucb_scale, params.ucb_min_similarity
-        )
-
-    def __post_init__(self) -> None:
-        if self.mode not in ("cosine", "ucb"):
-            raise ValueError(f"RetrievalConfig.mode must be 'cosine' or 'ucb', got {self.mode!r}")
-        if self.top_k < 1:
-            raise ValueError(f"RetrievalConfig.top_k must be >= 1, got {self.top_k}")
-        if not 0.0 <= self.ucb_weight <= 1.0:
-            raise ValueError(f"RetrievalConfig.ucb_weight must be in [0, 1], got {self.ucb_weight}")
-        if self.ucb_scale < 0:
-            raise ValueError(f"RetrievalConfig.ucb_scale must be >= 0, got {self.ucb_scale}")
+def retrieval_identity(skill1: Skill1Params) -> dict[str, Any]:
+    """How candidates are scored, as evaluation plans record it: the mode, K and the SimUtil-UCB weights."""
+    return {"mode": skill1.retrieval, "top_k": skill1.top_k, "ucb_weight": skill1.ucb_weight,
+            "ucb_scale": skill1.ucb_scale, "ucb_min_similarity": skill1.ucb_min_similarity}
 
 
 @dataclass(frozen=True)
@@ -153,22 +132,23 @@ def ucb_score(
 
 
 def retrieve(
-    query: str, library: SkillLibrary, encoder: Encoder, config: RetrievalConfig = RetrievalConfig()
+    query: str, library: SkillLibrary, encoder: Encoder, skill1: Skill1Params = _DEFAULTS
 ) -> tuple[Candidate, ...]:
-    """The top-K candidates for ``query``, best first (ties: lower ``skill_id``); empty if the library is."""
+    """The top-``skill1.top_k`` candidates for ``query`` scored the ``skill1.retrieval`` way (module docstring),
+    best first (ties: lower ``skill_id``); empty if the library is."""
     skills = library.skills
     if not skills:
         return ()
     vectors = encoder.encode([query, *(s.desc for s in skills)])
     similarities = (vectors[1:] @ vectors[0]).tolist()
-    if config.mode == "cosine":
+    if skill1.retrieval == "cosine":
         candidates = [Candidate(s, sim, sim) for s, sim in zip(skills, similarities)]
     else:
         total = sum(s.uses for s in skills)
         candidates = [
-            Candidate(s, sim, ucb_score(sim, s.utility, s.uses, total, config.ucb_weight, config.ucb_scale))
+            Candidate(s, sim, ucb_score(sim, s.utility, s.uses, total, skill1.ucb_weight, skill1.ucb_scale))
             for s, sim in zip(skills, similarities)
-            if sim >= config.ucb_min_similarity
+            if sim >= skill1.ucb_min_similarity
         ]
     candidates.sort(key=lambda c: (-c.score, c.skill.skill_id))
-    return tuple(candidates[: config.top_k])
+    return tuple(candidates[: skill1.top_k])
