@@ -44,7 +44,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from intraskill.params import params_from_dict
-    from intraskill.pipeline.rollout import RolloutConfig, group_index
+    from intraskill.pipeline.rollout import MAX_WAVES, group_index
     from intraskill.policy.factory import weights_digest
     from intraskill.skills.curriculum import assign_group, load_curriculum
 
@@ -60,10 +60,9 @@ def main() -> None:
         states.append(state)
         models.append(model)
     params = params_from_dict(json.loads((args.runs[0] / "plan.json").read_text(encoding="utf-8"))["params"])
-    config = RolloutConfig.from_params(params.round, params.experiment.seed)
-    steps, size = range(1, params.round.rollout_steps + 1), config.over_sampling_batch_size
+    steps, size = range(1, params.round.rollout_steps + 1), params.round.over_sampling_batch_size
     slots = [group_index(args.round + 1, step, wave, slot, size)
-             for step in steps for wave in range(config.max_waves) for slot in range(size)]
+             for step in steps for wave in range(MAX_WAVES) for slot in range(size)]
     first = [group_index(args.round + 1, step, 0, slot, size) for step in steps for slot in range(size)]
 
     def same(groups: list[int], draw) -> int:

@@ -12,7 +12,7 @@ from intraskill.agent.runtime import RuntimeConfig
 from intraskill.chat.base import ChatRequest, Generation, SessionTokens
 from intraskill.jsonl import read_jsonl
 from intraskill.params import RoundParams
-from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, group_index, plan_wave, run_rollout_step
+from intraskill.pipeline.rollout import RoundFiles, group_index, plan_wave, run_rollout_step
 from intraskill.policy.expert_policy import ExpertPolicy, SkillConditionedLaw
 from intraskill.shop.engine import ShopEngine
 from intraskill.shop.scripted_expert import Competences
@@ -56,10 +56,10 @@ def train_ids(small_store) -> list[int]:
 
 
 def step(engine, train_ids, root: Path, policy, cur, *, n=4, target=2, over=4, retry=True, **kwargs: Any):
-    config = RolloutConfig(n_samples_per_prompt=n, rollout_batch_size=target, over_sampling_batch_size=over,
-                           full_skill_retry=retry, seed=5, **kwargs.pop("config", {}))
-    return run_rollout_step(policy, lambda: InProcessEnvironment(engine), cur, train_ids, config, RUNTIME,
-                            RoundFiles(root), round_index=0, step=1, **kwargs)
+    shape = RoundParams(n_samples_per_prompt=n, rollout_batch_size=target, over_sampling_batch_size=over,
+                        full_skill_retry=retry, **kwargs.pop("config", {}))
+    return run_rollout_step(policy, lambda: InProcessEnvironment(engine), cur, train_ids, shape, RUNTIME,
+                            RoundFiles(root), seed=5, round_index=0, step=1, **kwargs)
 
 
 def test_siblings_share_the_curriculum_treatment(engine, train_ids, tmp_path: Path) -> None:
@@ -186,18 +186,9 @@ def test_unscored_groups_are_always_dropped_and_trigger_a_new_wave(engine, train
 
 
 def test_consecutive_unscored_groups_abort(engine, train_ids, tmp_path: Path) -> None:
-    config = RolloutConfig(n_samples_per_prompt=2, rollout_batch_size=2, over_sampling_batch_size=2, seed=5)
+    shape = RoundParams(n_samples_per_prompt=2, rollout_batch_size=2, over_sampling_batch_size=2)
     failing = {f"train-group-{g.group_index:09d}-sample-000000000"
-               for wave in range(3) for g in plan_wave(None, train_ids, config, 0, 1, wave)}
+               for wave in range(3) for g in plan_wave(None, train_ids, shape, 5, 0, 1, wave)}
     with pytest.raises(UnscoredStreakError):
         step(engine, train_ids, tmp_path, FailingSessions(failing), None, n=2, target=2, over=2,
              config={"max_consecutive_failed_groups": 3})
-
-
-def test_rollout_config_from_round_params() -> None:
-    assert RolloutConfig.from_params(RoundParams(), seed=3) == RolloutConfig(seed=3)
-    section = RoundParams(n_samples_per_prompt=4, rollout_batch_size=2, over_sampling_batch_size=6,
-                          full_skill_retry=False, max_consecutive_failed_groups=3)
-    config = RolloutConfig.from_params(section, seed=9)
-    assert (config.n_samples_per_prompt, config.rollout_batch_size, config.over_sampling_batch_size) == (4, 2, 6)
-    assert (config.full_skill_retry, config.max_consecutive_failed_groups, config.seed) == (False, 3, 9)

@@ -65,56 +65,9 @@ NO_CURRICULUM_STATE = "no-curriculum"
 """``state_id`` of the treatments of a round without skills (every group skill-free)."""
 GROUPS_PER_STEP = 10_000
 """Group-index slots of one step: ``index = (round · 1000 + step) · 10⁴ + wave · over_sampling + slot``."""
-_ROUND = RoundParams()
-"""The rollout-step defaults, written once in :class:`~intraskill.params.RoundParams`."""
-
-
-@dataclass(frozen=True)
-class RolloutConfig:
-    """Shape of one rollout step (reference §3.4: 8 siblings, 16 admitted of 32 per wave).
-
-    Parameters
-    ----------
-    n_samples_per_prompt : siblings per GRPO group.
-    rollout_batch_size : groups admitted per step (the admission target).
-    over_sampling_batch_size : groups generated per wave.
-    full_skill_retry : run the diagnostic retry for all-wrong groups (needs a curriculum).
-    max_consecutive_failed_groups : consecutive unscored groups that abort the run.
-    seed : the run seed; task draws and episode seeds derive from it.
-    max_waves : waves per step before giving up (each extra wave follows technical drops).
-    split : the task split the groups are drawn from.
-    """
-
-    n_samples_per_prompt: int = _ROUND.n_samples_per_prompt
-    rollout_batch_size: int = _ROUND.rollout_batch_size
-    over_sampling_batch_size: int = _ROUND.over_sampling_batch_size
-    full_skill_retry: bool = _ROUND.full_skill_retry
-    max_consecutive_failed_groups: int = _ROUND.max_consecutive_failed_groups
-    seed: int = 0
-    max_waves: int = 8
-    split: str = "train"
-
-    @classmethod
-    def from_params(cls, round_params: RoundParams, seed: int) -> RolloutConfig:
-        """The rollout-step shape of ``round_params``; task draws and episode seeds derive from ``seed``."""
-        return cls(n_samples_per_prompt=round_params.n_samples_per_prompt,
-                   rollout_batch_size=round_params.rollout_batch_size,
-                   over_sampling_batch_size=round_params.over_sampling_batch_size,
-                   full_skill_retry=round_params.full_skill_retry,
-                   max_consecutive_failed_groups=round_params.max_consecutive_failed_groups, seed=seed)
-
-    def __post_init__(self) -> None:
-        if self.n_samples_per_prompt < 1:
-            raise ValueError(f"n_samples_per_prompt: must be >= 1, got {self.n_samples_per_prompt}")
-        if not 1 <= self.rollout_batch_size <= self.over_sampling_batch_size:
-            raise ValueError(
-                f"rollout_batch_size ({self.rollout_batch_size}) must be in [1, over_sampling_batch_size "
-                f"({self.over_sampling_batch_size})]"
-            )
-        if self.over_sampling_batch_size * self.max_waves > GROUPS_PER_STEP:
-            raise ValueError(
-                f"over_sampling_batch_size × max_waves must be <= {GROUPS_PER_STEP} (group-index slots of a step)"
-            )
+MAX_WAVES = 8
+"""Waves per step before giving up (each extra wave follows technical drops). ``round.over_sampling_batch_size``
+is at most 1000, so a step's waves fit its :data:`GROUPS_PER_STEP` slots."""
 
 
 def group_index(round_index: int, step: int, wave: int, slot: int, over_sampling: int) -> int:
@@ -159,14 +112,16 @@ class PlannedGroup:
 def plan_wave(
     curriculum: CurriculumState | None,
     task_ids: Sequence[int],
-    config: RolloutConfig,
+    round_params: RoundParams,
+    seed: int,
     round_index: int,
     step: int,
     wave: int,
 ) -> list[PlannedGroup]:
-    """The groups of one wave with their treatments (a pure function of its arguments)."""
-    size = config.over_sampling_batch_size
-    tasks = wave_tasks(task_ids, config.seed, round_index, step, wave, size)
+    """The ``round.over_sampling_batch_size`` groups of one wave with their treatments, drawn from the run
+    ``seed`` (a pure function of its arguments)."""
+    size = round_params.over_sampling_batch_size
+    tasks = wave_tasks(task_ids, seed, round_index, step, wave, size)
     groups = []
     for slot, task in enumerate(tasks):
         index = group_index(round_index, step, wave, slot, size)
@@ -295,10 +250,11 @@ def run_rollout_step(
     env_factory: Callable[[], Environment],
     curriculum: CurriculumState | None,
     task_ids: Sequence[int],
-    config: RolloutConfig,
+    round_params: RoundParams,
     runtime: RuntimeConfig,
     files: RoundFiles,
     *,
+    seed: int,
     round_index: int,
     step: int,
     unscored_streak: int = 0,
@@ -312,7 +268,9 @@ def run_rollout_step(
     env_factory : opens one environment per episode.
     curriculum : the round's curriculum, or ``None`` for a round without skills.
     task_ids : the train split's task IDs.
-    config, runtime : the step shape and the decoding settings.
+    round_params, runtime : the step shape (``round``: group size, admission target, groups per wave, retry,
+        unscored-streak limit) and the decoding settings.
+    seed : the run seed; task draws and episode seeds derive from it.
     files : the round's files; the step writes under ``files.step_dir(step)``.
     round_index, step : identify the step (group indices and task draws derive from them).
     unscored_streak : consecutive unscored groups carried over from the previous step.
@@ -323,15 +281,16 @@ def run_rollout_step(
     UnscoredStreakError
         After ``max_consecutive_failed_groups`` consecutive unscored groups.
     RuntimeError
-        If ``max_waves`` waves do not fill the admission target.
+        If :data:`MAX_WAVES` waves do not fill the admission target.
     """
     step_dir = files.step_dir(step)
     episodes = EpisodeLog(step_dir / "traces.jsonl", step_dir / "tokens.jsonl")
     retries = EpisodeLog(files.retries)
-    retry_enabled = config.full_skill_retry and curriculum is not None and bool(curriculum.chunks)
-    n = config.n_samples_per_prompt
+    retry_enabled = round_params.full_skill_retry and curriculum is not None and bool(curriculum.chunks)
+    n = round_params.n_samples_per_prompt
     registry = GroupAssignmentRegistry(n)
-    admission = GroupAdmission(config.rollout_batch_size, config.max_consecutive_failed_groups, unscored_streak)
+    admission = GroupAdmission(round_params.rollout_batch_size, round_params.max_consecutive_failed_groups,
+                               unscored_streak)
     groups: dict[int, PlannedGroup] = {}
     finished: list[FinishedGroup] = []
     triage: list[TriageRecord] = []
@@ -340,19 +299,19 @@ def run_rollout_step(
     generated = generated_retries = 0
     wave = 0
     while not admission.done:
-        if wave >= config.max_waves:
+        if wave >= MAX_WAVES:
             raise RuntimeError(
-                f"step {step}: {config.max_waves} waves admitted only {len(admission.accepted)} of "
-                f"{config.rollout_batch_size} groups (technical drops: check the store and the policy)"
+                f"step {step}: {MAX_WAVES} waves admitted only {len(admission.accepted)} of "
+                f"{round_params.rollout_batch_size} groups (technical drops: check the store and the policy)"
             )
-        planned = plan_wave(curriculum, task_ids, config, round_index, step, wave)
+        planned = plan_wave(curriculum, task_ids, round_params, seed, round_index, step, wave)
         admission.submit(len(planned))
         jobs = []
         for group in planned:
             groups[group.group_index] = group
             for sample, episode_id in enumerate(group.episode_ids(n)):
                 registry.register(group.assignment, sample)
-                jobs.append(_job(curriculum, episode_id, group.task_id, sample, group.assignment, config.seed))
+                jobs.append(_job(curriculum, episode_id, group.task_id, sample, group.assignment, seed))
         before = len(episodes.records)
         start = time.perf_counter()
         episodes.run(policy, env_factory, jobs, runtime,
@@ -368,7 +327,7 @@ def run_rollout_step(
             wave_groups.append(_finished_group(group, records))
         start = time.perf_counter()
         generated_retries += _run_retries(policy, env_factory, curriculum, planned, wave_groups, retries,
-                                          retry_records, config, runtime, retry_enabled,
+                                          retry_records, seed, runtime, retry_enabled,
                                           {"round": round_index, "step": step, "wave": wave,
                                            "role": "full_skill_retry"}, on_event)
         retry_s += time.perf_counter() - start
@@ -397,7 +356,7 @@ def _run_retries(
     finished: Sequence[FinishedGroup],
     retries: EpisodeLog,
     out: dict[int, EpisodeRecord],
-    config: RolloutConfig,
+    seed: int,
     runtime: RuntimeConfig,
     retry_enabled: bool,
     provenance: Mapping[str, Any],
@@ -411,7 +370,7 @@ def _run_retries(
         if needs_full_skill_retry(done, retry_enabled):
             assignment = full_skill_assignment(curriculum, group.group_index)
             jobs.append(_job(curriculum, retry_episode_id(done), group.task_id, retry_sample_index(done),
-                             assignment, config.seed))
+                             assignment, seed))
     before = len(retries.records)
     retries.run(policy, env_factory, jobs, runtime, provenance, on_event)
     for group, done in zip(planned, finished):

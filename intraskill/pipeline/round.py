@@ -58,7 +58,7 @@ from intraskill.organism.shipped import resolve_checkpoint
 from intraskill.params import ExperimentParams, Params, RoundParams, section_plan
 from intraskill.paths import resolve_project_path, runs_root
 from intraskill.phases import phase
-from intraskill.pipeline.rollout import RolloutConfig, RoundFiles, run_rollout_step
+from intraskill.pipeline.rollout import RoundFiles, run_rollout_step
 from intraskill.pipeline.skill1 import Skill1Round
 from intraskill.pipeline.trackers import TrackedRun, Trackers, require_trackers
 from intraskill.policy.factory import build_policy
@@ -363,7 +363,6 @@ class _RoundRun:
                 self.root, f"{params.experiment.name}-round-{self.round_index:03d}", fingerprint,
                 params.model_dump(mode="json")))
         self.runtime = RuntimeConfig.from_params(params.sampling, params.store, params.model)
-        self.config = RolloutConfig.from_params(params.round, params.experiment.seed)
         self.env_factory = lambda: InProcessEnvironment(store.engine)
         self.trainer = GRPOTrainer(self.policy.model, params.grpo, temperature=params.sampling.temperature,
                                    pad_token_id=self.policy.pad_id,
@@ -455,9 +454,9 @@ def _rollout(run: _RoundRun, step: int, timing: dict[str, float]) -> tuple[dict[
     files = run.files
     previous = files.step_dir(step - 1) / "rollout.json"
     streak = json.loads(previous.read_text(encoding="utf-8"))["unscored_streak"] if previous.exists() else 0
-    result = run_rollout_step(run.policy, run.env_factory, run.curriculum, run.store.task_ids, run.config,
-                              run.runtime, files, round_index=run.round_index, step=step, unscored_streak=streak,
-                              on_event=run.emit)
+    result = run_rollout_step(run.policy, run.env_factory, run.curriculum, run.store.task_ids, run.params.round,
+                              run.runtime, files, seed=run.params.experiment.seed, round_index=run.round_index,
+                              step=step, unscored_streak=streak, on_event=run.emit)
     timing["rollout_s"], timing["retry_s"] = result.rollout_s, result.retry_s
     rollout = {
         "round": run.round_index,

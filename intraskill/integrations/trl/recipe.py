@@ -24,7 +24,7 @@ from intraskill.agent.env import Environment, InProcessEnvironment
 from intraskill.agent.runtime import RuntimeConfig
 from intraskill.integrations.trl.rollout import StoreRollout, store_reward, task_prompt
 from intraskill.params import Params
-from intraskill.pipeline.rollout import RolloutConfig, wave_tasks
+from intraskill.pipeline.rollout import wave_tasks
 from intraskill.policy.factory import resolve_device
 from intraskill.shop.build import store_config
 from intraskill.skills.curriculum import CurriculumState
@@ -87,10 +87,10 @@ def task_dataset(task_ids: Sequence[int]) -> Dataset:
 
 def round_tasks(params: Params, task_ids: Sequence[int], steps: int, round_index: int = 0) -> list[int]:
     """The first ``rollout_batch_size`` tasks of wave 0 at each step of the package's round, step after step."""
-    config = RolloutConfig.from_params(params.round, params.experiment.seed)
+    shape = params.round
     return [task for step in range(1, steps + 1)
-            for task in wave_tasks(task_ids, config.seed, round_index, step, 0,
-                                   config.over_sampling_batch_size)[:config.rollout_batch_size]]
+            for task in wave_tasks(task_ids, params.experiment.seed, round_index, step, 0,
+                                   shape.over_sampling_batch_size)[:shape.rollout_batch_size]]
 
 
 def store_rollout(params: Params, engine: Any = None, curriculum: CurriculumState | None = None,
