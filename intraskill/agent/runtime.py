@@ -47,6 +47,8 @@ from intraskill.skills.bank import Skill
 from intraskill.skills.curriculum import GroupAssignment
 
 LOGGER = logging.getLogger(__name__)
+_SAMPLING, _STORE, _MODEL = SamplingParams(), StoreParams(), ModelParams()
+"""The runtime's defaults, written once in :mod:`intraskill.params`."""
 
 ACTION_LIMIT = "action_limit"
 GENERATION_LENGTH = "generation_length"
@@ -66,11 +68,16 @@ def episode_seed(seed: int, task_id: int, sample_id: int) -> int:
 class RuntimeConfig:
     """Decoding and budget settings of the runtime.
 
+    What it adds to the params sections it reads (:meth:`from_params`): it joins the ``sampling`` section with the
+    store's language, the model's view and its house-code table (a :class:`~intraskill.shop.house_codes.HouseCodes`,
+    built once) into what one episode runs under, and it is also built without a parameter set (the slime rollout,
+    evaluation budgets, tests), so it checks its own values. Defaults are the sections'.
+
     Parameters
     ----------
-    max_turns : model turns per episode, protocol-error turns included (30).
-    max_tokens_per_turn : completion budget of one turn (training 4096; evaluation 2048).
-    temperature : sampling temperature (0.6 in the reference; 0 is greedy).
+    max_turns : model turns per episode, protocol-error turns included.
+    max_tokens_per_turn : completion budget of one turn.
+    temperature : sampling temperature (0 is greedy).
     top_p : nucleus mass; must be 1.0 when the token stream is trained on.
     language : prompt language, ``"en"`` (default) or ``"zh"``.
     view : what the agent is shown, ``"standard"`` (default), the organism's ``"compact"``,
@@ -79,12 +86,12 @@ class RuntimeConfig:
         (:mod:`intraskill.shop.house_codes`); ``None`` shows it as it is.
     """
 
-    max_turns: int = 30
-    max_tokens_per_turn: int = 4096
-    temperature: float = 0.6
-    top_p: float = 1.0
-    language: str = "en"
-    view: str = "standard"
+    max_turns: int = _SAMPLING.max_turns
+    max_tokens_per_turn: int = _SAMPLING.max_tokens_per_turn
+    temperature: float = _SAMPLING.temperature
+    top_p: float = _SAMPLING.top_p
+    language: str = _STORE.language
+    view: str = _MODEL.view
     house_codes: HouseCodes | None = None
 
     def __post_init__(self) -> None:

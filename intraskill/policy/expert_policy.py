@@ -59,6 +59,7 @@ from intraskill.chat.chatml import (
     render_tool_call,
 )
 from intraskill.hashing import seed32
+from intraskill.params import StoreParams
 from intraskill.policy.skill1_expert import Skill1Lessons
 from intraskill.shop.observation import PAGE_LABELS  # the renderer's labels: one source of truth
 from intraskill.shop.scripted_expert import BUY_NOW, Competences, ScriptedExpert
@@ -83,6 +84,8 @@ PLAN_WORDS = {"read_persona": "profile", "refine_query": "refine", "inspect_cand
               "page_on": "page", "choose_options": "options", "check_budget": "budget"}
 """The plan line's word for each competence of :class:`~intraskill.shop.scripted_expert.Competences`."""
 _PLANNED = {word: name for name, word in PLAN_WORDS.items()}
+DEFAULT_MAX_ACTIONS = StoreParams().max_actions
+"""The store's action limit when an expert is given none (``store.max_actions``'s default)."""
 
 
 def plan_line(used: tuple[str, ...], language: str = "en") -> str:
@@ -274,7 +277,7 @@ class ExpertPolicy:
     seed : seeds each session's random source, ``seed32(f"{seed}:{session_id}")`` (used by ``law``).
     language : the prompt / observation language of the runtime (``"en"`` or ``"zh"``).
     law : optional per-episode competence law conditioned on the injected skill IDs.
-    max_actions : the store's action limit (30).
+    max_actions : the store's action limit (``store.max_actions``).
     slip_rate : per-turn probability of a deliberate invalid ``buy now`` (at most one per episode).
     plan : open every reply with the episode's :func:`plan_line` as its ``<think>`` reasoning.
     lessons : Skill1's planted lessons (ranking, distillation, strategy → chunk for the law).
@@ -286,7 +289,7 @@ class ExpertPolicy:
     """
 
     def __init__(self, competences: Competences | None = None, seed: int = 0, language: str = "en",
-                 law: CompetenceLaw | None = None, max_actions: int = 30, slip_rate: float = 0.0,
+                 law: CompetenceLaw | None = None, max_actions: int = DEFAULT_MAX_ACTIONS, slip_rate: float = 0.0,
                  plan: bool = False, lessons: Skill1Lessons | None = None) -> None:
         if language not in PAGE_LABELS:
             raise ValueError(f"language: expected one of {sorted(PAGE_LABELS)}, got {language!r}")

@@ -28,15 +28,24 @@ from intraskill.chat.chatml import (
     render_tool_call,
     render_tools_block,
 )
+from intraskill.params import OrganismParams
 from intraskill.shop.observation import NAVIGATION_LABELS, PAGE_LABELS
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast, Qwen3ForCausalLM
 
 
+_SHAPE = OrganismParams()
+"""The organism's shape defaults, written once in :class:`~intraskill.params.OrganismParams`."""
+
+
 @dataclass(frozen=True)
 class OrganismConfig:
     """Shape of the organism (a Qwen3 decoder with tied embeddings).
+
+    What it adds to ``model.organism`` (:class:`~intraskill.params.OrganismParams`, whose defaults it takes): the
+    settings the parameter files leave fixed (head size, RoPE base, initialisation) and the initialisation seed,
+    recorded with the checkpoint (:meth:`to_dict`).
 
     Parameters
     ----------
@@ -55,14 +64,14 @@ class OrganismConfig:
         Seed of the random initialisation (used inside a forked RNG, never globally).
     """
 
-    vocab_size: int = 2048
-    hidden_size: int = 256
-    num_layers: int = 2
-    num_heads: int = 4
-    num_kv_heads: int = 2
+    vocab_size: int = _SHAPE.vocab_size
+    hidden_size: int = _SHAPE.hidden_size
+    num_layers: int = _SHAPE.num_layers
+    num_heads: int = _SHAPE.num_heads
+    num_kv_heads: int = _SHAPE.num_kv_heads
     head_dim: int = 64
-    intermediate_size: int = 768
-    max_position: int = 8192
+    intermediate_size: int = _SHAPE.intermediate_size
+    max_position: int = _SHAPE.max_position
     rope_theta: float = 10000.0
     initializer_range: float = 0.02
     seed: int = 0

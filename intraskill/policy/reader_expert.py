@@ -22,7 +22,13 @@ from typing import Any
 
 from intraskill.chat.base import ChatRequest, Generation
 from intraskill.chat.chatml import THINK_CLOSE, THINK_OPEN
-from intraskill.policy.expert_policy import ExpertPolicy, _LawfulExpert, persona_in, read_task_messages
+from intraskill.policy.expert_policy import (
+    DEFAULT_MAX_ACTIONS,
+    ExpertPolicy,
+    _LawfulExpert,
+    persona_in,
+    read_task_messages,
+)
 from intraskill.shop.house_codes import CODE_POOL, CODED_KEY, read_rules
 from intraskill.skills.render import skill_entries
 
@@ -65,7 +71,7 @@ class ReaderExpertPolicy(ExpertPolicy):
     """The scripted expert that reads house-code rules (every competence on; ``explore``: the chance of a random
     other colour when the code is unknown; ``note``: the first reply's note)."""
 
-    def __init__(self, seed: int = 0, language: str = "en", max_actions: int = 30, slip_rate: float = 0.0,
+    def __init__(self, seed: int = 0, language: str = "en", max_actions: int = DEFAULT_MAX_ACTIONS, slip_rate: float = 0.0,
                  explore: float = 1.0, note: bool = False) -> None:
         if not 0.0 <= explore <= 1.0:
             raise ValueError(f"explore: expected a probability in [0, 1], got {explore!r}")

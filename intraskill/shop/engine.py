@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from intraskill.params import StoreParams
 from intraskill.shop.actions import (
     InvalidActionError,
     ParsedAction,
@@ -50,9 +51,17 @@ INTERACTION_MODE = "single_turn"
 EXTERNAL_TERMINATIONS = ("action_limit", "generation_length")
 
 
+_STORE = StoreParams()
+"""The store's defaults, written once in :class:`~intraskill.params.StoreParams`."""
+
+
 @dataclass(frozen=True)
 class StoreConfig:
-    """Settings of the store (defaults are the reference's frozen contract, §0).
+    """Settings of the store (defaults are the reference's frozen contract, §0, as ``store:`` writes them).
+
+    What it adds to the ``store`` section: the engine's own settings, ``persona`` and ``search_engine``, without
+    the catalogue's (``scale``, ``seed``, ``source``); engines are built from it without a parameter set (the
+    service, benchmarks, tests), so it checks its own values.
 
     Parameters
     ----------
@@ -64,10 +73,10 @@ class StoreConfig:
     search_engine : "fast" (precomputed BM25 matrix) or "fts5" (SQLite's ``bm25()``); same ranking.
     """
 
-    page_size: int = 20
-    top_k: int = 150
-    max_actions: int = 30
-    language: str = "en"
+    page_size: int = _STORE.page_size
+    top_k: int = _STORE.top_k
+    max_actions: int = _STORE.max_actions
+    language: str = _STORE.language
     persona: bool = True
     search_engine: str = "fast"
 

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from intraskill.params import StoreParams
 from intraskill.shop.bm25 import Bm25Matrix
 from intraskill.shop.text import normalize_query, tokenize
 from intraskill.shop.types import Product
@@ -36,7 +37,8 @@ SCHEMA_VERSION = 1
 OPTION_DOCUMENT_VERSION = "public-axis-value-v1"
 TOKENIZER = "unicode61 remove_diacritics 2"
 TIE_BREAKER = "asin_ascending"
-DEFAULT_TOP_K = 150
+DEFAULT_TOP_K = StoreParams().top_k
+"""Results kept per query (``store.top_k``'s default, the reference's 150)."""
 SEARCH_ENGINES = ("fast", "fts5")
 RESULT_CACHE_SIZE = 4096
 """Result lists kept per engine (keyed by the query's tokens and ``k``)."""
