@@ -62,6 +62,10 @@ class CoEvolvePlanMismatchError(RuntimeError):
 class CoEvolveConfig:
     """Settings of the analysis and gate stages (the training stage reads ``params``).
 
+    What it adds to the ``gate`` and ``coevolve`` sections (:meth:`from_params` reads m, the mask seed and the
+    candidate cap from them): the settings a run chooses outside the parameter file (``evolve`` for the control
+    arms, the analyst and its server, the gate's task limit), recorded in the run's fingerprinted plan.
+
     Parameters
     ----------
     samples_per_task : m masked gate rollouts per val task (1 in the release).

@@ -118,6 +118,11 @@ class GateInputError(ValueError):
 class GateConfig:
     """Settings of one gate run (defaults from the release's ``gate.yaml``).
 
+    What it adds to the ``gate`` section (:meth:`from_params` reads K, m and the mask seed from it, and q, ρ and
+    the curriculum seed from ``round``): the run's identity and scope (``checkpoint_id``, ``task_limit``,
+    ``split``, ``next_round_id``), one flat record the manifest stores and a resumed gate is rebuilt from
+    (:meth:`to_dict`), and per-run overrides (a validation seed's mask seed) that leave the params unchanged.
+
     Parameters
     ----------
     checkpoint_id : required name of the frozen checkpoint (e.g. ``round-003-checkpoint``); it enters

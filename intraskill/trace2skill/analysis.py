@@ -89,7 +89,8 @@ class AnalysisPaths:
 
 @dataclass(frozen=True)
 class AnalysisConfig:
-    """Round identity and the compiler cap.
+    """Round identity and the compiler cap (``coevolve.max_candidates``): what one analysis run records on its
+    candidates, not a parameter section.
 
     Parameters
     ----------
