@@ -10,7 +10,9 @@ model that only learns token frequencies stays near the unigram rate.
     OMP_NUM_THREADS=1 python benchmarks/probe_copy_drills.py --batch-tokens 1024 --steps 1500 \\
         [--layers 2] [--lr 3e-3] [--demos runs/warmstart/demos.jsonl] [--device auto]
 
-``--layers`` overrides the organism's depth (2 layers form the head sooner than 4).
+``--layers`` overrides the organism's depth (2 layers form the head sooner than 4). ``--lookup-steps N``
+continues with N steps of :func:`~intraskill.organism.drills.lookup_drills` and reports the held-out lookup
+accuracy too, split into drills answered from a line and drills whose answer is "none".
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import time
 from intraskill.hashing import seed32
 from intraskill.organism.cloning import bc_loss, collate, learning_rate, pack_batches
 from intraskill.organism.demos import read_demonstrations
-from intraskill.organism.drills import copy_drills, drill_count, ordinary_tokens
+from intraskill.organism.drills import LOOKUP_TOKENS, copy_drills, drill_count, lookup_drills, ordinary_tokens
 from intraskill.params import load_params
 from intraskill.policy.factory import resolve_device
 from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
@@ -59,6 +61,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--eval-every", type=int, default=100)
     parser.add_argument("--layers", type=int, default=None)
+    parser.add_argument("--lookup-steps", type=int, default=0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto (CUDA when present)")
     args = parser.parse_args()
@@ -70,6 +73,10 @@ def main() -> None:
     vocabulary = ordinary_tokens(tokenizer)
     drills = copy_drills(vocabulary, drill_count(args.steps, args.batch_tokens), args.seed)
     heldout = copy_drills(vocabulary, 300, args.seed + 1)
+    lookups = lookup_drills(vocabulary, drill_count(args.lookup_steps, args.batch_tokens, LOOKUP_TOKENS), args.seed)
+    heldout_lookups = lookup_drills(vocabulary, 400, args.seed + 1)
+    answered = [d for d in heldout_lookups if d.input_ids[-1] in d.input_ids[:-4]]
+    unanswered = [d for d in heldout_lookups if d.input_ids[-1] not in d.input_ids[:-4]]
     shape = params.model.organism.model_dump()
     shape["num_layers"] = args.layers or shape["num_layers"]
     config = OrganismConfig(**shape, seed=seed32(f"{args.seed}:probe-init"))
@@ -78,25 +85,30 @@ def main() -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
     rng = random.Random(args.seed)
     queue: list[list[int]] = []
-    lengths = [len(d.input_ids) for d in drills]
     pad = int(tokenizer.pad_token_id)
     started = time.monotonic()
-    for step in range(args.steps):
-        if not queue:
-            queue = pack_batches(lengths, args.batch_tokens, rng)
-        ids, labels = (t.to(device) for t in collate([drills[k] for k in queue.pop()], pad))
+    total = args.steps + args.lookup_steps
+    for step in range(total):
+        source = drills if step < args.steps else lookups
+        if not queue or step == args.steps:
+            queue = pack_batches([len(d.input_ids) for d in source], args.batch_tokens, rng)
+        ids, labels = (t.to(device) for t in collate([source[k] for k in queue.pop()], pad))
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step, args.steps, args.lr, args.warmup, 1.0)
+            group["lr"] = learning_rate(step, total, args.lr, args.warmup, 1.0)
         model.train()
         loss = bc_loss(model, ids, labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
+        if (step + 1) % args.eval_every == 0 or step + 1 == total:
             model.eval()
             accuracy, heldout_loss = drill_accuracy(model, heldout, pad, device)
-            print(json.dumps({"step": step + 1, "seconds": round(time.monotonic() - started, 1),
+            lookup = {}
+            if args.lookup_steps:
+                lookup = {"lookup_accuracy_answered": round(drill_accuracy(model, answered, pad, device)[0], 4),
+                          "lookup_accuracy_none": round(drill_accuracy(model, unanswered, pad, device)[0], 4)}
+            print(json.dumps({**lookup, "step": step + 1, "seconds": round(time.monotonic() - started, 1),
                               "batch_tokens": args.batch_tokens, "lr": args.lr, "device": str(device),
                               "layers": config.num_layers,
                               "copy_accuracy": round(accuracy, 4), "copy_loss": round(heldout_loss, 4)}),

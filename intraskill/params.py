@@ -431,7 +431,7 @@ class WarmstartParams(_Section):
     """
 
     plan_optional: ClassVar[tuple[str, ...]] = ("lora", "interactions", "cover", "max_chunks", "max_lines", "stray",
-                                                "explore", "note")
+                                                "explore", "note", "lookup_drill_steps")
 
     skills: str = "params/organism_s0.json"
     """S₀ SkillBank: chunk metadata ``competence`` (helpful), ``habit`` (harmful) or neither (neutral)."""
@@ -493,6 +493,9 @@ class WarmstartParams(_Section):
     drill_steps: int = Field(0, ge=0)
     """Steps of copy drills (random tokens, random filler, the same tokens again) before everything
     else: the organism forms the induction head it copies with (:mod:`intraskill.organism.drills`)."""
+    lookup_drill_steps: int = Field(0, ge=0)
+    """Steps of key–value lookup drills after the copy drills (:func:`~intraskill.organism.drills.lookup_drills`):
+    the reader finds the rule line that names its code, or that none does."""
     lm_steps: int = Field(0, ge=0)
     """Steps of next-token prediction on whole transcripts (pages and prompts too) before cloning."""
     steps: int = Field(600, ge=1)

@@ -403,6 +403,48 @@ def test_copy_drills_repeat_a_span_of_distinct_random_tokens_after_a_variable_ga
         copy_drills(range(5), 1, seed=0)
 
 
+def test_lookup_drills_answer_with_the_value_after_the_key_or_none(tokenizer) -> None:
+    from intraskill.organism.drills import AROUND, KEY_TOKENS, lookup_drills
+
+    vocabulary = ordinary_tokens(tokenizer[0])
+    drills = lookup_drills(vocabulary, 300, seed=5)
+    assert drills == lookup_drills(vocabulary, 300, seed=5) and drills != lookup_drills(vocabulary, 300, seed=6)
+    answered = 0
+    for drill in drills:
+        ids = drill.input_ids
+        assert drill.loss_mask == [0] * (len(ids) - 1) + [1] and set(ids) <= set(vocabulary)
+        body, query, answer = ids[:-KEY_TOKENS - 2], ids[-KEY_TOKENS - 2:-2], ids[-1]
+        at = [i for i in range(len(body)) if body[i:i + KEY_TOKENS] == query]
+        if answer in body:  # the value ending the line that names the key: right after it or a few tokens on
+            answered += 1
+            assert len(at) == 1
+            after = body[at[0] + KEY_TOKENS:at[0] + KEY_TOKENS + AROUND[1] + 1]
+            assert answer in after
+        else:  # the drill's own "none" token, never on a line
+            assert answer not in body
+    assert 100 < answered < 200
+    with pytest.raises(ValueError, match="token_ids"):
+        lookup_drills(range(20), 1, seed=0)
+
+
+def test_behaviour_clone_adds_the_lookup_phase_to_its_steps(tokenizer) -> None:
+    from intraskill.organism.cloning import BCExample, behaviour_clone
+    from intraskill.policy.organism import OrganismConfig, build_organism
+
+    tok = tokenizer[0]
+    model = build_organism(OrganismConfig(vocab_size=len(tok), hidden_size=32, num_layers=1, num_heads=2,
+                                          num_kv_heads=1, head_dim=16, intermediate_size=64, max_position=64,
+                                          seed=1), tok)
+    example = BCExample(list(range(2, 12)), [0] * 5 + [1] * 5)
+    with pytest.raises(ValueError, match="lookup_steps"):
+        behaviour_clone(model, [example], steps=1, lr=1e-3, warmup_steps=0, lr_min_ratio=1.0, weight_decay=0.0,
+                        grad_clip=1.0, batch_tokens=64, pad_id=0, seed=1, lookup_steps=1, progress=False)
+    result = behaviour_clone(model, [example], steps=2, lr=1e-3, warmup_steps=0, lr_min_ratio=1.0, weight_decay=0.0,
+                             grad_clip=1.0, batch_tokens=64, pad_id=0, seed=1, drills=[example], drill_steps=1,
+                             lookups=[example], lookup_steps=3, progress=False)
+    assert result.steps == 6
+
+
 def test_warmstart_checks_read_the_targets() -> None:
     from intraskill.organism.truth import warmstart_checks
 

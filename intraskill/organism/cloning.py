@@ -3,6 +3,7 @@ assistant tokens, the learning-rate schedule and the resumable training loop."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import random
@@ -201,16 +202,18 @@ def behaviour_clone(
     lm_steps: int = 0,
     drills: Sequence[BCExample] = (),
     drill_steps: int = 0,
+    lookups: Sequence[BCExample] = (),
+    lookup_steps: int = 0,
     extra: Sequence[BCExample] = (),
     state_path: Path | None = None,
     state_key: str = "",
     save_every: int = 50,
     progress: bool = True,
 ) -> BCResult:
-    """Train ``model`` in place for ``drill_steps + lm_steps + steps`` AdamW steps, in three phases.
+    """Train ``model`` in place for ``drill_steps + lookup_steps + lm_steps + steps`` AdamW steps, in four phases.
 
     The first ``drill_steps`` steps train on ``drills`` (copy drills, :mod:`intraskill.organism.drills`,
-    loss on their masks); the next ``lm_steps`` predict every token of the transcripts (prompts and
+    loss on their masks), the next ``lookup_steps`` on ``lookups`` (lookup drills); the next ``lm_steps`` predict every token of the transcripts (prompts and
     pages too: the model learns to read and copy from its context); the remaining ``steps`` are
     behaviour cloning, loss on the assistant tokens only (of ``examples`` and ``extra``, e.g. first
     replies alone; soft targets where an example has them). One warm-up + cosine schedule spans all
@@ -227,14 +230,17 @@ def behaviour_clone(
         raise ValueError("behaviour_clone: no examples")
     if drill_steps and not drills:
         raise ValueError("behaviour_clone: drill_steps > 0 needs drills")
-    total = drill_steps + lm_steps + steps
+    if lookup_steps and not lookups:
+        raise ValueError("behaviour_clone: lookup_steps > 0 needs lookups")
+    total = drill_steps + lookup_steps + lm_steps + steps
     rng = random.Random(seed32(f"{seed}:bc-batches"))
     every_token = [BCExample(e.input_ids, [1] * len(e.input_ids)) for e in examples] if lm_steps else []
-    phases = {"drill": drills, "lm": every_token, "bc": [*examples, *extra]}
+    phases = {"drill": drills, "lookup": lookups, "lm": every_token, "bc": [*examples, *extra]}
     lengths = {name: [len(e.input_ids) for e in source] for name, source in phases.items()}
+    ends = list(itertools.accumulate((drill_steps, lookup_steps, lm_steps)))
 
     def phase_of(step: int) -> str:
-        return "drill" if step < drill_steps else "lm" if step < drill_steps + lm_steps else "bc"
+        return next((name for name, end in zip(("drill", "lookup", "lm"), ends) if step < end), "bc")
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95))
     losses: list[tuple[int, float]] = []

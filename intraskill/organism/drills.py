@@ -18,6 +18,15 @@ copy accuracy 0.04 → 0.81), 4 layers had not by step 400; in the warm start (4
 drills per step) the 2-layer organism's drill loss fell from 7.1 to 0.09 by step 600. Spans cut from
 the demonstrations themselves (repeated, predictable tokens) did not form the head within 1,400
 steps. ``benchmarks/probe_copy_drills.py`` repeats the measurement.
+
+Lookup drills (:func:`lookup_drills`) train the reading a skill's rule lines need (``docs/testbed.md``): find
+the line that names a key and copy the word that ends it, or say that no line names it. The reader organism,
+cloned with copy drills only, copied the profile's code into its note but wrote a colour about as often when
+no line named the code as when one did (2026-12-07, ``docs/testbed.md``)::
+
+    [line]* [filler] [query key] [marker] [answer]        loss on the answer
+    line = [0-3 tokens] [key, 2 tokens] [0-3 tokens] [value] [newline]
+    answer = the value of the line naming the query key, else the drill's "none" token
 """
 
 from __future__ import annotations
@@ -61,9 +70,75 @@ def copy_drills(token_ids: Sequence[int], count: int, seed: int) -> list[BCExamp
     return drills
 
 
-def drill_count(steps: int, batch_tokens: int) -> int:
+def drill_count(steps: int, batch_tokens: int, tokens_per_drill: int = DRILL_TOKENS) -> int:
     """Drills for about one epoch of ``steps`` batches of ``batch_tokens`` tokens."""
-    return steps * batch_tokens // DRILL_TOKENS
+    return steps * batch_tokens // tokens_per_drill
+
+
+LINES = (1, 16)
+"""Rule lines per lookup drill (inclusive range; the reader's S₀ has 16)."""
+AROUND = (0, 3)
+"""Tokens before the key and between the key and the value of one line (inclusive range)."""
+KEY_TOKENS = 2
+"""Tokens per key (a house code splits into a few tokens)."""
+VALUES = 15
+"""Distinct value tokens per drill (the store's colours)."""
+ANSWERED = 0.5
+"""Share of lookup drills whose query key is on a line (the others answer "none")."""
+LOOKUP_TOKENS = 95
+"""Mean tokens per lookup drill (8.5 lines of about 6 tokens, filler, query), for :func:`drill_count`."""
+
+
+def lookup_drills(token_ids: Sequence[int], count: int, seed: int) -> list[BCExample]:
+    """``count`` key–value lookup drills over the vocabulary ``token_ids``, seeded by ``seed``: every drill draws
+    its own newline, marker, "none" and value tokens, so only the lookup lowers the loss.
+
+    >>> drills = lookup_drills(range(100, 300), 50, seed=1)
+    >>> all(sum(e.loss_mask) == 1 and e.loss_mask[-1] == 1 for e in drills)
+    True
+    >>> 10 < sum(e.input_ids[-1] in e.input_ids[:-4] for e in drills) < 40   # about half answer from a line
+    True
+    """
+    vocabulary = list(token_ids)
+    needed = 3 + VALUES + KEY_TOKENS * LINES[1] + 1
+    if len(vocabulary) < needed:
+        raise ValueError(f"lookup_drills: token_ids needs at least {needed} tokens, got {len(vocabulary)}")
+    rng = random.Random(seed32(f"{seed}:lookup-drills"))
+    drills = []
+    for _ in range(count):
+        special = rng.sample(vocabulary, 3 + VALUES)
+        newline, marker, none, values = special[0], special[1], special[2], special[3:]
+        others = [token for token in vocabulary if token not in special]
+        lines = rng.randint(*LINES)
+        keys = [rng.sample(others, KEY_TOKENS) for _ in range(lines)]
+        ids: list[int] = []
+        for key in keys:
+            ids += [rng.choice(others) for _ in range(rng.randint(*AROUND))] + key
+            ids += [rng.choice(others) for _ in range(rng.randint(*AROUND))] + [rng.choice(values), newline]
+        ids += [rng.choice(others) for _ in range(rng.randint(*FILLER))]
+        if rng.random() < ANSWERED:
+            line = rng.randrange(lines)
+            query, answer = keys[line], _value_of(ids, newline, line)
+        else:
+            query, answer = _absent_key(others, keys, rng), none
+        ids += [*query, marker, answer]
+        drills.append(BCExample(ids, [0] * (len(ids) - 1) + [1]))
+    return drills
+
+
+def _value_of(ids: Sequence[int], newline: int, line: int) -> int:
+    """The value ending line ``line`` (the token before its newline)."""
+    ends = [i for i, token in enumerate(ids) if token == newline]
+    return ids[ends[line] - 1]
+
+
+def _absent_key(others: Sequence[int], keys: Sequence[Sequence[int]], rng: random.Random) -> list[int]:
+    """A key no line carries (its token pair appears on no line)."""
+    taken = {tuple(key) for key in keys}
+    while True:
+        key = rng.sample(list(others), KEY_TOKENS)
+        if tuple(key) not in taken:
+            return key
 
 
 def ordinary_tokens(tokenizer: PreTrainedTokenizerBase) -> list[int]:

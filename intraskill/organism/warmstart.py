@@ -6,7 +6,8 @@ Pipeline (:func:`run_warmstart`, ``intraskill warmstart --params P``):
    random chunk masks (:mod:`intraskill.organism.demos`), and ``warmstart.plan_examples`` first replies;
 2. train a byte-level BPE tokenizer (single-digit tokens) on demonstration text plus the protocol
    corpus, and a random-init organism of ``model.organism``'s shape;
-3. ``warmstart.drill_steps`` steps of copy drills (:mod:`intraskill.organism.drills`), then
+3. ``warmstart.drill_steps`` steps of copy drills and ``warmstart.lookup_drill_steps`` of lookup drills
+   (:mod:`intraskill.organism.drills`), then
    ``warmstart.lm_steps`` steps of next-token prediction on the whole transcripts (the organism
    learns to copy ids and words from its pages and profile), then behaviour cloning: cross-entropy
    on assistant tokens only (:func:`bc_loss`; with ``warmstart.plan_targets`` the first reply's plan
@@ -41,7 +42,7 @@ from intraskill.organism.demos import (
     tokenize_demonstration,
     write_demonstrations,
 )
-from intraskill.organism.drills import copy_drills, drill_count, ordinary_tokens
+from intraskill.organism.drills import LOOKUP_TOKENS, copy_drills, drill_count, lookup_drills, ordinary_tokens
 from intraskill.organism.plan_targets import demonstration_targets
 from intraskill.organism.truth import measure_ground_truth
 from intraskill.params import Params, WarmstartParams, section_plan
@@ -90,11 +91,14 @@ def train_organism(params: Params, demos: Sequence[Demonstration], out: Path, la
 
     examples = [e for e in map(example, demos) if len(e.input_ids) <= config.max_position]
     extra = [example(demo) for demo in plan_demos]
-    drills = copy_drills(ordinary_tokens(tokenizer), drill_count(ws.drill_steps, ws.batch_tokens), ws.seed)
+    vocabulary = ordinary_tokens(tokenizer)
+    drills = copy_drills(vocabulary, drill_count(ws.drill_steps, ws.batch_tokens), ws.seed)
+    lookups = lookup_drills(vocabulary, drill_count(ws.lookup_drill_steps, ws.batch_tokens, LOOKUP_TOKENS), ws.seed)
     torch.manual_seed(seed32(f"{ws.seed}:bc"))
     state_path = out / BC_STATE_FILE
     result = behaviour_clone(model, examples, steps=ws.steps, lm_steps=ws.lm_steps, drills=drills,
-                             drill_steps=ws.drill_steps, extra=extra, lr=ws.lr,
+                             drill_steps=ws.drill_steps, lookups=lookups,
+                             lookup_steps=ws.lookup_drill_steps, extra=extra, lr=ws.lr,
                              warmup_steps=ws.warmup_steps, lr_min_ratio=ws.lr_min_ratio,
                              weight_decay=ws.weight_decay, grad_clip=ws.grad_clip, batch_tokens=ws.batch_tokens,
                              pad_id=int(tokenizer.pad_token_id), seed=ws.seed, state_path=state_path,
@@ -175,7 +179,7 @@ EVAL_ONLY = ("eval_episodes", "ground_truth_episodes", "eval_batch_size")
 """Warm-start settings of the evaluation alone: changing them re-evaluates, it never retrains."""
 NOT_TRAINING = (*EVAL_ONLY, "out_dir")
 """Warm-start settings that do not change the trained model (the evaluation's and the location)."""
-BC_RECORD_KEYS = ("steps", "drill_steps", "lm_steps", "resumed_at", "tokens", "losses", "note")
+BC_RECORD_KEYS = ("steps", "drill_steps", "lookup_drill_steps", "lm_steps", "resumed_at", "tokens", "losses", "note")
 """What the manifest's ``bc`` section copies from ``bc.json``."""
 
 
@@ -261,6 +265,7 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
         bc_record = {"identity": bc_identity(out, params), "demos_s": demos_s, "episodes": len(demos),
                      "expert_success": sum(d.reward.r_success for d in demos) / max(1, len(demos)),
                      "steps": bc.steps, "drill_steps": params.warmstart.drill_steps,
+                     "lookup_drill_steps": params.warmstart.lookup_drill_steps,
                      "lm_steps": params.warmstart.lm_steps, "resumed_at": bc.resumed_at,
                      "tokens": bc.tokens, "losses": bc.losses,
                      "wall_s": round(bc.wall_s, 1), "data": data}
