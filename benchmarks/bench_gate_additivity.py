@@ -30,16 +30,16 @@ VARIANTS = (("reward", "selected"), ("r_success", "selected"), ("r_success", "al
 
 def main() -> None:
     from intraskill.gate.contributions import load_contributions
-    from intraskill.params import load_params
-    from intraskill.paths import resolve_project_path, runs_root
-    from intraskill.pipeline.gate_run import run_ranking_check
-    from intraskill.pipeline.gate_validation import (
+    from intraskill.organism.gate_validation import (
         teacher_policy,
         teacher_truth,
         validate_on_teacher,
         validate_on_warmstart,
     )
-    from intraskill.pipeline.prepare import ensure_warmstart
+    from intraskill.organism.shipped import ensure_warmstart
+    from intraskill.params import load_params
+    from intraskill.paths import resolve_project_path, runs_root
+    from intraskill.pipeline.gate_run import run_ranking_check
     from intraskill.skills.bank import load_skillbank
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -9,13 +9,13 @@ Usage::
 
 ``organism``: Gate A with Bernoulli(0.5) masks over S₀ on val with the warm-start checkpoint, against the
 warm start's ``ground_truth.json`` (default directory: the one
-:func:`~intraskill.pipeline.prepare.ensure_warmstart` finds). ``teacher``: the same with the S₀-gated
+:func:`~intraskill.organism.shipped.ensure_warmstart` finds). ``teacher``: the same with the S₀-gated
 scripted expert (the organism's teacher) and a ground truth measured the same way (fast; no
 checkpoint). For each m in ``--samples`` the line holds Spearman's ρ, the 95 % CI coverage and the
 attainable ρ (what an unbiased gate with these standard errors would reach against this truth) per
 mask seed and their means, against the target (ρ ≥ 0.8, coverage ≥ 90 %), and the true effects
 compared (``truth``: ties among them cap ρ). ``--ship DIR`` (organism only) then writes the finished gates'
-records into DIR (:func:`~intraskill.pipeline.gate_validation.ship_validation`: what notebook 03 reads when
+records into DIR (:func:`~intraskill.organism.gate_validation.ship_validation`: what notebook 03 reads when
 ``runs/`` holds no validation of its own; finished gates are loaded, not re-run).
 """
 
@@ -27,9 +27,9 @@ import time
 
 
 def main() -> None:
+    from intraskill.organism.gate_validation import TARGET, validate_on_teacher, validate_on_warmstart
     from intraskill.params import load_params
     from intraskill.paths import runs_root
-    from intraskill.pipeline.gate_validation import TARGET, validate_on_teacher, validate_on_warmstart
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params/organism_additive.yaml")
@@ -54,8 +54,8 @@ def main() -> None:
     results = []
     truth = warmstart = None
     if args.policy == "teacher":
+        from intraskill.organism.gate_validation import teacher_truth
         from intraskill.paths import resolve_project_path
-        from intraskill.pipeline.gate_validation import teacher_truth
         from intraskill.skills.bank import load_skillbank
 
         draft = load_skillbank(resolve_project_path(params.warmstart.skills))
@@ -66,7 +66,7 @@ def main() -> None:
             report = validate_on_teacher(params, out, seeds=seeds, samples_per_task=m,
                                          task_limit=args.task_limit, truth=truth, progress=False)
         else:
-            from intraskill.pipeline.prepare import ensure_warmstart
+            from intraskill.organism.shipped import ensure_warmstart
 
             warmstart = args.warmstart or ensure_warmstart(params, progress=False)
             report = validate_on_warmstart(params, warmstart, out, seeds=seeds, samples_per_task=m,
@@ -80,7 +80,7 @@ def main() -> None:
         results.append({**{key: report[key] for key in keys}, "truth": truth_effects, "per_seed": per_seed,
                         "wall_s": round(time.monotonic() - started, 1)})
     if args.ship:
-        from intraskill.pipeline.gate_validation import ship_validation
+        from intraskill.organism.gate_validation import ship_validation
 
         ship_validation(out, warmstart, args.ship, seeds=seeds, samples=[r["samples_per_task"] for r in results])
     print(json.dumps({"policy": args.policy, "params": args.params, "task_limit": args.task_limit,

@@ -161,8 +161,8 @@ def store_workload(args: argparse.Namespace) -> dict[str, Any]:
     """The warm-start organism on the first ``args.tasks`` val tasks, both arms, batch by batch."""
     from intraskill.agent.env import InProcessEnvironment
     from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
+    from intraskill.organism.shipped import ensure_warmstart
     from intraskill.params import load_params
-    from intraskill.pipeline.prepare import ensure_warmstart
     from intraskill.pipeline.round import open_train_store
     from intraskill.policy.factory import build_policy
 

@@ -78,8 +78,8 @@ def run_intraskill(params: Params, out: Path, store_root: str | None) -> dict[st
     import intraskill.pipeline.round as round_module
     from intraskill.agent.env import InProcessEnvironment
     from intraskill.integrations.trl.rollout import StoreClock, TimedEnvironment
-    from intraskill.organism.shipped import resolve_checkpoint
     from intraskill.pipeline.round import bare_val, run_round, trained_policy
+    from intraskill.policy.warmstarts import resolve_checkpoint
 
     clock = StoreClock()
     marks: dict[str, list[tuple[float, float]]] = {name: [] for name in ("step-start", "admitted", "trained",
@@ -128,8 +128,8 @@ def run_trl(params: Params, out: Path, store_root: str | None) -> dict[str, Any]
     from transformers import TrainerCallback
 
     from intraskill.integrations.trl.recipe import build_trainer, round_tasks, store_rollout
-    from intraskill.organism.shipped import resolve_checkpoint
     from intraskill.pipeline.round import bare_val, open_train_store, trained_policy
+    from intraskill.policy.warmstarts import resolve_checkpoint
 
     class StepClock(TrainerCallback):
         def __init__(self) -> None:

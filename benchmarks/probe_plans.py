@@ -28,15 +28,15 @@ def main() -> None:
 
     from intraskill.agent.env import InProcessEnvironment
     from intraskill.agent.runtime import RuntimeConfig
+    from intraskill.organism.gate_validation import teacher_policy
+    from intraskill.organism.shipped import ensure_warmstart
     from intraskill.organism.truth import run_arm
-    from intraskill.organism.warmstart import CHECKPOINT_DIR
     from intraskill.params import load_params
     from intraskill.paths import resolve_project_path
-    from intraskill.pipeline.gate_validation import teacher_policy
-    from intraskill.pipeline.prepare import ensure_warmstart
     from intraskill.pipeline.round import open_train_store
     from intraskill.policy.expert_policy import PLAN_WORDS, planned
     from intraskill.policy.factory import load_policy
+    from intraskill.policy.warmstarts import CHECKPOINT_DIR
     from intraskill.skills.bank import load_skillbank
 
     params = load_params(args.params)

@@ -93,8 +93,8 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
         policy: Any = ReaderExpertPolicy(seed=params.warmstart.seed, language=params.store.language,
                                          max_actions=params.store.max_actions, explore=params.warmstart.explore)
     else:
-        from intraskill.organism.shipped import resolve_checkpoint
         from intraskill.policy.factory import load_policy, resolve_device
+        from intraskill.policy.warmstarts import resolve_checkpoint
         policy = load_policy(params.model.spec, checkpoint=args.checkpoint or resolve_checkpoint(params)[0],
                              device=resolve_device(params.model.device), dtype=params.model.dtype,
                              max_batch=params.warmstart.eval_batch_size)

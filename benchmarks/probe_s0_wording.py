@@ -45,8 +45,8 @@ def main() -> None:
 
     from intraskill.evaluate.compare import compare_runs
     from intraskill.evaluate.runner import run_eval
-    from intraskill.organism.shipped import resolve_checkpoint
     from intraskill.params import load_params
+    from intraskill.policy.warmstarts import resolve_checkpoint
     from intraskill.skills.bank import load_skillbank
 
     params = load_params(args.params)

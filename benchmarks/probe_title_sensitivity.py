@@ -56,9 +56,9 @@ def main() -> None:
         tokenize_demonstration,
     )
     from intraskill.organism.sensitivity import title_sensitivity
+    from intraskill.organism.shipped import ensure_warmstart
     from intraskill.organism.truth import measure_ground_truth
     from intraskill.params import load_params
-    from intraskill.pipeline.prepare import ensure_warmstart
     from intraskill.shop.build import open_engine
     from intraskill.skills.bank import load_skillbank
 

@@ -139,7 +139,7 @@ class ModelParams(_Section):
     """Which policy: ``organism``, ``smollm2``, a local HF directory, or ``openai:<base_url>#<model>``.
 
     ``checkpoint``: a checkpoint directory; ``null`` = for the organism the warm start whose manifest matches
-    (:func:`intraskill.organism.shipped.resolve_checkpoint`), for other specs their own weights;
+    (:func:`intraskill.policy.warmstarts.resolve_checkpoint`), for other specs their own weights;
     ``untrained`` = the randomly initialised organism.
     """
 

@@ -180,8 +180,8 @@ def test_interaction_heatmap_and_gate_show_cli(tmp_path: Path) -> None:
 def test_the_gate_on_the_interaction_teacher_rejects_additivity(small_store_root: Path, tmp_path: Path) -> None:
     """End to end: Gate A over S₀ played by the interaction organism's teacher (a planted complement, here 0.6 so
     that the small store's 40 val tasks suffice) records a rejected additivity test led by the planted pair."""
+    from intraskill.organism.gate_validation import validate_on_teacher
     from intraskill.params import load_params, params_from_dict
-    from intraskill.pipeline.gate_validation import validate_on_teacher
 
     root = Path(__file__).resolve().parents[1]
     ci, organism = load_params(root / "params" / "ci.yaml"), load_params(root / "params" / "organism_interaction.yaml")

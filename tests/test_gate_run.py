@@ -310,7 +310,7 @@ def test_ranking_check_runs_fixed_banks_paired_with_the_gate_bare_run(tmp_path: 
 
 def test_compare_to_truth_reports_spearman_and_coverage() -> None:
     from intraskill.gate.contributions import MetricEstimate
-    from intraskill.pipeline.gate_validation import compare_to_truth
+    from intraskill.organism.gate_validation import compare_to_truth
 
     estimate = MetricEstimate(
         coefficients={"a": 0.30, "b": 0.10, "c": -0.05, "d": 0.0}, observations=40, masked_mean=0.5,
@@ -331,7 +331,7 @@ def test_compare_to_truth_reports_spearman_and_coverage() -> None:
 
 
 def test_attainable_spearman_falls_with_ties_within_noise() -> None:
-    from intraskill.pipeline.gate_validation import attainable_spearman
+    from intraskill.organism.gate_validation import attainable_spearman
 
     spread = [0.4, 0.3, 0.2, 0.1, 0.0]
     assert attainable_spearman(spread, [0.001] * 5, [0.001] * 5) == pytest.approx(1.0)
@@ -451,15 +451,15 @@ def test_shipped_gate_validation_reads_as_the_live_one(small_store_root: Path, t
     """A finished validation shipped as compact records (no traces, one task record per job) loads into the same
     report as the live directory, through the same loader; a missing gate is named."""
     from intraskill.evaluate.task_records import RECORD_KEYS, run_task_records
-    from intraskill.params import load_params
-    from intraskill.paths import resolve_project_path
-    from intraskill.pipeline.gate_validation import (
+    from intraskill.organism.gate_validation import (
         load_validation,
         load_warmstart_validation,
         ship_validation,
         teacher_truth,
         validate_on_teacher,
     )
+    from intraskill.params import load_params
+    from intraskill.paths import resolve_project_path
     from intraskill.skills.bank import load_skillbank
 
     root = Path(__file__).resolve().parents[1]

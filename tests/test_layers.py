@@ -1,9 +1,10 @@
 """The layer contract, read from the code's own imports (module-level and in-function alike).
 
 Imports point one way: store → skills → agent → policy → evaluation / training core / analysts → gate →
-organism testbed → stage orchestration → control experiment → integrations / analysis / plots → report → command line.
-A subpackage may import itself and the layers below it; no two modules import each other, even through
-a chain.
+stage orchestration → organism testbed / control experiment → integrations / analysis / plots → report → command
+line. A subpackage may import itself and the layers below it; no two modules import each other, even through
+a chain. The organism is a testbed beside the product: no stage, evaluation, gate, experiment or command imports
+it, except the commands that are the testbed's own (:data:`TESTBED_VERBS`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("policy",),
     ("evaluate", "training", "trace2skill"),
     ("gate",),
-    ("organism",),
     ("pipeline",),
-    ("experiment",),
+    ("organism", "experiment"),
     ("integrations", "analysis", "plots"),
     ("report",),
     ("cli",),
@@ -38,6 +38,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 layer may import each other where that makes no cycle)."""
 
 RANK = {package: rank for rank, layer in enumerate(LAYERS) for package in layer}
+
+TESTBED = "organism"
+TESTBED_FREE = ("evaluate", "gate", "pipeline", "experiment", "cli")
+"""Packages that never import the testbed: what the stages read of a warm start (``model.checkpoint``) is
+:mod:`intraskill.policy.warmstarts`'."""
+TESTBED_VERBS = ("intraskill.cli.organism",)
+"""The testbed's own commands (``intraskill warmstart``, ``warmstart-skill1``), which build it."""
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -106,6 +113,13 @@ def layer_violations(root: Path) -> list[str]:
     return problems
 
 
+def imports_of_the_testbed(root: Path) -> list[str]:
+    """Imports of the organism testbed from a package that must not know it (:data:`TESTBED_FREE`)."""
+    return [f"{source} -> {target}: {subpackage(source)} may not import the {TESTBED} testbed"
+            for source, target in sorted(import_graph(root).edges)
+            if subpackage(source) in TESTBED_FREE and subpackage(target) == TESTBED and source not in TESTBED_VERBS]
+
+
 def module_cycles(root: Path) -> list[list[str]]:
     """Groups of modules that import each other, directly or through a chain (package ``__init__``
     re-exports of their own submodules aside)."""
@@ -139,6 +153,10 @@ def test_imports_follow_the_layers() -> None:
     assert layer_violations(PACKAGE) == []
 
 
+def test_no_stage_imports_the_testbed() -> None:
+    assert imports_of_the_testbed(PACKAGE) == []
+
+
 def test_late_imports_say_why() -> None:
     assert undeclared_deferrals(PACKAGE) == []
 
@@ -160,6 +178,23 @@ def test_a_planted_upward_import_is_caught(tmp_path: Path, module: str, planted:
     path.write_text(path.read_text(encoding="utf-8") + "\n\n" + body, encoding="utf-8")
     problems = layer_violations(root)
     assert len(problems) == 1 and problems[0].startswith(module_name(path, root)), problems
+
+
+@pytest.mark.parametrize("module, planted, allowed", [
+    ("pipeline/round.py", "from intraskill.organism.warmstart import run_warmstart", False),
+    ("cli/gate.py", "    from intraskill.organism.shipped import ensure_warmstart", False),
+    ("experiment/matrix.py", "import intraskill.organism.truth", False),
+    ("cli/organism.py", "    from intraskill.organism.shipped import ensure_warmstart", True),
+])
+def test_a_planted_testbed_import_is_caught(tmp_path: Path, module: str, planted: str, allowed: bool) -> None:
+    root = tmp_path / "intraskill"
+    shutil.copytree(PACKAGE, root, ignore=shutil.ignore_patterns("__pycache__"))
+    path = root / module
+    body = f"def _planted() -> None:\n{planted}\n" if planted.startswith(" ") else f"{planted}\n"
+    path.write_text(path.read_text(encoding="utf-8") + "\n\n" + body, encoding="utf-8")
+    problems = imports_of_the_testbed(root)
+    assert problems == [] if allowed else (len(problems) == 1 and problems[0].startswith(module_name(path, root))), \
+        problems
 
 
 def test_a_planted_cycle_is_caught(tmp_path: Path) -> None:

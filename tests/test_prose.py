@@ -7,9 +7,9 @@ import json
 import pytest
 
 from intraskill.analysis.release import locate_release_dir, reanalyse_release
+from intraskill.organism.gate_validation import GateValidationReport, SeedValidation, TruthComparison
 from intraskill.paths import project_root
 from intraskill.pipeline.gate_b import GateBResult, PairedMetric
-from intraskill.pipeline.gate_validation import GateValidationReport, SeedValidation, TruthComparison
 from intraskill.plots import prose
 
 

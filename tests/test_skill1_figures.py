@@ -14,7 +14,6 @@ from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.patches import Rectangle
 
 from intraskill.analysis.skill1 import committed_history, library_map, read_skill1_round
-from intraskill.organism.shipped import resolve_checkpoint
 from intraskill.params import load_params, with_overrides
 from intraskill.paths import project_root
 from intraskill.pipeline.round import run_round
@@ -26,6 +25,7 @@ from intraskill.plots import (
     utility_over_training,
 )
 from intraskill.plots.skill1 import marker_area
+from intraskill.policy.warmstarts import resolve_checkpoint
 from intraskill.report.build import MANIFEST_PATH, load_manifest
 from intraskill.skills.library import LibraryStore, SkillProvenance
 from intraskill.skills.retrieval import SentenceEncoder

@@ -27,7 +27,7 @@ from intraskill.agent.skill1_replies import (
 from intraskill.agent.views import view_skills
 from intraskill.chat.base import ChatRequest, Generation
 from intraskill.organism.demos import Demonstration, teacher_law
-from intraskill.organism.shipped import resolve_checkpoint, verify_shipped
+from intraskill.organism.shipped import verify_shipped
 from intraskill.organism.skill1_warmstart import (
     ROUND_ONLY,
     demo_libraries,
@@ -39,6 +39,7 @@ from intraskill.organism.skill1_warmstart import (
 from intraskill.params import ParamsError, load_params, params_from_dict
 from intraskill.policy.expert_policy import ExpertPolicy
 from intraskill.policy.factory import weights_digest
+from intraskill.policy.warmstarts import resolve_checkpoint
 from intraskill.skills.bank import load_skillbank
 from intraskill.skills.render import render_skill_block
 from intraskill.skills.retrieval import SentenceEncoder

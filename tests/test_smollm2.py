@@ -12,9 +12,9 @@ import pytest
 
 from intraskill.agent.env import InProcessEnvironment
 from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
-from intraskill.organism.shipped import resolve_checkpoint
 from intraskill.params import GRPOParams, LoraParams, load_params
 from intraskill.policy.factory import ADAPTER_CONFIG, build_policy, smollm2_installed
+from intraskill.policy.warmstarts import resolve_checkpoint
 from intraskill.training.batching import TrainSample
 from intraskill.training.grpo import GRPOTrainer
 

@@ -31,16 +31,11 @@ from intraskill.organism.demos import (
 )
 from intraskill.organism.drills import FILLER, SPAN, copy_drills, ordinary_tokens
 from intraskill.organism.sensitivity import drop_chunk, reply_logprob, title_sensitivity
-from intraskill.organism.shipped import (
-    MissingWarmstartError,
-    resolve_checkpoint,
-    verify_shipped,
-    warmstart_matches,
-)
+from intraskill.organism.shipped import ensure_warmstart, verify_shipped
 from intraskill.organism.truth import GROUND_TRUTH_SCHEMA_VERSION
 from intraskill.organism.warmstart import bc_identity, finished_bc
 from intraskill.params import ParamsError, load_params, params_from_dict
-from intraskill.pipeline.prepare import ensure_warmstart
+from intraskill.policy.warmstarts import MissingWarmstartError, resolve_checkpoint, warmstart_matches
 from intraskill.shop.scripted_expert import Competences
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 

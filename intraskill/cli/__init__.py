@@ -19,6 +19,7 @@ from intraskill.cli import evaluate as evaluate_cli
 from intraskill.cli import experiment as experiment_cli
 from intraskill.cli import export as export_cli
 from intraskill.cli import gate as gate_cli
+from intraskill.cli import organism as organism_cli
 from intraskill.cli import params as params_cli
 from intraskill.cli import policy as policy_cli
 from intraskill.cli import report as report_cli
@@ -75,8 +76,8 @@ app.add_typer(t2s_cli.app, name="trace2skill")
 app.command("eval")(evaluate_cli.eval_command)
 app.command("compare")(evaluate_cli.compare_command)
 app.command("serve-policy")(policy_cli.serve_policy)
-app.command("warmstart")(train_cli.warmstart_command)
-app.command("warmstart-skill1")(train_cli.warmstart_skill1_command)
+app.command("warmstart")(organism_cli.warmstart_command)
+app.command("warmstart-skill1")(organism_cli.warmstart_skill1_command)
 app.command("round")(train_cli.round_command)
 app.command("co-evolve")(train_cli.co_evolve_command)
 app.command("trl")(trl_cli.trl_command)

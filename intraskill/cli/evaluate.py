@@ -34,7 +34,7 @@ def eval_command(
     from intraskill.evaluate.runner import PlanMismatchError, run_eval
     from intraskill.evaluate.skill1_deploy import LibraryDeployment
     from intraskill.evaluate.summary import summary_text
-    from intraskill.organism.shipped import resolve_checkpoint
+    from intraskill.policy.warmstarts import resolve_checkpoint
 
     if split not in ("val", "test", "dev"):
         fail(f"--split: expected val, test or dev, got {split!r}")

@@ -148,8 +148,8 @@ def gate_a_command(
 ) -> None:
     """Run (or resume) Gate A: Bernoulli(0.5) masks over a draft bank's chunks."""
     # deferred: a verb loads its stage only when it runs
-    from intraskill.organism.shipped import resolve_checkpoint
     from intraskill.pipeline.gate_run import GateConfig, run_gate_a
+    from intraskill.policy.warmstarts import resolve_checkpoint
 
     loaded = load(params, overrides)
     out = confined(out, loaded, allow_outside)
@@ -179,8 +179,8 @@ def ranking_command(
     """Ranking check: val runs of the gate's top-K, bottom-K and random-K banks, task-paired with its bare run
     ((2 + random seeds) × tasks × m extra episodes)."""
     # deferred: a verb loads its stage only when it runs
-    from intraskill.organism.shipped import resolve_checkpoint
     from intraskill.pipeline.gate_run import pool_versions, run_ranking_check
+    from intraskill.policy.warmstarts import resolve_checkpoint
     from intraskill.skills.bank import load_skillbank
     from intraskill.trace2skill.pool import load_pool
 

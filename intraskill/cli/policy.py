@@ -36,8 +36,8 @@ def serve_policy(
     import uvicorn
 
     # deferred: a verb loads its stage only when it runs
-    from intraskill.organism.shipped import resolve_checkpoint
     from intraskill.policy.factory import load_hf_policy, resolve_device
+    from intraskill.policy.warmstarts import resolve_checkpoint
 
     # deferred: fastapi is heavy to import
     from intraskill.http_limits import uvicorn_limits

@@ -44,10 +44,10 @@ def trl_command(
     except ModuleNotFoundError as error:
         fail(f"intraskill trl needs the trl extra (pip install 'intraskill[trl]'): {error}")
     # deferred: a verb loads its stage only when it runs
-    from intraskill.organism.shipped import resolve_checkpoint
     from intraskill.pipeline.prepare import prepare_round
     from intraskill.pipeline.round import open_train_store
     from intraskill.policy.factory import load_model
+    from intraskill.policy.warmstarts import resolve_checkpoint
 
     params = load(params_path, overrides)
     out = confined(out, params, allow_outside)

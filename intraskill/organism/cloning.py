@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 
-CHECKPOINT_DIR = "checkpoint"
 CHECKPOINT_DTYPE = "bfloat16"
 LOSS_LOG_EVERY = 10
 

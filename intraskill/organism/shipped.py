@@ -1,22 +1,22 @@
-"""Shipped warm starts: copying a finished one into ``params/``, verifying it, finding the one whose
-manifest matches a parameter set, and the one rule that turns ``model.checkpoint`` into a checkpoint."""
+"""Shipped warm starts: copying a finished one into ``params/``, verifying it, and building the one a
+parameter set asks for when none matches (finding it is :mod:`intraskill.policy.warmstarts`')."""
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
 from intraskill.hashing import sha256_file
-from intraskill.organism.cloning import CHECKPOINT_DIR
-from intraskill.organism.warmstart import NOT_TRAINING, training_settings
-from intraskill.params import UNTRAINED, Params, WarmstartParams
-from intraskill.paths import project_root
+from intraskill.organism.warmstart import run_warmstart
+from intraskill.params import Params
+from intraskill.paths import resolve_project_path
 from intraskill.policy.factory import weights_digest
-from intraskill.policy.organism import splits_like_organism
+from intraskill.policy.warmstarts import CHECKPOINT_DIR, find_warmstart
 
-SHIPPED_PATTERN = "params/*_warmstart"
-"""Every shipped warm start (``make warmstart`` / ``make warmstart-additive``): one per organism params."""
+LOGGER = logging.getLogger(__name__)
+
 SHIPPED_FILES = ("manifest.json", "ground_truth.json")
 
 
@@ -54,61 +54,13 @@ def verify_shipped(directory: str | Path) -> list[str]:
     return problems
 
 
-def warmstart_matches(directory: Path, params: Params) -> bool:
-    """A finished warm start in ``directory`` whose manifest records this store, model shape, view and
-    warm-start training settings (:func:`~intraskill.organism.warmstart.training_settings`: evaluation
-    settings and location aside), and whose tokenizer splits text as the organism's does now. A setting
-    the manifest lacks (added after it was written) counts as its default, the behaviour of that time."""
-    manifest_path = directory / "manifest.json"
-    if not manifest_path.is_file() or not (directory / "ground_truth.json").is_file():
-        return False
-    checkpoint = directory / CHECKPOINT_DIR
-    if not (checkpoint / "config.json").is_file() or not splits_like_organism(checkpoint / "tokenizer.json"):
-        return False
-    recorded = json.loads(manifest_path.read_text(encoding="utf-8")).get("params", {})
-    expected = {"store": params.store.model_dump(mode="json"),
-                "organism": params.model.organism.model_dump(mode="json"), "view": params.model.view,
-                "warmstart": training_settings(params.warmstart)}
-    model = recorded.get("model") or {}
-    defaults = WarmstartParams().model_dump(mode="json")
-    settings = {**defaults, **(recorded.get("warmstart") or {})}
-    trained = {k: v for k, v in settings.items() if k not in NOT_TRAINING
-               and not (k in WarmstartParams.plan_optional and v == defaults[k])}
-    found = {"store": recorded.get("store"), "organism": model.get("organism"),
-             "view": model.get("view", "standard"), "warmstart": trained}
-    return json.loads(json.dumps(found)) == expected
-
-
-def find_warmstart(params: Params) -> Path | None:
-    """The first warm start whose manifest matches ``params``: a shipped one (:data:`SHIPPED_PATTERN`),
-    then ``warmstart.out_dir``; ``None`` when none does."""
-    out_dir = Path(params.warmstart.out_dir)
-    candidates = (*sorted(project_root().glob(SHIPPED_PATTERN)),
-                  out_dir if out_dir.is_absolute() else project_root() / out_dir)
-    return next((directory for directory in candidates if warmstart_matches(directory, params)), None)
-
-
-class MissingWarmstartError(FileNotFoundError):
-    """``model.checkpoint: null`` on the organism, and no warm start matches the parameters."""
-
-
-def resolve_checkpoint(params: Params, params_file: str | Path | None = None) -> tuple[str | None, Path | None]:
-    """``(checkpoint, warm-start directory)`` of ``model.checkpoint``, the same for every stage.
-
-    A directory stays as given (a relative one is read against the project root); ``untrained`` is the random-init organism (``None``); ``null`` is, for the
-    organism, the checkpoint of :func:`find_warmstart` (:class:`MissingWarmstartError` naming the command
-    that builds one when none matches, ``params_file`` in it) and for any other spec its own weights.
-    """
-    checkpoint = params.model.checkpoint
-    if checkpoint == UNTRAINED or (checkpoint is None and params.model.spec != "organism"):
-        return None, None
-    if checkpoint is not None:
-        path = Path(checkpoint)
-        return str(path if path.is_absolute() else project_root() / path), None
-    directory = find_warmstart(params)
-    if directory is None:
-        raise MissingWarmstartError(
-            f"no warm start matches these parameters (looked in {SHIPPED_PATTERN} and warmstart.out_dir "
-            f"{params.warmstart.out_dir}); build one with `intraskill warmstart --params {params_file or 'PARAMS'}`"
-            f", or set model.checkpoint: {UNTRAINED} for the random-init organism")
-    return str(directory / CHECKPOINT_DIR), directory
+def ensure_warmstart(params: Params, progress: bool = True) -> Path:
+    """The warm-start directory of ``params``: the matching one :func:`~intraskill.policy.warmstarts.find_warmstart`
+    finds, or a fresh run into ``warmstart.out_dir`` (the cold start builds it on purpose; stages refuse instead)."""
+    found = find_warmstart(params)
+    if found is not None:
+        return found
+    out = resolve_project_path(params.warmstart.out_dir)
+    LOGGER.info("no matching warm start found; running it into %s", out)
+    run_warmstart(params, out, progress=progress)
+    return out

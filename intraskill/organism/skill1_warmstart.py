@@ -41,7 +41,7 @@ from intraskill.agent.skill1_episode import Skill1Episode, protocol_error_counts
 from intraskill.agent.skill1_replies import DistillReply, RankReply
 from intraskill.evaluate.bootstrap import paired_bootstrap_ci
 from intraskill.hashing import seed32, sha256_file, unit_draw
-from intraskill.organism.cloning import CHECKPOINT_DIR, CHECKPOINT_DTYPE, BCExample, behaviour_clone
+from intraskill.organism.cloning import CHECKPOINT_DTYPE, BCExample, behaviour_clone
 from intraskill.organism.demos import (
     Demonstration,
     RecordingPolicy,
@@ -58,6 +58,7 @@ from intraskill.paths import project_root
 from intraskill.policy.expert_policy import CompetenceLaw, ExpertPolicy
 from intraskill.policy.factory import load_model, load_policy, resolve_device, weights_digest
 from intraskill.policy.skill1_expert import USEFULNESS, Lesson, Skill1Lessons
+from intraskill.policy.warmstarts import CHECKPOINT_DIR
 from intraskill.shop.build import open_engine
 from intraskill.shop.scripted_expert import Competences
 from intraskill.skills.bank import SkillBank, load_skillbank

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from intraskill.agent.env import InProcessEnvironment
 from intraskill.hashing import seed32, sha256_file
-from intraskill.organism.cloning import CHECKPOINT_DIR, CHECKPOINT_DTYPE, BCExample, BCResult, behaviour_clone
+from intraskill.organism.cloning import CHECKPOINT_DTYPE, BCExample, BCResult, behaviour_clone
 from intraskill.organism.demos import (
     Demonstration,
     collect_demonstrations,
@@ -45,7 +45,7 @@ from intraskill.organism.demos import (
 from intraskill.organism.drills import LOOKUP_TOKENS, copy_drills, drill_count, lookup_drills, ordinary_tokens
 from intraskill.organism.plan_targets import demonstration_targets
 from intraskill.organism.truth import measure_ground_truth
-from intraskill.params import Params, WarmstartParams, section_plan
+from intraskill.params import Params
 from intraskill.policy.factory import ADAPTER_CONFIG, load_model, resolve_device
 from intraskill.policy.organism import (
     OrganismConfig,
@@ -54,6 +54,7 @@ from intraskill.policy.organism import (
     protocol_corpus,
     train_tokenizer,
 )
+from intraskill.policy.warmstarts import CHECKPOINT_DIR, training_settings
 from intraskill.shop.build import open_engine
 from intraskill.shop.house_codes import CODED_KEY, HouseCodes
 from intraskill.skills.bank import SkillBank, load_skillbank
@@ -175,10 +176,6 @@ DEMOS_FILE = "demos.jsonl"
 PLAN_DEMOS_FILE = "plan_demos.jsonl"
 BC_FILE = "bc.json"
 BC_STATE_FILE = "bc_state.pt"
-EVAL_ONLY = ("eval_episodes", "ground_truth_episodes", "eval_batch_size")
-"""Warm-start settings of the evaluation alone: changing them re-evaluates, it never retrains."""
-NOT_TRAINING = (*EVAL_ONLY, "out_dir")
-"""Warm-start settings that do not change the trained model (the evaluation's and the location)."""
 BC_RECORD_KEYS = ("steps", "drill_steps", "lookup_drill_steps", "lm_steps", "resumed_at", "tokens", "losses", "note")
 """What the manifest's ``bc`` section copies from ``bc.json``."""
 
@@ -209,7 +206,7 @@ def expert_demos(params: Params, store: Any, bank: SkillBank, law: CompetenceLaw
 
 def bc_identity(out: Path, params: Params) -> dict[str, Any]:
     """What a finished BC stage in ``out`` was trained from: demonstrations, tokenizer and parameters
-    (the evaluation's own settings and the output location, :data:`NOT_TRAINING`, excepted)."""
+    (the evaluation's own settings and the output location, :data:`~intraskill.policy.warmstarts.NOT_TRAINING`, excepted)."""
     plan_file = out / PLAN_DEMOS_FILE
     plans = {"plan_demos_sha256": sha256_file(plan_file)} if params.warmstart.plan_examples else {}
     spec = {} if params.model.spec == "organism" else {"spec": params.model.spec}
@@ -217,12 +214,6 @@ def bc_identity(out: Path, params: Params) -> dict[str, Any]:
             "store": params.store.model_dump(),
             "organism": params.model.organism.model_dump(), "view": params.model.view,
             "warmstart": training_settings(params.warmstart)}
-
-
-def training_settings(warmstart: WarmstartParams) -> dict[str, Any]:
-    """The warm-start settings that decide the trained model (:data:`NOT_TRAINING` left out, later fields at
-    their defaults too: :func:`~intraskill.params.section_plan`), as JSON."""
-    return {key: value for key, value in section_plan(warmstart).items() if key not in NOT_TRAINING}
 
 
 def finished_bc(out: Path, params: Params) -> dict[str, Any] | None:

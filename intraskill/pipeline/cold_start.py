@@ -47,7 +47,6 @@ from intraskill.evaluate.runner import run_eval
 from intraskill.evaluate.summary import final_records
 from intraskill.hashing import sha256_file, sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
-from intraskill.organism.shipped import resolve_checkpoint
 from intraskill.params import ExperimentParams, Params, plan_dump, section_plan
 from intraskill.paths import runs_root
 from intraskill.pipeline.gate_b import RUNS as GATE_B_RUNS
@@ -55,6 +54,7 @@ from intraskill.pipeline.gate_b import GateBResult, read_gate_b, run_gate_b
 from intraskill.pipeline.gate_run import GateConfig, run_gate_a
 from intraskill.pipeline.round import open_train_store
 from intraskill.policy.factory import weights_digest
+from intraskill.policy.warmstarts import resolve_checkpoint
 from intraskill.provenance import write_plan
 from intraskill.shop.engine import ShopEngine
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank

@@ -2,8 +2,8 @@
 
 For the organism experiment a round needs the store (:func:`intraskill.shop.build.build_store`,
 cached by its manifest), the warm-start checkpoint with its tokenizer and per-chunk ground truth
-(:mod:`intraskill.organism.warmstart`; a shipped ``params/*_warmstart/`` or ``warmstart.out_dir`` whose
-manifest matches the parameters, :func:`~intraskill.organism.shipped.resolve_checkpoint`), and the round's curriculum
+(built by :mod:`intraskill.organism.warmstart`; a shipped ``params/*_warmstart/`` or ``warmstart.out_dir`` whose
+manifest matches the parameters, :func:`~intraskill.policy.warmstarts.resolve_checkpoint`), and the round's curriculum
 built from S₀ with each chunk's contribution α_j: its ``metadata.estimated_effect`` when present,
 else the warm start's measured effect (chunk alone − bare). Only chunks with α_j > 0 enter the
 curriculum (``docs/method.md`` §2.2: the gate admits positive chunks only).
@@ -19,11 +19,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from intraskill.organism.shipped import find_warmstart, resolve_checkpoint
-from intraskill.organism.warmstart import run_warmstart
 from intraskill.params import UNTRAINED, Params
 from intraskill.paths import resolve_project_path
 from intraskill.pipeline.round import default_round_dir, round_curriculum
+from intraskill.policy.warmstarts import resolve_checkpoint
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
 from intraskill.skills.curriculum import CurriculumState
 
@@ -41,18 +40,6 @@ class RoundInputs:
 
 def _project_path(path: str | Path) -> Path:
     return resolve_project_path(path)
-
-
-def ensure_warmstart(params: Params, progress: bool = True) -> Path:
-    """The warm-start directory of ``params``: the matching one :func:`find_warmstart` finds, or a fresh run
-    into ``warmstart.out_dir`` (the cold start builds it on purpose; stages refuse instead)."""
-    found = find_warmstart(params)
-    if found is not None:
-        return found
-    out = _project_path(params.warmstart.out_dir)
-    LOGGER.info("no matching warm start found; running it into %s", out)
-    run_warmstart(params, out, progress=progress)
-    return out
 
 
 def bank_with_effects(bank: SkillBank, effects: Mapping[str, float]) -> SkillBank:
@@ -93,7 +80,7 @@ def checkpoint_warmstart(checkpoint: str | None) -> Path | None:
 def prepare_round(params: Params, round_index: int = 0, out_dir: str | Path | None = None) -> RoundInputs:
     """Resolve the round's starting checkpoint and curriculum, building what is missing.
 
-    * checkpoint: :func:`~intraskill.organism.shipped.resolve_checkpoint` (for the organism with
+    * checkpoint: :func:`~intraskill.policy.warmstarts.resolve_checkpoint` (for the organism with
       ``model.checkpoint: null`` the matching warm start, refused when there is none);
     * skill bank: ``round.skillbank`` (for the organism default ``warmstart.skills``, i.e. S₀), with α
       from metadata or the warm start's ground truth (an explicit ``model.checkpoint`` inside a warm-start

@@ -35,7 +35,6 @@ and a missing ``plan.json`` beside :data:`ROUND_OUTPUTS` is refused like a chang
 from __future__ import annotations
 
 import copy
-
 import json
 import os
 import time
@@ -54,7 +53,6 @@ from intraskill.evaluate.compare import compare_runs, write_comparison
 from intraskill.evaluate.runner import run_eval
 from intraskill.hashing import sha256_file, sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl, verify_jsonl_tree, write_json
-from intraskill.organism.shipped import resolve_checkpoint
 from intraskill.params import ExperimentParams, Params, RoundParams, section_plan
 from intraskill.paths import resolve_project_path, runs_root
 from intraskill.phases import phase
@@ -62,6 +60,7 @@ from intraskill.pipeline.rollout import RoundFiles, run_rollout_step
 from intraskill.pipeline.skill1 import Skill1Round
 from intraskill.pipeline.trackers import TrackedRun, Trackers, require_trackers
 from intraskill.policy.factory import build_policy
+from intraskill.policy.warmstarts import resolve_checkpoint
 from intraskill.provenance import write_plan
 from intraskill.shop.build import StoreHandle, open_engine
 from intraskill.shop.splits import TRAIN_WITHOUT_DEV, train_without_dev
@@ -266,7 +265,7 @@ def run_round(
     curriculum : the round's curriculum; default built from ``round.skillbank`` (``None`` there = no skills);
         none for ``round.method: skill1``.
     initial_checkpoint : the policy the round starts from (default: ``model.checkpoint`` resolved by
-        :func:`~intraskill.organism.shipped.resolve_checkpoint`).
+        :func:`~intraskill.policy.warmstarts.resolve_checkpoint`).
     out_dir : the round directory (default :func:`default_round_dir`).
     store_root : the store directory (default the cached store of ``params.store``).
     progress : show progress bars.

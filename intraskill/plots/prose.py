@@ -168,7 +168,7 @@ def warmstart_effects(metrics: Mapping[str, Any], truth: Mapping[str, Any], lang
 def gate_validation(reports: Mapping[int, Any], language: str) -> str:
     """Gate A against the ground truth, one sentence per number of masked rollouts per task m: the mean
     Spearman ρ over the mask seeds (each seed's), the mean CI coverage, the attainable ρ and whether the target
-    is met (``reports``: m → :class:`~intraskill.pipeline.gate_validation.GateValidationReport`)."""
+    is met (``reports``: m → :class:`~intraskill.organism.gate_validation.GateValidationReport`)."""
     _check(language)
     sentences = []
     for m, report in reports.items():

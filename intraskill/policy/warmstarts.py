@@ -1,0 +1,93 @@
+"""What ``model.checkpoint`` means for every command: the warm start on disk whose manifest matches a
+parameter set (a shipped ``params/*_warmstart/``, then ``warmstart.out_dir``), and the one rule that turns
+``model.checkpoint`` into a checkpoint (:func:`resolve_checkpoint`).
+
+The organism testbed (:mod:`intraskill.organism`) writes warm starts in this layout (``checkpoint/``,
+``manifest.json``, ``ground_truth.json``); the stages only read them, so they never import the testbed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from intraskill.params import UNTRAINED, Params, WarmstartParams, section_plan
+from intraskill.paths import project_root
+from intraskill.policy.organism import splits_like_organism
+
+CHECKPOINT_DIR = "checkpoint"
+"""A warm start's model directory, beside its ``manifest.json``."""
+SHIPPED_PATTERN = "params/*_warmstart"
+"""Every shipped warm start (``make warmstart`` / ``make warmstart-additive``): one per organism params."""
+EVAL_ONLY = ("eval_episodes", "ground_truth_episodes", "eval_batch_size")
+"""Warm-start settings of the evaluation alone: changing them re-evaluates, it never retrains."""
+NOT_TRAINING = (*EVAL_ONLY, "out_dir")
+"""Warm-start settings that do not change the trained model (the evaluation's and the location)."""
+
+
+def training_settings(warmstart: WarmstartParams) -> dict[str, Any]:
+    """The warm-start settings that decide the trained model (:data:`NOT_TRAINING` left out, later fields at
+    their defaults too: :func:`~intraskill.params.section_plan`), as JSON."""
+    return {key: value for key, value in section_plan(warmstart).items() if key not in NOT_TRAINING}
+
+
+def warmstart_matches(directory: Path, params: Params) -> bool:
+    """A finished warm start in ``directory`` whose manifest records this store, model shape, view and
+    warm-start training settings (:func:`training_settings`: evaluation settings and location aside), and whose
+    tokenizer splits text as the organism's does now. A setting the manifest lacks (added after it was written)
+    counts as its default, the behaviour of that time."""
+    manifest_path = directory / "manifest.json"
+    if not manifest_path.is_file() or not (directory / "ground_truth.json").is_file():
+        return False
+    checkpoint = directory / CHECKPOINT_DIR
+    if not (checkpoint / "config.json").is_file() or not splits_like_organism(checkpoint / "tokenizer.json"):
+        return False
+    recorded = json.loads(manifest_path.read_text(encoding="utf-8")).get("params", {})
+    expected = {"store": params.store.model_dump(mode="json"),
+                "organism": params.model.organism.model_dump(mode="json"), "view": params.model.view,
+                "warmstart": training_settings(params.warmstart)}
+    model = recorded.get("model") or {}
+    defaults = WarmstartParams().model_dump(mode="json")
+    settings = {**defaults, **(recorded.get("warmstart") or {})}
+    trained = {k: v for k, v in settings.items() if k not in NOT_TRAINING
+               and not (k in WarmstartParams.plan_optional and v == defaults[k])}
+    found = {"store": recorded.get("store"), "organism": model.get("organism"),
+             "view": model.get("view", "standard"), "warmstart": trained}
+    return json.loads(json.dumps(found)) == expected
+
+
+def find_warmstart(params: Params) -> Path | None:
+    """The first warm start whose manifest matches ``params``: a shipped one (:data:`SHIPPED_PATTERN`),
+    then ``warmstart.out_dir``; ``None`` when none does."""
+    out_dir = Path(params.warmstart.out_dir)
+    candidates = (*sorted(project_root().glob(SHIPPED_PATTERN)),
+                  out_dir if out_dir.is_absolute() else project_root() / out_dir)
+    return next((directory for directory in candidates if warmstart_matches(directory, params)), None)
+
+
+class MissingWarmstartError(FileNotFoundError):
+    """``model.checkpoint: null`` on the organism, and no warm start matches the parameters."""
+
+
+def resolve_checkpoint(params: Params, params_file: str | Path | None = None) -> tuple[str | None, Path | None]:
+    """``(checkpoint, warm-start directory)`` of ``model.checkpoint``, the same for every stage.
+
+    A directory stays as given (a relative one is read against the project root); ``untrained`` is the
+    random-init organism (``None``); ``null`` is, for the organism, the checkpoint of :func:`find_warmstart`
+    (:class:`MissingWarmstartError` naming the command that builds one when none matches, ``params_file`` in it)
+    and for any other spec its own weights.
+    """
+    checkpoint = params.model.checkpoint
+    if checkpoint == UNTRAINED or (checkpoint is None and params.model.spec != "organism"):
+        return None, None
+    if checkpoint is not None:
+        path = Path(checkpoint)
+        return str(path if path.is_absolute() else project_root() / path), None
+    directory = find_warmstart(params)
+    if directory is None:
+        raise MissingWarmstartError(
+            f"no warm start matches these parameters (looked in {SHIPPED_PATTERN} and warmstart.out_dir "
+            f"{params.warmstart.out_dir}); build one with `intraskill warmstart --params {params_file or 'PARAMS'}`"
+            f", or set model.checkpoint: {UNTRAINED} for the random-init organism")
+    return str(directory / CHECKPOINT_DIR), directory
