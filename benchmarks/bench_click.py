@@ -1,6 +1,6 @@
 """Click-step latency of the store in-process: median / p90 µs per click kind (page and target), and a profile.
 
-Plays the benchmark's browsing policy (:func:`intraskill.shop.bench.next_action`) on a store and
+Plays the benchmark's browsing policy (:func:`bench_store.next_action`) on a store and
 times every ``Session.step`` separately; searches are timed but reported apart. With ``--profile``
 cProfile runs around the click steps only and the top functions by own time are printed.
 
@@ -18,7 +18,8 @@ import pstats
 import statistics
 import time
 
-from intraskill.shop.bench import next_action
+from bench_store import next_action
+
 from intraskill.shop.build import open_store
 from intraskill.shop.engine import ShopEngine
 from intraskill.shop.observation import NAVIGATION_LABELS

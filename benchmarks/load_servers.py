@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from bench_store import next_action
 
 from intraskill.integrations.openenv.client import ShopEnvClient
 from intraskill.integrations.openenv.models import ShopAction
@@ -38,7 +39,6 @@ from intraskill.policy.organism import OrganismConfig, build_organism, protocol_
 from intraskill.policy.server import ServerConfig
 from intraskill.policy.server import create_app as create_policy_app
 from intraskill.report.replay import replay_router
-from intraskill.shop.bench import next_action
 from intraskill.shop.build import StorePaths, build_store, open_store
 from intraskill.shop.engine import ShopEngine
 from intraskill.shop.service import API_PATH, create_app, serve_in_thread

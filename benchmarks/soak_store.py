@@ -1,6 +1,6 @@
 """A 32-client soak of the store service on 127.0.0.1: no 5xx, no leaked lease, bounded victim latency.
 
-The service runs in its own process (``intraskill.shop.bench.server_process``). ``--clients``
+The service runs in its own process (``bench_store.server_process``). ``--clients``
 browsing clients (the benchmark policy, never buying) share ``--slots`` slots, so resets also queue.
 One attacker client sends the largest allowed search (``MAX_QUERY_TOKENS`` of the catalogue's most
 frequent tokens) over and over, plus hostile bodies (too large, too deep, a lone surrogate, too many
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from bench_store import next_action, server_process
 
-from intraskill.shop.bench import next_action, server_process
 from intraskill.shop.build import StorePaths, build_store, open_store
 from intraskill.shop.client import API_PATH, AsyncShopClient, ShopServiceError
 from intraskill.shop.leases import StaleLeaseError

@@ -1,5 +1,5 @@
 """The store service over real HTTP on 127.0.0.1 (reference §4.5, §6, test_slot_lease_contract,
-test_debug_ui's /healthz contract), its clients, and the ``intraskill env bench`` command."""
+test_debug_ui's /healthz contract) and its clients."""
 
 from __future__ import annotations
 
@@ -304,31 +304,6 @@ def test_client_surfaces_400_as_service_error(service: RunningService) -> None:
     with ShopClient(service.base_url) as env, pytest.raises(ShopServiceError) as caught:
         env.reset(-5)
     assert caught.value.status == 400 and "idx" in caught.value.message
-
-
-@pytest.mark.e2e
-def test_bench_cli_prints_one_json_line(small_store_root: Path) -> None:
-    args = ["env", "bench", "--root", str(small_store_root), "--json", "--steps", "40", "--requests", "30",
-            "--concurrency", "1", "--concurrency", "4", "--slots", "4", "--max-seconds", "5"]
-    result = CliRunner().invoke(cli_app, args)
-    assert result.exit_code == 0, result.output
-    lines = [line for line in result.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1
-    record = json.loads(lines[0])
-    assert record["catalog_products"] == 1000 and record["catalog_tasks"] == 200
-    assert record["search_step_us"] > 0 and record["click_step_us"] > 0 and record["steps_per_s"] > 0
-    assert 0 < record["click_step_median_us"] and 0 < record["search_step_median_us"]
-    assert sum(record["in_process_steps"].values()) == 40
-    assert set(record["http_requests_per_s"]) == {"1", "4"}
-    assert min(record["http_requests_per_s"].values()) > 0
-    assert record["http_requests"] == {"1": 30, "4": 30}
-    assert set(record["http_baseline_requests_per_s"]) == {"1", "4"}  # Flask, same engine, same run
-    assert min(record["http_baseline_requests_per_s"].values()) > 0
-    # the server process did the work (/proc counts 10 ms ticks: 30 fast requests may round to 0, four runs not)
-    assert sum(record["http_server_cpu_us_per_request"].values()) + \
-        sum(record["http_baseline_server_cpu_us_per_request"].values()) > 0
-    assert record["http_errors"] == {"1": 0, "4": 0} and record["http_baseline_errors"] == {"1": 0, "4": 0}
-    assert min(record["http_client_cpu_us_per_request"].values()) > 0
 
 
 # ---- hardening: one client cannot stall or break others -----------------------------------------

@@ -22,12 +22,14 @@ from typing import Any
 import pytest
 from conftest import SMALL_STORE_SEED
 
-from intraskill.shop.bench import next_action
 from intraskill.shop.build import build_store, open_store
 from intraskill.shop.data import Catalog
 from intraskill.shop.engine import ShopEngine, StoreConfig
 from intraskill.shop.observation import BUY_NOW, NAVIGATION_LABELS
 from intraskill.shop.search import SearchIndex
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from bench_store import next_action  # noqa: E402  (the store benchmark's browsing policy)
 
 GOLDEN = Path(__file__).parent / "fixtures" / "step_golden.json"
 RUNS = (("en", 7, 400), ("zh", 8, 200))

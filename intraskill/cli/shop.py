@@ -13,7 +13,7 @@ from intraskill.params import StoreParams
 
 SCALE_DEFAULT, SEED_DEFAULT = default(StoreParams, "scale"), default(StoreParams, "seed")
 
-app = typer.Typer(help="The ShopSimulator-compatible store: build, serve, benchmark, parse budgets.", no_args_is_help=True)
+app = typer.Typer(help="The ShopSimulator-compatible store: build, serve, parse budgets.", no_args_is_help=True)
 
 
 @app.command("budget")
@@ -215,27 +215,3 @@ def _openenv_app(engine: Any, splits: Any, skillbank: str | None, slots: int, le
     app_ = create_openenv_app(engine, splits, slots=slots, bank=bank, lease_idle_s=lease_idle_s,
                               reset_wait_s=reset_wait_s, reveal_goal=reveal_goal)
     return app_, uvicorn_options()
-
-
-@app.command("bench")
-def bench_command(
-    root: str | None = typer.Option(None, "--root", help=ROOT_HELP),
-    steps: int = typer.Option(600, "--steps", min=1, help="In-process actions to time."),
-    requests: int = typer.Option(2000, "--requests", min=1, help="HTTP requests per concurrency level."),
-    concurrency: list[int] = typer.Option([1, 32], "--concurrency", min=1,
-                                          help="Concurrent clients (repeatable)."),
-    max_seconds: float = typer.Option(20.0, "--max-seconds", min=0.01, help="Time cap of each measurement."),
-    slots: int = typer.Option(32, "--slots", min=1, help="Slots of the benchmarked service."),
-    as_json: bool = JSON_OPTION,
-    scale: str = typer.Option(SCALE_DEFAULT, "--scale", help="Scale used only when the store must be built."),
-    seed: int = typer.Option(SEED_DEFAULT, "--seed", help="Seed used only when the store must be built."),
-) -> None:
-    """Benchmark the store: in-process µs per search/click step, steps/s, HTTP requests/s at N clients."""
-    # deferred: httpx is heavy to import
-    from intraskill.shop.bench import BenchConfig, run_store_bench
-
-    root = _ensure_store(root, scale, seed)
-    config = BenchConfig(steps=steps, requests=requests, concurrency=tuple(concurrency),
-                         max_seconds=max_seconds, slots=slots)
-    record = run_store_bench(root, config)
-    emit(record, as_json)

@@ -77,7 +77,7 @@ RETRY_AFTER_S = 1
 """The ``Retry-After`` (seconds) of a 503."""
 SERVER_STACK = {"loop": "uvloop", "access_log": False, "proxy_headers": False, **uvicorn_limits()}
 """uvicorn's event loop, HTTP parser and per-request extras (none) for the service, as measured by
-``intraskill env bench``: no access log line and no ``X-Forwarded-*`` rewriting per request; the httptools
+``benchmarks/bench_store.py``: no access log line and no ``X-Forwarded-*`` rewriting per request; the httptools
 parser under the header timeout and keep-alive of :func:`intraskill.http_limits.uvicorn_limits`."""
 
 
