@@ -16,8 +16,8 @@ from intraskill.pipeline.notebook import (
     coevolve_evidence,
     four_conditions,
     notebook_params,
-    status_note,
 )
+from intraskill.report.status import status_note
 
 CHOICES = {"base": CheckpointChoice("", "**/warmstart*", "expert:without:check_budget"),
            "trained": CheckpointChoice("", "**/round-*/checkpoint*", "expert")}

@@ -4,7 +4,8 @@
 checkpoint found under the run root, or a labelled stand-in) and its run folder; :func:`behaviour_runs` gives
 notebook 05 its two run directories, producing the co-evolve run's deployed runs or a stand-in run for each arm
 that names none. Both start from :func:`notebook_params`. A stand-in's label carries :data:`STAND_IN_MARK`; with
-``allow_stand_ins=False`` (the report pages) a missing model is stated (:func:`status_note`), never replaced.
+``allow_stand_ins=False`` (the report pages) a missing model is named in ``missing``, never replaced (the report's
+sentence for it is :func:`intraskill.report.status.status_note`).
 """
 
 from __future__ import annotations
@@ -23,15 +24,6 @@ from intraskill.skills.bank import load_skillbank
 
 STAND_IN_MARK = "(stand-in)"
 """Carried by every stand-in's label; the report's pages refuse an embedded output that shows it."""
-MISSING_RUN = {
-    "en": "**No co-evolve run at `{run}`.** This section shows the final checkpoint of that run with S₀ and its "
-          "final bank once it exists: run `intraskill co-evolve --params {params}` (or notebook 07), then "
-          "`make report`. Nothing is shown in its place.",
-    "zh": "**`{run}` 下还没有协同演化运行。** 该运行存在后，本节展示其最终检查点在 S₀ 与最终技能库下的结果："
-          "先运行 `intraskill co-evolve --params {params}`（或笔记本 07），再运行 `make report`。"
-          "在此之前本节不显示任何替代结果。",
-}
-"""What a report section says instead of its evidence when the co-evolve run does not exist."""
 
 
 @dataclass(frozen=True)
@@ -99,29 +91,6 @@ def coevolve_evidence(run_dir: str | Path) -> CoEvolveEvidence | None:
     start = json.loads(plan.read_text(encoding="utf-8"))["start"]["checkpoint"]
     return CoEvolveEvidence(root, len(rounds), start and str(resolve_project_path(start)), checkpoint,
                             s0 if s0.is_file() else None, final_bank)
-
-
-NOT_EVALUATED = {"en": "**Not evaluated:** {missing}. Nothing is shown in its place.",
-                 "zh": "**未评估：** {missing}。本节不显示任何替代结果。"}
-EVALUATED = {"en": "Evaluated: {labels}.", "zh": "评估对象：{labels}。"}
-STAND_INS = {"en": "**Scripted stand-ins, not trained models:** {labels}.",
-             "zh": "**脚本替身，不是训练得到的模型：** {labels}。"}
-
-
-def status_note(missing: str | None, labels: list[str], *, coevolve_dir: str, params_name: str,
-                language: str) -> str:
-    """The Markdown line that heads an evaluation notebook's results: what was evaluated, that stand-ins are
-    stand-ins, or what is missing (for a co-evolve run that does not exist, :data:`MISSING_RUN`)."""
-    if language not in MISSING_RUN:
-        raise ValueError(f"language: expected one of {sorted(MISSING_RUN)}, got {language!r}")
-    if missing is not None:
-        if coevolve_dir:
-            shown = params_name if Path(params_name).suffix in {".yaml", ".yml"} else f"params/{params_name}.yaml"
-            return MISSING_RUN[language].format(run=coevolve_dir, params=shown)
-        return NOT_EVALUATED[language].format(missing=missing)
-    listed = ", ".join(f"**{label}**" for label in labels)
-    return (STAND_INS if any(STAND_IN_MARK in label for label in labels) else EVALUATED)[language].format(
-        labels=listed)
 
 
 @dataclass(frozen=True)
