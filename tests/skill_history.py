@@ -15,14 +15,14 @@ from intraskill.pipeline.gate_run import GateConfig, run_online_gate
 from intraskill.policy.expert_policy import ExpertPolicy, SkillConditionedLaw
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import build_curriculum, save_curriculum
-from intraskill.trace2skill.ledger import add_proposals
-from intraskill.trace2skill.pool import (
+from intraskill.skills.pool import (
     Candidate,
     CandidatePool,
     build_candidate_pool,
     online_candidate_id,
     save_pool,
 )
+from intraskill.trace2skill.ledger import add_proposals
 
 PERSONA = Skill("persona", "### Read the profile\n- Search with the profile brand.", version="s0-1",
                 metadata={"estimated_effect": 0.05})

@@ -36,10 +36,10 @@ from intraskill.shop.engine import ShopEngine
 from intraskill.shop.service import serve_in_thread
 from intraskill.skills.bank import Skill, SkillBank, save_skillbank
 from intraskill.skills.curriculum import build_curriculum
+from intraskill.skills.pool import load_pool
 from intraskill.trace2skill.analysis import read_cards
 from intraskill.trace2skill.analysts import LLM, AnalystSettings
 from intraskill.trace2skill.cards import REASON_FIREWALL
-from intraskill.trace2skill.pool import load_pool
 
 ROUND = {"n_samples_per_prompt": 2, "rollout_batch_size": 1, "over_sampling_batch_size": 2, "rollout_steps": 1,
          "val_tasks": 8}

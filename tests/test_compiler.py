@@ -13,6 +13,7 @@ from intraskill.cli import app as cli_app
 from intraskill.jsonl import JsonlWriter, read_jsonl
 from intraskill.shop.engine import ShopEngine
 from intraskill.skills.bank import SkillBank, save_skillbank
+from intraskill.skills.pool import load_pool, online_candidate_id
 from intraskill.trace2skill.analysis import (
     FALLBACK_NO_ELIGIBLE,
     AnalysisConfig,
@@ -23,7 +24,6 @@ from intraskill.trace2skill.analysis import (
 from intraskill.trace2skill.cards import FailureCard
 from intraskill.trace2skill.compiler import rule_compile
 from intraskill.trace2skill.ledger import LedgerEntry, read_ledger
-from intraskill.trace2skill.pool import load_pool, online_candidate_id
 from intraskill.trace2skill.queue import QUEUE_FILE, AnalysisItem
 from intraskill.trace2skill.rule_analyst import RuleAnalyst
 

@@ -29,8 +29,8 @@ from intraskill.gate.selection import Intervention
 from intraskill.hashing import unit_draw
 from intraskill.paths import release_data_dir
 from intraskill.skills.bank import Skill, SkillBank
+from intraskill.skills.pool import Candidate, CandidatePool, build_candidate_pool, online_candidate_id
 from intraskill.skills.render import Chunk, render_chunk
-from intraskill.trace2skill.pool import Candidate, CandidatePool, build_candidate_pool, online_candidate_id
 
 RELEASE = release_data_dir()
 

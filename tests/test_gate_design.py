@@ -29,8 +29,8 @@ from intraskill.gate.selection import Intervention
 from intraskill.hashing import u64
 from intraskill.paths import release_data_dir
 from intraskill.skills.bank import Skill, SkillBank
+from intraskill.skills.pool import Candidate, build_candidate_pool, online_candidate_id
 from intraskill.skills.render import Chunk, render_chunk
-from intraskill.trace2skill.pool import Candidate, build_candidate_pool, online_candidate_id
 
 RELEASE = release_data_dir()
 

@@ -43,8 +43,8 @@ from intraskill.pipeline.rollout import group_index
 from intraskill.policy.expert_policy import ExpertPolicy, SkillConditionedLaw
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import CurriculumState, assign_group, treatment_draw
+from intraskill.skills.pool import Candidate, build_candidate_pool, online_candidate_id
 from intraskill.trace2skill.ledger import add_proposals, read_ledger
-from intraskill.trace2skill.pool import Candidate, build_candidate_pool, online_candidate_id
 
 PERSONA = Skill("persona", "### Read the profile\n- Search with the profile brand.", version="s0-1")
 BUDGET = Skill("budget", "### Check the budget\n- Compare the price with the budget.", version="s0-1")
@@ -375,7 +375,7 @@ def test_cli_gate_run_on_a_round_directory(tmp_path: Path, small_store_root: Pat
 
     from intraskill.cli import app
     from intraskill.paths import store_dir
-    from intraskill.trace2skill.pool import save_pool
+    from intraskill.skills.pool import save_pool
 
     params = make_params(tmp_path)
     shutil.copytree(small_store_root, store_dir("small", 11, params.experiment.run_root))

@@ -1,6 +1,6 @@
 """The layer contract, read from the code's own imports (module-level and in-function alike).
 
-Imports point one way: store → skills → agent → policy → evaluation / training core / analysts → gate →
+Imports point one way: store → skills → agent → policy → evaluation / training core → analysts / gate →
 stage orchestration → organism testbed / control experiment → integrations / analysis / plots → report → command
 line. A subpackage may import itself and the layers below it; no two modules import each other, even through
 a chain. The organism is a testbed beside the product: no stage, evaluation, gate, experiment or command imports
@@ -25,8 +25,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("skills",),
     ("agent",),
     ("policy",),
-    ("evaluate", "training", "trace2skill"),
-    ("gate",),
+    ("evaluate", "training"),
+    ("trace2skill", "gate"),
     ("pipeline",),
     ("organism", "experiment"),
     ("integrations", "analysis", "plots"),
@@ -168,7 +168,8 @@ def test_no_module_imports_itself_through_a_chain() -> None:
 @pytest.mark.parametrize("module, planted", [
     ("shop/engine.py", "from intraskill.training.grpo import GRPOTrainer"),
     ("policy/hf.py", "    from intraskill.pipeline.round import run_round"),
-    ("evaluate/runner.py", "import intraskill.trace2skill.pool"),
+    ("evaluate/runner.py", "import intraskill.trace2skill.submission"),
+    ("gate/design.py", "from intraskill.trace2skill.submission import CandidateDraft"),
 ])
 def test_a_planted_upward_import_is_caught(tmp_path: Path, module: str, planted: str) -> None:
     root = tmp_path / "intraskill"

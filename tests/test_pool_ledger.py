@@ -11,6 +11,16 @@ import pytest
 from intraskill.gate.selection import ContributionRecord, ContributionStatus
 from intraskill.paths import release_data_dir
 from intraskill.skills.bank import Skill, SkillBank
+from intraskill.skills.pool import (
+    Candidate,
+    CandidatePool,
+    CandidatePoolError,
+    build_candidate_pool,
+    fallback_pool,
+    load_pool,
+    online_candidate_id,
+    save_pool,
+)
 from intraskill.skills.render import Chunk, parse_chunk, render_chunk
 from intraskill.trace2skill.firewall import GoldLookup
 from intraskill.trace2skill.ledger import (
@@ -23,19 +33,7 @@ from intraskill.trace2skill.ledger import (
     read_ledger,
     write_ledger,
 )
-from intraskill.trace2skill.pool import (
-    Candidate,
-    CandidateDraft,
-    CandidatePool,
-    CandidatePoolError,
-    build_candidate_pool,
-    check_max_candidates,
-    fallback_pool,
-    load_pool,
-    online_candidate_id,
-    save_pool,
-    validate_online_submission,
-)
+from intraskill.trace2skill.submission import CandidateDraft, check_max_candidates, validate_online_submission
 
 RELEASE = release_data_dir()
 CARDS = ["card-1", "card-2", "card-3"]

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 from intraskill.gate.contributions import GateContributions, load_contributions
 from intraskill.skills.bank import SkillBank, content_sha256, load_skillbank
 from intraskill.skills.curriculum import load_curriculum
+from intraskill.skills.pool import CandidatePool, load_pool
 from intraskill.skills.render import chunk_title
 from intraskill.trace2skill.analysis import read_cards
 from intraskill.trace2skill.cards import FailureCard
-from intraskill.trace2skill.pool import CandidatePool, load_pool
 
 if TYPE_CHECKING:
     import pandas as pd

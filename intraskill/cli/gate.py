@@ -182,7 +182,7 @@ def ranking_command(
     from intraskill.pipeline.gate_run import pool_versions, run_ranking_check
     from intraskill.policy.warmstarts import resolve_checkpoint
     from intraskill.skills.bank import load_skillbank
-    from intraskill.trace2skill.pool import load_pool
+    from intraskill.skills.pool import load_pool
 
     if (draft is None) == (pool is None):
         fail("give exactly one of --draft (Gate A) and --pool (online gate): the skills behind the columns")

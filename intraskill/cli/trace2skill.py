@@ -68,7 +68,7 @@ def analyze(
     from intraskill.trace2skill.analysis import AnalysisConfig, run_analysis
     from intraskill.trace2skill.analysts import open_analyst
     from intraskill.trace2skill.ledger import read_ledger
-    from intraskill.trace2skill.pool import check_max_candidates
+    from intraskill.trace2skill.submission import check_max_candidates
 
     check_max_candidates(max_candidates)
     current = load_skillbank(bank)

@@ -37,7 +37,7 @@ from intraskill.gate.selection import (
 from intraskill.hashing import sha256_json
 from intraskill.shop.reward import PRIMARY_REWARD, PRIMARY_REWARD_COMPONENT
 from intraskill.skills.bank import Skill, SkillBank
-from intraskill.trace2skill.pool import CANDIDATE_VERSION, CandidatePool
+from intraskill.skills.pool import CANDIDATE_VERSION, CandidatePool
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -36,7 +36,7 @@ from intraskill.hashing import sha256_json, u64
 from intraskill.jsonl import write_json
 from intraskill.params import RELEASE_SEED, SAMPLES_PER_TASK, VALIDATION_DIMENSION_CAP
 from intraskill.skills.bank import SkillBank
-from intraskill.trace2skill.pool import CandidatePool
+from intraskill.skills.pool import CandidatePool
 
 LOGGER = logging.getLogger(__name__)
 

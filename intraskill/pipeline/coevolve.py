@@ -39,10 +39,11 @@ from intraskill.shop.house_codes import HouseCodes
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import CurriculumState, load_curriculum, save_curriculum
 from intraskill.skills.library import SNAPSHOT_FILE
+from intraskill.skills.pool import load_pool
 from intraskill.trace2skill.analysis import AnalysisConfig, run_analysis
 from intraskill.trace2skill.analysts import AnalystSettings, open_analyst
 from intraskill.trace2skill.ledger import read_ledger
-from intraskill.trace2skill.pool import check_max_candidates, load_pool
+from intraskill.trace2skill.submission import check_max_candidates
 
 LOGGER = logging.getLogger(__name__)
 

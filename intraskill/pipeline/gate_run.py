@@ -96,8 +96,8 @@ from intraskill.skills.curriculum import (
     load_curriculum,
     save_curriculum,
 )
+from intraskill.skills.pool import CANDIDATE_VERSION, CandidatePool, load_pool
 from intraskill.trace2skill.ledger import LedgerEntry, apply_gate_results, read_ledger, write_ledger
-from intraskill.trace2skill.pool import CANDIDATE_VERSION, CandidatePool, load_pool
 
 MANIFEST_SCHEMA_VERSION = "intraskill-gate-manifest-v1"
 ONLINE = "online"

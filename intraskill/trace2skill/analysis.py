@@ -30,6 +30,7 @@ from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.params import MAX_CANDIDATES
 from intraskill.shop.engine import ShopEngine
 from intraskill.skills.bank import SkillBank
+from intraskill.skills.pool import build_candidate_pool, fallback_pool, save_pool
 from intraskill.trace2skill.audit import Analyst
 from intraskill.trace2skill.cards import REASON_FIREWALL, STAGE_ONLINE, FailureCard
 from intraskill.trace2skill.compact import gold_lookup, replay_trace
@@ -41,7 +42,6 @@ from intraskill.trace2skill.compiler import (
 )
 from intraskill.trace2skill.firewall import GoldLookup
 from intraskill.trace2skill.ledger import LedgerEntry, add_proposals, write_ledger
-from intraskill.trace2skill.pool import build_candidate_pool, fallback_pool, save_pool
 from intraskill.trace2skill.queue import QUEUE_FILE, AnalysisItem, read_analysis_queue, recheck_item
 from intraskill.trace2skill.roles import REJECT_GOLD_LEAK
 

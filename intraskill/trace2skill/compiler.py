@@ -5,7 +5,7 @@ Reference: docs/method.md §4.1 (online compiler input and ``submit_online_candi
 cards by (operation, target chunk, failure mechanism), makes one candidate per cluster from the
 cluster's most common proposed chunk, ranks clusters by evidence count (ties: cluster key), drops
 exact repeats of ledger proposals, and keeps the first ``max_candidates``. Its submission goes through
-the same :func:`~intraskill.trace2skill.pool.validate_online_submission` as an LLM compiler's.
+the same :func:`~intraskill.trace2skill.submission.validate_online_submission` as an LLM compiler's.
 """
 
 from __future__ import annotations
@@ -18,17 +18,12 @@ from typing import Any
 from intraskill.hashing import sha256_json
 from intraskill.params import MAX_CANDIDATES
 from intraskill.skills.bank import SkillBank
+from intraskill.skills.pool import Candidate, proposal_signature
 from intraskill.skills.render import parse_chunk
 from intraskill.trace2skill.cards import CardStatus, FailureCard
 from intraskill.trace2skill.firewall import GoldLookup
 from intraskill.trace2skill.ledger import LedgerEntry, ledger_signatures
-from intraskill.trace2skill.pool import (
-    Candidate,
-    CandidateDraft,
-    check_max_candidates,
-    proposal_signature,
-    validate_online_submission,
-)
+from intraskill.trace2skill.submission import CandidateDraft, check_max_candidates, validate_online_submission
 
 
 @dataclass(frozen=True)

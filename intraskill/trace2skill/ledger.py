@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from intraskill.jsonl import JsonlWriter, iter_jsonl
+from intraskill.skills.pool import Candidate, CandidatePool, proposal_signature
 from intraskill.trace2skill.cards import STAGE_ONLINE, STAGES
-from intraskill.trace2skill.pool import Candidate, CandidatePool, proposal_signature
 
 VALIDATION_RESULTS = ("selected", "rewrite_loser", "non_positive", "budget_excluded", "retired")
 _EVENT_KEY = ("assignment_sha256", "validation_estimator", "bare_validation_observations_sha256")

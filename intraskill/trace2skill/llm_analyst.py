@@ -25,6 +25,7 @@ from intraskill.hashing import seed32
 from intraskill.params import CONSOLIDATION_BATCH, MAX_CLUSTERS
 from intraskill.shop.engine import ShopEngine
 from intraskill.skills.bank import SkillBank
+from intraskill.skills.pool import Candidate
 from intraskill.trace2skill.audit import LiveAudit, finalize_card
 from intraskill.trace2skill.cards import (
     STAGE_ONLINE,
@@ -45,7 +46,6 @@ from intraskill.trace2skill.compact import (
 from intraskill.trace2skill.compiler import CompileResult, compiler_input
 from intraskill.trace2skill.firewall import GoldLookup, check_payload
 from intraskill.trace2skill.ledger import LedgerEntry, ledger_signatures
-from intraskill.trace2skill.pool import Candidate, validate_online_submission
 from intraskill.trace2skill.queue import AnalysisItem
 from intraskill.trace2skill.roles import (
     CLUSTERS_TOOL,
@@ -65,6 +65,7 @@ from intraskill.trace2skill.roles import (
     require_each_once,
     submission,
 )
+from intraskill.trace2skill.submission import validate_online_submission
 
 REASON_NO_VALID_SUBMISSION = "analyst_no_valid_submission"
 
@@ -258,7 +259,7 @@ def compile_online(policy: Policy, compiler_input: Mapping[str, Any], *, active_
                    proposal_checkpoint: str, lookup: GoldLookup | None = None,
                    config: RoleConfig = COMPILER_ROLE) -> CompileResult:
     """The online compiler role: ``submit_online_candidates`` validated by
-    :func:`~intraskill.trace2skill.pool.validate_online_submission` (5 attempts by default).
+    :func:`~intraskill.trace2skill.submission.validate_online_submission` (5 attempts by default).
 
     Returns the candidates, the evidence-only card IDs and the reasons of the rejected drafts; raises
     :class:`RoleFailure` when exhausted.
