@@ -165,6 +165,16 @@ def test_no_module_imports_itself_through_a_chain() -> None:
     assert module_cycles(PACKAGE) == []
 
 
+def planted_copy(tmp_path: Path, module: str, planted: str) -> Path:
+    """A copy of the package whose ``module`` ends with the ``planted`` import (inside a function when indented)."""
+    root = tmp_path / "intraskill"
+    shutil.copytree(PACKAGE, root, ignore=shutil.ignore_patterns("__pycache__"))
+    path = root / module
+    body = f"def _planted() -> None:\n{planted}\n" if planted.startswith(" ") else f"{planted}\n"
+    path.write_text(path.read_text(encoding="utf-8") + "\n\n" + body, encoding="utf-8")
+    return root
+
+
 @pytest.mark.parametrize("module, planted", [
     ("shop/engine.py", "from intraskill.training.grpo import GRPOTrainer"),
     ("policy/hf.py", "    from intraskill.pipeline.round import run_round"),
@@ -172,13 +182,9 @@ def test_no_module_imports_itself_through_a_chain() -> None:
     ("gate/design.py", "from intraskill.trace2skill.submission import CandidateDraft"),
 ])
 def test_a_planted_upward_import_is_caught(tmp_path: Path, module: str, planted: str) -> None:
-    root = tmp_path / "intraskill"
-    shutil.copytree(PACKAGE, root, ignore=shutil.ignore_patterns("__pycache__"))
-    path = root / module
-    body = f"def _planted() -> None:\n{planted}\n" if planted.startswith(" ") else f"{planted}\n"
-    path.write_text(path.read_text(encoding="utf-8") + "\n\n" + body, encoding="utf-8")
+    root = planted_copy(tmp_path, module, planted)
     problems = layer_violations(root)
-    assert len(problems) == 1 and problems[0].startswith(module_name(path, root)), problems
+    assert len(problems) == 1 and problems[0].startswith(module_name(root / module, root)), problems
 
 
 @pytest.mark.parametrize("module, planted, allowed", [
@@ -188,14 +194,10 @@ def test_a_planted_upward_import_is_caught(tmp_path: Path, module: str, planted:
     ("cli/organism.py", "    from intraskill.organism.shipped import ensure_warmstart", True),
 ])
 def test_a_planted_testbed_import_is_caught(tmp_path: Path, module: str, planted: str, allowed: bool) -> None:
-    root = tmp_path / "intraskill"
-    shutil.copytree(PACKAGE, root, ignore=shutil.ignore_patterns("__pycache__"))
-    path = root / module
-    body = f"def _planted() -> None:\n{planted}\n" if planted.startswith(" ") else f"{planted}\n"
-    path.write_text(path.read_text(encoding="utf-8") + "\n\n" + body, encoding="utf-8")
+    root = planted_copy(tmp_path, module, planted)
     problems = imports_of_the_testbed(root)
-    assert problems == [] if allowed else (len(problems) == 1 and problems[0].startswith(module_name(path, root))), \
-        problems
+    caught = len(problems) == 1 and problems[0].startswith(module_name(root / module, root))
+    assert problems == [] if allowed else caught, problems
 
 
 def test_a_planted_cycle_is_caught(tmp_path: Path) -> None:

@@ -85,13 +85,12 @@ from intraskill.params import METHOD_ARM, REFERENCE_ARM, Params, params_from_dic
 from intraskill.paths import resolve_project_path, runs_root
 from intraskill.phases import phase
 from intraskill.pipeline.coevolve import CoEvolveConfig, co_evolve, curriculum_bank
+from intraskill.pipeline.methods import training_method
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
 from intraskill.pipeline.round import bare_val, round_curriculum
-from intraskill.pipeline.skill1 import LIBRARY_DIR
 from intraskill.policy.factory import build_policy
 from intraskill.provenance import write_plan
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
-from intraskill.skills.library import SNAPSHOT_FILE
 
 LOGGER = logging.getLogger(__name__)
 
@@ -218,12 +217,13 @@ def run_cell(params: Params, out: Path, cell: Cell, start: RoundInputs, store_ro
             tests[FINAL_BANK] = _test(params, FINAL_BANK, checkpoint, final_bank, out,
                                       root / f"test-{FINAL_BANK}",
                                       store_root, progress)
-        if arm.method == "skill1":
-            library = _final_library(chain.rounds[-1].root, root / FINAL_LIBRARY_FILE)
+        snapshot = training_method(trained).library(chain.rounds[-1].root)
+        if snapshot is not None:
+            library = _final_library(snapshot, root / FINAL_LIBRARY_FILE)
             tests[FINAL_LIBRARY] = _test(params, FINAL_LIBRARY, checkpoint, None, out, root / f"test-{FINAL_LIBRARY}",
                                          store_root, progress, library)
     summary = json.loads((root / "co_evolve_summary.json").read_text(encoding="utf-8"))
-    if arm.method == "skill1":
+    if FINAL_LIBRARY in tests:
         deployed = FINAL_LIBRARY
     else:
         deployed = FINAL_BANK if arm.skills == "s0" and FINAL_BANK in tests else FINAL_BARE
@@ -280,12 +280,12 @@ def check_arm_inputs(params: Params) -> None:
             load_skillbank(path)
 
 
-def _final_library(round_root: Path, target: Path) -> Path:
-    """A Skill1 cell's final library: its last round's committed snapshot, copied (atomically) beside the cell's
-    tests."""
+def _final_library(snapshot: Path, target: Path) -> Path:
+    """A library cell's final library: its last round's committed ``snapshot``, copied (atomically) beside the
+    cell's tests."""
     if not target.is_file():
         staging = target.with_name(target.name + ".copying")
-        shutil.copyfile(round_root / LIBRARY_DIR / SNAPSHOT_FILE, staging)
+        shutil.copyfile(snapshot, staging)
         staging.replace(target)
     return target
 

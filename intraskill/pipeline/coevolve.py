@@ -11,8 +11,9 @@ different plan; the run's :mod:`~intraskill.provenance` beside the fingerprint),
 :func:`~intraskill.pipeline.round.run_round`, with ``analysis/`` and ``gate/`` inside) and
 ``co_evolve_summary.json`` (one record per finished round). Every stage is resumable and skipped
 when its outputs are complete, so re-running with more rounds extends the run. Without evolution the same
-loop chains Skill1 rounds (``round.method: skill1``): round r's library starts from round r − 1's committed
-snapshot (the control experiment's ``skill1`` arm).
+loop chains the rounds of a method with its own library (``round.method: skill1``): round r's library starts from
+round r − 1's committed snapshot (:meth:`~intraskill.pipeline.methods.TrainingMethod.library`; the control
+experiment's ``skill1`` arm).
 """
 
 from __future__ import annotations
@@ -31,14 +32,13 @@ from intraskill.params import MAX_CANDIDATES, SAMPLES_PER_TASK, ExperimentParams
 from intraskill.paths import runs_root
 from intraskill.phases import phase
 from intraskill.pipeline.gate_run import GateConfig, run_online_gate
+from intraskill.pipeline.methods import training_method
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
 from intraskill.pipeline.round import open_train_store, round_curriculum, run_round
-from intraskill.pipeline.skill1 import LIBRARY_DIR
 from intraskill.provenance import write_plan
 from intraskill.shop.house_codes import HouseCodes
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import CurriculumState, load_curriculum, save_curriculum
-from intraskill.skills.library import SNAPSHOT_FILE
 from intraskill.skills.pool import load_pool
 from intraskill.trace2skill.analysis import AnalysisConfig, run_analysis
 from intraskill.trace2skill.analysts import AnalystSettings, open_analyst
@@ -286,10 +286,10 @@ def co_evolve(
     """
     if rounds < 1:
         raise ValueError(f"rounds: must be >= 1, got {rounds}")
-    skill1 = params.round.method == "skill1"
-    if skill1 and config.evolve:
-        raise ValueError("round.method: co-evolution trains with the curriculum (intraskill), got 'skill1'; chain "
-                         "Skill1 rounds without evolution (evolve: False) or run one with `intraskill round`")
+    method = training_method(params)
+    if config.evolve and not method.uses_curriculum:
+        raise ValueError(f"round.method: co-evolution trains with the curriculum (intraskill), got {method.name!r}; "
+                         "chain its rounds without evolution (evolve: False) or run one with `intraskill round`")
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(params.experiment)
     if start is None:
         start = prepare_round(params, 0, run_dir / round_id(0))
@@ -303,7 +303,7 @@ def co_evolve(
             source = finished[-1].root / "val-after" if finished else val_before
             if source is not None:
                 _carry_val(source, root / "val-before")
-            library = finished[-1].root / LIBRARY_DIR / SNAPSHOT_FILE if skill1 and finished else None
+            library = method.library(finished[-1].root) if finished else None
             run_round(train_params, index, curriculum=curriculum, initial_checkpoint=checkpoint, out_dir=root,
                       store_root=store_root, progress=progress, library_start=library)
         if config.evolve:

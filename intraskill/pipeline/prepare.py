@@ -21,6 +21,7 @@ from typing import Any
 
 from intraskill.params import UNTRAINED, Params
 from intraskill.paths import resolve_project_path
+from intraskill.pipeline.methods import training_method
 from intraskill.pipeline.round import default_round_dir, round_curriculum
 from intraskill.policy.warmstarts import resolve_checkpoint
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
@@ -88,10 +89,11 @@ def prepare_round(params: Params, round_index: int = 0, out_dir: str | Path | No
       written to ``<round dir>/skillbank.json``;
     * curriculum: :func:`~intraskill.pipeline.round.round_curriculum` of that bank (``None`` without chunks).
 
-    A Skill1 round (``round.method: skill1``) has neither bank nor curriculum: it starts from the checkpoint.
+    A round whose method uses no curriculum (``round.method: skill1``) has neither bank nor curriculum: it starts
+    from the checkpoint.
     """
     checkpoint, warmstart_dir = resolve_checkpoint(params)
-    if params.round.method == "skill1":
+    if not training_method(params).uses_curriculum:
         return RoundInputs(checkpoint, None, None, warmstart_dir)
     source = params.round.skillbank
     if source is None and params.model.spec == "organism":

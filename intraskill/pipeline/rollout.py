@@ -37,7 +37,7 @@ from intraskill.agent.traces import EpisodeTrace
 from intraskill.chat.base import Policy, SessionTokens
 from intraskill.hashing import seed32
 from intraskill.jsonl import JsonlWriter, iter_jsonl
-from intraskill.params import RoundParams
+from intraskill.params import Params, RoundParams
 from intraskill.pipeline.episode_log import EpisodeCallback, EpisodeLog, EpisodeRecord
 from intraskill.skills.curriculum import (
     MODE_SKILL_FREE,
@@ -68,6 +68,8 @@ GROUPS_PER_STEP = 10_000
 MAX_WAVES = 8
 """Waves per step before giving up (each extra wave follows technical drops). ``round.over_sampling_batch_size``
 is at most 1000, so a step's waves fit its :data:`GROUPS_PER_STEP` slots."""
+RoundEvent = Callable[[str, Mapping[str, Any]], None]
+"""``on_event(name, info)`` of a round (:func:`~intraskill.pipeline.round.run_round`)."""
 
 
 def group_index(round_index: int, step: int, wave: int, slot: int, over_sampling: int) -> int:
@@ -211,6 +213,26 @@ class RoundFiles:
             with JsonlWriter(self.analysis_queue) as writer:
                 writer.append(record)
             self._queued.add(record["group_index"])
+
+
+@dataclass(frozen=True)
+class RoundContext:
+    """An open round as a training method's steps see it (:mod:`intraskill.pipeline.methods`): its parameters,
+    directory and files, policy, store tasks, settings, the starting curriculum or library, the steps the
+    checkpoint already holds (``trained``) and the round's event callback."""
+
+    params: Params
+    root: Path
+    files: RoundFiles
+    round_index: int
+    policy: Policy
+    env_factory: Callable[[], Environment]
+    task_ids: Sequence[int]
+    runtime: RuntimeConfig
+    curriculum: CurriculumState | None
+    library_start: Path | None
+    trained: int
+    emit: RoundEvent
 
 
 def _check_siblings(group: PlannedGroup, records: Sequence[EpisodeRecord]) -> None:

@@ -14,7 +14,8 @@ per round and one checkpoint per round). The round directory
 * ``checkpoint/`` — model, optimizer, RNG state and step counter, replaced atomically per step;
 * ``val-before/``, ``val-after/``, ``val-compare/`` — the bare val check and its paired comparison.
 
-With ``round.method: skill1`` a step runs Skill1's rollouts instead (:class:`~intraskill.pipeline.skill1.Skill1Round`:
+A step's rollouts are the training method's (``round.method``, :mod:`intraskill.pipeline.methods`). With
+``round.method: skill1`` they are Skill1's (:class:`~intraskill.pipeline.skill1.Skill1Round`:
 ``steps/step-<NNNN>/skill1_episodes.jsonl`` instead of traces and tokens, no retries or triage) and the round
 directory also holds ``library/`` (the skill library's append-only ``history.jsonl`` and ``snapshot.json``);
 its metrics add ``skill1/*``.
@@ -38,7 +39,7 @@ import copy
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -51,13 +52,13 @@ from intraskill.agent.runtime import RuntimeConfig
 from intraskill.chat.base import Policy
 from intraskill.evaluate.compare import compare_runs, write_comparison
 from intraskill.evaluate.runner import run_eval
-from intraskill.hashing import sha256_file, sha256_json
+from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl, verify_jsonl_tree, write_json
-from intraskill.params import ExperimentParams, Params, RoundParams, section_plan
+from intraskill.params import ExperimentParams, Params, RoundParams
 from intraskill.paths import resolve_project_path, runs_root
 from intraskill.phases import phase
-from intraskill.pipeline.rollout import RoundFiles, run_rollout_step
-from intraskill.pipeline.skill1 import Skill1Round
+from intraskill.pipeline.methods import MethodSteps, training_method
+from intraskill.pipeline.rollout import RoundContext, RoundEvent, RoundFiles
 from intraskill.pipeline.trackers import TrackedRun, Trackers, require_trackers
 from intraskill.policy.factory import build_policy
 from intraskill.policy.warmstarts import resolve_checkpoint
@@ -66,8 +67,7 @@ from intraskill.shop.build import StoreHandle, open_engine
 from intraskill.shop.splits import TRAIN_WITHOUT_DEV, train_without_dev
 from intraskill.skills.bank import load_skillbank
 from intraskill.skills.curriculum import CurriculumState, build_curriculum, save_curriculum
-from intraskill.skills.retrieval import encoder_identity
-from intraskill.training.batching import TrainSample, train_samples_from_groups
+from intraskill.training.batching import TrainSample
 from intraskill.training.checkpoint import (
     STATE_FILE,
     CheckpointError,
@@ -77,7 +77,7 @@ from intraskill.training.checkpoint import (
     verify_checkpoint,
 )
 from intraskill.training.grpo import GRPOTrainer
-from intraskill.training.metrics import rollout_step_metrics, train_step_metrics
+from intraskill.training.metrics import train_step_metrics
 
 ROUND_PLAN_SCHEMA = "intraskill-round-plan-v1"
 PIPELINE_VERSION = "intraskill-round-v1"
@@ -86,7 +86,6 @@ ROUND_OUTPUTS = ("steps", "checkpoint", "checkpoint.*", "metrics.jsonl", "retrie
                  "analysis_queue.jsonl", "library", "val-after", "val-compare", "analysis", "gate")
 """What a round writes under its plan (its inputs ``skillbank.json``, ``curriculum.json`` and a carried ``val-before``
 may precede it): a round directory holding any of these refuses to run without ``plan.json``."""
-RoundEvent = Callable[[str, Mapping[str, Any]], None]
 
 
 class RoundPlanMismatchError(RuntimeError):
@@ -137,7 +136,8 @@ def round_plan(
 ) -> dict[str, Any]:
     """The semantic plan of a round: everything that changes which episodes run or how they train.
 
-    Progress, logging (``report_to``, ``wandb_offline``) and the run root are not part of it. A Skill1 round adds its
+    Progress, logging (``report_to``, ``wandb_offline``) and the run root are not part of it. The training method
+    adds its entries (:meth:`~intraskill.pipeline.methods.TrainingMethod.plan`): a Skill1 round its
     ``skill1`` section (the seed library by its digest, the reply budgets where not the defaults) and encoder,
     and a chained one the digest of the library snapshot it starts from (an IntraSkill round's plan is as
     before the method switch existed).
@@ -156,25 +156,8 @@ def round_plan(
         "grpo": params.grpo.model_dump(mode="json"),
         "evaluation": params.evaluation.model_dump(mode="json"),
     }
-    if params.round.method == "skill1":
-        seeds = skill1_seed_path(params)
-        section = {k: v for k, v in section_plan(params.skill1).items() if k != "seed_library"}
-        plan["skill1"] = {"method": "skill1", **section,
-                          "seed_library_sha256": sha256_file(seeds) if seeds is not None else None,
-                          "encoder": encoder_identity()}
-        if library_start is not None:
-            plan["skill1"]["library_start_sha256"] = sha256_file(library_start)
+    plan.update(training_method(params).plan(params, library_start))
     return plan
-
-
-def skill1_seed_path(params: Params) -> Path | None:
-    """``skill1.seed_library`` resolved against the project root (``None`` when unset)."""
-    if params.skill1.seed_library is None:
-        return None
-    path = resolve_project_path(params.skill1.seed_library)
-    if not path.is_file():
-        raise FileNotFoundError(f"skill1.seed_library: no seed library file at {path}")
-    return path
 
 
 def write_round_plan(root: Path, plan: Mapping[str, Any]) -> str:
@@ -277,11 +260,7 @@ def run_round(
     """
     require_trackers(params.round.trackers)
     root = Path(out_dir) if out_dir is not None else default_round_dir(params.experiment, round_index)
-    if params.round.method == "skill1" and curriculum is not None:
-        raise ValueError("round.method: skill1 retrieves from its own library; a curriculum was given "
-                         "(pass none, or set round.method: intraskill)")
-    if params.round.method != "skill1" and library_start is not None:
-        raise ValueError("library_start: only a round.method: skill1 round has a library")
+    training_method(params).check_start(curriculum, library_start)
     if curriculum is None:
         curriculum = round_curriculum(params.round, round_index)
     checkpoint = initial_checkpoint if initial_checkpoint is not None else resolve_checkpoint(params)[0]
@@ -341,7 +320,7 @@ class _RoundRun:
         self.logger: Trackers | None = None
         self.trained = 0
         self.history: dict[str, Any] = {}
-        self.skill1: Skill1Round | None = None
+        self.steps: MethodSteps | None = None
 
     def open(self, checkpoint: str | None) -> None:
         """Check the round's checkpoint and records, open the store, build the policy and trainer, check the plan,
@@ -369,10 +348,9 @@ class _RoundRun:
         if resumed is not None:
             state = load_checkpoint(self.checkpoint_dir, self.trainer, resumed)
             self.trained, self.history = int(state["step"]), dict(state["history"])
-        if params.round.method == "skill1":
-            self.skill1 = Skill1Round(params, self.root, self.round_index, self.policy, self.env_factory,
-                                      store.task_ids, self.runtime, self.trained, skill1_seed_path(params),
-                                      self.emit, self.library_start)
+        self.steps = training_method(params).open_steps(RoundContext(
+            params, self.root, self.files, self.round_index, self.policy, self.env_factory, store.task_ids,
+            self.runtime, self.curriculum, self.library_start, self.trained, self.emit))
         self.policy.model.eval()
         self.emit("round-start", {"root": str(self.root), "trained_steps": self.trained})
 
@@ -402,13 +380,8 @@ class _RoundRun:
         if step <= self.trained:
             rollout = json.loads((step_dir / "rollout.json").read_text(encoding="utf-8"))
         else:
-            start = time.perf_counter()
             with phase("rollout"):
-                if self.skill1 is not None:
-                    rollout, samples = self.skill1.rollout(step)
-                    timing["rollout_s"] = time.perf_counter() - start
-                else:
-                    rollout, samples = _rollout(self, step, timing)
+                rollout, samples = self.steps.rollout(step, timing)
             start = time.perf_counter()
             with phase("io"):
                 write_json(step_dir / "rollout.json", rollout, indent=1)
@@ -424,8 +397,7 @@ class _RoundRun:
             timing["io_s"] += time.perf_counter() - start
             self.trained = step
             self.emit("trained", {"step": step})
-        if self.skill1 is not None:
-            self.skill1.commit(step)
+        self.steps.commit(step)
         record = {"round": self.round_index, "step": step, **rollout["metrics"],
                   **train_step_metrics(self.history[str(step)], self.params.grpo.global_batch_size),
                   **{f"time/{k}": v for k, v in timing.items()}}
@@ -440,34 +412,12 @@ class _RoundRun:
         self.emit("step-done", {"step": step})
 
     def close(self) -> None:
-        if self.skill1 is not None:
-            self.skill1.close()
+        if self.steps is not None:
+            self.steps.close()
         if self.store is not None:
             self.store.close()
         if self.logger is not None:
             self.logger.close()
-
-
-def _rollout(run: _RoundRun, step: int, timing: dict[str, float]) -> tuple[dict[str, Any], list[TrainSample]]:
-    """Run the step's GRPO rollout; returns its ``rollout.json`` record and the admitted groups' samples."""
-    files = run.files
-    previous = files.step_dir(step - 1) / "rollout.json"
-    streak = json.loads(previous.read_text(encoding="utf-8"))["unscored_streak"] if previous.exists() else 0
-    result = run_rollout_step(run.policy, run.env_factory, run.curriculum, run.store.task_ids, run.params.round,
-                              run.runtime, files, seed=run.params.experiment.seed, round_index=run.round_index,
-                              step=step, unscored_streak=streak, on_event=run.emit)
-    timing["rollout_s"], timing["retry_s"] = result.rollout_s, result.retry_s
-    rollout = {
-        "round": run.round_index,
-        "step": step,
-        "admitted_groups": [g.group_index for g in result.admission.accepted],
-        "decisions": [d.to_dict() for d in result.admission.decisions],
-        "waves": result.waves,
-        "unscored_streak": result.admission.unscored_streak,
-        "generated_episodes": result.generated_episodes,
-        "metrics": rollout_step_metrics(result, run.curriculum, run.params.round.q),
-    }
-    return rollout, train_samples_from_groups(result.admission.accepted, result.tokens_by_rollout())
 
 
 def _train(trainer: Any, samples: list[TrainSample], policy: Any) -> dict[str, Any]:

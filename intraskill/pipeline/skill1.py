@@ -18,6 +18,7 @@ directory, the rollouts' append-only records and the library commit after the ro
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,12 +29,14 @@ from intraskill.agent.runtime import EpisodeJob, RuntimeConfig
 from intraskill.agent.skill1_episode import Skill1Episode, run_skill1_episodes
 from intraskill.agent.skill1_replies import DistillReply
 from intraskill.chat.base import Policy
-from intraskill.hashing import seed32
+from intraskill.hashing import seed32, sha256_file
 from intraskill.jsonl import JsonlWriter, iter_jsonl
-from intraskill.params import Params, Skill1Params
-from intraskill.pipeline.rollout import RoundFiles, group_index, wave_tasks
-from intraskill.skills.library import LibraryStore, SkillLibrary
-from intraskill.skills.retrieval import Encoder, SentenceEncoder
+from intraskill.params import Params, Skill1Params, section_plan
+from intraskill.paths import resolve_project_path
+from intraskill.pipeline.rollout import RoundContext, RoundFiles, group_index, wave_tasks
+from intraskill.skills.curriculum import CurriculumState
+from intraskill.skills.library import SNAPSHOT_FILE, LibraryStore, SkillLibrary
+from intraskill.skills.retrieval import Encoder, SentenceEncoder, encoder_identity
 from intraskill.training.batching import TrainSample
 from intraskill.training.checkpoint import CheckpointError
 from intraskill.training.metrics import skill1_step_metrics
@@ -276,9 +279,10 @@ class Skill1Round:
         update = skill1_update(run, self.library, self.params.skill1, admitted, self.params.grpo.global_batch_size)
         return run, ran, update
 
-    def rollout(self, step: int) -> tuple[dict[str, Any], list[TrainSample]]:
+    def rollout(self, step: int, timing: dict[str, float]) -> tuple[dict[str, Any], list[TrainSample]]:
         """Run (or re-use) the step's rollouts and apply the library updates; the ``rollout.json`` record and
-        the trainer's samples."""
+        the trainer's samples (their time, library updates included, is ``timing["rollout_s"]``)."""
+        start = time.perf_counter()
         run, ran, update = self._update(step)
         self._updated = step
         if not update.samples:
@@ -293,6 +297,7 @@ class Skill1Round:
             "admitted_skills": [admission.skill.skill_id for admission in update.step.admissions],
             "metrics": skill1_step_metrics(run.episodes, update.step, len(self.library)),
         }
+        timing["rollout_s"] = time.perf_counter() - start
         return record, update.samples
 
     def commit(self, step: int) -> None:
@@ -306,3 +311,46 @@ class Skill1Round:
 
     def close(self) -> None:
         self.store.close()
+
+
+def skill1_seed_path(params: Params) -> Path | None:
+    """``skill1.seed_library`` resolved against the project root (``None`` when unset)."""
+    if params.skill1.seed_library is None:
+        return None
+    path = resolve_project_path(params.skill1.seed_library)
+    if not path.is_file():
+        raise FileNotFoundError(f"skill1.seed_library: no seed library file at {path}")
+    return path
+
+
+@dataclass(frozen=True)
+class Skill1Method:
+    """Skill1 as a training method (:class:`~intraskill.pipeline.methods.TrainingMethod`): no curriculum, its own
+    library in the round (:class:`Skill1Round`), carried to the next round from its committed snapshot."""
+
+    name: str = "skill1"
+    uses_curriculum: bool = False
+
+    def plan(self, params: Params, library_start: Path | None) -> dict[str, Any]:
+        """The ``skill1`` section (the seed library by its digest, the reply budgets where not the defaults), the
+        encoder, and a chained round's starting snapshot by its digest."""
+        seeds = skill1_seed_path(params)
+        section = {k: v for k, v in section_plan(params.skill1).items() if k != "seed_library"}
+        plan = {"method": self.name, **section, "seed_library_sha256": sha256_file(seeds) if seeds is not None else None,
+                "encoder": encoder_identity()}
+        if library_start is not None:
+            plan["library_start_sha256"] = sha256_file(library_start)
+        return {"skill1": plan}
+
+    def check_start(self, curriculum: CurriculumState | None, library_start: Path | None) -> None:
+        if curriculum is not None:
+            raise ValueError(f"round.method: {self.name} retrieves from its own library; a curriculum was given "
+                             "(pass none, or set round.method: intraskill)")
+
+    def open_steps(self, context: RoundContext) -> Skill1Round:
+        return Skill1Round(context.params, context.root, context.round_index, context.policy, context.env_factory,
+                           context.task_ids, context.runtime, context.trained, skill1_seed_path(context.params),
+                           context.emit, context.library_start)
+
+    def library(self, round_root: Path) -> Path | None:
+        return round_root / LIBRARY_DIR / SNAPSHOT_FILE
