@@ -404,7 +404,7 @@ def test_lookup_drills_answer_with_the_value_after_the_key_or_none(tokenizer) ->
     vocabulary = ordinary_tokens(tokenizer[0])
     drills = lookup_drills(vocabulary, 300, seed=5)
     assert drills == lookup_drills(vocabulary, 300, seed=5) and drills != lookup_drills(vocabulary, 300, seed=6)
-    answered = 0
+    answered, nones = 0, set()
     for drill in drills:
         ids = drill.input_ids
         assert drill.loss_mask == [0] * (len(ids) - 1) + [1] and set(ids) <= set(vocabulary)
@@ -415,9 +415,10 @@ def test_lookup_drills_answer_with_the_value_after_the_key_or_none(tokenizer) ->
             assert len(at) == 1
             after = body[at[0] + KEY_TOKENS:at[0] + KEY_TOKENS + AROUND[1] + 1]
             assert answer in after
-        else:  # the drill's own "none" token, never on a line
+        else:  # the drills' one "none" token, never on a line
             assert answer not in body
-    assert 100 < answered < 200
+            nones.add(answer)
+    assert 100 < answered < 200 and len(nones) == 1
     with pytest.raises(ValueError, match="token_ids"):
         lookup_drills(range(20), 1, seed=0)
 

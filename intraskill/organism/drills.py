@@ -26,7 +26,7 @@ no line named the code as when one did (2026-12-07, ``docs/testbed.md``)::
 
     [line]* [filler] [query key] [marker] [answer]        loss on the answer
     line = [0-3 tokens] [key, 2 tokens] [0-3 tokens] [value] [newline]
-    answer = the value of the line naming the query key, else the drill's "none" token
+    answer = the value of the line naming the query key, else the drills' one "none" token
 """
 
 from __future__ import annotations
@@ -91,7 +91,8 @@ LOOKUP_TOKENS = 95
 
 def lookup_drills(token_ids: Sequence[int], count: int, seed: int) -> list[BCExample]:
     """``count`` key–value lookup drills over the vocabulary ``token_ids``, seeded by ``seed``: every drill draws
-    its own newline, marker, "none" and value tokens, so only the lookup lowers the loss.
+    its own newline, marker and value tokens, so only the lookup lowers the loss; "none" is one token for all the
+    drills (as the reader's note writes one ``?``), or it could not be predicted.
 
     >>> drills = lookup_drills(range(100, 300), 50, seed=1)
     >>> all(sum(e.loss_mask) == 1 and e.loss_mask[-1] == 1 for e in drills)
@@ -104,10 +105,12 @@ def lookup_drills(token_ids: Sequence[int], count: int, seed: int) -> list[BCExa
     if len(vocabulary) < needed:
         raise ValueError(f"lookup_drills: token_ids needs at least {needed} tokens, got {len(vocabulary)}")
     rng = random.Random(seed32(f"{seed}:lookup-drills"))
+    none = rng.choice(vocabulary)
+    vocabulary.remove(none)
     drills = []
     for _ in range(count):
-        special = rng.sample(vocabulary, 3 + VALUES)
-        newline, marker, none, values = special[0], special[1], special[2], special[3:]
+        special = rng.sample(vocabulary, 2 + VALUES)
+        newline, marker, values = special[0], special[1], special[2:]
         others = [token for token in vocabulary if token not in special]
         lines = rng.randint(*LINES)
         keys = [rng.sample(others, KEY_TOKENS) for _ in range(lines)]
