@@ -1,11 +1,11 @@
-"""A lightweight phase timer: wall and CPU seconds, calls and useful FLOPs per named phase.
+"""A lightweight phase timer: wall and CPU seconds, calls, useful FLOPs and bytes per named phase.
 
 Code marks a phase with ``with phase("prefill"):``; nothing is measured unless a :class:`PhaseTimer` is
 recording (``with PhaseTimer() as timer:``), and then a phase's key is its path below the enclosing
 phases (``"rollout/prefill"``). Time is *exclusive*: a phase's seconds exclude those of the phases nested
-inside it, so the keys partition the recorded wall time. :func:`add_flops` credits the innermost open
-phase with arithmetic (computed only when :func:`recording` says a timer listens). Off, ``phase`` costs one
-context-variable read and returns a shared no-op context manager.
+inside it, so the keys partition the recorded wall time. :func:`add_work` credits the innermost open
+phase with arithmetic and memory traffic (computed only when :func:`recording` says a timer listens). Off,
+``phase`` costs one context-variable read and returns a shared no-op context manager.
 """
 
 from __future__ import annotations
@@ -20,15 +20,17 @@ _TIMER: ContextVar[PhaseTimer | None] = ContextVar("intraskill_phase_timer", def
 
 @dataclass
 class PhaseTotals:
-    """One phase key's totals: exclusive wall and CPU seconds, times entered, useful FLOPs."""
+    """One phase key's totals: exclusive wall and CPU seconds, times entered, useful FLOPs and bytes moved."""
 
     wall_s: float = 0.0
     cpu_s: float = 0.0
     calls: int = 0
     flops: float = 0.0
+    bytes: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"wall_s": self.wall_s, "cpu_s": self.cpu_s, "calls": self.calls, "flops": self.flops}
+        return {"wall_s": self.wall_s, "cpu_s": self.cpu_s, "calls": self.calls, "flops": self.flops,
+                "bytes": self.bytes}
 
 
 @dataclass
@@ -78,8 +80,10 @@ class PhaseTimer:
         totals.cpu_s += cpu - entry.cpu
         entry.wall, entry.cpu = wall, cpu
 
-    def add_flops(self, flops: float) -> None:
-        self.totals[self._stack[-1].key].flops += flops
+    def add_work(self, flops: float, moved: float) -> None:
+        totals = self.totals[self._stack[-1].key]
+        totals.flops += flops
+        totals.bytes += moved
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """``key → totals`` (the root's own time under ``""``: outside every phase)."""
@@ -119,12 +123,13 @@ def phase(name: str) -> _Phase | _Off:
 
 
 def recording() -> bool:
-    """Whether a :class:`PhaseTimer` records here (compute FLOP counts only then)."""
+    """Whether a :class:`PhaseTimer` records here (compute FLOP and byte counts only then)."""
     return _TIMER.get() is not None
 
 
-def add_flops(flops: float) -> None:
-    """Credit the innermost open phase with ``flops`` useful floating-point operations (no-op when off)."""
+def add_work(flops: float, moved: float = 0.0) -> None:
+    """Credit the innermost open phase with ``flops`` useful floating-point operations and ``moved`` bytes of
+    memory traffic (no-op when off)."""
     timer = _TIMER.get()
     if timer is not None:
-        timer.add_flops(flops)
+        timer.add_work(flops, moved)

@@ -1,4 +1,5 @@
-"""The cell benchmark at ci size: its phase table, FLOP counts and result digests, and the shared val check."""
+"""The cell benchmark at ci size: its phase table, FLOP and byte counts, roofline limits and result digests, and the
+shared val check."""
 
 from __future__ import annotations
 
@@ -41,8 +42,17 @@ def test_a_ci_cell_reports_every_phase_with_its_arithmetic(bench: ModuleType, tm
     forward, backward = phases["cell/train/forward"]["gflop"], phases["cell/train/backward"]["gflop"]
     assert backward == pytest.approx(2 * forward, rel=0.02)
     assert phases["cell/io"]["gflop"] == 0 and report["matmul_gflops"] > 0
+    for key in ("cell/rollout/generate/prefill", "cell/rollout/generate/decode", "cell/train/forward",
+                "cell/train/optimizer"):  # every phase that moves model data has bytes and a limit
+        row = phases[key]
+        assert row["gbyte"] > 0 and row["bound"] in ("arithmetic", "memory") and 0 < row["limit_share_of_cpu"], key
+        limit = max(row["gflop"] / report["matmul_gflops"], row["gbyte"] / report["bandwidth_gbytes"])
+        assert row["limit_s"] == pytest.approx(limit, rel=0.01, abs=2e-3), key
+    assert phases["cell/train/optimizer"]["bound"] == "memory" and phases["cell/io"]["gbyte"] == 0
+    assert phases["cell/train/backward"]["gbyte"] == pytest.approx(2 * phases["cell/train/forward"]["gbyte"], rel=0.02)
+    assert report["bandwidth_gbytes"] > 0 and report["stages"]["cell/train"]["gbyte"] > 0
     assert set(report["test_success"]) == {"final-bare", "final-bank"}  # grpo is also tested with S0 (grpo+s0)
-    assert "| cell/train |" in bench.markdown(report)
+    assert "| cell/train |" in bench.markdown(report) and "| cell/rollout/generate/decode |" in bench.markdown(report)
     digest = report["digest"]  # the arms of seed 1 share one val check: the cell holds the shared run's episodes
     cell = "cells/grpo/seed-1/round-000"
     assert digest[f"{cell}/val-before/traces.jsonl"] == digest["shared/val-before-seed-1/traces.jsonl"]

@@ -31,7 +31,7 @@ from intraskill.chat.chatml import (
 )
 from intraskill.chat.tokens import ChatEncoder
 from intraskill.hashing import seed32
-from intraskill.phases import add_flops, phase, recording
+from intraskill.phases import add_work, phase, recording
 from intraskill.policy.flops import TransformerShape
 from intraskill.policy.lockstep import (
     LayerKV,
@@ -185,7 +185,7 @@ class HFPolicy:
         self._model_id = model_id or str(getattr(model.config, "name_or_path", "") or type(model).__name__)
         self._checkpoint_id = checkpoint_id
         self._cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-        self.shape = TransformerShape.of(model.config)
+        self.shape = TransformerShape.of(model.config, self.model.dtype.itemsize)
         self._sessions: dict[str, _Session] = {}
 
     @property
@@ -311,8 +311,8 @@ class HFPolicy:
         width = max(1, self.prefill_chunk_tokens // len(rows))  # the whole batch's slices, copies or not
         with phase("prefill"):
             if recording():
-                add_flops(self.shape.forward([(rows[i].session.cached, len(suffixes[i])) for i in distinct],
-                                             len(distinct)))
+                spans = [(rows[i].session.cached, len(suffixes[i])) for i in distinct]
+                add_work(self.shape.forward(spans, len(distinct)), self.shape.forward_bytes(spans, len(distinct)))
             for start in range(0, ids.shape[1], width):
                 end = min(start + width, ids.shape[1])
                 mask = additive_mask(key_valid[:, : cache.prefix + end], end - start, dtype)
@@ -344,8 +344,8 @@ class HFPolicy:
             mask = additive_mask(key_valid, 1, dtype)
             with phase("decode"):
                 if recording():
-                    live = [position for position, keep in zip(feed_pos, alive) if keep]
-                    add_flops(self.shape.forward([(position, 1) for position in live], len(live)))
+                    live = [(position, 1) for position, keep in zip(feed_pos, alive) if keep]
+                    add_work(self.shape.forward(live, len(live)), self.shape.forward_bytes(live, len(live)))
                 logits = self._forward(*inputs, mask, cache)
         final = cache.layers()
         for index, row in enumerate(rows):

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from intraskill.params import GRPOParams, LoraParams, SamplingParams
-from intraskill.phases import add_flops, phase, recording
+from intraskill.phases import add_work, phase, recording
 from intraskill.policy.flops import TransformerShape
 from intraskill.training.batching import (
     MicroBatch,
@@ -276,9 +276,9 @@ class GRPOTrainer:
         totals.real_tokens, totals.padded_tokens, _ = padding_waste([len(s) for s in samples], bins)
         totals.micro_batches = len(bins)
         for indices in bins:
-            flops = self._flops([samples[i] for i in indices]) if recording() else 0
+            flops, moved = self._work([samples[i] for i in indices]) if recording() else (0, 0)
             with phase("forward"):
-                add_flops(flops)
+                add_work(flops, moved)
                 batch = collate([samples[i] for i in indices], self.device, self.pad_token_id)
                 logp, logits, scored = self._logprobs(self.model, batch)
                 pg_loss, clipfrac, approx_kl = clipped_surrogate(
@@ -291,7 +291,7 @@ class GRPOTrainer:
                     loss = loss + grpo.kl_coef * kl
                     totals.kl_ref += float(kl.detach())
             with phase("backward"):
-                add_flops(2 * flops)
+                add_work(2 * flops, 2 * moved)
                 loss.backward()
             entropy = masked_sum_mean(
                 token_entropy(logits.detach(), self.temperature, scored, tuple(batch.input_ids.shape)),
@@ -315,10 +315,11 @@ class GRPOTrainer:
         raise NonFiniteUpdateError(f"update {update} of this step made {name} non-finite (lr "
                                    f"{self.optimizer.param_groups[0]['lr']}); stopped before any checkpoint holds it")
 
-    def _flops(self, samples: Sequence[TrainSample]) -> int:
-        """Useful forward FLOPs of ``samples`` (whole streams, logits at their loss-mask tokens only)."""
-        return TransformerShape.of(self.model.config).forward(
-            [(0, len(s)) for s in samples], sum(s.model_tokens for s in samples))
+    def _work(self, samples: Sequence[TrainSample]) -> tuple[int, int]:
+        """Useful forward FLOPs and bytes of ``samples`` (whole streams, logits at their loss-mask tokens only)."""
+        shape = TransformerShape.of(self.model.config, self.model.dtype.itemsize)
+        spans, rows = [(0, len(s)) for s in samples], sum(s.model_tokens for s in samples)
+        return shape.forward(spans, rows), shape.forward_bytes(spans, rows)
 
     def train_step(self, batch: list[TrainSample]) -> StepMetrics:
         """One rollout step: ``len(episodes) / global_batch_size`` optimizer updates over whole groups."""
@@ -341,6 +342,9 @@ class GRPOTrainer:
             totals = self.accumulate_update(samples)
             step.add(totals)
             with phase("optimizer"):
+                if recording():  # clipping reads the gradients twice and writes them; AdamW reads weight, gradient and
+                    # both moments and writes all but the gradient
+                    add_work(0, 10 * sum(p.numel() * p.element_size() for p in self.params))
                 max_norm = grpo.max_grad_norm if grpo.max_grad_norm is not None else float("inf")
                 grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.params, max_norm)))
                 if not (math.isfinite(totals.loss) and math.isfinite(grad_norms[-1])):
