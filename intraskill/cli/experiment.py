@@ -8,8 +8,17 @@ from pathlib import Path
 
 import typer
 
-from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load, note
-from intraskill.cli.common import ALLOW_OUTSIDE_OPTION, confined
+from intraskill.cli.common import (
+    ALLOW_OUTSIDE_OPTION,
+    JSON_OPTION,
+    PROGRESS_OPTION,
+    SET_OPTION,
+    confined,
+    emit,
+    fail,
+    load,
+    note,
+)
 
 
 def experiment_command(
@@ -25,6 +34,10 @@ def experiment_command(
     out: Path = typer.Option(None, "--out", help="Matrix dir (<run_root>/<experiment>/controls)."),
     allow_outside: bool = ALLOW_OUTSIDE_OPTION,
     jobs: int = typer.Option(1, "--jobs", min=1, help="Cells run at once, one process each."),
+    ray: str = typer.Option(None, "--ray", metavar="ADDRESS",
+                            help="Run each cell as a Ray task on this cluster (local: start a local instance; auto: "
+                            "this node's cluster) instead of --jobs; the matrix dir must be storage every node "
+                            "shares at the same path."),
     ship: Path = typer.Option(None, "--ship", help="Then write the finished cells as shipped records (per-task "
                               "outcomes, no traces) into this folder, e.g. data/results/organism/controls."),
     progress: bool = PROGRESS_OPTION,
@@ -37,7 +50,7 @@ def experiment_command(
     to those two deployments) per seed and across seeds, beside a compute table per arm; verdicts only for the
     claims declared in matrix.family."""
     # deferred: a verb loads its stage only when it runs
-    from intraskill.experiment.matrix import MatrixPlanMismatchError, run_matrix
+    from intraskill.experiment.matrix import MatrixPlanMismatchError, MatrixRayError, run_matrix
     from intraskill.pipeline.coevolve import CoEvolvePlanMismatchError
     from intraskill.pipeline.round import RoundPlanMismatchError
     from intraskill.training.checkpoint import CheckpointError
@@ -45,11 +58,14 @@ def experiment_command(
     flags = {"matrix.arms": f"[{arms}]" if arms is not None else None, "matrix.seeds": seeds,
              "matrix.rounds": rounds, "matrix.test_tasks": test_tasks, "evaluation.repeats": repeats}
     settings = [f"{field}={value}" for field, value in flags.items() if value is not None]
+    if ray is not None and jobs > 1:
+        fail("--jobs and --ray: give one (Ray places the cells itself)")
     loaded = load(params, overrides, settings)
     out = confined(out, loaded, allow_outside) if out is not None else None
     try:
-        result = run_matrix(loaded, out, jobs=jobs, progress=progress)
-    except (MatrixPlanMismatchError, CoEvolvePlanMismatchError, RoundPlanMismatchError, CheckpointError) as error:
+        result = run_matrix(loaded, out, jobs=jobs, progress=progress, ray_address=ray)
+    except (MatrixPlanMismatchError, MatrixRayError, CoEvolvePlanMismatchError, RoundPlanMismatchError,
+            CheckpointError) as error:
         fail(str(error))
     if ship is not None:
         # deferred: a verb loads its stage only when it runs

@@ -28,7 +28,9 @@ A matrix directory (``<run_root>/<experiment.name>/controls`` by default) holds:
 * ``matrix_summary.json`` — :meth:`~intraskill.experiment.results.MatrixResult.to_dict`.
 
 Every stage below a cell resumes from its own records (rollout steps, evaluation traces), and a cell with a
-``cell.json`` is skipped, so a killed matrix resumes cell by cell with no episode lost or repeated. Every
+``cell.json`` is skipped, so a killed matrix resumes cell by cell with no episode lost or repeated. Cells run in
+this process, in local worker processes (``jobs``) or as Ray tasks on a cluster (``ray_address``: each cell's
+directory is written on the matrix directory, which every node must see as shared storage at the same path). Every
 evaluation uses the base parameters' seeds: all test runs are paired by task and episode seed.
 """
 
@@ -40,6 +42,7 @@ import logging
 import math
 import multiprocessing
 import shutil
+import socket
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -100,6 +103,10 @@ FINAL_LIBRARY_FILE = "final_library.json"
 
 class MatrixPlanMismatchError(RuntimeError):
     """The matrix directory already holds a different plan."""
+
+
+class MatrixRayError(RuntimeError):
+    """The Ray cluster named for the matrix's cells cannot be reached."""
 
 
 def default_matrix_dir(params: Params) -> Path:
@@ -311,7 +318,8 @@ def _run_cell_in_worker(params_data: dict[str, Any], out: str, arm: str, seed_in
 
 
 def run_matrix(params: Params, out_dir: str | Path | None = None, *, jobs: int = 1,
-               store_root: str | Path | None = None, progress: bool = True) -> MatrixResult:
+               store_root: str | Path | None = None, progress: bool = True,
+               ray_address: str | None = None) -> MatrixResult:
     """Run (or resume, or extend) the control experiment of ``params.matrix``.
 
     Parameters
@@ -322,9 +330,14 @@ def run_matrix(params: Params, out_dir: str | Path | None = None, *, jobs: int =
         not depend on it).
     store_root : the store directory (default the cached store of ``params.store``).
     progress : progress bars (per cell with ``jobs`` 1, per matrix otherwise).
+    ray_address : run each pending cell as a Ray task with ``matrix.threads`` CPUs on the cluster at this address
+        (``local``: a fresh local instance; ``auto``: the one this machine belongs to); ``jobs`` is then unused.
+        The matrix and store directories must be shared storage every node sees at the same path.
     """
     if jobs < 1:
         raise ValueError(f"jobs: must be >= 1, got {jobs}")
+    if ray_address is not None:
+        _check_reachable(ray_address)
     out = Path(out_dir) if out_dir is not None else default_matrix_dir(params)
     store = Path(store_root) if store_root is not None else None
     check_arm_inputs(params)
@@ -334,7 +347,9 @@ def run_matrix(params: Params, out_dir: str | Path | None = None, *, jobs: int =
     cells = [Cell(arm, k) for arm in params.matrix.arms for k in range(params.matrix.seeds)]
     pending = [cell for cell in cells if not (out / "cells" / cell.name / CELL_FILE).is_file()]
     LOGGER.info("control matrix %s: %d cells, %d to run", out, len(cells), len(pending))
-    if jobs == 1:
+    if ray_address is not None:
+        _run_on_ray(params, out, pending, start, store, ray_address, progress)
+    elif jobs == 1:
         for cell in tqdm(pending, desc="cells", disable=not progress or len(pending) < 2):
             run_cell(params, out, cell, start, store, progress)
     else:
@@ -378,3 +393,44 @@ def _run_parallel(params: Params, out: Path, cells: Sequence[Cell], start: Round
                                store_root): c for c in cells}
         for future in tqdm(as_completed(futures), total=len(futures), desc="cells", disable=not progress):
             future.result()
+
+
+def _run_on_ray(params: Params, out: Path, cells: Sequence[Cell], start: RoundInputs, store_root: Path | None,
+                address: str, progress: bool) -> None:
+    """Each of ``cells`` as a Ray task with ``matrix.threads`` CPUs on the cluster at ``address`` (the driver
+    disconnects, or a local instance it started stops, when they finish or one fails)."""
+    # deferred: ray is heavy to import and only this path needs it
+    import ray
+
+    try:
+        if address == "local":
+            ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False)
+        else:
+            ray.init(address=address, log_to_driver=False, configure_logging=False)
+    except (ConnectionError, ValueError) as error:
+        raise MatrixRayError(f"--ray {address}: cannot reach a Ray cluster ({error})") from error
+    try:
+        task = ray.remote(num_cpus=params.matrix.threads, max_retries=0)(_run_cell_in_worker)
+        data = params.model_dump(mode="json")
+        pending = [task.remote(data, str(out), c.arm, c.seed_index, start, store_root) for c in cells]
+        with tqdm(total=len(pending), desc="cells", disable=not progress) as bar:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                ray.get(done)
+                bar.update(len(done))
+    finally:
+        ray.shutdown()
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Raise :class:`MatrixRayError` unless a cluster address ``[ray://]HOST:PORT`` accepts a TCP connection within
+    ``timeout`` seconds (``ray.init`` would retry an unreachable one for minutes); ``local`` and ``auto`` pass."""
+    if address in ("local", "auto"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise MatrixRayError(f"--ray {address}: not an address (HOST:PORT, ray://HOST:PORT, local or auto)")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as error:
+        raise MatrixRayError(f"--ray {address}: no Ray cluster answers there ({error})") from error
