@@ -8,17 +8,8 @@ from pathlib import Path
 
 import typer
 
-from intraskill.cli.common import (
-    ALLOW_OUTSIDE_OPTION,
-    JSON_OPTION,
-    PROGRESS_OPTION,
-    SET_OPTION,
-    confined,
-    emit,
-    fail,
-    load,
-    note,
-)
+from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load, note
+from intraskill.cli.common import ALLOW_OUTSIDE_OPTION, confined
 
 
 def experiment_command(
