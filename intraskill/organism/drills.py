@@ -26,7 +26,7 @@ no line named the code as when one did (2026-12-07, ``docs/testbed.md``)::
 
     [line]* [filler] [query key] [marker] [answer]        loss on the answer
     line = [0-3 tokens] [key, 2 tokens] [0-3 tokens] [value] [newline]
-    answer = the value of the line naming the query key, else the drills' one "none" token
+    answer = the value of the line naming the query key, else "none"      (values and "none": one set for all)
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ AROUND = (0, 3)
 KEY_TOKENS = 2
 """Tokens per key (a house code splits into a few tokens)."""
 VALUES = 15
-"""Distinct value tokens per drill (the store's colours)."""
+"""Value tokens of the lookup drills (as the store has 15 colours)."""
 ANSWERED = 0.5
 """Share of lookup drills whose query key is on a line (the others answer "none")."""
 LOOKUP_TOKENS = 95
@@ -90,9 +90,10 @@ LOOKUP_TOKENS = 95
 
 
 def lookup_drills(token_ids: Sequence[int], count: int, seed: int) -> list[BCExample]:
-    """``count`` key–value lookup drills over the vocabulary ``token_ids``, seeded by ``seed``: every drill draws
-    its own newline, marker and value tokens, so only the lookup lowers the loss; "none" is one token for all the
-    drills (as the reader's note writes one ``?``), or it could not be predicted.
+    """``count`` key–value lookup drills over the vocabulary ``token_ids``, seeded by ``seed``. The value tokens
+    (:data:`VALUES` of them, as the store has colours) and "none" (as the reader's note writes one ``?``) are the
+    same for all the drills; every drill draws its own keys, newline, marker and other tokens, so only the lookup
+    lowers the loss.
 
     >>> drills = lookup_drills(range(100, 300), 50, seed=1)
     >>> all(sum(e.loss_mask) == 1 and e.loss_mask[-1] == 1 for e in drills)
@@ -105,13 +106,13 @@ def lookup_drills(token_ids: Sequence[int], count: int, seed: int) -> list[BCExa
     if len(vocabulary) < needed:
         raise ValueError(f"lookup_drills: token_ids needs at least {needed} tokens, got {len(vocabulary)}")
     rng = random.Random(seed32(f"{seed}:lookup-drills"))
-    none = rng.choice(vocabulary)
-    vocabulary.remove(none)
+    fixed = rng.sample(vocabulary, 1 + VALUES)
+    none, values = fixed[0], fixed[1:]
+    vocabulary = [token for token in vocabulary if token not in fixed]
     drills = []
     for _ in range(count):
-        special = rng.sample(vocabulary, 2 + VALUES)
-        newline, marker, values = special[0], special[1], special[2:]
-        others = [token for token in vocabulary if token not in special]
+        newline, marker = rng.sample(vocabulary, 2)
+        others = [token for token in vocabulary if token not in (newline, marker)]
         lines = rng.randint(*LINES)
         keys = [rng.sample(others, KEY_TOKENS) for _ in range(lines)]
         ids: list[int] = []
