@@ -28,6 +28,7 @@ def main() -> None:
 
     from intraskill.agent.env import InProcessEnvironment
     from intraskill.agent.runtime import RuntimeConfig
+    from intraskill.layout import WarmstartDir
     from intraskill.organism.gate_validation import teacher_policy
     from intraskill.organism.shipped import ensure_warmstart
     from intraskill.organism.truth import run_arm
@@ -36,13 +37,12 @@ def main() -> None:
     from intraskill.pipeline.round import open_train_store
     from intraskill.policy.expert_policy import PLAN_WORDS, planned
     from intraskill.policy.factory import load_policy
-    from intraskill.policy.warmstarts import CHECKPOINT_DIR
     from intraskill.skills.bank import load_skillbank
 
     params = load_params(args.params)
     if not params.warmstart.plan:
         parser.error(f"{args.params}: warmstart.plan is off, the warm start writes no plans")
-    checkpoint = args.checkpoint or str(ensure_warmstart(params, progress=False) / CHECKPOINT_DIR)
+    checkpoint = args.checkpoint or str(WarmstartDir(ensure_warmstart(params, progress=False)).checkpoint.root)
     bank = load_skillbank(resolve_project_path(params.warmstart.skills))
     skills = bank.enabled_skills()
     contexts = {"bare": (), **{f"alone:{s.skill_id}": (s,) for s in skills}, "s0": tuple(skills),

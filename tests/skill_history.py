@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from intraskill.layout import RunDir, round_id
 from intraskill.params import Params, params_from_dict
-from intraskill.pipeline.coevolve import SUMMARY_FILE, round_id
 from intraskill.pipeline.gate_run import GateConfig, run_online_gate
 from intraskill.policy.expert_policy import ExpertPolicy, SkillConditionedLaw
 from intraskill.skills.bank import Skill, SkillBank
@@ -67,6 +67,6 @@ def write_planted_coevolve(run_dir: Path, store_root: Path) -> Path:
     result = run_online_gate(params, pool, root / "gate", GateConfig(checkpoint_id="round-000-checkpoint"),
                              ledger=add_proposals([], pool), policy=ExpertPolicy(seed=7, law=law),
                              store_root=store_root, progress=False)
-    (run_dir / SUMMARY_FILE).write_text(json.dumps({"rounds": [
+    RunDir(run_dir).summary.write_text(json.dumps({"rounds": [
         {"round_index": 0, "gate_status": result.manifest["status"]}]}), encoding="utf-8")
     return run_dir

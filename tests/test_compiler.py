@@ -11,20 +11,20 @@ from typer.testing import CliRunner
 
 from intraskill.cli import app as cli_app
 from intraskill.jsonl import JsonlWriter, read_jsonl
+from intraskill.layout import RoundDir
 from intraskill.shop.engine import ShopEngine
 from intraskill.skills.bank import SkillBank, save_skillbank
 from intraskill.skills.pool import load_pool, online_candidate_id
 from intraskill.trace2skill.analysis import (
     FALLBACK_NO_ELIGIBLE,
     AnalysisConfig,
-    AnalysisPaths,
     read_cards,
     run_analysis,
 )
 from intraskill.trace2skill.cards import FailureCard
 from intraskill.trace2skill.compiler import rule_compile
 from intraskill.trace2skill.ledger import LedgerEntry, read_ledger
-from intraskill.trace2skill.queue import QUEUE_FILE, AnalysisItem
+from intraskill.trace2skill.queue import AnalysisItem
 from intraskill.trace2skill.rule_analyst import RuleAnalyst
 
 RELEASE_KEYS = {"schema_version", "created_at", "triage_groups", "analyzed_cards", "eligible_cards", "candidates",
@@ -51,7 +51,7 @@ def cards(engine, items) -> list[FailureCard]:
 
 
 def write_queue(round_dir: Path, items: list[AnalysisItem]) -> None:
-    with JsonlWriter(round_dir / QUEUE_FILE) as writer:
+    with JsonlWriter(RoundDir(round_dir).analysis_queue) as writer:
         for item in items:
             writer.append(item.to_dict())
 
@@ -99,7 +99,7 @@ def test_round_outputs_pool_hash_ledger_and_resume(engine, items, tmp_path: Path
     analyst = CountingAnalyst(engine)
     config = AnalysisConfig("round-000", "organism-round-000")
     summary = run_analysis(tmp_path, engine, BANK, analyst, config)
-    paths = AnalysisPaths.of(tmp_path)
+    paths = RoundDir(tmp_path).analysis
     assert RELEASE_KEYS <= set(summary)
     assert (summary["triage_groups"], summary["analyzed_cards"], summary["eligible_cards"]) == (5, 5, 5)
     assert summary["candidates"] == 2 and summary["fallback_reason"] is None
@@ -127,7 +127,7 @@ def test_crash_and_empty_rounds_write_the_fallback_pool(engine, items, tmp_path:
     crashed = run_analysis(tmp_path, engine, BANK, CountingAnalyst(engine, crash=True),
                            AnalysisConfig("round-000", "ckpt"))
     assert crashed["fallback_reason"].startswith("analysis_failed: RuntimeError")
-    pool = load_pool(AnalysisPaths.of(tmp_path).pool)
+    pool = load_pool(RoundDir(tmp_path).analysis.pool)
     assert pool.candidates == () and len(pool.current_skills) == 2
     other = SkillBank("another-bank", BANK.skills[:1])
     empty_dir = tmp_path / "rejected"
@@ -136,7 +136,7 @@ def test_crash_and_empty_rounds_write_the_fallback_pool(engine, items, tmp_path:
     rejected = run_analysis(empty_dir, engine, other, CountingAnalyst(engine), AnalysisConfig("round-000", "ckpt"))
     assert rejected["fallback_reason"] == FALLBACK_NO_ELIGIBLE and rejected["analyzed_cards"] == 0
     assert [r["reason"].split(":")[0] for r in rejected["rejected_items"]] == ["injected_skills"] * 2
-    assert load_pool(AnalysisPaths.of(empty_dir).pool).candidates == ()
+    assert load_pool(RoundDir(empty_dir).analysis.pool).candidates == ()
 
 
 def test_cli_analyze_prints_the_summary(small_store_root, items, tmp_path: Path) -> None:

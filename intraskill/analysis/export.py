@@ -23,18 +23,19 @@ from typing import TYPE_CHECKING, Any
 from intraskill.agent.skill1_episode import SKILL1_EPISODE_SCHEMA
 from intraskill.agent.traces import TRACE_SCHEMA_VERSION, EpisodeTrace
 from intraskill.jsonl import JsonlError, iter_jsonl
+from intraskill.layout import PLAN, RETRIES, SKILL1_EPISODES, STEPS, TRACES
 from intraskill.shop.reward import PRIMARY_REWARD
 from intraskill.skills.render import chunk_title
 
 if TYPE_CHECKING:
     import pandas as pd
 
-TRACE_FILES = ("traces.jsonl", "retries.jsonl", "skill1_episodes.jsonl")
+TRACE_FILES = (TRACES, RETRIES, SKILL1_EPISODES)
 """File names that hold episode traces (evaluation, gate and rollout steps; round retries; Skill1 steps)."""
 FORMATS = ("parquet", "csv")
 PANDAS_DTYPES = {"string": "string", "int": "Int64", "float": "Float64", "bool": "boolean"}
 """Schema type → pandas nullable dtype (a missing value stays missing in both formats)."""
-TRAIN_MARKERS = ("steps", "retries.jsonl", "skill1_episodes.jsonl")
+TRAIN_MARKERS = (STEPS, RETRIES, SKILL1_EPISODES)
 """A trace file under ``steps/`` (or a retry / Skill1 file) without a ``plan.json`` is a training rollout."""
 
 
@@ -153,7 +154,7 @@ def trace_split(path: Path, run_dir: Path) -> str | None:
     """The split of a trace file: the nearest ``plan.json`` ``split`` up to ``run_dir``, else ``train`` for a
     rollout step, a retry or a Skill1 file, else ``None``."""
     for folder in (path.parent, *path.parent.parents):
-        plan = folder / "plan.json"
+        plan = folder / PLAN
         if plan.is_file():
             split = json.loads(plan.read_text(encoding="utf-8")).get("split")
             if isinstance(split, str):

@@ -35,11 +35,14 @@ from intraskill.analysis.release_results import (
 )
 from intraskill.evaluate.bootstrap import TEST_SEED_BASE, paired_bootstrap_ci, success_transitions
 from intraskill.gate.ols import refit_contributions
+from intraskill.layout import EvalDir, RoundDir, RunDir
 from intraskill.paths import release_data_dir
 
 RELEASE_DIR_ENV = "INTRASKILL_RELEASE_DIR"
 ARMS = ("base_free", "base_s0", "iter80_free", "iter80_st")
 """The four test arms of ``analysis/test_task_outcomes.json``."""
+WANDB_ROLLOUTS = Path("wandb") / "rollout_steps.csv"
+"""The W&B export of the rollout steps, under the release's ``analysis/``."""
 EVAL_RUNS = {arm: f"qwen35-4b-test-{arm.replace('_', '-')}" for arm in ARMS}
 """Arm → ``eval/<run>/summary.json`` folder."""
 COMPARISONS: tuple[tuple[str, str, str], ...] = (
@@ -131,7 +134,7 @@ def four_condition_table(artifacts_dir: str | Path) -> tuple[ConditionRow, ...]:
     rows = load_test_outcomes(root)
     table = []
     for arm in ARMS:
-        summary = _read_json(root / "eval" / EVAL_RUNS[arm] / "summary.json")
+        summary = _read_json(EvalDir(root / "eval" / EVAL_RUNS[arm]).summary)
         reward = _mean(_arm_values(rows, arm, "reward"))
         success = _mean(_arm_values(rows, arm, "success"))
         published_reward = summary["primary"]["reward_mean"]
@@ -180,12 +183,12 @@ def comparisons(artifacts_dir: str | Path, *, samples: int = 10_000) -> dict[str
 
 def round_dirs(artifacts_dir: str | Path) -> list[Path]:
     """The ``round-*`` folders that hold a ``gate/contributions.json``, sorted by name."""
-    return sorted(p.parent.parent for p in Path(artifacts_dir).glob("round-*/gate/contributions.json"))
+    return [round_dir.root for round_dir in RunDir(artifacts_dir).round_dirs() if round_dir.gate.contributions.is_file()]
 
 
 def _round_row(folder: Path, published: Mapping[str, str], samples: int) -> GateRound:
-    gate = _read_json(folder / "gate" / "contributions.json")
-    summary = _read_json(folder / "gate" / "summary.json")
+    gate = _read_json(RoundDir(folder).gate.contributions)
+    summary = _read_json(RoundDir(folder).gate.summary)
     records = gate["contributions"]
     table = gate["observations_table"]
     delta = paired_bootstrap_ci(
@@ -227,7 +230,7 @@ def wandb_reconciliation(artifacts_dir: str | Path) -> WandbReconciliation:
     root = Path(artifacts_dir) / "analysis"
     local = {row["step"]: row for row in _read_csv(root / "training_steps.csv")}
     compared, worst = 0, 0.0
-    for wandb_row in _read_csv(root / "wandb" / "rollout_steps.csv"):
+    for wandb_row in _read_csv(root / WANDB_ROLLOUTS):
         step = wandb_row["step"]
         if step not in local:
             raise ValueError(f"rollout_steps.csv step {step} is missing from training_steps.csv")
@@ -274,7 +277,7 @@ def optimizer_rounds(artifacts_dir: str | Path) -> tuple[OptimizerRound, ...]:
 
 def rollout_rounds(artifacts_dir: str | Path) -> tuple[RolloutRound, ...]:
     """Per-round means of response length, truncation, actor throughput and rollout time (§3.7)."""
-    rows = _read_csv(Path(artifacts_dir) / "analysis" / "wandb" / "rollout_steps.csv")
+    rows = _read_csv(Path(artifacts_dir) / "analysis" / WANDB_ROLLOUTS)
     grouped = _per_round(rows, ROLLOUT_METRICS)
     return tuple(
         RolloutRound(round_id, len(series[ROLLOUT_METRICS[0]]),
@@ -287,7 +290,7 @@ def gate_refits(artifacts_dir: str | Path) -> tuple[GateRefit, ...]:
     """OLS refit of every gate's stored coefficients (all 8 metrics): columns, observations, max |Δβ|."""
     refits = []
     for folder in round_dirs(artifacts_dir):
-        report = refit_contributions(_read_json(folder / "gate" / "contributions.json"))
+        report = refit_contributions(_read_json(RoundDir(folder).gate.contributions))
         refits.append(GateRefit(folder.name, len(report.columns), report.observations, report.rank,
                                 report.max_abs_diff))
     return tuple(refits)

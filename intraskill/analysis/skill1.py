@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from intraskill.agent.skill1_episode import Skill1Episode
 from intraskill.agent.skill1_replies import DistillReply, QueryReply
 from intraskill.jsonl import iter_jsonl, read_jsonl
-from intraskill.pipeline.skill1 import EPISODES_FILE, LIBRARY_DIR
-from intraskill.skills.library import HISTORY_FILE, SNAPSHOT_FILE, LibrarySkill
+from intraskill.layout import RoundDir
+from intraskill.skills.library import LibrarySkill
 from intraskill.skills.retrieval import Encoder
 from intraskill.training.skill1_rewards import ndcg
 
@@ -210,7 +210,7 @@ class Skill1Record:
 
 
 def _ndcg_cutoff(root: Path) -> int | None:
-    path = root / "plan.json"
+    path = RoundDir(root).plan
     if not path.is_file():
         return None
     return json.loads(path.read_text(encoding="utf-8")).get("skill1", {}).get("ndcg_cutoff")
@@ -228,22 +228,23 @@ def read_skill1_round(root: str | Path) -> Skill1Record:
     import pandas as pd
 
     root = Path(root)
-    snapshot_path = root / LIBRARY_DIR / SNAPSHOT_FILE
+    files = RoundDir(root)
+    snapshot_path = files.library.snapshot
     if not snapshot_path.is_file():
         raise FileNotFoundError(f"{snapshot_path}: no Skill1 library snapshot "
                                 f"(is {root} a Skill1 round directory?)")
     snapshot = json.loads(snapshot_path.read_text(encoding="utf-8"))
-    steps = pd.DataFrame(read_jsonl(root / "metrics.jsonl"))
+    steps = pd.DataFrame(read_jsonl(files.metrics))
     if not steps.empty:
         steps = steps.sort_values("step").reset_index(drop=True)
-    episodes = [(int(path.parent.name.removeprefix("step-")), Skill1Episode.from_dict(record))
-                for path in sorted(root.glob(f"steps/step-*/{EPISODES_FILE}")) for record in iter_jsonl(path)]
+    episodes = [(step.index, Skill1Episode.from_dict(record))
+                for step in files.step_dirs() for record in iter_jsonl(step.skill1_episodes)]
     rollouts, candidates = rollout_tables(episodes, _ndcg_cutoff(root))
-    plan = root / "plan.json"
+    plan = files.plan
     round_index = json.loads(plan.read_text(encoding="utf-8")).get("round_index") if plan.is_file() else None
     return Skill1Record(
         root, round_index, steps,
-        pd.DataFrame(committed_history(root / LIBRARY_DIR / HISTORY_FILE), columns=list(HISTORY_COLUMNS)),
+        pd.DataFrame(committed_history(files.library.history), columns=list(HISTORY_COLUMNS)),
         tuple(LibrarySkill.from_dict(skill) for skill in snapshot["skills"]), snapshot.get("step"),
         rollouts, candidates,
     )

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from intraskill.gate.contributions import GateContributions, load_contributions
+from intraskill.layout import COEVOLVE_SUMMARY, RunDir, round_id
 from intraskill.skills.bank import SkillBank, content_sha256, load_skillbank
 from intraskill.skills.curriculum import load_curriculum
 from intraskill.skills.pool import CandidatePool, load_pool
@@ -190,10 +191,7 @@ def initial_version(bank: SkillBank) -> BankVersion:
 
 
 def _rounds(run_dir: Path) -> list[dict[str, Any]]:
-    # deferred: the pipeline (torch, the gate runner) is heavy to import
-    from intraskill.pipeline.coevolve import SUMMARY_FILE
-
-    summary = run_dir / SUMMARY_FILE
+    summary = RunDir(run_dir).summary
     if not summary.is_file():
         raise FileNotFoundError(f"{summary}: no co-evolution summary (is {run_dir} a co-evolve run directory?)")
     return list(json.loads(summary.read_text(encoding="utf-8"))["rounds"])
@@ -202,32 +200,28 @@ def _rounds(run_dir: Path) -> list[dict[str, Any]]:
 def read_skill_versions(run_dir: str | Path) -> SkillHistory:
     """Every bank version of a co-evolution run directory (finished rounds only)."""
     # deferred: the pipeline (torch, the gate runner) is heavy to import
-    from intraskill.pipeline.coevolve import curriculum_bank, round_id
+    from intraskill.pipeline.coevolve import curriculum_bank
 
     root = Path(run_dir)
     rounds = _rounds(root)
-    start = root / round_id(0) / "curriculum.json"
+    start = RunDir(root).round(0).curriculum
     bank = curriculum_bank(load_curriculum(start) if start.is_file() else None, round_id(0))
     versions = [initial_version(bank)]
     notes = []
     for record in rounds:
         name = round_id(int(record["round_index"]))
-        gate = root / name / "gate"
-        if not (gate / "contributions.json").is_file() or not (gate / "selected_skillbank.json").is_file():
+        round_dir = RunDir(root).round(int(record["round_index"]))
+        gate, analysis = round_dir.gate, round_dir.analysis
+        if not gate.contributions.is_file() or not gate.selected_skillbank.is_file():
             notes.append(f"{name}: {record.get('gate_status')}")
             continue
-        analysis = root / name / "analysis"
-        cards = read_cards(analysis / "evidence_cards.jsonl") if (analysis / "evidence_cards.jsonl").is_file() else {}
-        versions.append(next_version(len(versions), versions[-1].chunks, load_skillbank(gate / "selected_skillbank.json"),
-                                     load_contributions(gate / "contributions.json"),
-                                     load_pool(analysis / "candidate_pool.json"), cards, name))
+        cards = read_cards(analysis.cards) if analysis.cards.is_file() else {}
+        versions.append(next_version(len(versions), versions[-1].chunks, load_skillbank(gate.selected_skillbank),
+                                     load_contributions(gate.contributions), load_pool(analysis.pool), cards, name))
     return SkillHistory(root, tuple(versions), tuple(notes))
 
 
 def find_coevolve_runs(root: str | Path) -> list[Path]:
     """Co-evolution run directories at or under ``root`` (those holding a co-evolution summary), in order."""
-    # deferred: the pipeline (torch, the gate runner) is heavy to import
-    from intraskill.pipeline.coevolve import SUMMARY_FILE
-
-    return sorted(path.parent for path in Path(root).rglob(SUMMARY_FILE) if path.is_file())
+    return sorted(path.parent for path in Path(root).rglob(COEVOLVE_SUMMARY) if path.is_file())
 

@@ -11,6 +11,7 @@ import typer
 
 from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load
 from intraskill.cli.common import ALLOW_OUTSIDE_OPTION, confined
+from intraskill.layout import GateDir, RoundDir
 
 if TYPE_CHECKING:
     from intraskill.pipeline.gate_run import GateResult
@@ -54,12 +55,12 @@ def show(
     from intraskill.gate.contributions import load_contributions
 
     try:
-        gate = load_contributions(gate_dir / "contributions.json")
+        gate = load_contributions(GateDir(gate_dir).contributions)
     except (ValueError, FileNotFoundError) as error:
         fail(f"{gate_dir}: {error}")
     if gate.additivity is None:
         gate = replace(gate, additivity=gate.additivity_test())
-    ranking_path = gate_dir / "ranking_check.json"
+    ranking_path = GateDir(gate_dir).ranking_check
     ranking = json.loads(ranking_path.read_text(encoding="utf-8")) if ranking_path.is_file() else None
     text = gate.summary()
     if ranking is not None:
@@ -116,15 +117,15 @@ def run_command(
 
     loaded = load(params, overrides)
     out = confined(out, loaded, allow_outside) if out is not None else None
-    ledger = round_dir / "analysis" / "proposal_ledger.jsonl"
-    default_checkpoint = round_dir / "checkpoint" / "model"
+    files = RoundDir(round_dir)
+    ledger = files.analysis.ledger
+    default_checkpoint = files.checkpoint.model.root
     if checkpoint is None and loaded.model.spec != "expert" and not loaded.model.spec.startswith("expert:"):
         checkpoint = default_checkpoint
     config = GateConfig.from_params(loaded, checkpoint_id or f"{round_dir.name}-checkpoint", task_limit=task_limit,
                                     **_gate_options(mask_seed, rollouts_per_task))
-    result = run_online_gate(loaded, pool or round_dir / "analysis" / "candidate_pool.json",
-                             out or round_dir / "gate", config, checkpoint=checkpoint,
-                             bare_run_dir=bare_run_dir, ledger=ledger if ledger.is_file() else None,
+    result = run_online_gate(loaded, pool or files.analysis.pool, out or files.gate.root, config,
+                             checkpoint=checkpoint, bare_run_dir=bare_run_dir, ledger=ledger if ledger.is_file() else None,
                              progress=progress)
     _echo_result(result, as_json)
 

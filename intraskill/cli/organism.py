@@ -16,6 +16,7 @@ from intraskill.cli.common import (
     emit,
     load,
 )
+from intraskill.layout import WarmstartDir
 
 
 def warmstart_command(
@@ -57,13 +58,13 @@ def warmstart_skill1_command(
     distillation), evaluate it through the Skill1 path on val and write the checkpoint and manifest.json."""
     # deferred: a verb loads its stage only when it runs
     from intraskill.organism.shipped import ship_warmstart
-    from intraskill.organism.skill1_warmstart import MANIFEST_FILE, run_skill1_warmstart
+    from intraskill.organism.skill1_warmstart import run_skill1_warmstart
 
     loaded = load(params, overrides)
     out = confined(out, loaded, allow_outside) if out is not None else None
     manifest = run_skill1_warmstart(loaded, out, progress=progress)
     if ship is not None:
-        ship_warmstart(manifest["out_dir"], ship, files=(MANIFEST_FILE,))
+        ship_warmstart(manifest["out_dir"], ship, files=(WarmstartDir.MANIFEST,))
     metrics = manifest["metrics"]
     emit({"out_dir": manifest["out_dir"], "checkpoint_sha256": manifest["checkpoint_sha256"],
           "timings": manifest["timings"], "final_loss": manifest["bc"]["losses"][-1][1],

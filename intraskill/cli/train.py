@@ -17,6 +17,7 @@ from intraskill.cli.trace2skill import (
     ANALYST_URL_OPTION,
     analyst_settings,
 )
+from intraskill.layout import RunDir
 
 PARAMS_HELP = "Parameter file (params/*.yaml or a shipped name) with grpo: and round: sections."
 
@@ -80,12 +81,7 @@ def co_evolve_command(
     gate the pool on the frozen checkpoint and build the next curriculum from the selected bank."""
     settings = analyst_settings(analyst, analyst_url, analyst_model, analyst_max_turns, analyst_max_tokens)
     # deferred: a verb loads its stage only when it runs
-    from intraskill.pipeline.coevolve import (
-        SUMMARY_FILE,
-        CoEvolveConfig,
-        CoEvolvePlanMismatchError,
-        co_evolve,
-    )
+    from intraskill.pipeline.coevolve import CoEvolveConfig, CoEvolvePlanMismatchError, co_evolve
     from intraskill.pipeline.round import RoundPlanMismatchError
     from intraskill.training.checkpoint import CheckpointError
 
@@ -98,5 +94,5 @@ def co_evolve_command(
         result = co_evolve(loaded, rounds, config=config, out_dir=out, progress=progress)
     except (CoEvolvePlanMismatchError, RoundPlanMismatchError, CheckpointError) as error:
         fail(str(error))
-    summary = json.loads((result.run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+    summary = json.loads(RunDir(result.run_dir).summary.read_text(encoding="utf-8"))
     emit({"run_dir": str(result.run_dir), **summary}, as_json)

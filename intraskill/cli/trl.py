@@ -12,6 +12,7 @@ import typer
 
 from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load, note
 from intraskill.cli.common import ALLOW_OUTSIDE_OPTION, confined
+from intraskill.layout import ModelDir
 
 
 def trl_command(
@@ -36,7 +37,7 @@ def trl_command(
     """Train with TRL's GRPOTrainer on store episodes: the organism's warm start on CPU by default, any Hugging Face
     directory with --model, SmolLM2 with --params params/smollm2.yaml (on a GPU when model.device finds one); saves
     the model under OUT/model and prints each step's episodes, success and time, then a summary."""
-    if model_dir is not None and not (model_dir / "config.json").is_file():
+    if model_dir is not None and not ModelDir(model_dir).is_saved():
         fail(f"--model: {model_dir} is not a Hugging Face model directory (no config.json)")
     try:
         # deferred: the trl extra is optional and heavy to import

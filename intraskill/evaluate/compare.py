@@ -31,6 +31,7 @@ from intraskill.evaluate.bootstrap import TEST_SEED_BASE, paired_bootstrap_ci, s
 from intraskill.evaluate.runner import EvalPlan, read_plan
 from intraskill.evaluate.summary import REWARD_COMPONENTS, episode_metrics, final_records, summarize, utc_now
 from intraskill.jsonl import write_json
+from intraskill.layout import CompareDir, EvalDir
 from intraskill.shop.reward import PRIMARY_REWARD
 
 COMPARISON_SCHEMA_VERSION = "shopsimrl-paired-run-comparison-v1"
@@ -183,7 +184,7 @@ def compare_runs(
     """
     plans = {"a": read_plan(run_a), "b": read_plan(run_b)}
     plan_block = check_plans(plans["a"], plans["b"], kind)
-    traces = {"a": read_traces(Path(run_a) / "traces.jsonl"), "b": read_traces(Path(run_b) / "traces.jsonl")}
+    traces = {"a": read_traces(EvalDir(run_a).traces), "b": read_traces(EvalDir(run_b).traces)}
     by_job = {label: completed_jobs(plans[label], traces[label], label) for label in ("a", "b")}
     per_episode = {label: plan.skills.get("provider") == PER_EPISODE_SKILLS for label, plan in plans.items()}
     if kind == "same-checkpoint" and per_episode["a"]:
@@ -257,9 +258,9 @@ def comparison_record(comparison: Mapping[str, Any], a: str, b: str) -> dict[str
 
 def write_comparison(comparison: Mapping[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
     """Write ``comparison.json`` and ``comparison.md`` into ``out_dir``; returns both paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = out / "comparison.json", out / "comparison.md"
+    out = CompareDir(out_dir)
+    out.root.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out.comparison, out.markdown
     write_json(json_path, comparison)
     md_path.write_text(comparison_markdown(comparison), encoding="utf-8")
     return json_path, md_path

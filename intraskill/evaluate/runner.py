@@ -35,6 +35,7 @@ from intraskill.evaluate.skill1_deploy import LibraryDeployment
 from intraskill.evaluate.summary import summarize
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, write_json
+from intraskill.layout import EvalDir, ModelDir
 from intraskill.params import Params
 from intraskill.policy.factory import build_policy
 from intraskill.provenance import refuse_missing_plan, run_provenance, stored_plan, warn_on_changes
@@ -53,10 +54,6 @@ SPLITS = ("train", "val", "test", "dev")
 PLAN_FIELDS = (
     "pipeline_version", "model", "split", "jobs", "environment", "runtime", "prompt", "skills", "seed",
 )
-
-
-RUN_OUTPUTS = ("traces.jsonl", "summary.json")
-"""What an evaluation writes under its plan: a directory holding either refuses to run without ``plan.json``."""
 NEW_OUT_HINT = "Use a new --out directory for a different evaluation."
 
 
@@ -136,7 +133,7 @@ class EvalRun:
 
     @property
     def traces_path(self) -> Path:
-        return self.run_dir / "traces.jsonl"
+        return EvalDir(self.run_dir).traces
 
 
 def plan_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -158,9 +155,9 @@ def write_plan(run_dir: Path, plan: EvalPlan) -> None:
     the same plan (a resume under another provenance warns, :func:`~intraskill.provenance.warn_on_changes`).
 
     Raises :class:`PlanMismatchError` naming the differing fields, or naming ``plan.json`` when it is missing
-    beside the run's traces or summary (:data:`RUN_OUTPUTS`).
+    beside the run's traces or summary (:data:`~intraskill.layout.EvalDir.OUTPUTS`).
     """
-    path = run_dir / "plan.json"
+    path = EvalDir(run_dir).plan
     provenance = run_provenance()
     record = {"schema_version": PLAN_SCHEMA_VERSION, **plan.to_dict(), "provenance": provenance,
               "fingerprint": plan.fingerprint}
@@ -175,14 +172,14 @@ def write_plan(run_dir: Path, plan: EvalPlan) -> None:
             )
         warn_on_changes(path, stored.get("provenance"), provenance)
         return
-    refuse_missing_plan(path, RUN_OUTPUTS, what="evaluation", error=PlanMismatchError, hint=NEW_OUT_HINT)
+    refuse_missing_plan(path, EvalDir.OUTPUTS, what="evaluation", error=PlanMismatchError, hint=NEW_OUT_HINT)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json(path, record, indent=1)
 
 
 def read_plan(run_dir: str | Path) -> EvalPlan:
     """The plan of a run directory."""
-    path = Path(run_dir) / "plan.json"
+    path = EvalDir(run_dir).plan
     if not path.is_file():
         raise FileNotFoundError(f"no plan.json in {run_dir} (not an evaluation run directory)")
     return EvalPlan.from_dict(json.loads(path.read_text(encoding="utf-8")))
@@ -217,7 +214,7 @@ def find_checkpoint(root: str | Path, pattern: str) -> Path | None:
     root = Path(root)
     if not root.is_dir():
         return None
-    found = [path for path in root.glob(pattern) if (path / "config.json").is_file()]
+    found = [path for path in root.glob(pattern) if ModelDir(path).is_saved()]
     return max(found, key=lambda path: (path.stat().st_mtime, str(path))) if found else None
 
 
@@ -308,7 +305,7 @@ def run_eval(
                 for task, sample in pairs]
         runner = library.run if library is not None else partial(run_episodes, progress=False)
         _run_pending(
-            policy, lambda: InProcessEnvironment(store.engine), jobs, config, run_dir / "traces.jsonl",
+            policy, lambda: InProcessEnvironment(store.engine), jobs, config, EvalDir(run_dir).traces,
             batch_size=batch_size, progress=progress, label=f"eval {split}", runner=runner,
         )
     finally:
@@ -352,10 +349,10 @@ def write_summary(run_dir: str | Path, requested: int | None = None) -> dict[str
 
     ``requested`` defaults to the number of jobs in the run's plan.
     """
-    run_dir = Path(run_dir)
+    files = EvalDir(run_dir)
     if requested is None:
         requested = len(read_plan(run_dir).jobs)
-    summary = summarize(read_traces(run_dir / "traces.jsonl"), requested)
+    summary = summarize(read_traces(files.traces), requested)
     text = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
-    (run_dir / "summary.json").write_text(text, encoding="utf-8")
+    files.summary.write_text(text, encoding="utf-8")
     return summary

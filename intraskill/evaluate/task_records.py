@@ -17,9 +17,9 @@ from intraskill.evaluate.compare import completed_jobs, task_means
 from intraskill.evaluate.runner import read_plan
 from intraskill.evaluate.summary import REWARD_COMPONENTS, episode_metrics
 from intraskill.jsonl import JsonlWriter, iter_jsonl
+from intraskill.layout import EvalDir
 from intraskill.shop.reward import PRIMARY_REWARD
 
-TASK_RECORDS_FILE = "tasks.jsonl"
 RECORD_METRICS: tuple[str, ...] = (PRIMARY_REWARD, *REWARD_COMPONENTS, "steps", "actions", "protocol_error_rate",
                                    "prompt_tokens", "completion_tokens")
 """What a task record keeps of an episode (:func:`~intraskill.evaluate.summary.episode_metrics` names)."""
@@ -29,7 +29,8 @@ RECORD_KEYS = frozenset({"task_id", "sample_id", *RECORD_METRICS})
 def run_task_records(run_dir: str | Path) -> list[dict[str, Any]]:
     """One record per job of the run (``task_id``, ``sample_id`` and :data:`RECORD_METRICS`): read from its
     ``tasks.jsonl`` when it holds one (shipped records), else derived from its plan and traces."""
-    path = Path(run_dir) / TASK_RECORDS_FILE
+    files = EvalDir(run_dir)
+    path = files.tasks
     if path.is_file():
         records = list(iter_jsonl(path, torn_tail=False))
         for line, record in enumerate(records, 1):
@@ -37,7 +38,7 @@ def run_task_records(run_dir: str | Path) -> list[dict[str, Any]]:
             if missing:
                 raise ValueError(f"{path}: line {line} lacks {missing}")
         return records
-    by_job = completed_jobs(read_plan(run_dir), read_traces(Path(run_dir) / "traces.jsonl"), str(run_dir))
+    by_job = completed_jobs(read_plan(run_dir), read_traces(files.traces), str(run_dir))
     records = []
     for (task, sample), trace in by_job.items():
         values = episode_metrics(trace)
@@ -54,7 +55,7 @@ def run_task_values(run_dir: str | Path, metrics: Sequence[str]) -> dict[str, di
 
 def write_task_records(records: Iterable[Mapping[str, Any]], target_dir: str | Path) -> Path:
     """Write ``records`` as ``<target_dir>/tasks.jsonl`` (replacing it; each line fsynced)."""
-    path = Path(target_dir) / TASK_RECORDS_FILE
+    path = EvalDir(target_dir).tasks
     partial = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     partial.unlink(missing_ok=True)
     with JsonlWriter(partial) as writer:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from intraskill.gate.design import DEFAULT_MASK_SEED
+from intraskill.layout import seed_id
 from intraskill.params import ArmParams, MatrixParams, Params, params_from_dict
 
 
@@ -28,7 +29,7 @@ class Cell:
     @property
     def name(self) -> str:
         """``<arm>/seed-<k>``: the cell's folder under the matrix's ``cells/``."""
-        return f"{self.arm}/seed-{self.seed_index}"
+        return f"{self.arm}/{seed_id(self.seed_index)}"
 
 
 @dataclass(frozen=True)

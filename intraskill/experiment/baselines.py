@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from intraskill.experiment.records import FINAL_BANK, FINAL_BARE, CellResult, TestRun
+from intraskill.layout import MatrixDir
 from intraskill.params import REFERENCE_ARM
 
 GRPO_S0 = "grpo+s0"
@@ -30,20 +31,13 @@ GRPO_METHOD_BANK = "grpo+coevolve_bank"
 BASELINES: tuple[str, ...] = (GRPO_S0, GRPO_METHOD_BANK)
 BASELINE_DESCRIPTIONS = {GRPO_S0: "grpo's final checkpoint with the shared S₀",
                          GRPO_METHOD_BANK: "grpo's final checkpoint with coevolve's final bank of the same seed"}
-BASELINE_DIR = "baselines"
-BASELINE_FILE = "baseline.json"
 METHOD_BANK_RUN = "test-grpo-coevolve-bank"
-
-
-def baseline_dir(out: Path, seed_index: int) -> Path:
-    """``<matrix>/baselines/seed-<k>``."""
-    return out / BASELINE_DIR / f"seed-{seed_index}"
 
 
 def read_baselines(out: Path, seeds: int | None = None) -> dict[int, dict[str, TestRun]]:
     """Seed index → baseline name → its test run, for every recorded seed (below ``seeds`` when given)."""
     found = {}
-    for path in sorted(out.glob(f"{BASELINE_DIR}/seed-*/{BASELINE_FILE}")):
+    for path in MatrixDir(out).baseline_records():
         record = json.loads(path.read_text(encoding="utf-8"))
         if seeds is None or record["seed_index"] < seeds:
             found[record["seed_index"]] = {name: TestRun.from_dict(record["tests"][name])

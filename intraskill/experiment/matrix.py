@@ -59,11 +59,9 @@ from intraskill.evaluate.skill1_deploy import LibraryDeployment
 from intraskill.evaluate.summary import utc_now
 from intraskill.experiment.arms import Cell, CellSeeds, cell_params, start_checkpoint
 from intraskill.experiment.baselines import (
-    BASELINE_FILE,
     GRPO_METHOD_BANK,
     GRPO_S0,
     METHOD_BANK_RUN,
-    baseline_dir,
 )
 from intraskill.experiment.records import (
     FINAL_BANK,
@@ -76,14 +74,11 @@ from intraskill.experiment.records import (
     TestRun,
 )
 from intraskill.experiment.results import (
-    CELL_FILE,
-    PLAN_FILE,
-    SUMMARY_FILE,
-    WARMSTART_FILE,
     MatrixResult,
     load_matrix,
 )
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
+from intraskill.layout import CellDir, EvalDir, MatrixDir, ModelDir, RunDir
 from intraskill.params import METHOD_ARM, REFERENCE_ARM, Params, params_from_dict, plan_dump
 from intraskill.paths import resolve_project_path, runs_root
 from intraskill.phases import phase
@@ -98,7 +93,6 @@ from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
 LOGGER = logging.getLogger(__name__)
 
 MATRIX_SCHEMA = "intraskill-control-matrix-v1"
-FINAL_LIBRARY_FILE = "final_library.json"
 
 
 class MatrixPlanMismatchError(RuntimeError):
@@ -127,7 +121,7 @@ def matrix_plan(params: Params) -> dict[str, Any]:
 def write_matrix_plan(out: Path, plan: dict[str, Any]) -> str:
     """Write ``matrix.json`` (provenance beside the fingerprint) or check the stored plan; every cell's own
     plans record theirs too."""
-    return write_plan(out / PLAN_FILE, plan, what="control-matrix", error=MatrixPlanMismatchError,
+    return write_plan(MatrixDir(out).plan, plan, what="control-matrix", error=MatrixPlanMismatchError,
                       hint="Use another --out directory for a different plan (arms and seeds may be added).")
 
 
@@ -146,7 +140,7 @@ def torch_threads(count: int) -> Iterator[None]:
 def _timed(out: Path, stage: str) -> Iterator[None]:
     start = time.perf_counter()
     yield
-    with JsonlWriter(out / "timings.jsonl") as writer:
+    with JsonlWriter(CellDir(out).timings) as writer:
         writer.append({"stage": stage, "seconds": time.perf_counter() - start, "finished_at": utc_now()})
 
 
@@ -156,7 +150,7 @@ def _test(params: Params, condition: str, checkpoint: str | None, bank: SkillBan
     ``library``: a Skill1 library snapshot deployed instead of a bank."""
     limit = params.matrix.test_tasks
     deployment = LibraryDeployment.from_snapshot(library, params.skill1) if library is not None else None
-    if not (run_dir / "summary.json").is_file() or not _complete(run_dir):
+    if not EvalDir(run_dir).summary.is_file() or not _complete(run_dir):
         with _timed(run_dir.parent, condition), phase("test"):
             run_eval(params, params.matrix.split, checkpoint, bank, run_dir, progress=progress, limit=limit,
                      store_root=store_root, library=deployment)
@@ -168,22 +162,23 @@ def _test(params: Params, condition: str, checkpoint: str | None, bank: SkillBan
 
 
 def _complete(run_dir: Path) -> bool:
-    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    summary = json.loads(EvalDir(run_dir).summary.read_text(encoding="utf-8"))
     return summary["counts"]["completed"] + summary["counts"]["failed"] >= summary["counts"]["requested"]
 
 
 def shared_start(params: Params, out: Path, store_root: Path | None = None,
                  progress: bool = True) -> tuple[RoundInputs, dict[str, TestRun]]:
     """The warm start and S₀ (with α) every arm starts from, and their two test runs."""
+    shared = MatrixDir(out).shared
     with phase("prepare"):
-        start = prepare_round(params, 0, out / "shared")
+        start = prepare_round(params, 0, shared.root)
     s0 = load_skillbank(start.skillbank) if start.skillbank is not None else None
     tests = {WARMSTART_BARE: _test(params, WARMSTART_BARE, start.checkpoint, None, out,
-                                   out / "shared" / f"test-{WARMSTART_BARE}", store_root, progress)}
+                                   shared.test(WARMSTART_BARE).root, store_root, progress)}
     if s0 is not None:
         tests[WARMSTART_S0] = _test(params, WARMSTART_S0, start.checkpoint, s0, out,
-                                    out / "shared" / f"test-{WARMSTART_S0}", store_root, progress)
-    write_json(out / WARMSTART_FILE, {name: run.to_dict() for name, run in tests.items()}, indent=1)
+                                    shared.test(WARMSTART_S0).root, store_root, progress)
+    write_json(MatrixDir(out).warmstart, {name: run.to_dict() for name, run in tests.items()}, indent=1)
     return start, tests
 
 
@@ -193,7 +188,8 @@ def run_cell(params: Params, out: Path, cell: Cell, start: RoundInputs, store_ro
     arm = params.matrix.arm(cell.arm)
     trained = cell_params(params, arm, cell.seed_index)
     seeds = CellSeeds.derive(params, cell.seed_index)
-    root = out / "cells" / cell.name
+    cell_dir = MatrixDir(out).cell(cell.name)
+    root = cell_dir.root
     bank = start.skillbank if arm.skillbank is None else prepare_round(trained, 0, root / "start").skillbank
     if arm.skills == "s0" and bank is None:
         raise ValueError(f"arm {cell.arm}: trains with S₀ ({arm.skillbank or 'the shared one'}), but none of its "
@@ -216,20 +212,19 @@ def run_cell(params: Params, out: Path, cell: Cell, start: RoundInputs, store_ro
         s0 = load_skillbank(bank) if bank is not None else None
         final_bank = _final_bank(chain.rounds[-1].curriculum(), s0) if arm.evolve else s0
         if final_bank is not None:
-            save_skillbank(final_bank, root / "final_skillbank.json")
+            save_skillbank(final_bank, cell_dir.final_skillbank)
         checkpoint = str(chain.rounds[-1].checkpoint)
-        tests = {FINAL_BARE: _test(params, FINAL_BARE, checkpoint, None, out, root / f"test-{FINAL_BARE}", store_root,
-                                    progress)}
+        tests = {FINAL_BARE: _test(params, FINAL_BARE, checkpoint, None, out, cell_dir.test(FINAL_BARE).root,
+                                   store_root, progress)}
         if final_bank is not None and final_bank.enabled_skills():
-            tests[FINAL_BANK] = _test(params, FINAL_BANK, checkpoint, final_bank, out,
-                                      root / f"test-{FINAL_BANK}",
+            tests[FINAL_BANK] = _test(params, FINAL_BANK, checkpoint, final_bank, out, cell_dir.test(FINAL_BANK).root,
                                       store_root, progress)
         snapshot = training_method(trained).library(chain.rounds[-1].root)
         if snapshot is not None:
-            library = _final_library(snapshot, root / FINAL_LIBRARY_FILE)
-            tests[FINAL_LIBRARY] = _test(params, FINAL_LIBRARY, checkpoint, None, out, root / f"test-{FINAL_LIBRARY}",
-                                         store_root, progress, library)
-    summary = json.loads((root / "co_evolve_summary.json").read_text(encoding="utf-8"))
+            library = _final_library(snapshot, cell_dir.final_library)
+            tests[FINAL_LIBRARY] = _test(params, FINAL_LIBRARY, checkpoint, None, out,
+                                         cell_dir.test(FINAL_LIBRARY).root, store_root, progress, library)
+    summary = json.loads(RunDir(root).summary.read_text(encoding="utf-8"))
     if FINAL_LIBRARY in tests:
         deployed = FINAL_LIBRARY
     else:
@@ -240,7 +235,7 @@ def run_cell(params: Params, out: Path, cell: Cell, start: RoundInputs, store_ro
         rounds=tuple(RoundRecord.read(r) for r in summary["rounds"]), tests=tests, deployed=deployed,
         final_bank=tuple(s.skill_id for s in final_bank.enabled_skills()) if final_bank is not None else (),
         wall_seconds=_wall_seconds(root), start_checkpoint=own_start, start_skillbank=arm.skillbank)
-    write_json(root / CELL_FILE, result.to_dict(), indent=1)
+    write_json(cell_dir.result, result.to_dict(), indent=1)
     return result
 
 
@@ -253,11 +248,11 @@ def shared_val_before(params: Params, out: Path, seed_index: int, checkpoint: st
     when it finds the copy."""
     if params.round.val_tasks == 0:
         return None
-    run_dir = out / "shared" / f"val-before-seed-{seed_index}"
+    run_dir = MatrixDir(out).val_before(seed_index).root
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     with open(run_dir.with_name(run_dir.name + ".lock"), "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (run_dir / "summary.json").is_file() or not _complete(run_dir):
+        if not EvalDir(run_dir).summary.is_file() or not _complete(run_dir):
             with phase("val"):
                 policy = build_policy(params.model, checkpoint, store=params.store, experiment=params.experiment)[0]
                 bare_val(params, policy, run_dir, store_root, progress)
@@ -267,8 +262,8 @@ def shared_val_before(params: Params, out: Path, seed_index: int, checkpoint: st
 def arm_checkpoint(arm: str, checkpoint: str) -> str:
     """An arm's own starting checkpoint resolved against the project root; refused when it holds no model."""
     path = resolve_project_path(checkpoint)
-    if not (path / "config.json").is_file():
-        raise FileNotFoundError(f"matrix arm {arm}: checkpoint {checkpoint!r} holds no model ({path / 'config.json'} "
+    if not ModelDir(path).is_saved():
+        raise FileNotFoundError(f"matrix arm {arm}: checkpoint {checkpoint!r} holds no model ({ModelDir(path).config} "
                                 "is missing)")
     return str(path)
 
@@ -307,7 +302,7 @@ def _final_bank(curriculum: Any, s0: SkillBank | None) -> SkillBank | None:
 def _wall_seconds(root: Path) -> float:
     """The cell's wall time: its finished stages as ``timings.jsonl`` recorded them (a stage killed midway
     counts from where it resumed)."""
-    return math.fsum(record["seconds"] for record in iter_jsonl(root / "timings.jsonl"))
+    return math.fsum(record["seconds"] for record in iter_jsonl(CellDir(root).timings))
 
 
 def _run_cell_in_worker(params_data: dict[str, Any], out: str, arm: str, seed_index: int,
@@ -345,7 +340,7 @@ def run_matrix(params: Params, out_dir: str | Path | None = None, *, jobs: int =
     with torch_threads(params.matrix.threads):
         start, _ = shared_start(params, out, store, progress)
     cells = [Cell(arm, k) for arm in params.matrix.arms for k in range(params.matrix.seeds)]
-    pending = [cell for cell in cells if not (out / "cells" / cell.name / CELL_FILE).is_file()]
+    pending = [cell for cell in cells if not MatrixDir(out).cell(cell.name).result.is_file()]
     LOGGER.info("control matrix %s: %d cells, %d to run", out, len(cells), len(pending))
     if ray_address is not None:
         _run_on_ray(params, out, pending, start, store, ray_address, progress)
@@ -358,7 +353,7 @@ def run_matrix(params: Params, out_dir: str | Path | None = None, *, jobs: int =
         for seed_index in range(params.matrix.seeds):
             run_baselines(params, out, seed_index, store, progress)
     result = load_matrix(out, params.matrix.arms, params.matrix.seeds, family=params.matrix.family)
-    write_json(out / SUMMARY_FILE, result.to_dict(), indent=1)
+    write_json(MatrixDir(out).summary, result.to_dict(), indent=1)
     return result
 
 
@@ -367,19 +362,19 @@ def run_baselines(params: Params, out: Path, seed_index: int, store_root: Path |
     """Seed index ``seed_index``'s deployment baselines (:mod:`intraskill.experiment.baselines`), run or resumed
     and recorded in ``baseline.json``; ``None`` while the matrix lacks a finished ``grpo`` or ``coevolve`` cell
     of that seed."""
-    cells = {arm: out / "cells" / arm / f"seed-{seed_index}" for arm in (REFERENCE_ARM, METHOD_ARM)}
-    if not all(arm in params.matrix.arms and (root / CELL_FILE).is_file() for arm, root in cells.items()):
+    cells = {arm: MatrixDir(out).cell(Cell(arm, seed_index).name) for arm in (REFERENCE_ARM, METHOD_ARM)}
+    if not all(arm in params.matrix.arms and cell.result.is_file() for arm, cell in cells.items()):
         return None
-    grpo = CellResult.from_dict(json.loads((cells[REFERENCE_ARM] / CELL_FILE).read_text(encoding="utf-8")))
-    bank = load_skillbank(cells[METHOD_ARM] / "final_skillbank.json")
-    root = baseline_dir(out, seed_index)
+    grpo = CellResult.from_dict(json.loads(cells[REFERENCE_ARM].result.read_text(encoding="utf-8")))
+    bank = load_skillbank(cells[METHOD_ARM].final_skillbank)
+    baseline = MatrixDir(out).baseline(seed_index)
     tests = {GRPO_S0: replace(grpo.tests[FINAL_BANK], condition=GRPO_S0)} if FINAL_BANK in grpo.tests else {}
     if bank.enabled_skills():
         tests[GRPO_METHOD_BANK] = _test(params, GRPO_METHOD_BANK, grpo.tests[FINAL_BARE].checkpoint, bank, out,
-                                        root / METHOD_BANK_RUN, store_root, progress)
+                                        baseline / METHOD_BANK_RUN, store_root, progress)
     else:
         tests[GRPO_METHOD_BANK] = replace(grpo.tests[FINAL_BARE], condition=GRPO_METHOD_BANK)
-    write_json(root / BASELINE_FILE, {"seed_index": seed_index, "tests": {n: r.to_dict() for n, r in tests.items()}},
+    write_json(baseline.record, {"seed_index": seed_index, "tests": {n: r.to_dict() for n, r in tests.items()}},
                indent=1)
     return tests
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from intraskill.jsonl import iter_jsonl
+from intraskill.layout import EvalDir, RoundDir
 from intraskill.shop.reward import PRIMARY_REWARD
 
 SUCCESS = "r_success"
@@ -51,16 +52,17 @@ class RoundRecord:
     @classmethod
     def read(cls, summary: Mapping[str, Any]) -> RoundRecord:
         """The record of one ``co_evolve_summary.json`` round (its directory is read for the compute)."""
-        root = Path(summary["root"])
+        root = RoundDir(summary["root"])
         val_success = summary.get("val_success") or {}
-        metrics = list(iter_jsonl(root / "metrics.jsonl"))
-        rollouts = list(_traces(sorted(root.glob("steps/step-*/traces.jsonl"))))
-        skill1 = list(_traces(sorted(root.glob("steps/step-*/skill1_episodes.jsonl"))))
-        retries = list(_traces([root / "retries.jsonl"]))
-        gate = list(_traces([root / "gate" / "traces.jsonl"]))
-        val = list(_traces(root / f"val-{when}" / "traces.jsonl" for when in ("before", "after")))
-        curriculum = json.loads((root / "curriculum.json").read_text(encoding="utf-8")) \
-            if (root / "curriculum.json").is_file() else {"chunks": []}
+        metrics = list(iter_jsonl(root.metrics))
+        steps = root.step_dirs()
+        rollouts = list(_traces([step.traces for step in steps]))
+        skill1 = list(_traces([step.skill1_episodes for step in steps]))
+        retries = list(_traces([root.retries]))
+        gate = list(_traces([root.gate.traces]))
+        val = list(_traces([root.val_before.traces, root.val_after.traces]))
+        curriculum = json.loads(root.curriculum.read_text(encoding="utf-8")) \
+            if root.curriculum.is_file() else {"chunks": []}
         outcomes = summary.get("gate_outcomes") or {}
         next_path = summary.get("curriculum_path")
         chunks_out = outcomes.get("selected_count")
@@ -121,7 +123,7 @@ class TestRun:
     @classmethod
     def read(cls, condition: str, run_dir: Path, out: Path, checkpoint: str, skills: Iterable[str]) -> TestRun:
         """The run's ``summary.json`` headline."""
-        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        summary = json.loads(EvalDir(run_dir).summary.read_text(encoding="utf-8"))
         return cls(condition, str(run_dir.relative_to(out)), checkpoint, tuple(skills), summary["primary"]["success_rate"],
                    summary["primary"]["reward_mean"], summary["behavior"]["steps_mean"],
                    summary["counts"]["scored"], int(summary["cost"]["tokens"]["completion_tokens"]))

@@ -41,6 +41,7 @@ from intraskill.experiment.baselines import (
 )
 from intraskill.experiment.inference import ContrastInterval, contrast_interval, holm
 from intraskill.experiment.records import FINAL_BARE, METRICS, SUCCESS, CellResult, TestRun
+from intraskill.layout import MatrixDir
 from intraskill.params import (
     BUILTIN_ARMS,
     DEFAULT_CONFIDENCE,
@@ -54,10 +55,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 RESULT_SCHEMA = "intraskill-control-matrix-result-v2"
-PLAN_FILE = "matrix.json"
-SUMMARY_FILE = "matrix_summary.json"
-CELL_FILE = "cell.json"
-WARMSTART_FILE = "shared/warmstart.json"
 CONDITIONS: tuple[str, ...] = ("deployed", "bare")
 METRIC_LABELS = {SUCCESS: "success", "reward": "reward"}
 COMPUTE_FIELDS: tuple[str, ...] = ("rollout_episodes", "retry_episodes", "generated_tokens", "retry_tokens",
@@ -427,15 +424,15 @@ def load_matrix(out_dir: str | Path, arms: Sequence[str] | None = None, seeds: i
     cell), its contrasts read with ``family`` (default: ``matrix.family``'s defaults) declared over ``arms`` (or
     the finished arms)."""
     out = Path(out_dir)
-    plan_path = out / PLAN_FILE
+    plan_path = MatrixDir(out).plan
     if not plan_path.is_file():
         raise FileNotFoundError(f"{plan_path}: not a control-matrix directory (no matrix.json)")
     plan = json.loads(plan_path.read_text(encoding="utf-8"))
-    shared = out / WARMSTART_FILE
+    shared = MatrixDir(out).warmstart
     warmstart = {name: TestRun.from_dict(run) for name, run in json.loads(shared.read_text(encoding="utf-8")).items()} \
         if shared.is_file() else {}
     cells = []
-    for path in sorted(out.glob(f"cells/*/seed-*/{CELL_FILE}")):
+    for path in MatrixDir(out).cell_results():
         cell = CellResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
         if (arms is None or cell.arm in arms) and (seeds is None or cell.seed_index < seeds):
             cells.append(cell)

@@ -15,17 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from intraskill.evaluate.task_records import run_task_records, write_task_records
-from intraskill.experiment.baselines import BASELINE_DIR, BASELINE_FILE
-from intraskill.experiment.results import CELL_FILE, PLAN_FILE, SUMMARY_FILE, WARMSTART_FILE, MatrixResult
-from intraskill.experiment.results import load_matrix
+from intraskill.experiment.results import MatrixResult, load_matrix
 from intraskill.jsonl import write_json
+from intraskill.layout import MatrixDir
 from intraskill.params import FamilyParams
 
 if TYPE_CHECKING:
     import pandas as pd
 
-RECORD_FILES = (PLAN_FILE, WARMSTART_FILE, f"cells/*/seed-*/{CELL_FILE}", f"{BASELINE_DIR}/seed-*/{BASELINE_FILE}")
-"""The matrix's own records, copied as they are (globs relative to the matrix directory)."""
 YOUR_RUN = "your run"
 SHIPPED = "shipped records"
 """The two sources of a page's matrix: the user's own run under ``runs/`` and the records in ``data/results/``."""
@@ -38,9 +35,10 @@ def ship_matrix(matrix_dir: str | Path, target: str | Path) -> MatrixResult:
     result = load_matrix(source)
     if out.resolve() == source.resolve():
         raise ValueError(f"ship: target {out} is the matrix directory itself")
-    for folder in ("cells", "shared", BASELINE_DIR):
-        shutil.rmtree(out / folder, ignore_errors=True)
-    for path in (path for pattern in RECORD_FILES for path in sorted(source.glob(pattern))):
+    shipped_dir = MatrixDir(out)
+    for folder in (shipped_dir.cells, shipped_dir.shared.root, shipped_dir.baselines):
+        shutil.rmtree(folder, ignore_errors=True)
+    for path in (path for pattern in MatrixDir.RECORDS for path in sorted(source.glob(pattern))):
         (out / path.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, out / path.relative_to(source))
     runs = [*result.warmstart.values(), *(run for cell in (*result.cells, *result.baselines)
@@ -48,7 +46,7 @@ def ship_matrix(matrix_dir: str | Path, target: str | Path) -> MatrixResult:
     for run_dir in dict.fromkeys(run.run_dir for run in runs):
         write_task_records(run_task_records(source / run_dir), out / run_dir)
     shipped = load_matrix(out)
-    write_json(out / SUMMARY_FILE, shipped.to_dict(), indent=1)
+    write_json(shipped_dir.summary, shipped.to_dict(), indent=1)
     return shipped
 
 
@@ -58,9 +56,9 @@ def matrix_sources(live_dir: str | Path | None, shipped_dir: str | Path | None, 
     :data:`SHIPPED` from ``shipped_dir``, each where it holds a matrix plan (``arms`` / ``seeds`` restrict the
     live run as :func:`load_matrix` does; shipped records are shown whole); both read with ``family``."""
     sources = {}
-    if live_dir and (Path(live_dir) / PLAN_FILE).is_file():
+    if live_dir and MatrixDir(live_dir).plan.is_file():
         sources[YOUR_RUN] = load_matrix(live_dir, arms, seeds, family=family)
-    if shipped_dir and (Path(shipped_dir) / PLAN_FILE).is_file():
+    if shipped_dir and MatrixDir(shipped_dir).plan.is_file():
         sources[SHIPPED] = load_matrix(shipped_dir, family=family)
     return sources
 

@@ -38,11 +38,12 @@ from intraskill.agent.runtime import RuntimeConfig
 from intraskill.chat.base import Policy
 from intraskill.evaluate.task_records import run_task_records, write_task_records
 from intraskill.gate.contributions import MetricEstimate, load_contributions
+from intraskill.layout import GATE_A, GateDir, ValidationDir, WarmstartDir
 from intraskill.organism.demos import teacher_law
 from intraskill.organism.truth import ground_truth, run_arm
 from intraskill.params import RELEASE_SEED, SAMPLES_PER_TASK, Params
 from intraskill.paths import resolve_project_path
-from intraskill.pipeline.gate_run import GATE_A, MANIFESTS, GateConfig, as_draft, run_gate_a
+from intraskill.pipeline.gate_run import GateConfig, as_draft, run_gate_a
 from intraskill.pipeline.round import open_train_store
 from intraskill.policy.expert_policy import ExpertPolicy
 from intraskill.policy.reader_expert import ReaderExpertPolicy
@@ -57,12 +58,6 @@ ATTAINABLE_DRAWS = 4000
 ATTAINABLE_SEED = RELEASE_SEED
 """Draws and seed of :func:`attainable_spearman` (recorded in every comparison)."""
 Z95 = 1.959963984540054
-BARE_RUN = "bare-val"
-GATE_MANIFEST = MANIFESTS[GATE_A]
-CONTRIBUTIONS = "contributions.json"
-WARMSTART_COPY = "warmstart"
-"""Names in a validation directory: ``m<m>/bare-val``, each gate's files and the warm start copied into shipped
-records."""
 
 
 def spearman(a: Sequence[float], b: Sequence[float]) -> float:
@@ -346,20 +341,18 @@ def _run_gates(params: Params, draft: SkillBank, out_dir: str | Path, *, seeds: 
     for seed in seeds:
         config = GateConfig.from_params(params, checkpoint_id, mask_seed=seed,
                                         samples_per_task=samples_per_task, task_limit=task_limit)
-        run_gate_a(params, as_draft(draft), validation_gate_dir(out_dir, samples_per_task, seed), config,
-                   checkpoint=checkpoint, bare_run_dir=Path(out_dir) / f"m{samples_per_task}" / BARE_RUN,
+        run_gate_a(params, as_draft(draft), ValidationDir(out_dir).gate(samples_per_task, seed).root, config,
+                   checkpoint=checkpoint, bare_run_dir=ValidationDir(out_dir).bare_val(samples_per_task).root,
                    policy=policy, store_root=store_root, progress=progress)
-
-
-def validation_gate_dir(out_dir: str | Path, samples_per_task: int, seed: int) -> Path:
-    """The gate directory of one (m, mask seed) of a validation: ``<out_dir>/m<m>/seed-<seed>``."""
-    return Path(out_dir) / f"m{samples_per_task}" / f"seed-{seed}"
 
 
 def validation_finished(out_dir: str | Path, *, seeds: Sequence[int], samples: Sequence[int]) -> bool:
     """Whether ``out_dir`` (a live validation or shipped records) holds every (m, seed)'s finished gate."""
-    return all((validation_gate_dir(out_dir, m, seed) / name).is_file()
-               for m in samples for seed in seeds for name in (GATE_MANIFEST, CONTRIBUTIONS))
+    return all(_finished(ValidationDir(out_dir).gate(m, seed)) for m in samples for seed in seeds)
+
+
+def _finished(gate: GateDir) -> bool:
+    return gate.contributions.is_file() and gate.manifest(GATE_A).is_file()
 
 
 def load_validation(out_dir: str | Path, truth: Mapping[str, Mapping[str, Any]], *, seeds: Sequence[int],
@@ -371,12 +364,12 @@ def load_validation(out_dir: str | Path, truth: Mapping[str, Mapping[str, Any]],
         raise ValueError("seeds: give at least one mask seed")
     per_seed, limits = [], set()
     for seed in seeds:
-        gate_dir = validation_gate_dir(out_dir, samples_per_task, seed)
-        if not (gate_dir / CONTRIBUTIONS).is_file() or not (gate_dir / GATE_MANIFEST).is_file():
-            raise FileNotFoundError(f"{gate_dir}: no finished gate (run the gate validation, or ship its records)")
-        manifest = json.loads((gate_dir / GATE_MANIFEST).read_text(encoding="utf-8"))
+        gate = ValidationDir(out_dir).gate(samples_per_task, seed)
+        if not _finished(gate):
+            raise FileNotFoundError(f"{gate.root}: no finished gate (run the gate validation, or ship its records)")
+        manifest = json.loads(gate.manifest(GATE_A).read_text(encoding="utf-8"))
         limits.add(manifest["config"]["task_limit"])
-        contributions = load_contributions(gate_dir / CONTRIBUTIONS)
+        contributions = load_contributions(gate.contributions)
         estimate = contributions.estimates[METRIC]
         per_seed.append(SeedValidation(mask_seed=seed, observations=contributions.observations,
                                        bare_success=estimate.bare_mean,
@@ -389,7 +382,7 @@ def load_validation(out_dir: str | Path, truth: Mapping[str, Mapping[str, Any]],
 
 def load_truth(warmstart_dir: str | Path) -> dict[str, Any]:
     """A warm start's ``ground_truth.json``."""
-    path = Path(warmstart_dir) / "ground_truth.json"
+    path = WarmstartDir(warmstart_dir).ground_truth
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no ground truth (run `intraskill warmstart`)")
     return json.loads(path.read_text(encoding="utf-8"))
@@ -403,7 +396,7 @@ def validate_on_warmstart(params: Params, warmstart_dir: str | Path, out_dir: st
     load_truth(warmstart_dir)  # before any rollout
     draft = load_skillbank(resolve_project_path(params.warmstart.skills))
     _run_gates(params, draft, out_dir, seeds=seeds, samples_per_task=samples_per_task, task_limit=task_limit,
-               checkpoint=Path(warmstart_dir) / "checkpoint", checkpoint_id="warmstart", policy=None,
+               checkpoint=WarmstartDir(warmstart_dir).checkpoint.root, checkpoint_id="warmstart", policy=None,
                store_root=store_root, progress=progress)
     return load_warmstart_validation(out_dir, warmstart_dir, seeds=seeds, samples_per_task=samples_per_task)
 
@@ -434,21 +427,22 @@ def ship_validation(out_dir: str | Path, warmstart_dir: str | Path, target: str 
     if not validation_finished(source, seeds=seeds, samples=samples):
         raise FileNotFoundError(f"{source}: the gates of seeds {list(seeds)} and m {list(samples)} are not all "
                                 "finished; run the gate validation first")
+    shipped, live = ValidationDir(out), ValidationDir(source)
     for m in samples:
-        shutil.rmtree(out / f"m{m}", ignore_errors=True)
-        runs = {Path(f"m{m}") / BARE_RUN: ()} | {
-            validation_gate_dir("", m, seed): (GATE_MANIFEST, CONTRIBUTIONS) for seed in seeds}
-        for run, files in runs.items():
-            (out / run).mkdir(parents=True)
-            for name in files:
-                shutil.copyfile(source / run / name, out / run / name)
-            write_task_records(run_task_records(source / run), out / run)
+        shutil.rmtree(shipped.samples(m), ignore_errors=True)
+        runs = [(live.bare_val(m), shipped.bare_val(m))] + [(live.gate(m, s), shipped.gate(m, s)) for s in seeds]
+        for run, copy in runs:
+            copy.root.mkdir(parents=True)
+            if isinstance(run, GateDir):
+                for path in (run.manifest(GATE_A), run.contributions):
+                    shutil.copyfile(path, copy / path.name)
+            write_task_records(run_task_records(run.root), copy.root)
     load_truth(warmstart_dir)
-    (out / WARMSTART_COPY).mkdir(parents=True, exist_ok=True)
-    for name in ("manifest.json", "ground_truth.json"):
+    shipped.warmstart.root.mkdir(parents=True, exist_ok=True)
+    for name in WarmstartDir.SHIPPED:
         if (Path(warmstart_dir) / name).is_file():
-            shutil.copyfile(Path(warmstart_dir) / name, out / WARMSTART_COPY / name)
-    return {m: load_warmstart_validation(out, out / WARMSTART_COPY, seeds=seeds, samples_per_task=m)
+            shutil.copyfile(Path(warmstart_dir) / name, shipped.warmstart / name)
+    return {m: load_warmstart_validation(out, shipped.warmstart.root, seeds=seeds, samples_per_task=m)
             for m in samples}
 
 

@@ -9,28 +9,28 @@ import shutil
 from pathlib import Path
 
 from intraskill.hashing import sha256_file
+from intraskill.layout import WarmstartDir
 from intraskill.organism.warmstart import run_warmstart
 from intraskill.params import Params
 from intraskill.paths import resolve_project_path
 from intraskill.policy.factory import weights_digest
-from intraskill.policy.warmstarts import CHECKPOINT_DIR, find_warmstart
+from intraskill.policy.warmstarts import find_warmstart
 
 LOGGER = logging.getLogger(__name__)
 
-SHIPPED_FILES = ("manifest.json", "ground_truth.json")
 
-
-def ship_warmstart(out_dir: str | Path, dest: str | Path, files: tuple[str, ...] = SHIPPED_FILES) -> Path:
+def ship_warmstart(out_dir: str | Path, dest: str | Path, files: tuple[str, ...] = WarmstartDir.SHIPPED) -> Path:
     """Copy a finished warm start's checkpoint and ``files`` (``manifest.json`` and ``ground_truth.json``) to
     ``dest`` (the demonstrations stay behind; the manifest records their SHA-256). Returns ``dest``."""
     out, dest = Path(out_dir), Path(dest)
     for name in files:
         if not (out / name).is_file():
             raise FileNotFoundError(f"{out / name}: not a finished warm start (run `intraskill warmstart`)")
-    if (dest / CHECKPOINT_DIR).exists():
-        shutil.rmtree(dest / CHECKPOINT_DIR)
+    source, target = WarmstartDir(out).checkpoint.root, WarmstartDir(dest).checkpoint.root
+    if target.exists():
+        shutil.rmtree(target)
     dest.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(out / CHECKPOINT_DIR, dest / CHECKPOINT_DIR)
+    shutil.copytree(source, target)
     for name in files:
         shutil.copy2(out / name, dest / name)
     return dest
@@ -41,8 +41,8 @@ def verify_shipped(directory: str | Path) -> list[str]:
     and a ground truth (when the manifest names one) or weights digest that does not match (empty list =
     intact)."""
     directory = Path(directory)
-    manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-    checkpoint = directory / CHECKPOINT_DIR
+    manifest = json.loads(WarmstartDir(directory).manifest.read_text(encoding="utf-8"))
+    checkpoint = WarmstartDir(directory).checkpoint.root
     problems = [f"{name}: sha256 differs from the manifest" for name, digest in manifest["files"].items()
                 if not (checkpoint / name).is_file() or sha256_file(checkpoint / name) != digest]
     if weights_digest(checkpoint) != manifest["checkpoint_sha256"]:

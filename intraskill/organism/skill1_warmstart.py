@@ -41,6 +41,7 @@ from intraskill.agent.skill1_episode import Skill1Episode, protocol_error_counts
 from intraskill.agent.skill1_replies import DistillReply, RankReply
 from intraskill.evaluate.bootstrap import paired_bootstrap_ci
 from intraskill.hashing import seed32, sha256_file, unit_draw
+from intraskill.layout import WarmstartDir
 from intraskill.organism.cloning import CHECKPOINT_DTYPE, BCExample, behaviour_clone
 from intraskill.organism.demos import (
     Demonstration,
@@ -58,7 +59,6 @@ from intraskill.paths import project_root
 from intraskill.policy.expert_policy import CompetenceLaw, ExpertPolicy
 from intraskill.policy.factory import load_model, load_policy, resolve_device, weights_digest
 from intraskill.policy.skill1_expert import USEFULNESS, Lesson, Skill1Lessons
-from intraskill.policy.warmstarts import CHECKPOINT_DIR
 from intraskill.shop.build import open_engine
 from intraskill.shop.scripted_expert import Competences
 from intraskill.skills.bank import SkillBank, load_skillbank
@@ -67,10 +67,6 @@ from intraskill.skills.retrieval import Encoder, SentenceEncoder, encoder_identi
 from intraskill.training.skill1_rewards import ndcg
 
 MANIFEST_SCHEMA_VERSION = "intraskill-skill1-warmstart-v1"
-DEMOS_FILE = "skill1_demos.jsonl"
-MANIFEST_FILE = "manifest.json"
-BC_FILE = "bc.json"
-BC_STATE_FILE = "bc_state.pt"
 REPLY_SESSIONS = {"query": "/query", "rank": "/rank", "act": "", "distill": "/distill"}
 """Reply type → the policy session suffix :func:`run_skill1_episodes` gives it."""
 EVAL_ONLY = ("eval_tasks", "eval_batch_size", "out_dir")
@@ -182,7 +178,7 @@ def bc_identity(params: Params) -> dict[str, Any]:
 
 def _base_checkpoint(params: Params) -> Path:
     base = Path(params.skill1_warmstart.base)
-    return (base if base.is_absolute() else project_root() / base) / CHECKPOINT_DIR
+    return WarmstartDir(base if base.is_absolute() else project_root() / base).checkpoint.root
 
 
 def continue_cloning(params: Params, demos: Sequence[Demonstration], out: Path,
@@ -203,10 +199,10 @@ def continue_cloning(params: Params, demos: Sequence[Demonstration], out: Path,
     result = behaviour_clone(model, examples, steps=sw.steps, lr=sw.lr, warmup_steps=sw.warmup_steps,
                              lr_min_ratio=sw.lr_min_ratio, weight_decay=ws.weight_decay, grad_clip=ws.grad_clip,
                              batch_tokens=sw.batch_tokens, pad_id=int(tokenizer.pad_token_id), seed=sw.seed,
-                             state_path=out / BC_STATE_FILE, state_key=json.dumps(identity, sort_keys=True),
+                             state_path=WarmstartDir(out).bc_state, state_key=json.dumps(identity, sort_keys=True),
                              progress=progress)
     checkpoint = save_checkpoint(model, tokenizer, out)
-    (out / BC_STATE_FILE).unlink(missing_ok=True)
+    WarmstartDir(out).bc_state.unlink(missing_ok=True)
     record = {"identity": identity, "steps": result.steps, "resumed_at": result.resumed_at, "tokens": result.tokens,
               "losses": result.losses, "wall_s": round(result.wall_s, 1), "examples": len(examples),
               "dropped_too_long": len(demos) - len(examples),
@@ -308,8 +304,8 @@ def evaluate_skill1_warmstart(params: Params, checkpoint: Path, env_factory: Cal
 
 def finished_bc(out: Path, params: Params) -> dict[str, Any] | None:
     """The ``bc.json`` record of a finished cloning stage in ``out`` with these settings, else ``None``."""
-    path = out / BC_FILE
-    if not path.is_file() or not (out / CHECKPOINT_DIR / "config.json").is_file():
+    path = WarmstartDir(out).bc
+    if not path.is_file() or not WarmstartDir(out).checkpoint.is_saved():
         return None
     record = json.loads(path.read_text(encoding="utf-8"))
     return record if record.get("identity") == json.loads(json.dumps(bc_identity(params))) else None
@@ -338,14 +334,14 @@ def run_skill1_warmstart(params: Params, out_dir: str | Path | None = None,
             replay = expert_demos(params, store, bank, law, count=sw.replay,
                                   seed=seed32(f"{sw.seed}:replay"), max_turns=params.sampling.max_turns,
                                   slip_rate=params.warmstart.slip_rate, progress=progress) if sw.replay else []
-            write_demonstrations([*demos, *replay], out / DEMOS_FILE)
+            write_demonstrations([*demos, *replay], WarmstartDir(out).skill1_demos)
             demos_s = round(time.monotonic() - started, 1)
             _, record = continue_cloning(params, [*demos, *replay], out, progress=progress)
-            record.update({"demos_s": demos_s, "demos_sha256": sha256_file(out / DEMOS_FILE),
+            record.update({"demos_s": demos_s, "demos_sha256": sha256_file(WarmstartDir(out).skill1_demos),
                            "skill1_demos": summary, "replay_demos": len(replay)})
-            (out / BC_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+            WarmstartDir(out).bc.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         timings.update({"demos_s": record["demos_s"], "bc_s": record["wall_s"]})
-        checkpoint = out / CHECKPOINT_DIR
+        checkpoint = WarmstartDir(out).checkpoint.root
         started = time.monotonic()
         metrics = evaluate_skill1_warmstart(params, checkpoint, lambda: InProcessEnvironment(engine),
                                             list(store.catalog.task_ids("val")), lessons, encoder, progress)
@@ -374,5 +370,5 @@ def run_skill1_warmstart(params: Params, out_dir: str | Path | None = None,
         "timings": timings,
         "metrics": metrics,
     }
-    (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    WarmstartDir(out).manifest.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return {**manifest, "out_dir": str(out)}

@@ -18,6 +18,7 @@ from intraskill.chat.base import Policy
 from intraskill.evaluate.bootstrap import paired_bootstrap_ci
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl
+from intraskill.layout import WarmstartDir
 from intraskill.organism.demos import chunk_roles
 from intraskill.params import Params
 from intraskill.policy.factory import load_policy, resolve_device, weights_digest
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 
 GROUND_TRUTH_SCHEMA_VERSION = "intraskill-ground-truth-v1"
-EVALUATION_FILE = "evaluation.jsonl"
 """The warm start's evaluated episodes (``{"key", "trace"}`` per line, appended with fsync; :func:`run_arm`)."""
 
 def arm_metrics(results: Sequence[EpisodeResult]) -> dict[str, Any]:
@@ -180,10 +180,10 @@ def measure_ground_truth(params: Params, checkpoint: Path, out: Path, bank: Skil
     ws = params.warmstart
     val_ids = list(store.catalog.task_ids("val"))
     metrics, truth = evaluate_warmstart(params, checkpoint, bank, store.engine, val_ids, progress=progress,
-                                        record=out / EVALUATION_FILE)
+                                        record=WarmstartDir(out).evaluation)
     identity = {"checkpoint_sha256": weights_digest(checkpoint), "bank_sha256": bank.sha256,
                 "catalog_sha256": store.catalog.sha256}
     truth = {"schema_version": GROUND_TRUTH_SCHEMA_VERSION, **identity, "split": "val",
              "episodes_per_arm": min(ws.ground_truth_episodes, len(val_ids)), "seed": ws.seed, **truth}
-    (out / "ground_truth.json").write_text(json.dumps(truth, indent=1) + "\n", encoding="utf-8")
+    WarmstartDir(out).ground_truth.write_text(json.dumps(truth, indent=1) + "\n", encoding="utf-8")
     return metrics, identity

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from intraskill.agent.env import InProcessEnvironment
 from intraskill.hashing import seed32, sha256_file
+from intraskill.layout import WarmstartDir
 from intraskill.organism.cloning import CHECKPOINT_DTYPE, BCExample, BCResult, behaviour_clone
 from intraskill.organism.demos import (
     Demonstration,
@@ -46,7 +47,7 @@ from intraskill.organism.drills import LOOKUP_TOKENS, copy_drills, drill_count, 
 from intraskill.organism.plan_targets import demonstration_targets
 from intraskill.organism.truth import measure_ground_truth
 from intraskill.params import Params
-from intraskill.policy.factory import ADAPTER_CONFIG, load_model, resolve_device
+from intraskill.policy.factory import load_model, resolve_device
 from intraskill.policy.organism import (
     OrganismConfig,
     build_organism,
@@ -54,7 +55,7 @@ from intraskill.policy.organism import (
     protocol_corpus,
     train_tokenizer,
 )
-from intraskill.policy.warmstarts import CHECKPOINT_DIR, training_settings
+from intraskill.policy.warmstarts import training_settings
 from intraskill.shop.build import open_engine
 from intraskill.shop.house_codes import CODED_KEY, HouseCodes
 from intraskill.skills.bank import SkillBank, load_skillbank
@@ -96,7 +97,7 @@ def train_organism(params: Params, demos: Sequence[Demonstration], out: Path, la
     drills = copy_drills(vocabulary, drill_count(ws.drill_steps, ws.batch_tokens), ws.seed)
     lookups = lookup_drills(vocabulary, drill_count(ws.lookup_drill_steps, ws.batch_tokens, LOOKUP_TOKENS), ws.seed)
     torch.manual_seed(seed32(f"{ws.seed}:bc"))
-    state_path = out / BC_STATE_FILE
+    state_path = WarmstartDir(out).bc_state
     result = behaviour_clone(model, examples, steps=ws.steps, lm_steps=ws.lm_steps, drills=drills,
                              drill_steps=ws.drill_steps, lookups=lookups,
                              lookup_steps=ws.lookup_drill_steps, extra=extra, lr=ws.lr,
@@ -138,7 +139,7 @@ def train_pretrained(params: Params, demos: Sequence[Demonstration], out: Path,
                 if len(e.input_ids) <= limit]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     torch.manual_seed(seed32(f"{ws.seed}:bc"))
-    state_path = out / BC_STATE_FILE
+    state_path = WarmstartDir(out).bc_state
     result = behaviour_clone(model, examples, steps=ws.steps, lr=ws.lr, warmup_steps=ws.warmup_steps,
                              lr_min_ratio=ws.lr_min_ratio, weight_decay=ws.weight_decay, grad_clip=ws.grad_clip,
                              batch_tokens=ws.batch_tokens, pad_id=int(pad_id), seed=ws.seed, state_path=state_path,
@@ -162,7 +163,7 @@ def save_checkpoint(model: Any, tokenizer: Any, out: Path) -> Path:
     # deferred: torch is heavy to import
     import torch
 
-    checkpoint = out / CHECKPOINT_DIR
+    checkpoint = WarmstartDir(out).checkpoint.root
     checkpoint.mkdir(parents=True, exist_ok=True)
     model.to("cpu", getattr(torch, CHECKPOINT_DTYPE)).save_pretrained(str(checkpoint))
     if hasattr(model, "peft_config"):
@@ -172,10 +173,6 @@ def save_checkpoint(model: Any, tokenizer: Any, out: Path) -> Path:
     return checkpoint
 
 
-DEMOS_FILE = "demos.jsonl"
-PLAN_DEMOS_FILE = "plan_demos.jsonl"
-BC_FILE = "bc.json"
-BC_STATE_FILE = "bc_state.pt"
 BC_RECORD_KEYS = ("steps", "drill_steps", "lookup_drill_steps", "lm_steps", "resumed_at", "tokens", "losses", "note")
 """What the manifest's ``bc`` section copies from ``bc.json``."""
 
@@ -207,10 +204,10 @@ def expert_demos(params: Params, store: Any, bank: SkillBank, law: CompetenceLaw
 def bc_identity(out: Path, params: Params) -> dict[str, Any]:
     """What a finished BC stage in ``out`` was trained from: demonstrations, tokenizer and parameters
     (the evaluation's own settings and the output location, :data:`~intraskill.policy.warmstarts.NOT_TRAINING`, excepted)."""
-    plan_file = out / PLAN_DEMOS_FILE
+    plan_file = WarmstartDir(out).plan_demos
     plans = {"plan_demos_sha256": sha256_file(plan_file)} if params.warmstart.plan_examples else {}
     spec = {} if params.model.spec == "organism" else {"spec": params.model.spec}
-    return {"demos_sha256": sha256_file(out / DEMOS_FILE), **plans, **spec, "tokenizer_split": organism_split(),
+    return {"demos_sha256": sha256_file(WarmstartDir(out).demos), **plans, **spec, "tokenizer_split": organism_split(),
             "store": params.store.model_dump(),
             "organism": params.model.organism.model_dump(), "view": params.model.view,
             "warmstart": training_settings(params.warmstart)}
@@ -220,9 +217,10 @@ def finished_bc(out: Path, params: Params) -> dict[str, Any] | None:
     """The ``bc.json`` record of a finished BC stage in ``out`` made from the same demonstrations and
     parameters (so an interrupted evaluation resumes without retraining), else ``None``. The checkpoint is a
     whole model (``config.json``) or a LoRA adapter alone (``adapter_config.json``)."""
-    path = out / BC_FILE
-    saved = any((out / CHECKPOINT_DIR / name).is_file() for name in ("config.json", ADAPTER_CONFIG))
-    if not (saved and path.is_file() and (out / DEMOS_FILE).is_file()):
+    files = WarmstartDir(out)
+    path, checkpoint = files.bc, files.checkpoint
+    saved = checkpoint.is_saved() or checkpoint.adapter_config.is_file()
+    if not (saved and path.is_file() and files.demos.is_file()):
         return None
     record = json.loads(path.read_text(encoding="utf-8"))
     expected = json.loads(json.dumps(bc_identity(out, params)))
@@ -234,6 +232,7 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
     ws = params.warmstart
     out = Path(out_dir or ws.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    files = WarmstartDir(out)
     bank = load_skillbank(ws.skills)
     law = teacher_law(bank, ws)
     timings: dict[str, float] = {}
@@ -243,11 +242,11 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
     if bc_record is None:
         demos = expert_demos(params, store, bank, law, count=ws.demos, seed=ws.seed,
                              max_turns=params.sampling.max_turns, slip_rate=ws.slip_rate, progress=progress)
-        write_demonstrations(demos, out / DEMOS_FILE)
+        write_demonstrations(demos, files.demos)
         plan_demos = expert_demos(params, store, bank, law, count=ws.plan_examples,
                                   seed=seed32(f"{ws.seed}:plan-examples"), max_turns=1, progress=progress)
         if plan_demos:
-            write_demonstrations(plan_demos, out / PLAN_DEMOS_FILE)
+            write_demonstrations(plan_demos, files.plan_demos)
         demos_s = round(time.monotonic() - started, 1)
         if params.model.spec == "organism":
             _, bc, data = train_organism(params, demos, out, law, plan_demos, progress=progress)
@@ -260,8 +259,8 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
                      "lm_steps": params.warmstart.lm_steps, "resumed_at": bc.resumed_at,
                      "tokens": bc.tokens, "losses": bc.losses,
                      "wall_s": round(bc.wall_s, 1), "data": data}
-        (out / BC_FILE).write_text(json.dumps(bc_record, indent=1) + "\n", encoding="utf-8")
-    checkpoint = out / CHECKPOINT_DIR
+        files.bc.write_text(json.dumps(bc_record, indent=1) + "\n", encoding="utf-8")
+    checkpoint = files.checkpoint.root
     timings.update({"demos_s": bc_record["demos_s"], "bc_s": bc_record["wall_s"]})
     started = time.monotonic()
     try:
@@ -285,7 +284,7 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
         "files": {p.name: sha256_file(p) for p in sorted(checkpoint.iterdir()) if p.is_file()},
         "timings": timings,
         "metrics": metrics,
-        "ground_truth_file": "ground_truth.json",
+        "ground_truth_file": files.ground_truth.name,
     }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    files.manifest.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return manifest

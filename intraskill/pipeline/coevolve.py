@@ -28,6 +28,7 @@ from typing import Any
 
 from intraskill.gate.design import DEFAULT_MASK_SEED
 from intraskill.jsonl import write_json
+from intraskill.layout import ONLINE, EvalDir, GateDir, RoundDir, RunDir, round_id
 from intraskill.params import MAX_CANDIDATES, SAMPLES_PER_TASK, ExperimentParams, Params, plan_dump
 from intraskill.paths import runs_root
 from intraskill.phases import phase
@@ -49,10 +50,8 @@ LOGGER = logging.getLogger(__name__)
 
 PLAN_SCHEMA_VERSION = "intraskill-co-evolve-plan-v1"
 PIPELINE_VERSION = "intraskill-co-evolve-v1"
-SUMMARY_FILE = "co_evolve_summary.json"
 GATE_SKIPPED = "skipped_empty_pool"
 NOT_EVOLVING = "not_evolving"
-NEXT_CURRICULUM = "next_curriculum.json"
 
 
 class CoEvolvePlanMismatchError(RuntimeError):
@@ -120,7 +119,7 @@ class CoEvolveRound:
 
     @property
     def gate_dir(self) -> Path:
-        return self.root / "gate"
+        return RoundDir(self.root).gate.root
 
     def curriculum(self) -> CurriculumState | None:
         """The next round's curriculum (``None``: the gate selected nothing or did not run)."""
@@ -146,10 +145,6 @@ def default_run_dir(experiment: ExperimentParams) -> Path:
     return runs_root(experiment.run_root) / experiment.name / "co-evolve"
 
 
-def round_id(index: int) -> str:
-    return f"round-{index:03d}"
-
-
 def curriculum_bank(curriculum: CurriculumState | None, round_name: str) -> SkillBank:
     """The bank a round trained with: its curriculum's chunks (id, version, content) in order; empty
     without a curriculum. The analysis checks each retry's injected skills against it."""
@@ -161,22 +156,23 @@ def curriculum_bank(curriculum: CurriculumState | None, round_name: str) -> Skil
 def write_coevolve_plan(run_dir: Path, plan: dict[str, Any]) -> str:
     """Write ``plan.json`` (provenance beside the fingerprint) or check the stored plan; a missing plan beside a
     started round or the summary is refused."""
-    return write_plan(run_dir / "plan.json", plan, what="co-evolution", error=CoEvolvePlanMismatchError,
-                      outputs=("co_evolve_summary.json", "round-*/plan.json"),
+    return write_plan(RunDir(run_dir).plan, plan, what="co-evolution", error=CoEvolvePlanMismatchError,
+                      outputs=RunDir.OUTPUTS,
                       schema=PLAN_SCHEMA_VERSION, hint="Use another --out directory to run a different plan.")
 
 
 def _trained(root: Path, params: Params) -> bool:
     """Every rollout step committed and, when the round checks val, its comparison written."""
-    steps = all((root / "steps" / f"step-{s:04d}" / "step-done").exists()
-                for s in range(1, params.round.rollout_steps + 1))
-    val = params.round.val_tasks == 0 or (root / "val-compare" / "comparison.json").is_file()
-    return steps and val and (root / "checkpoint" / "model" / "config.json").is_file()
+    files = RoundDir(root)
+    steps = all(files.step(s).done.exists() for s in range(1, params.round.rollout_steps + 1))
+    val = params.round.val_tasks == 0 or files.val_compare.comparison.is_file()
+    return steps and val and files.checkpoint.model.is_saved()
 
 
 def _analysed(root: Path, bank: SkillBank) -> bool:
-    summary = root / "analysis" / "analysis_summary.json"
-    if not summary.is_file() or not (root / "analysis" / "candidate_pool.json").is_file():
+    analysis = RoundDir(root).analysis
+    summary = analysis.summary
+    if not summary.is_file() or not analysis.pool.is_file():
         return False
     return json.loads(summary.read_text(encoding="utf-8")).get("current_skillbank_sha256") == bank.sha256
 
@@ -221,7 +217,8 @@ def _gate_limit(params: Params, config: CoEvolveConfig) -> tuple[int | None, boo
 
 def _gate(params: Params, root: Path, index: int, config: CoEvolveConfig, store_root: str | Path | None,
           progress: bool) -> tuple[str, Path | None]:
-    pool = load_pool(root / "analysis" / "candidate_pool.json")
+    files = RoundDir(root)
+    pool = load_pool(files.analysis.pool)
     if not pool.current_skills and not pool.candidates:
         LOGGER.info("%s: empty candidate pool; the gate does not run and the next round has no skills", root)
         return GATE_SKIPPED, None
@@ -229,29 +226,30 @@ def _gate(params: Params, root: Path, index: int, config: CoEvolveConfig, store_
     gate_config = GateConfig.from_params(params, f"{round_id(index)}-checkpoint",
                                          mask_seed=config.mask_seed, samples_per_task=config.samples_per_task,
                                          task_limit=limit, next_round_id=round_id(index + 1))
-    result = run_online_gate(params, pool, root / "gate", gate_config,
-                             checkpoint=root / "checkpoint" / "model",
-                             bare_run_dir=root / "val-after" if reuse else None,
-                             ledger=root / "analysis" / "proposal_ledger.jsonl", store_root=store_root,
+    result = run_online_gate(params, pool, files.gate.root, gate_config,
+                             checkpoint=files.checkpoint.model.root,
+                             bare_run_dir=files.val_after.root if reuse else None,
+                             ledger=files.analysis.ledger, store_root=store_root,
                              progress=progress)
-    return result.manifest["status"], (result.gate_dir / "curriculum.json") if result.curriculum else None
+    return result.manifest["status"], GateDir(result.gate_dir).curriculum if result.curriculum else None
 
 
 def _ledger_after(previous: CoEvolveRound | None) -> Path | None:
     """The cumulative ledger a round's analysis starts from: the previous gate's (or analysis') ledger."""
     if previous is None:
         return None
-    gate = previous.gate_dir / "proposal_ledger.jsonl"
-    return gate if gate.is_file() else previous.root / "analysis" / "proposal_ledger.jsonl"
+    files = RoundDir(previous.root)
+    return files.gate.ledger if files.gate.ledger.is_file() else files.analysis.ledger
 
 
 def _round_summary(finished: CoEvolveRound) -> dict[str, Any]:
     record = finished.to_dict()
-    compare = finished.root / "val-compare" / "comparison.json"
+    files = RoundDir(finished.root)
+    compare = files.val_compare.comparison
     if compare.is_file():
         success = json.loads(compare.read_text(encoding="utf-8"))["paired"]["metrics"]["r_success"]
         record["val_success"] = {"before": success["a_mean"], "after": success["b_mean"]}
-    manifest = finished.gate_dir / "online_gate_manifest.json"
+    manifest = files.gate.manifest(ONLINE)
     if finished.gate_status != GATE_SKIPPED and manifest.is_file():
         record["gate_outcomes"] = json.loads(manifest.read_text(encoding="utf-8"))["outcomes"]
     return record
@@ -300,9 +298,10 @@ def co_evolve(
     for index in range(rounds):
         root = run_dir / round_id(index)
         if not _trained(root, params):
-            source = finished[-1].root / "val-after" if finished else val_before
+            last = RoundDir(finished[-1].root) if finished else None
+            source = last.val_after.root if last is not None else val_before
             if source is not None:
-                _carry_val(source, root / "val-before")
+                _carry_val(source, RoundDir(root).val_before.root)
             library = method.library(finished[-1].root) if finished else None
             run_round(train_params, index, curriculum=curriculum, initial_checkpoint=checkpoint, out_dir=root,
                       store_root=store_root, progress=progress, library_start=library)
@@ -316,8 +315,8 @@ def co_evolve(
                 status, curriculum_path = _gate(params, root, index, config, store_root, progress)
         else:
             status, curriculum_path = NOT_EVOLVING, _same_bank_next(params, root, index, start)
-        done = CoEvolveRound(index, root, root / "checkpoint" / "model",
-                             root / "analysis" / "candidate_pool.json", status, curriculum_path)
+        done = CoEvolveRound(index, root, RoundDir(root).checkpoint.model.root, RoundDir(root).analysis.pool, status,
+                             curriculum_path)
         finished.append(done)
         _write_summary(run_dir, fingerprint, finished)
         checkpoint, curriculum = str(done.checkpoint), done.curriculum()
@@ -328,7 +327,7 @@ def _carry_val(source: Path, target: Path) -> None:
     """Round r's bare val check before training is round r − 1's after it (the same checkpoint, seed and val
     tasks), so its records are copied: the round's evaluation then checks the plan and finds every episode
     done."""
-    if target.exists() or not (source / "summary.json").is_file():
+    if target.exists() or not EvalDir(source).summary.is_file():
         return
     staging = target.with_name(target.name + ".copying")
     shutil.rmtree(staging, ignore_errors=True)
@@ -342,9 +341,9 @@ def _same_bank_next(params: Params, root: Path, index: int, start: RoundInputs) 
     if start.skillbank is None or start.curriculum is None:
         return None
     curriculum = round_curriculum(params.round, index + 1, start.skillbank, recorded_path=start.skillbank.name)
-    return save_curriculum(curriculum, root / NEXT_CURRICULUM)
+    return save_curriculum(curriculum, RoundDir(root).next_curriculum)
 
 
 def _write_summary(run_dir: Path, fingerprint: str, finished: Sequence[CoEvolveRound]) -> None:
-    write_json(run_dir / SUMMARY_FILE, {"fingerprint": fingerprint, "rounds": [_round_summary(r) for r in finished]},
+    write_json(RunDir(run_dir).summary, {"fingerprint": fingerprint, "rounds": [_round_summary(r) for r in finished]},
                indent=1)

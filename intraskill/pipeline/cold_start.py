@@ -47,6 +47,7 @@ from intraskill.evaluate.runner import run_eval
 from intraskill.evaluate.summary import final_records
 from intraskill.hashing import sha256_file, sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
+from intraskill.layout import ColdStartDir, EvalDir, round_id
 from intraskill.params import ExperimentParams, Params, plan_dump, section_plan
 from intraskill.paths import runs_root
 from intraskill.pipeline.gate_b import RUNS as GATE_B_RUNS
@@ -94,38 +95,6 @@ class ColdStartError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class ColdStartPaths:
-    """The files of a cold-start directory (see the module docstring)."""
-
-    root: Path
-    rollouts: Path
-    success_cards: Path
-    failure_cards: Path
-    evidence_cards: Path
-    cluster_batches: Path
-    draft: Path
-    draft_bank: Path
-    draft_markdown: Path
-    ledger: Path
-    invalid_attempts: Path
-    gate: Path
-    s0: Path
-    gate_b: Path
-    stages: Path
-    summary: Path
-    manifest: Path
-
-    @classmethod
-    def of(cls, root: str | Path) -> "ColdStartPaths":
-        root = Path(root)
-        return cls(root, root / "rollouts", root / "success_cards.jsonl", root / "failure_cards.jsonl",
-                   root / "evidence_cards.jsonl", root / "cluster_batches.jsonl", root / "initial_skill_draft.json",
-                   root / "initial_skillbank.json", root / "initial_skill_draft.md", root / "proposal_ledger.jsonl",
-                   root / "compiler_invalid_attempts.jsonl", root / "gate-a", root / "selected_skillbank.json",
-                   root / "gate-b", root / "stages", root / "analysis_summary.json", root / "cold_start_manifest.json")
-
-
-@dataclass(frozen=True)
 class StageRecord:
     """One finished stage: its input fingerprint, counts, cost and output hashes (``stages/<name>.json``)."""
 
@@ -152,13 +121,13 @@ class ColdStartResult:
 
     @property
     def s0_path(self) -> Path:
-        return ColdStartPaths.of(self.root).s0
+        return ColdStartDir(self.root).s0
 
     @property
     def gate_b(self) -> GateBResult | None:
         """Gate B's report (the active S₀ against bare on test), ``None`` when Gate A selected nothing."""
-        directory = ColdStartPaths.of(self.root).gate_b
-        return read_gate_b(directory) if (directory / "comparison.json").is_file() else None
+        directory = ColdStartDir(self.root).gate_b
+        return read_gate_b(directory.root) if directory.comparison.is_file() else None
 
     def stage_rows(self) -> list[dict[str, Any]]:
         """One row per stage: its counts (one level of nesting flattened, ``success cards``; lists left out) and its
@@ -176,7 +145,7 @@ class ColdStartResult:
 
     def chunk_rows(self) -> list[dict[str, Any]]:
         """One row per draft chunk: order, title, workflow stage, clusters, and Gate A's β, rank and status."""
-        contributions = _read_json(ColdStartPaths.of(self.root).gate / "contributions.json")["contributions"]
+        contributions = _read_json(ColdStartDir(self.root).gate.contributions)["contributions"]
         gate = {c["intervention_id"]: c for c in contributions}
         return [{"chunk_id": s.skill_id, "order": s.metadata["draft_order"], "title": s.metadata["title"],
                  "workflow_stage": s.metadata["workflow_stage"], "clusters": len(s.metadata["evidence_cluster_ids"]),
@@ -212,7 +181,7 @@ def _outputs(root: Path, names: Sequence[str]) -> dict[str, str]:
     return {name: sha256_file(root / name) for name in names}
 
 
-def _stage(paths: ColdStartPaths, name: str, inputs: Mapping[str, Any],
+def _stage(paths: ColdStartDir, name: str, inputs: Mapping[str, Any],
            work: Callable[[], tuple[dict[str, Any], dict[str, Any], list[str]]]) -> StageRecord:
     """Run ``work`` unless ``stages/<name>.json`` records the same inputs and its outputs still hash as recorded.
 
@@ -251,11 +220,11 @@ def _run_tokens(summary: Mapping[str, Any]) -> int:
     return int(summary["cost"]["tokens"]["total_tokens"])
 
 
-def _rollouts(params: Params, paths: ColdStartPaths, checkpoint: str | None,
+def _rollouts(params: Params, paths: ColdStartDir, checkpoint: str | None,
               store_root: str | Path | None, progress: bool) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     evaluation = params.evaluation.model_copy(update={"repeats": 1})
     run = run_eval(params.model_copy(update={"evaluation": evaluation}), TRAIN_SPLIT, checkpoint, None,
-                   paths.rollouts, limit=params.cold_start.trajectories, store_root=store_root, progress=progress)
+                   paths.rollouts.root, limit=params.cold_start.trajectories, store_root=store_root, progress=progress)
     counts = run.summary["counts"]
     return ({"requested": counts["requested"], "completed": counts["completed"], "failed": counts["failed"],
              "success_rate": run.summary["primary"]["success_rate"]},
@@ -276,8 +245,8 @@ def usable_traces(path: Path) -> tuple[list[EpisodeTrace], list[EpisodeTrace], l
     return successes, failures, sorted(missing)
 
 
-def _analysis(paths: ColdStartPaths, roles: ColdStartRoles, max_cards: int) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
-    successes, failures, missing = usable_traces(paths.rollouts / "traces.jsonl")
+def _analysis(paths: ColdStartDir, roles: ColdStartRoles, max_cards: int) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    successes, failures, missing = usable_traces(paths.rollouts.traces)
     before = roles.cost()
     done = {r["episode_id"] for r in iter_jsonl(paths.success_cards)}
     with JsonlWriter(paths.success_cards) as writer:
@@ -302,20 +271,20 @@ def _analysis(paths: ColdStartPaths, roles: ColdStartRoles, max_cards: int) -> t
             [paths.success_cards.name, paths.failure_cards.name])
 
 
-def _cards(paths: ColdStartPaths) -> tuple[list[SuccessAnalysis], list[FailureCard]]:
+def _cards(paths: ColdStartDir) -> tuple[list[SuccessAnalysis], list[FailureCard]]:
     """The analysis stage's records: one per success trace, one card per failure (last record wins)."""
     successes = {r["episode_id"]: SuccessAnalysis.from_dict(r) for r in iter_jsonl(paths.success_cards)}
     failures = {r["card_id"]: FailureCard.from_dict(r) for r in iter_jsonl(paths.failure_cards)}
     return list(successes.values()), list(failures.values())
 
 
-def _evidence(paths: ColdStartPaths) -> dict[str, list[EvidenceCard]]:
+def _evidence(paths: ColdStartDir) -> dict[str, list[EvidenceCard]]:
     """Every card by channel, in analysis order."""
     successes, failures = _cards(paths)
     return {CHANNEL_SUCCESS: [c for r in successes for c in r.cards], CHANNEL_FAILURE: list(failures)}
 
 
-def _firewall(paths: ColdStartPaths) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+def _firewall(paths: ColdStartDir) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     cards = _evidence(paths)
     staging = paths.evidence_cards.with_name(paths.evidence_cards.name + ".tmp")
     staging.unlink(missing_ok=True)
@@ -336,7 +305,7 @@ def _firewall(paths: ColdStartPaths) -> tuple[dict[str, Any], dict[str, Any], li
     return counts, {"episodes": 0, "tokens": 0}, [paths.evidence_cards.name]
 
 
-def _eligible(paths: ColdStartPaths) -> dict[str, list[EvidenceCard]]:
+def _eligible(paths: ColdStartDir) -> dict[str, list[EvidenceCard]]:
     return {channel: [c for c in cards if c.eligible_for_consolidation] for channel, cards in _evidence(paths).items()}
 
 
@@ -348,8 +317,8 @@ def _episode_of(card_id: str) -> str:
 class _Lookups:
     """Gold-firewall lookups of the rollout traces (replayed once each, on demand)."""
 
-    def __init__(self, paths: ColdStartPaths, engine: ShopEngine) -> None:
-        completed, _ = final_records(read_traces(paths.rollouts / "traces.jsonl"))
+    def __init__(self, paths: ColdStartDir, engine: ShopEngine) -> None:
+        completed, _ = final_records(read_traces(paths.rollouts.traces))
         self.traces, self.engine, self.cache = completed, engine, {}
 
     def of(self, card_ids: Sequence[str]) -> GoldLookup:
@@ -363,7 +332,7 @@ class _Lookups:
                           tuple(o for p in parts for o in p.gold_options))
 
 
-def _planned_batches(params: Params, paths: ColdStartPaths) -> list[tuple[str, str, list[EvidenceCard]]]:
+def _planned_batches(params: Params, paths: ColdStartDir) -> list[tuple[str, str, list[EvidenceCard]]]:
     """(channel, batch ID, cards) of every consolidation batch: each channel's eligible cards in order, cut into
     batches of ``cold_start.consolidation_batch``."""
     planned = []
@@ -377,13 +346,13 @@ def _key(channel: str, batch_id: str, card_ids: Sequence[str]) -> tuple[str, str
     return channel, batch_id, tuple(card_ids)
 
 
-def _stored_batches(paths: ColdStartPaths) -> dict[tuple[str, str, tuple[str, ...]], ClusterBatch]:
+def _stored_batches(paths: ColdStartDir) -> dict[tuple[str, str, tuple[str, ...]], ClusterBatch]:
     """Stored batches by (channel, batch ID, card IDs); the last record of a key wins."""
     batches = (ClusterBatch.from_dict(r) for r in iter_jsonl(paths.cluster_batches))
     return {_key(b.channel, b.batch_id, b.card_ids): b for b in batches}
 
 
-def _consolidation(params: Params, paths: ColdStartPaths, roles: ColdStartRoles,
+def _consolidation(params: Params, paths: ColdStartDir, roles: ColdStartRoles,
                    lookups: _Lookups) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     before = roles.cost()
     planned = _planned_batches(params, paths)
@@ -406,7 +375,7 @@ def _consolidation(params: Params, paths: ColdStartPaths, roles: ColdStartRoles,
                     "llm_calls": after["calls"] - before["calls"]}, [paths.cluster_batches.name]
 
 
-def _batches(params: Params, paths: ColdStartPaths) -> list[ClusterBatch]:
+def _batches(params: Params, paths: ColdStartDir) -> list[ClusterBatch]:
     """The consolidated batches of the current eligible cards, in channel then batch order."""
     stored = _stored_batches(paths)
     return [stored[_key(channel, ident, [c.card_id for c in batch])]
@@ -429,7 +398,7 @@ def _ledger(skill: InitialSkill, clusters: Sequence[Cluster], checkpoint_id: str
     return entries
 
 
-def _compile(params: Params, paths: ColdStartPaths, roles: ColdStartRoles,
+def _compile(params: Params, paths: ColdStartDir, roles: ColdStartRoles,
              lookups: _Lookups) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     settings, before = params.cold_start, roles.cost()
     clusters = [c for b in _batches(params, paths) for c in b.clusters]
@@ -467,16 +436,16 @@ def _write_attempts(path: Path, attempts: Sequence[Mapping[str, Any]]) -> None:
             writer.append(dict(attempt))
 
 
-def _gate_a(params: Params, paths: ColdStartPaths, checkpoint: str | None, store_root: str | Path | None,
+def _gate_a(params: Params, paths: ColdStartDir, checkpoint: str | None, store_root: str | Path | None,
             progress: bool) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     settings = params.cold_start
     config = GateConfig.from_params(params, settings.checkpoint_id, task_limit=settings.gate_tasks,
-                                    next_round_id="round-000")
-    result = run_gate_a(params, load_skillbank(paths.draft_bank), paths.gate, config, checkpoint=checkpoint,
+                                    next_round_id=round_id(0))
+    result = run_gate_a(params, load_skillbank(paths.draft_bank), paths.gate.root, config, checkpoint=checkpoint,
                         ledger=paths.ledger, store_root=store_root, progress=progress)
     save_skillbank(result.selected_bank, paths.s0)
-    bare = _read_json(Path(result.manifest["inputs"]["bare_run_dir"]) / "summary.json")
-    masked = _read_json(paths.gate / "summary.json")
+    bare = _read_json(EvalDir(result.manifest["inputs"]["bare_run_dir"]).summary)
+    masked = _read_json(paths.gate.summary)
     outcomes = result.manifest["outcomes"]
     counts = {"draft_chunks": outcomes["columns"], "selected": outcomes["selected_count"],
               "selected_ids": list(result.contributions.selected_intervention_ids),
@@ -486,18 +455,17 @@ def _gate_a(params: Params, paths: ColdStartPaths, checkpoint: str | None, store
               "additivity_rejected": (outcomes.get("additivity") or {}).get("rejected")}
     cost = {"episodes": bare["counts"]["trace_files"] + masked["counts"]["trace_files"],
             "tokens": _run_tokens(bare) + _run_tokens(masked)}
-    gate = paths.gate.name
-    names = [f"{gate}/contributions.json", f"{gate}/selected_skillbank.json", paths.s0.name]
+    names = [paths.relative(paths.gate.contributions), paths.relative(paths.gate.selected_skillbank), paths.s0.name]
     return counts, cost, names
 
 
-def _gate_b(params: Params, paths: ColdStartPaths, checkpoint: str | None, store_root: str | Path | None,
+def _gate_b(params: Params, paths: ColdStartDir, checkpoint: str | None, store_root: str | Path | None,
             progress: bool) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     s0 = load_skillbank(paths.s0)
     if not s0.enabled_skills():
         LOGGER.warning("cold start: Gate A selected no chunk; Gate B has no S₀ to report on")
         return {"selected": 0}, {"episodes": 0, "tokens": 0}, []
-    result = run_gate_b(params, s0, paths.gate_b, checkpoint=checkpoint, task_limit=params.cold_start.gate_b_tasks,
+    result = run_gate_b(params, s0, paths.gate_b.root, checkpoint=checkpoint, task_limit=params.cold_start.gate_b_tasks,
                         store_root=store_root, progress=progress)
     LOGGER.info("cold start: %s", result.statement())
     counts: dict[str, Any] = {"selected": len(s0.enabled_skills()), "tasks": result.tasks}
@@ -505,15 +473,15 @@ def _gate_b(params: Params, paths: ColdStartPaths, checkpoint: str | None, store
         counts.update({f"bare_{label}": metric.bare, f"s0_{label}": metric.s0, f"{label}_difference": metric.difference,
                        f"{label}_ci": list(metric.ci)})
     counts["transitions"] = result.transitions
-    gate_b = paths.gate_b.name
     return counts, {"episodes": result.episodes, "tokens": result.tokens}, [
-        *(f"{gate_b}/{name}/traces.jsonl" for name in GATE_B_RUNS), f"{gate_b}/comparison.json"]
+        *(paths.relative(paths.gate_b.run(name).traces) for name in GATE_B_RUNS),
+        paths.relative(paths.gate_b.comparison)]
 
 
 def write_cold_start_plan(root: Path, plan: Mapping[str, Any]) -> str:
     """Write ``plan.json`` or check the stored one (a missing one beside any other entry is refused); returns the
     fingerprint."""
-    return write_plan(root / "plan.json", plan, what="cold-start", error=ColdStartPlanMismatchError,
+    return write_plan(ColdStartDir(root).plan, plan, what="cold-start", error=ColdStartPlanMismatchError,
                       schema=PLAN_SCHEMA_VERSION, hint="Use another --out directory to run a different plan.")
 
 
@@ -538,7 +506,7 @@ def run_cold_start(
     """
     if checkpoint is None:
         checkpoint = resolve_checkpoint(params)[0]
-    paths = ColdStartPaths.of(out_dir)
+    paths = ColdStartDir(out_dir)
     paths.root.mkdir(parents=True, exist_ok=True)
     plan = cold_start_plan(params, analyst, checkpoint)
     fingerprint = write_cold_start_plan(paths.root, plan)

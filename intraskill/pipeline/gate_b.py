@@ -17,6 +17,7 @@ from typing import Any
 from intraskill.chat.base import Policy
 from intraskill.evaluate.compare import compare_runs, write_comparison
 from intraskill.evaluate.runner import run_eval
+from intraskill.layout import CompareDir
 from intraskill.params import Params
 from intraskill.skills.bank import SkillBank
 
@@ -66,21 +67,21 @@ def run_gate_b(params: Params, s0: SkillBank, out_dir: str | Path, *, checkpoint
     ``evaluation.task_limit``, then all) bare and with ``s0``, and compare them task by task."""
     if not s0.enabled_skills():
         raise ValueError(f"Gate B needs an S₀ with an enabled chunk; {s0.bank_version} has none")
-    out = Path(out_dir)
+    out = CompareDir(out_dir)
     for name, bank in zip(RUNS, (None, s0)):
-        run_eval(params, TEST_SPLIT, checkpoint, bank, out / name, policy=policy, limit=task_limit,
+        run_eval(params, TEST_SPLIT, checkpoint, bank, out.run(name).root, policy=policy, limit=task_limit,
                  store_root=store_root, progress=progress)
-    bare, equipped = (out / name for name in RUNS)
-    write_comparison(compare_runs(bare, equipped, seed=params.evaluation.bootstrap_seed), out)
-    return read_gate_b(out)
+    bare, equipped = (out.run(name).root for name in RUNS)
+    write_comparison(compare_runs(bare, equipped, seed=params.evaluation.bootstrap_seed), out.root)
+    return read_gate_b(out.root)
 
 
 def read_gate_b(out_dir: str | Path) -> GateBResult:
     """A finished Gate B directory's result (its ``comparison.json`` and the two runs' summaries)."""
-    out = Path(out_dir)
-    paired = json.loads((out / "comparison.json").read_text(encoding="utf-8"))["paired"]
-    summaries = [json.loads((out / name / "summary.json").read_text(encoding="utf-8")) for name in RUNS]
-    return GateBResult(out, paired["pairs"], PairedMetric.of(paired["metrics"]["r_success"]),
+    out = CompareDir(out_dir)
+    paired = json.loads(out.comparison.read_text(encoding="utf-8"))["paired"]
+    summaries = [json.loads(out.run(name).summary.read_text(encoding="utf-8")) for name in RUNS]
+    return GateBResult(out.root, paired["pairs"], PairedMetric.of(paired["metrics"]["r_success"]),
                        PairedMetric.of(paired["metrics"]["reward"]), dict(paired["success_transitions"]),
                        sum(summary["counts"]["trace_files"] for summary in summaries),
                        sum(int(summary["cost"]["tokens"]["total_tokens"]) for summary in summaries))

@@ -74,6 +74,7 @@ from intraskill.gate.ranking import RankingCheck, ranking_arms, ranking_check
 from intraskill.gate.selection import ContributionStatus
 from intraskill.hashing import sha256_file, sha256_json
 from intraskill.jsonl import write_json
+from intraskill.layout import GATE_A, ONLINE, GateDir
 from intraskill.params import (
     ACTIVE_SKILL_BUDGET,
     RANKING_K,
@@ -100,9 +101,6 @@ from intraskill.skills.pool import CANDIDATE_VERSION, CandidatePool, load_pool
 from intraskill.trace2skill.ledger import LedgerEntry, apply_gate_results, read_ledger, write_ledger
 
 MANIFEST_SCHEMA_VERSION = "intraskill-gate-manifest-v1"
-ONLINE = "online"
-GATE_A = "gate_a"
-MANIFESTS = {ONLINE: "online_gate_manifest.json", GATE_A: "gate_a_manifest.json"}
 GATE_A_BANK_VERSION = "cold-start-gate-a-selected-v2"
 ACTIVE_VERSION = "active-1"
 """The version of a chunk Gate A selected (method §1.3; the draft's is ``draft-1``)."""
@@ -356,7 +354,7 @@ def _inputs(params: Params, spec: _GateSpec, checkpoint: str | Path | None, bare
 def _write_manifest(gate_dir: Path, design: str, record: Mapping[str, Any]) -> dict[str, Any]:
     manifest = {"schema_version": MANIFEST_SCHEMA_VERSION,
                 "updated_at": datetime.now(timezone.utc).isoformat(), **record}
-    path = gate_dir / MANIFESTS[design]
+    path = GateDir(gate_dir).manifest(design)
     staging = path.with_name(path.name + ".tmp")
     staging.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     staging.replace(path)
@@ -364,11 +362,12 @@ def _write_manifest(gate_dir: Path, design: str, record: Mapping[str, Any]) -> d
 
 
 def _load_result(gate_dir: Path, manifest: dict[str, Any]) -> GateResult:
-    contributions = load_contributions(gate_dir / "contributions.json")
+    files = GateDir(gate_dir)
+    contributions = load_contributions(files.contributions)
     curriculum = None
-    if "curriculum.json" in manifest["outputs"]:
-        curriculum = load_curriculum(gate_dir / "curriculum.json")
-    bank = load_skillbank(gate_dir / "selected_skillbank.json")
+    if files.curriculum.name in manifest["outputs"]:
+        curriculum = load_curriculum(files.curriculum)
+    bank = load_skillbank(files.selected_skillbank)
     return GateResult(gate_dir, contributions, bank, curriculum, manifest)
 
 
@@ -376,7 +375,7 @@ def _complete(gate_dir: Path, design: str, inputs: Mapping[str, Any],
               config: GateConfig) -> GateResult | None:
     """The stored result when the manifest is complete for these inputs and every output still hashes
     as recorded; otherwise ``None``."""
-    path = gate_dir / MANIFESTS[design]
+    path = GateDir(gate_dir).manifest(design)
     if not path.is_file():
         return None
     manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -391,7 +390,7 @@ def _complete(gate_dir: Path, design: str, inputs: Mapping[str, Any],
 
 def _prepared_assignment(gate_dir: Path, assignment: MaskAssignment) -> None:
     """Write ``mask_assignments.json``, or check that the stored one is the same draw."""
-    path = gate_dir / "mask_assignments.json"
+    path = GateDir(gate_dir).mask_assignments
     if path.exists():
         stored = load_mask_assignment(path)
         if stored.assignment_sha256 != assignment.assignment_sha256:
@@ -430,7 +429,7 @@ def _run(params: Params, spec: _GateSpec, checkpoint: str | Path | None, gate_di
          config: GateConfig, bare_run_dir: str | Path | None, policy: Policy | None,
          store_root: str | Path | None, progress: bool) -> GateResult:
     gate_dir = Path(gate_dir)
-    bare_dir = Path(bare_run_dir) if bare_run_dir is not None else gate_dir / "bare-val"
+    bare_dir = Path(bare_run_dir) if bare_run_dir is not None else GateDir(gate_dir).bare_val.root
     inputs = _inputs(params, spec, checkpoint, bare_dir, policy)
     done = _complete(gate_dir, spec.design, inputs, config)
     if done is not None:
@@ -478,29 +477,29 @@ def _run(params: Params, spec: _GateSpec, checkpoint: str | Path | None, gate_di
 def _write_outputs(gate_dir: Path, spec: _GateSpec, config: GateConfig,
                    contributions: GateContributions) -> list[str]:
     """Write the fitted gate's files; returns their names (the manifest hashes them)."""
-    save_contributions(contributions, gate_dir / "contributions.json")
-    names = ["mask_assignments.json", "plan.json", "traces.jsonl", "summary.json", "contributions.json"]
+    files = GateDir(gate_dir)
+    save_contributions(contributions, files.contributions)
+    written = [files.mask_assignments, files.plan, files.traces, files.summary, files.contributions]
     if spec.design == GATE_A:
-        write_contributions_csv(contributions, gate_dir / "contributions.csv")
-        names.append("contributions.csv")
+        write_contributions_csv(contributions, files.contributions_csv)
+        written.append(files.contributions_csv)
     bank = spec.select(contributions)
-    save_skillbank(bank, gate_dir / "selected_skillbank.json")
-    (gate_dir / "selected_skill.md").write_text(selected_skill_markdown(bank), encoding="utf-8")
-    names += ["selected_skillbank.json", "selected_skill.md"]
+    save_skillbank(bank, files.selected_skillbank)
+    files.selected_skill.write_text(selected_skill_markdown(bank), encoding="utf-8")
+    written += [files.selected_skillbank, files.selected_skill]
     if spec.ledger is not None:
         updated = apply_gate_results(spec.ledger, contributions, evaluation_checkpoint=config.checkpoint_id)
-        write_ledger(gate_dir / "proposal_ledger.jsonl", updated)
-        names.append("proposal_ledger.jsonl")
-    curriculum_path = gate_dir / "curriculum.json"
-    curriculum_path.unlink(missing_ok=True)
+        write_ledger(files.ledger, updated)
+        written.append(files.ledger)
+    files.curriculum.unlink(missing_ok=True)
     if bank.skills:
         curriculum = build_curriculum(bank, round_id=config.next_round_id or spec.next_round_id,
                                       skill_free_probability=config.q, rho_min=config.rho_min,
                                       rho_max=config.rho_max, seed=config.curriculum_seed,
-                                      skillbank_path="selected_skillbank.json")  # beside curriculum.json
-        save_curriculum(curriculum, curriculum_path)
-        names.append("curriculum.json")
-    return names
+                                      skillbank_path=files.selected_skillbank.name)  # beside curriculum.json
+        save_curriculum(curriculum, files.curriculum)
+        written.append(files.curriculum)
+    return [path.name for path in written]
 
 
 def _ledger(ledger: Sequence[LedgerEntry] | str | Path | None) -> list[LedgerEntry] | None:
@@ -624,12 +623,12 @@ def run_ranking_check(
     checkpoint, policy, store_root : as in :func:`run_online_gate`; use the gate's checkpoint.
     """
     gate_dir = Path(gate_dir)
-    manifests = [gate_dir / name for name in MANIFESTS.values() if (gate_dir / name).is_file()]
+    manifests = GateDir(gate_dir).manifests()
     manifest = json.loads(manifests[0].read_text(encoding="utf-8")) if manifests else {}
     if manifest.get("status") != COMPLETE:
         raise GateInputError(f"gate_dir: {gate_dir} holds no complete gate manifest; run the gate first")
     config = GateConfig(**manifest["config"])
-    contributions = load_contributions(gate_dir / "contributions.json")
+    contributions = load_contributions(GateDir(gate_dir).contributions)
     arms = ranking_arms(contributions, k, random_seeds)
     missing = sorted({c for ids in arms.values() for c in ids} - set(versions))
     if missing:
@@ -641,14 +640,14 @@ def run_ranking_check(
     for arm, ids in arms.items():
         bank = SkillBank(bank_version=f"gate-ranking-{arm}", skills=tuple(versions[c] for c in ids),
                          metadata={"gate_dir": str(gate_dir), "arm": arm})
-        run = run_eval(eval_params, config.split, None, bank, gate_dir / "ranking" / arm, policy=policy,
+        run = run_eval(eval_params, config.split, None, bank, GateDir(gate_dir).ranking(arm).root, policy=policy,
                        progress=progress, batch_size=config.batch_size, limit=limit, store_root=store_root)
         check_plans(read_plan(bare_dir), run.plan, "same-checkpoint")
         for metric, per_task in run_task_values(run.run_dir, RANKING_METRICS).items():
             values[metric][arm] = per_task
     check = ranking_check(arms, values, samples=params.evaluation.bootstrap_samples,
                           seed_base=params.evaluation.bootstrap_seed)
-    write_json(gate_dir / "ranking_check.json", {"gate_dir": str(gate_dir), "random_seeds": list(random_seeds),
-                                                  "episodes": (2 + len(random_seeds)) * len(run.plan.jobs),
-                                                  **check.to_dict()})
+    write_json(GateDir(gate_dir).ranking_check, {"gate_dir": str(gate_dir), "random_seeds": list(random_seeds),
+                                                 "episodes": (2 + len(random_seeds)) * len(run.plan.jobs),
+                                                 **check.to_dict()})
     return check

@@ -100,7 +100,7 @@ class CurriculumSteps:
     def rollout(self, step: int, timing: dict[str, float]) -> tuple[dict[str, Any], list[TrainSample]]:
         """Run the step's GRPO rollout; its ``rollout.json`` record and the admitted groups' samples."""
         run = self.context
-        previous = run.files.step_dir(step - 1) / "rollout.json"
+        previous = run.files.step_dir(step - 1).rollout
         streak = json.loads(previous.read_text(encoding="utf-8"))["unscored_streak"] if previous.exists() else 0
         result = run_rollout_step(run.policy, run.env_factory, run.curriculum, run.task_ids, run.params.round,
                                   run.runtime, run.files, seed=run.params.experiment.seed, round_index=run.round_index,

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from intraskill.evaluate.runner import find_checkpoint, read_plan, run_eval
 from intraskill.hashing import sha256_json
+from intraskill.layout import RunDir
 from intraskill.params import Params, load_params
 from intraskill.paths import params_path, resolve_project_path, runs_root
-from intraskill.pipeline.coevolve import SUMMARY_FILE, round_id
 from intraskill.skills.bank import load_skillbank
 
 STAND_IN_MARK = "(stand-in)"
@@ -77,19 +77,20 @@ def coevolve_evidence(run_dir: str | Path) -> CoEvolveEvidence | None:
     """The finished rounds of the co-evolve run at ``run_dir`` (relative to the project root), or ``None`` when it
     has no plan or no finished round with a checkpoint."""
     root = resolve_project_path(run_dir)
-    plan, summary = root / "plan.json", root / SUMMARY_FILE
+    run = RunDir(root)
+    plan, summary = run.plan, run.summary
     if not plan.is_file() or not summary.is_file():
         return None
     rounds = json.loads(summary.read_text(encoding="utf-8"))["rounds"]
-    last = root / round_id(len(rounds) - 1)
-    checkpoint = last / "checkpoint" / "model"
-    if not rounds or not (checkpoint / "config.json").is_file():
+    last = run.round(len(rounds) - 1)
+    checkpoint = last.checkpoint.model
+    if not rounds or not checkpoint.is_saved():
         return None
-    selected = last / "gate" / "selected_skillbank.json"
+    selected = last.gate.selected_skillbank
     final_bank = selected if selected.is_file() and load_skillbank(selected).skills else None
-    s0 = root / round_id(0) / "skillbank.json"
+    s0 = run.round(0).skillbank
     start = json.loads(plan.read_text(encoding="utf-8"))["start"]["checkpoint"]
-    return CoEvolveEvidence(root, len(rounds), start and str(resolve_project_path(start)), checkpoint,
+    return CoEvolveEvidence(root, len(rounds), start and str(resolve_project_path(start)), checkpoint.root,
                             s0 if s0.is_file() else None, final_bank)
 
 

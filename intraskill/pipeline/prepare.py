@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from intraskill.layout import RoundDir, WarmstartDir
 from intraskill.params import UNTRAINED, Params
 from intraskill.paths import resolve_project_path
 from intraskill.pipeline.methods import training_method
@@ -66,7 +67,7 @@ def bank_with_effects(bank: SkillBank, effects: Mapping[str, float]) -> SkillBan
 
 def ground_truth_effects(warmstart_dir: Path) -> dict[str, float]:
     """``skill_id → effect`` from a warm start's ``ground_truth.json``."""
-    truth = json.loads((warmstart_dir / "ground_truth.json").read_text(encoding="utf-8"))
+    truth = json.loads(WarmstartDir(warmstart_dir).ground_truth.read_text(encoding="utf-8"))
     return {skill_id: float(chunk["effect"]) for skill_id, chunk in truth.get("chunks", {}).items()}
 
 
@@ -75,7 +76,7 @@ def checkpoint_warmstart(checkpoint: str | None) -> Path | None:
     if checkpoint is None:
         return None
     directory = _project_path(checkpoint)
-    return next((d for d in (directory, directory.parent) if (d / "ground_truth.json").is_file()), None)
+    return next((d for d in (directory, directory.parent) if WarmstartDir(d).ground_truth.is_file()), None)
 
 
 def prepare_round(params: Params, round_index: int = 0, out_dir: str | Path | None = None) -> RoundInputs:
@@ -117,7 +118,7 @@ def prepare_round(params: Params, round_index: int = 0, out_dir: str | Path | No
         LOGGER.warning("no chunk of %s has a positive contribution: the round runs without skills", source)
         return RoundInputs(checkpoint, None, None, warmstart_dir)
     root = Path(out_dir) if out_dir is not None else default_round_dir(params.experiment, round_index)
-    path = save_skillbank(bank, root / "skillbank.json")
+    path = save_skillbank(bank, RoundDir(root).skillbank)
     # the bank sits beside curriculum.json
     curriculum = round_curriculum(params.round, round_index, path, recorded_path=path.name)
     return RoundInputs(checkpoint, path, curriculum, warmstart_dir)

@@ -37,6 +37,7 @@ from intraskill.agent.traces import EpisodeTrace
 from intraskill.chat.base import Policy, SessionTokens
 from intraskill.hashing import seed32
 from intraskill.jsonl import JsonlWriter, iter_jsonl
+from intraskill.layout import RoundDir, StepDir
 from intraskill.params import Params, RoundParams
 from intraskill.pipeline.episode_log import EpisodeCallback, EpisodeLog, EpisodeRecord
 from intraskill.skills.curriculum import (
@@ -180,18 +181,18 @@ class RoundFiles:
 
     @property
     def retries(self) -> Path:
-        return self.root / "retries.jsonl"
+        return RoundDir(self.root).retries
 
     @property
     def triage(self) -> Path:
-        return self.root / "triage.jsonl"
+        return RoundDir(self.root).triage
 
     @property
     def analysis_queue(self) -> Path:
-        return self.root / "analysis_queue.jsonl"
+        return RoundDir(self.root).analysis_queue
 
-    def step_dir(self, step: int) -> Path:
-        return self.root / "steps" / f"step-{step:04d}"
+    def step_dir(self, step: int) -> StepDir:
+        return RoundDir(self.root).step(step)
 
     def _keys(self, path: Path) -> set[int]:
         return {int(record["group_index"]) for record in iter_jsonl(path)}
@@ -306,7 +307,7 @@ def run_rollout_step(
         If :data:`MAX_WAVES` waves do not fill the admission target.
     """
     step_dir = files.step_dir(step)
-    episodes = EpisodeLog(step_dir / "traces.jsonl", step_dir / "tokens.jsonl")
+    episodes = EpisodeLog(step_dir.traces, step_dir.tokens)
     retries = EpisodeLog(files.retries)
     retry_enabled = round_params.full_skill_retry and curriculum is not None and bool(curriculum.chunks)
     n = round_params.n_samples_per_prompt
@@ -434,5 +435,5 @@ def _persist_triage(
             **location,
             "classification": record.classification.value,
             "sibling_episode_ids": [r.episode_id for r in record.group.rollouts],
-            "sibling_traces": str(step_dir.relative_to(files.root) / "traces.jsonl"),
+            "sibling_traces": str(step_dir.traces.relative_to(files.root)),
         })

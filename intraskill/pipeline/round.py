@@ -30,7 +30,7 @@ metrics record or a ``checkpoint/`` directory), the round resumes only from an i
 that step: a missing ``state.json`` or a file whose checksum differs is refused
 (:class:`~intraskill.training.checkpoint.CheckpointError`, naming the file), never replaced by the warm start.
 Opening a round verifies the digest chain of every JSONL record in it (:func:`~intraskill.jsonl.verify_jsonl_tree`),
-and a missing ``plan.json`` beside :data:`ROUND_OUTPUTS` is refused like a changed one.
+and a missing ``plan.json`` beside :data:`~intraskill.layout.RoundDir.OUTPUTS` is refused like a changed one.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from intraskill.evaluate.compare import compare_runs, write_comparison
 from intraskill.evaluate.runner import run_eval
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl, verify_jsonl_tree, write_json
+from intraskill.layout import CheckpointDir, RoundDir, round_id
 from intraskill.params import ExperimentParams, Params, RoundParams
 from intraskill.paths import resolve_project_path, runs_root
 from intraskill.phases import phase
@@ -69,7 +70,6 @@ from intraskill.skills.bank import load_skillbank
 from intraskill.skills.curriculum import CurriculumState, build_curriculum, save_curriculum
 from intraskill.training.batching import TrainSample
 from intraskill.training.checkpoint import (
-    STATE_FILE,
     CheckpointError,
     load_checkpoint,
     recover_checkpoint,
@@ -81,11 +81,6 @@ from intraskill.training.metrics import train_step_metrics
 
 ROUND_PLAN_SCHEMA = "intraskill-round-plan-v1"
 PIPELINE_VERSION = "intraskill-round-v1"
-STEP_DONE = "step-done"
-ROUND_OUTPUTS = ("steps", "checkpoint", "checkpoint.*", "metrics.jsonl", "retries.jsonl", "triage.jsonl",
-                 "analysis_queue.jsonl", "library", "val-after", "val-compare", "analysis", "gate")
-"""What a round writes under its plan (its inputs ``skillbank.json``, ``curriculum.json`` and a carried ``val-before``
-may precede it): a round directory holding any of these refuses to run without ``plan.json``."""
 
 
 class RoundPlanMismatchError(RuntimeError):
@@ -94,7 +89,7 @@ class RoundPlanMismatchError(RuntimeError):
 
 def default_round_dir(experiment: ExperimentParams, round_index: int) -> Path:
     """``<run_root>/<experiment.name>/round-<NNN>``."""
-    return runs_root(experiment.run_root) / experiment.name / f"round-{round_index:03d}"
+    return runs_root(experiment.run_root) / experiment.name / round_id(round_index)
 
 
 def round_curriculum(round_params: RoundParams, round_index: int, skillbank: str | Path | None = None,
@@ -113,7 +108,7 @@ def round_curriculum(round_params: RoundParams, round_index: int, skillbank: str
         raise FileNotFoundError(f"round.skillbank: no SkillBank file at {path}")
     r = round_params
     return build_curriculum(
-        load_skillbank(path), round_id=f"round-{round_index:03d}", skill_free_probability=r.q,
+        load_skillbank(path), round_id=round_id(round_index), skill_free_probability=r.q,
         rho_min=r.rho_min, rho_max=r.rho_max, seed=r.curriculum_seed, skillbank_path=recorded_path or str(source),
     )
 
@@ -161,15 +156,15 @@ def round_plan(
 
 
 def write_round_plan(root: Path, plan: Mapping[str, Any]) -> str:
-    """Write ``plan.json`` or check the existing one (a missing one beside :data:`ROUND_OUTPUTS` is refused);
+    """Write ``plan.json`` or check the existing one (a missing one beside :data:`~intraskill.layout.RoundDir.OUTPUTS` is refused);
     returns the fingerprint.
 
     The plan records the run's ``provenance`` (:func:`~intraskill.provenance.run_provenance`) outside the
     fingerprint; a resume under a different one logs a warning. Raises :class:`RoundPlanMismatchError`
     naming the differing top-level fields.
     """
-    return write_plan(root / "plan.json", plan, what="round", error=RoundPlanMismatchError,
-                      schema=ROUND_PLAN_SCHEMA, outputs=ROUND_OUTPUTS,
+    return write_plan(RoundDir(root).plan, plan, what="round", error=RoundPlanMismatchError,
+                      schema=ROUND_PLAN_SCHEMA, outputs=RoundDir.OUTPUTS,
                       hint="Use another round directory (or delete this one) to run a different plan.")
 
 
@@ -192,7 +187,7 @@ class RoundResult:
     @property
     def model_dir(self) -> Path:
         """The trained model as a policy checkpoint directory."""
-        return self.checkpoint / "model"
+        return CheckpointDir(self.checkpoint).model.root
 
 
 def reference_model(model: Any, params: Params) -> Any:
@@ -276,7 +271,7 @@ def run_round(
                 bar.update(1)
         comparison = run.val_after() if params.round.val_tasks != 0 else None
         run.emit("round-done", {"root": str(root)})
-        return RoundResult(root, run.checkpoint_dir, list(iter_jsonl(root / "metrics.jsonl")), comparison)
+        return RoundResult(root, run.checkpoint_dir, list(iter_jsonl(RoundDir(root).metrics)), comparison)
     finally:
         run.close()
 
@@ -288,18 +283,18 @@ def resume_state(root: Path, checkpoint_dir: Path) -> dict[str, Any] | None:
     checkpoint's state is missing, a file's checksum differs, or it holds fewer steps than are marked done.
     """
     found = recover_checkpoint(checkpoint_dir)
-    done = [int(marker.parent.name.removeprefix("step-")) for marker in root.glob(f"steps/step-*/{STEP_DONE}")]
+    done = RoundDir(root).finished_steps()
     if found is None:
-        began = checkpoint_dir.exists() or done or any(iter_jsonl(root / "metrics.jsonl"))
+        began = checkpoint_dir.exists() or done or any(iter_jsonl(RoundDir(root).metrics))
         if not began:
             return None
         raise CheckpointError(
-            f"{checkpoint_dir / STATE_FILE} is missing but {root} has trained steps: refusing to restart from "
+            f"{CheckpointDir(checkpoint_dir).state} is missing but {root} has trained steps: refusing to restart from "
             f"the initial checkpoint (restore the checkpoint, or delete {root} to run the round afresh)"
         )
     state = verify_checkpoint(found)
     if done and int(state["step"]) < max(done):
-        raise CheckpointError(f"{checkpoint_dir / STATE_FILE} holds step {state['step']} but step {max(done)} "
+        raise CheckpointError(f"{CheckpointDir(checkpoint_dir).state} holds step {state['step']} but step {max(done)} "
                               f"is marked done in {root}; the checkpoint is older than the round")
     return state
 
@@ -315,7 +310,8 @@ class _RoundRun:
         self.root, self.store_root, self.progress = root, store_root, progress
         self.emit: RoundEvent = on_event or (lambda name, info: None)
         self.files = RoundFiles(root)
-        self.checkpoint_dir = root / "checkpoint"
+        self.dir = RoundDir(root)
+        self.checkpoint_dir = self.dir.checkpoint.root
         self.store: StoreHandle | None = None
         self.logger: Trackers | None = None
         self.trained = 0
@@ -334,11 +330,11 @@ class _RoundRun:
         _require_trainable(self.policy)
         plan = round_plan(params, self.round_index, identity, self.curriculum, store.identity, self.library_start)
         fingerprint = write_round_plan(self.root, plan)
-        if self.curriculum is not None and not (self.root / "curriculum.json").exists():
-            save_curriculum(self.curriculum, self.root / "curriculum.json")
+        if self.curriculum is not None and not self.dir.curriculum.exists():
+            save_curriculum(self.curriculum, self.dir.curriculum)
         if params.round.trackers:
             self.logger = Trackers(params.round.trackers, TrackedRun(
-                self.root, f"{params.experiment.name}-round-{self.round_index:03d}", fingerprint,
+                self.root, f"{params.experiment.name}-{round_id(self.round_index)}", fingerprint,
                 params.model_dump(mode="json")))
         self.runtime = RuntimeConfig.from_params(params.sampling, params.store, params.model)
         self.env_factory = lambda: InProcessEnvironment(store.engine)
@@ -357,34 +353,34 @@ class _RoundRun:
     def val_before(self) -> None:
         """The starting policy's bare val run (before any update; required to exist once training began)."""
         if self.trained:
-            if not (self.root / "val-before" / "summary.json").exists():
+            if not self.dir.val_before.summary.exists():
                 raise RuntimeError(f"{self.root}: training started without a finished val-before run")
             return
         with phase("val"):
-            bare_val(self.params, self.policy, self.root / "val-before", self.store_root, self.progress)
+            bare_val(self.params, self.policy, self.dir.val_before.root, self.store_root, self.progress)
 
     def val_after(self) -> dict[str, Any]:
         """The trained checkpoint's bare val run and the paired comparison with val-before."""
         with phase("val"):
-            after = trained_policy(self.params, self.checkpoint_dir / "model")
-            bare_val(self.params, after, self.root / "val-after", self.store_root, self.progress)
+            after = trained_policy(self.params, self.dir.checkpoint.model.root)
+            bare_val(self.params, after, self.dir.val_after.root, self.store_root, self.progress)
             return val_comparison(self.params, self.root)
 
     def step(self, step: int) -> None:
         """Run or resume one rollout step up to its ``step-done`` marker."""
         step_dir = self.files.step_dir(step)
-        if (step_dir / STEP_DONE).exists():
+        if step_dir.done.exists():
             return
         self.emit("step-start", {"step": step})
         timing = {"rollout_s": 0.0, "retry_s": 0.0, "train_s": 0.0, "io_s": 0.0}
         if step <= self.trained:
-            rollout = json.loads((step_dir / "rollout.json").read_text(encoding="utf-8"))
+            rollout = json.loads(step_dir.rollout.read_text(encoding="utf-8"))
         else:
             with phase("rollout"):
                 rollout, samples = self.steps.rollout(step, timing)
             start = time.perf_counter()
             with phase("io"):
-                write_json(step_dir / "rollout.json", rollout, indent=1)
+                write_json(step_dir.rollout, rollout, indent=1)
             timing["io_s"] += time.perf_counter() - start
             self.emit("admitted", {"step": step, "admitted": len(rollout["admitted_groups"])})
             start = time.perf_counter()
@@ -403,11 +399,11 @@ class _RoundRun:
                   **{f"time/{k}": v for k, v in timing.items()}}
         start = time.perf_counter()
         with phase("io"):
-            _append_metrics(self.root / "metrics.jsonl", record)
+            _append_metrics(self.dir.metrics, record)
             if self.logger is not None:
                 self.logger.log(record)
             self.emit("metrics", {"step": step, "record": record})
-            _touch_marker(step_dir / STEP_DONE)
+            _touch_marker(step_dir.done)
         timing["io_s"] += time.perf_counter() - start
         self.emit("step-done", {"step": step})
 
@@ -439,7 +435,8 @@ def _append_metrics(path: Path, record: Mapping[str, Any]) -> None:
 
 def val_comparison(params: Params, root: Path) -> dict[str, Any]:
     """Paired comparison of ``val-after`` against ``val-before`` (cross-checkpoint), written to ``val-compare``."""
-    comparison = compare_runs(root / "val-before", root / "val-after", kind="cross-checkpoint",
+    files = RoundDir(root)
+    comparison = compare_runs(files.val_before.root, files.val_after.root, kind="cross-checkpoint",
                               samples=params.evaluation.bootstrap_samples, seed=params.evaluation.bootstrap_seed)
-    write_comparison(comparison, root / "val-compare")
+    write_comparison(comparison, files.val_compare.root)
     return comparison

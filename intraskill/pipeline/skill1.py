@@ -31,11 +31,12 @@ from intraskill.agent.skill1_replies import DistillReply
 from intraskill.chat.base import Policy
 from intraskill.hashing import seed32, sha256_file
 from intraskill.jsonl import JsonlWriter, iter_jsonl
+from intraskill.layout import RoundDir
 from intraskill.params import Params, Skill1Params, section_plan
 from intraskill.paths import resolve_project_path
 from intraskill.pipeline.rollout import RoundContext, RoundFiles, group_index, wave_tasks
 from intraskill.skills.curriculum import CurriculumState
-from intraskill.skills.library import SNAPSHOT_FILE, LibraryStore, SkillLibrary
+from intraskill.skills.library import LibraryStore, SkillLibrary
 from intraskill.skills.retrieval import Encoder, SentenceEncoder, encoder_identity
 from intraskill.training.batching import TrainSample
 from intraskill.training.checkpoint import CheckpointError
@@ -44,12 +45,8 @@ from intraskill.training.skill1_advantages import Skill1Group, Skill1Segment, sk
 from intraskill.training.skill1_rewards import DistilledSkill, Skill1Rollout, Skill1StepResult, skill1_step
 from intraskill.training.triage import training_episode_id
 
-LIBRARY_DIR = "library"
-"""The Skill1 library's directory inside the round directory."""
 MAX_WAVES = 4
 """Waves of one oversampled Skill1 step, at most (then the step is topped up with non-varying groups)."""
-EPISODES_FILE = "skill1_episodes.jsonl"
-"""A Skill1 step's rollout records (:meth:`~intraskill.agent.skill1_episode.Skill1Episode.to_dict`)."""
 
 
 @dataclass(frozen=True)
@@ -223,7 +220,7 @@ class Skill1Round:
         self.params, self.round_index, self.policy, self.env_factory = params, round_index, policy, env_factory
         self.task_ids, self.runtime, self.files = list(task_ids), runtime, RoundFiles(root)
         self.emit = on_event or (lambda name, info: None)
-        self.store = LibraryStore.open(root / LIBRARY_DIR, s.capacity, s.ema_rate, s.initial_utility,
+        self.store = LibraryStore.open(RoundDir(root).library.root, s.capacity, s.ema_rate, s.initial_utility,
                                        seed_path if library_start is None else None, library_start)
         committed = self.store.step or 0
         if not trained - 1 <= committed <= trained:
@@ -238,7 +235,8 @@ class Skill1Round:
         return self.store.library
 
     def episodes_path(self, step: int) -> Path:
-        return self.files.step_dir(step) / EPISODES_FILE
+        """A Skill1 step's rollout records (:meth:`~intraskill.agent.skill1_episode.Skill1Episode.to_dict`)."""
+        return self.files.step_dir(step).skill1_episodes
 
     def _groups(self, step: int) -> tuple[Skill1GroupRun, int]:
         """The step's rollouts (recorded ones re-used, missing ones run and appended) and how many ran: one
@@ -353,4 +351,4 @@ class Skill1Method:
                            context.emit, context.library_start)
 
     def library(self, round_root: Path) -> Path | None:
-        return round_root / LIBRARY_DIR / SNAPSHOT_FILE
+        return RoundDir(round_root).library.snapshot

@@ -19,9 +19,8 @@ from intraskill.evaluate.compare import compare_runs, comparison_record, write_c
 from intraskill.evaluate.runner import EvalRun, run_eval
 from intraskill.evaluate.skill1_deploy import LibraryDeployment
 from intraskill.evaluate.summary import condition_record
+from intraskill.layout import RoundDir
 from intraskill.params import Params
-from intraskill.pipeline.skill1 import LIBRARY_DIR
-from intraskill.skills.library import SNAPSHOT_FILE
 
 DEPLOYED_DIR = "deployed"
 CONDITIONS: tuple[str, ...] = ("start-bare", "start-library", "trained-bare", "trained-library")
@@ -64,13 +63,13 @@ def run_skill1_conditions(params: Params, round_dir: str | Path, start_checkpoin
     tasks: ``start_checkpoint`` (the round's start) and the round's trained checkpoint, each bare and with the
     round's committed library (``library/snapshot.json``) under ``params.skill1``'s retrieval and reply budgets."""
     root = Path(round_dir)
-    snapshot = root / LIBRARY_DIR / SNAPSHOT_FILE
-    trained = root / "checkpoint" / "model"
-    for path, what in ((snapshot, "the round's committed library"), (trained / "config.json", "its trained model")):
+    snapshot = RoundDir(root).library.snapshot
+    trained = RoundDir(root).checkpoint.model
+    for path, what in ((snapshot, "the round's committed library"), (trained.config, "its trained model")):
         if not path.is_file():
             raise FileNotFoundError(f"{root}: {what} is missing ({path}); finish the round first")
     deployment = LibraryDeployment.from_snapshot(snapshot, params.skill1)
-    checkpoints = {"start": start_checkpoint, "trained": str(trained)}
+    checkpoints = {"start": start_checkpoint, "trained": str(trained.root)}
     runs = {}
     for condition in CONDITIONS:
         model, context = condition.split("-")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from intraskill.gate.additivity import AdditivityTest
 from intraskill.gate.contributions import load_contributions
+from intraskill.layout import GateDir
 from intraskill.plots.style import COLORS, Labeller, frame, new_figure
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def gate_tables(gate_dirs: Mapping[Any, str | Path]) -> tuple["pd.DataFrame", "p
 
     tables, outcomes = [], []
     for round_id, gate_dir in gate_dirs.items():
-        gate = load_contributions(Path(gate_dir) / "contributions.json")
+        gate = load_contributions(GateDir(gate_dir).contributions)
         table = gate.to_frame()[["intervention_id", "kind", "status", "coefficient", "rank", "ci_lo", "ci_hi"]]
         tables.append(table.assign(round=round_id))
         success, reward = gate.estimates["r_success"], gate.primary

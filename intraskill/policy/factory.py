@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from intraskill.chat.base import Policy
 from intraskill.hashing import sha256_file, sha256_json
+from intraskill.layout import ModelDir
 from intraskill.params import ExperimentParams, ModelParams, StoreParams
 from intraskill.paths import runs_root
 from intraskill.policy.expert_policy import ExpertPolicy, competences_from_tag
@@ -82,7 +83,7 @@ def load_policy(
     checkpoint
         For ``organism``: a directory written by ``save_pretrained`` (model + tokenizer); ``None``
         builds a random-init organism with a tokenizer trained on :func:`protocol_corpus`. For another
-        spec: a full model directory, or a peft adapter directory (:data:`ADAPTER_CONFIG`) merged into the
+        spec: a full model directory, or a peft adapter directory (``adapter_config.json``) merged into the
         spec's own weights (a LoRA warm start); ``None`` = the spec's own weights.
     device, dtype
         Where the in-process model runs.
@@ -129,7 +130,7 @@ def load_model(
             model, tokenizer = _from_directory(Path(checkpoint))
             return model, tokenizer, "organism", weights_digest(Path(checkpoint))
         return (*random_organism(organism or OrganismConfig(), cache_dir), "organism", None)
-    if checkpoint is not None and (Path(checkpoint) / ADAPTER_CONFIG).is_file():
+    if checkpoint is not None and ModelDir(checkpoint).adapter_config.is_file():
         base, tokenizer, model_id, _ = load_model(spec, cache_dir=cache_dir, organism=organism)
         return with_adapter(base, Path(checkpoint)), tokenizer, model_id, weights_digest(Path(checkpoint))
     if spec == "smollm2" and checkpoint is None:
@@ -140,10 +141,6 @@ def load_model(
         raise ValueError(f"model spec {spec!r} is not organism, smollm2, openai:… or an existing directory")
     model, tokenizer = _from_directory(directory)
     return model, tokenizer, spec, weights_digest(directory)
-
-
-ADAPTER_CONFIG = "adapter_config.json"
-"""The file that marks a checkpoint directory as a peft LoRA adapter over the spec's own weights."""
 
 
 def with_adapter(model: PreTrainedModel, adapter: Path) -> PreTrainedModel:
@@ -160,7 +157,7 @@ def random_organism(
     """A random-init organism with a protocol-corpus tokenizer, cached under ``cache_dir`` if given."""
     key = sha256_json({"config": config.to_dict(), "corpus": protocol_corpus()})[:16]
     target = Path(cache_dir) / f"organism-{key}" if cache_dir is not None else None
-    if target is not None and (target / "config.json").exists():
+    if target is not None and ModelDir(target).is_saved():
         return _from_directory(target)
     tokenizer = train_tokenizer(protocol_corpus(), config.vocab_size)
     model = build_organism(config, tokenizer)
@@ -224,7 +221,7 @@ def _from_directory(directory: Path) -> tuple[PreTrainedModel, PreTrainedTokeniz
     # deferred: transformers is heavy to import
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if not (directory / "config.json").exists():
+    if not ModelDir(directory).is_saved():
         raise FileNotFoundError(f"checkpoint {directory} has no config.json (write it with save_pretrained)")
     tokenizer = AutoTokenizer.from_pretrained(str(directory))
     model = AutoModelForCausalLM.from_pretrained(str(directory))

@@ -12,12 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from intraskill.layout import WarmstartDir
 from intraskill.params import UNTRAINED, Params, WarmstartParams, section_plan
 from intraskill.paths import project_root
 from intraskill.policy.organism import splits_like_organism
 
-CHECKPOINT_DIR = "checkpoint"
-"""A warm start's model directory, beside its ``manifest.json``."""
 SHIPPED_PATTERN = "params/*_warmstart"
 """Every shipped warm start (``make warmstart`` / ``make warmstart-additive``): one per organism params."""
 EVAL_ONLY = ("eval_episodes", "ground_truth_episodes", "eval_batch_size")
@@ -37,11 +36,11 @@ def warmstart_matches(directory: Path, params: Params) -> bool:
     warm-start training settings (:func:`training_settings`: evaluation settings and location aside), and whose
     tokenizer splits text as the organism's does now. A setting the manifest lacks (added after it was written)
     counts as its default, the behaviour of that time."""
-    manifest_path = directory / "manifest.json"
-    if not manifest_path.is_file() or not (directory / "ground_truth.json").is_file():
+    files = WarmstartDir(directory)
+    manifest_path = files.manifest
+    if not manifest_path.is_file() or not files.ground_truth.is_file():
         return False
-    checkpoint = directory / CHECKPOINT_DIR
-    if not (checkpoint / "config.json").is_file() or not splits_like_organism(checkpoint / "tokenizer.json"):
+    if not files.checkpoint.is_saved() or not splits_like_organism(files.checkpoint.tokenizer):
         return False
     recorded = json.loads(manifest_path.read_text(encoding="utf-8")).get("params", {})
     expected = {"store": params.store.model_dump(mode="json"),
@@ -90,4 +89,4 @@ def resolve_checkpoint(params: Params, params_file: str | Path | None = None) ->
             f"no warm start matches these parameters (looked in {SHIPPED_PATTERN} and warmstart.out_dir "
             f"{params.warmstart.out_dir}); build one with `intraskill warmstart --params {params_file or 'PARAMS'}`"
             f", or set model.checkpoint: {UNTRAINED} for the random-init organism")
-    return str(directory / CHECKPOINT_DIR), directory
+    return str(WarmstartDir(directory).checkpoint.root), directory

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from intraskill.jsonl import JsonlError, JsonlWriter, iter_jsonl, write_json
+from intraskill.layout import LibraryDir
 from intraskill.params import Skill1Params
 
 LIBRARY_SCHEMA_VERSION = "intraskill-skill1-library-v1"
@@ -45,8 +46,6 @@ DEFAULT_EMA_RATE = _DEFAULTS.ema_rate
 """α of the utility EMA (method §10.2)."""
 DEFAULT_INITIAL_UTILITY = _DEFAULTS.initial_utility
 """U of a newly admitted skill (see the module docstring)."""
-HISTORY_FILE = "history.jsonl"
-SNAPSHOT_FILE = "snapshot.json"
 
 Origin = Literal["seed", "distilled"]
 
@@ -295,16 +294,16 @@ class LibraryStore:
         self.library = library
         self._seq = seq
         self.step = step
-        self._writer = JsonlWriter(directory / HISTORY_FILE)
+        self._writer = JsonlWriter(LibraryDir(directory).history)
         library._store = self
 
     @property
     def history_path(self) -> Path:
-        return self.directory / HISTORY_FILE
+        return LibraryDir(self.directory).history
 
     @property
     def snapshot_path(self) -> Path:
-        return self.directory / SNAPSHOT_FILE
+        return LibraryDir(self.directory).snapshot
 
     def record(self, event: str, fields: dict[str, Any]) -> None:
         self._seq += 1
@@ -365,12 +364,11 @@ class LibraryStore:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         library = SkillLibrary(capacity, ema_rate, initial_utility)
-        history = directory / HISTORY_FILE
-        snapshot = directory / SNAPSHOT_FILE
+        history, snapshot = LibraryDir(directory).history, LibraryDir(directory).snapshot
         if not snapshot.exists():
             if history.exists() and history.stat().st_size > 0:
                 raise SkillLibraryError(
-                    f"{history}: a history without {SNAPSHOT_FILE}; refusing to guess the state"
+                    f"{history}: a history without {snapshot.name}; refusing to guess the state"
                 )
             seeds = load_seed_skills(seed_path) if seed_path is not None else []
             if start is not None:

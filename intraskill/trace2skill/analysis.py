@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
+from intraskill.layout import RoundDir
 from intraskill.params import MAX_CANDIDATES
 from intraskill.shop.engine import ShopEngine
 from intraskill.skills.bank import SkillBank
@@ -42,7 +43,7 @@ from intraskill.trace2skill.compiler import (
 )
 from intraskill.trace2skill.firewall import GoldLookup
 from intraskill.trace2skill.ledger import LedgerEntry, add_proposals, write_ledger
-from intraskill.trace2skill.queue import QUEUE_FILE, AnalysisItem, read_analysis_queue, recheck_item
+from intraskill.trace2skill.queue import AnalysisItem, read_analysis_queue, recheck_item
 from intraskill.trace2skill.roles import REJECT_GOLD_LEAK
 
 LOGGER = logging.getLogger(__name__)
@@ -58,33 +59,6 @@ class Compiler(Protocol):
     def __call__(self, bank: SkillBank, cards: Sequence[FailureCard], history: Sequence[LedgerEntry], *,
                  proposal_checkpoint: str, max_candidates: int, lookup: GoldLookup | None) -> CompileResult:
         ...
-
-
-@dataclass(frozen=True)
-class AnalysisPaths:
-    """The files of ``<round_dir>/analysis``."""
-
-    root: Path
-
-    @classmethod
-    def of(cls, round_dir: str | Path) -> "AnalysisPaths":
-        return cls(Path(round_dir) / "analysis")
-
-    @property
-    def cards(self) -> Path:
-        return self.root / "evidence_cards.jsonl"
-
-    @property
-    def pool(self) -> Path:
-        return self.root / "candidate_pool.json"
-
-    @property
-    def ledger(self) -> Path:
-        return self.root / "proposal_ledger.jsonl"
-
-    @property
-    def summary(self) -> Path:
-        return self.root / "analysis_summary.json"
 
 
 @dataclass(frozen=True)
@@ -157,9 +131,9 @@ def run_analysis(round_dir: str | Path, engine: ShopEngine, bank: SkillBank, ana
     history : the cumulative proposal ledger before this round.
     compiler : :func:`~intraskill.trace2skill.compiler.rule_compile` or an LLM compiler.
     """
-    paths = AnalysisPaths.of(round_dir)
+    paths = RoundDir(round_dir).analysis
     paths.root.mkdir(parents=True, exist_ok=True)
-    queue = read_analysis_queue(Path(round_dir) / QUEUE_FILE)
+    queue = read_analysis_queue(RoundDir(round_dir).analysis_queue)
     checks = [(item, recheck_item(item, bank)) for item in queue]
     rejected = [{"episode_id": item.episode_id, "reason": reason} for item, reason in checks if reason]
     accepted = [item for item, reason in checks if reason is None]

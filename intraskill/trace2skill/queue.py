@@ -27,7 +27,6 @@ from intraskill.jsonl import iter_jsonl
 from intraskill.skills.bank import SkillBank
 
 QUEUE_SCHEMA_VERSION = "intraskill-analysis-queue-v1"
-QUEUE_FILE = "analysis_queue.jsonl"
 TRAIN_SPLIT = "train"
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from intraskill.hashing import sha256_file
+from intraskill.layout import CheckpointDir
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from intraskill.training.grpo import GRPOTrainer
 
 CHECKPOINT_SCHEMA = "intraskill-train-checkpoint-v2"
-STATE_FILE = "state.json"
 
 
 class CheckpointError(RuntimeError):
@@ -56,13 +56,13 @@ def recover_checkpoint(path: str | Path) -> Path | None:
     if tmp.exists():
         shutil.rmtree(tmp)
     if old.exists():
-        if (path / "state.json").is_file():
+        if CheckpointDir(path).state.is_file():
             shutil.rmtree(old)
         else:
             if path.exists():
                 shutil.rmtree(path)
             old.rename(path)
-    return path if (path / "state.json").is_file() else None
+    return path if CheckpointDir(path).state.is_file() else None
 
 
 def save_checkpoint(
@@ -83,23 +83,24 @@ def save_checkpoint(
     recover_checkpoint(path)
     tmp, old = path.with_name(path.name + ".tmp"), path.with_name(path.name + ".old")
     tmp.mkdir(parents=True)
+    written = CheckpointDir(tmp)
     model = trainer.model
     if trainer.grpo.lora is not None:
         # deferred: peft is heavy to import
         from peft import get_peft_model_state_dict
 
-        torch.save(get_peft_model_state_dict(model), tmp / "adapter.pt")
+        torch.save(get_peft_model_state_dict(model), written.adapter)
         model = copy.deepcopy(model).merge_and_unload()
-    model.save_pretrained(str(tmp / "model"))
-    tokenizer.save_pretrained(str(tmp / "model"))
-    torch.save(trainer.optimizer.state_dict(), tmp / "optimizer.pt")
+    model.save_pretrained(str(written.model.root))
+    tokenizer.save_pretrained(str(written.model.root))
+    torch.save(trainer.optimizer.state_dict(), written.optimizer)
     rng = {"cpu": torch.get_rng_state()}
     if torch.cuda.is_available():
         rng["cuda"] = torch.cuda.get_rng_state_all()
-    torch.save(rng, tmp / "rng.pt")
+    torch.save(rng, written.rng)
     files = {p.relative_to(tmp).as_posix(): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
     state = {"schema_version": CHECKPOINT_SCHEMA, "step": step, "history": dict(history), "files": files}
-    with open(tmp / "state.json", "w", encoding="utf-8") as handle:
+    with open(written.state, "w", encoding="utf-8") as handle:
         json.dump(state, handle, indent=1)
         handle.flush()
         os.fsync(handle.fileno())
@@ -116,7 +117,7 @@ def save_checkpoint(
 def read_checkpoint_state(path: str | Path) -> dict[str, Any]:
     """``state.json`` of a checkpoint (``step``, ``history``, ``files``); :class:`CheckpointError` naming it when
     it is missing, unreadable or of another schema."""
-    file = Path(path) / STATE_FILE
+    file = CheckpointDir(path).state
     try:
         state = json.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -140,9 +141,9 @@ def verify_checkpoint(path: str | Path) -> dict[str, Any]:
     for name, digest in state["files"].items():
         file = path / name
         if not file.is_file():
-            raise CheckpointError(f"{file} is missing (listed in {path / STATE_FILE})")
+            raise CheckpointError(f"{file} is missing (listed in {CheckpointDir(path).state})")
         if sha256_file(file) != digest:
-            raise CheckpointError(f"{file} differs from the checksum recorded in {path / STATE_FILE}")
+            raise CheckpointError(f"{file} differs from the checksum recorded in {CheckpointDir(path).state}")
     return state
 
 
@@ -173,14 +174,15 @@ def load_checkpoint(path: str | Path, trainer: GRPOTrainer, state: Mapping[str, 
     from transformers import AutoModelForCausalLM
 
     path = Path(path)
+    saved_files = CheckpointDir(path)
     state = dict(state) if state is not None else verify_checkpoint(path)
     if trainer.grpo.lora is not None:
         # deferred: peft is heavy to import
         from peft import set_peft_model_state_dict
 
-        set_peft_model_state_dict(trainer.model, load_tensors(path / "adapter.pt", trainer.device))
+        set_peft_model_state_dict(trainer.model, load_tensors(saved_files.adapter, trainer.device))
     else:
-        saved = AutoModelForCausalLM.from_pretrained(str(path / "model"))
+        saved = AutoModelForCausalLM.from_pretrained(str(saved_files.model.root))
         target = trainer.model
         saved_state = saved.state_dict()
         missing = set(target.state_dict()) - set(saved_state)
@@ -189,8 +191,8 @@ def load_checkpoint(path: str | Path, trainer: GRPOTrainer, state: Mapping[str, 
         with torch.no_grad():
             for name, tensor in target.state_dict().items():
                 tensor.copy_(saved_state[name].to(tensor.dtype))
-    trainer.optimizer.load_state_dict(load_tensors(path / "optimizer.pt", trainer.device))
-    rng = load_tensors(path / "rng.pt", "cpu")
+    trainer.optimizer.load_state_dict(load_tensors(saved_files.optimizer, trainer.device))
+    rng = load_tensors(saved_files.rng, "cpu")
     torch.set_rng_state(rng["cpu"])
     if "cuda" in rng and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(rng["cuda"])

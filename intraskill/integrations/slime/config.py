@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from intraskill.experiment.arms import cell_params
+from intraskill.layout import RoundDir, round_id
 from intraskill.params import Params
 from intraskill.shop.actions import LANGUAGES
 from intraskill.skills.bank import SkillBank, load_skillbank
@@ -316,11 +317,11 @@ def round_run_config(params: Params, round_index: int, skillbank_path: str | Pat
     URL, concurrency, …)."""
     cell = params.round
     out = Path(training_output_dir)
-    curriculum = build_curriculum(load_skillbank(skillbank_path), round_id=f"round-{round_index:03d}",
+    curriculum = build_curriculum(load_skillbank(skillbank_path), round_id=round_id(round_index),
                                   skill_free_probability=cell.q, rho_min=cell.rho_min, rho_max=cell.rho_max,
                                   seed=cell.curriculum_seed,
                                   skillbank_path=os.path.relpath(skillbank_path, out))
-    path = save_curriculum(curriculum, out / "curriculum.json")
+    path = save_curriculum(curriculum, RoundDir(out).curriculum)
     derived = {"full_skill_retry": cell.full_skill_retry,
                "max_consecutive_failed_groups": cell.max_consecutive_failed_groups,
                "max_steps": params.sampling.max_turns, "language": params.store.language}
