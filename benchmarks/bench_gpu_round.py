@@ -137,10 +137,10 @@ def main() -> None:
                            torch.cuda.max_memory_reserved()),
               **summarize(result.metrics, clock, start, end, prepare_s)}
     if result.comparison is not None:
-        success = result.comparison["paired"]["metrics"]["r_success"]
-        report["val_success"] = {"before": success["a_mean"], "after": success["b_mean"],
-                                 "difference": success["mean_difference"],
-                                 "ci95": success["confidence_interval"], "pairs": success["pairs"]}
+        success = result.comparison.metric("r_success")
+        report["val_success"] = {"before": success.a_mean, "after": success.b_mean,
+                                 "difference": success.mean_difference,
+                                 "ci95": list(success.confidence_interval), "pairs": success.pairs}
     print(json.dumps(report))
 
 

@@ -105,9 +105,9 @@ def main() -> None:
     report = {"params": args.params, "round_dir": str(out), "start": checkpoint or "random-init",
               **summarize(result.metrics, clock, start, end, prepare_s)}
     if result.comparison is not None:
-        success = result.comparison["paired"]["metrics"]["r_success"]
-        report["val_success"] = {"before": success["a_mean"], "after": success["b_mean"],
-                                 "difference": success["mean_difference"], "ci95": success["confidence_interval"]}
+        success = result.comparison.metric("r_success")
+        report["val_success"] = {"before": success.a_mean, "after": success.b_mean,
+                                 "difference": success.mean_difference, "ci95": list(success.confidence_interval)}
     print(json.dumps(report))
 
 

@@ -187,7 +187,7 @@ def paired(run_a: str, run_b: str, params: Params) -> dict[str, Any]:
 
     comparison = compare_runs(run_a, run_b, kind="cross-checkpoint", samples=params.evaluation.bootstrap_samples,
                               seed=params.evaluation.bootstrap_seed)
-    return {"a": run_a, "b": run_b, **comparison["paired"]["metrics"]["r_success"]}
+    return {"a": run_a, "b": run_b, **comparison.metric("r_success").to_dict()}
 
 
 def main() -> None:

@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 
-def _difference(comparison: dict[str, Any]) -> dict[str, Any]:
-    metrics = comparison["paired"]["metrics"]
-    return {name: {"mean": metrics[metric]["mean_difference"], "ci": metrics[metric]["confidence_interval"]}
+def _difference(comparison: Any) -> dict[str, Any]:
+    """Success and reward ``b − a`` of a :class:`~intraskill.evaluate.records.PairedComparison`."""
+    paired = comparison.paired
+    return {name: {"mean": paired.metric(metric).mean_difference, "ci": list(paired.metric(metric).confidence_interval)}
             for name, metric in (("success", "r_success"), ("reward", "reward"))} | {
-        "transitions": comparison["paired"]["success_transitions"], "pairs": comparison["paired"]["pairs"]}
+        "transitions": paired.success_transitions, "pairs": paired.pairs}
 
 
 def main() -> None:
@@ -58,8 +59,8 @@ def main() -> None:
     seed = params.evaluation.bootstrap_seed
     report: dict[str, Any] = {
         "checkpoint": checkpoint, "split": args.split, "banks": banks, "reference": args.reference,
-        "runs": {name: {"success": run.summary["primary"]["success_rate"], "reward": run.summary["primary"]["reward_mean"],
-                        "episodes": run.summary["counts"]["completed"]} for name, run in runs.items()},
+        "runs": {name: {"success": run.summary.primary.success_rate, "reward": run.summary.primary.reward_mean,
+                        "episodes": run.summary.counts.completed} for name, run in runs.items()},
         "minus_bare": {name: _difference(compare_runs(out / "bare", out / name, seed=seed)) for name in banks},
     }
     if args.reference is not None:

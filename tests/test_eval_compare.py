@@ -15,6 +15,7 @@ from intraskill.agent.traces import read_traces
 from intraskill.cli import app
 from intraskill.evaluate.bootstrap import paired_bootstrap_ci
 from intraskill.evaluate.compare import AlignmentError, compare_runs, write_comparison
+from intraskill.evaluate.records import PairedComparison
 from intraskill.evaluate.runner import run_eval
 from intraskill.params import params_from_dict
 from intraskill.skills.bank import Skill, SkillBank, save_skillbank
@@ -53,33 +54,36 @@ def runs(tmp_path_factory: pytest.TempPathFactory, small_store_root: Path) -> di
 
 def test_cross_checkpoint_comparison(runs: dict[str, Path], tmp_path: Path) -> None:
     result = compare_runs(runs["ablated"], runs["full"], kind="cross-checkpoint", samples=500)
-    assert result["schema_version"] == "shopsimrl-paired-run-comparison-v1"
-    assert result["alignment"]["plan"]["status"] == "matched"
-    assert "model" not in result["alignment"]["plan"]["checked_fields"]
-    assert result["alignment"]["traces"]["pairs"] == 10
-    paired = result["paired"]
-    assert paired["difference_direction"] == "b_minus_a"
-    assert paired["metric_aggregation"] == "mean_of_task_level_values"
-    assert paired["bootstrap"] == {"method": "task_level_paired_percentile", "samples": 500, "seed": 20260901,
-                                   "confidence_level": 0.95}
+    assert result.schema_version == "shopsimrl-paired-run-comparison-v1"
+    assert result.alignment.plan.status == "matched"
+    assert "model" not in result.alignment.plan.checked_fields
+    assert result.alignment.traces["pairs"] == 10
+    paired = result.paired
+    assert paired.difference_direction == "b_minus_a"
+    assert paired.metric_aggregation == "mean_of_task_level_values"
+    assert paired.bootstrap.to_dict() == {"method": "task_level_paired_percentile", "samples": 500,
+                                          "seed": 20260901, "confidence_level": 0.95}
     expected = {"reward", "r_att", "r_loose", "r_option", "r_price", "r_strict", "r_success", "r_type",
                 "steps", "actions", "protocol_error_rate", "policy_failure_rate", "invalid_action_rate",
                 "prompt_tokens", "completion_tokens", "total_tokens", "duration_ms"}
-    assert set(paired["metrics"]) == expected
-    for metric, row in paired["metrics"].items():
-        low, high = row["confidence_interval"]
-        assert low <= row["mean_difference"] <= high and row["pairs"] == 10, metric
-    assert sum(paired["success_transitions"].values()) == paired["pairs"] == 10
+    assert set(paired.metrics) == expected
+    for metric, row in paired.metrics.items():
+        low, high = row.confidence_interval
+        assert low <= row.mean_difference <= high and row.pairs == 10, metric
+    assert sum(paired.success_transitions.values()) == paired.pairs == 10
     a = {t.task_id: t.reward for t in read_traces(runs["ablated"] / "traces.jsonl")}
     b = {t.task_id: t.reward for t in read_traces(runs["full"] / "traces.jsonl")}
     tasks = [task for task, _ in json.loads((runs["full"] / "plan.json").read_text())["jobs"]]
     direct = paired_bootstrap_ci([a[t].reward for t in tasks], [b[t].reward for t in tasks], "reward",
                                  samples=500)
-    assert paired["metrics"]["reward"]["confidence_interval"] == list(direct.ci95)
-    success = {label: result["absolute"][label]["primary"]["success_rate"] for label in ("a", "b")}
-    assert paired["metrics"]["r_success"]["mean_difference"] == pytest.approx(success["b"] - success["a"])
+    assert result.metric("reward").confidence_interval == tuple(direct.ci95)
+    success = {label: result.absolute[label].primary.success_rate for label in ("a", "b")}
+    assert result.metric("r_success").mean_difference == pytest.approx(success["b"] - success["a"])
     json_path, md_path = write_comparison(result, tmp_path / "out")
-    assert json.loads(json_path.read_text())["paired"]["pairs"] == 10
+    stored = json.loads(json_path.read_text())
+    assert stored["paired"]["pairs"] == 10 and stored["paired"]["metrics"]["reward"]["confidence_interval"] == \
+        list(direct.ci95)  # the file keeps the release's shape
+    assert PairedComparison.read(json_path) == result
     assert md_path.read_text().count("\n| ") == len(expected) + 1
 
 
@@ -87,9 +91,9 @@ def test_same_checkpoint_requires_the_same_model_and_a_bare_reference(runs: dict
     with pytest.raises(AlignmentError, match="model"):
         compare_runs(runs["ablated"], runs["full"], kind="same-checkpoint", samples=200)
     result = compare_runs(runs["full"], runs["equipped"], kind="same-checkpoint", samples=200)
-    traces = result["alignment"]["traces"]
+    traces = result.alignment.traces
     assert traces["a_skill_ids"] == [] and traces["b_skill_ids"] == ["chunk-a"]
-    assert "model" in result["alignment"]["plan"]["checked_fields"]
+    assert "model" in result.alignment.plan.checked_fields
     with pytest.raises(AlignmentError, match="must be bare"):
         compare_runs(runs["equipped"], runs["full"], kind="same-checkpoint", samples=200)
 

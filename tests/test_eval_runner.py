@@ -12,6 +12,7 @@ from policy_doubles import KilledAfter
 from intraskill.agent.runtime import episode_seed
 from intraskill.agent.traces import read_traces
 from intraskill.chat.base import ChatRequest, Generation, SessionTokens
+from intraskill.evaluate.records import EvalSummary
 from intraskill.evaluate.runner import PlanMismatchError, read_plan, run_eval
 from intraskill.evaluate.summary import DuplicateEpisodeError, summarize
 from intraskill.params import Params, params_from_dict
@@ -88,6 +89,7 @@ def test_expert_run_writes_plan_traces_and_summary(tmp_path: Path, small_store_r
     assert summary["primary"]["reward_mean"] == pytest.approx(sum(rewards) / 6)
     assert summary["behavior"]["model_steps"] == sum(t.counts["model_steps"] for t in traces)
     assert summary["behavior"]["termination_reasons"] == {"purchase": 6}
+    assert EvalSummary.read(run.run_dir / "summary.json") == run.summary
     plan = read_plan(run.run_dir)
     assert plan.fingerprint == run.plan.fingerprint
     assert sorted(plan.jobs) == sorted((t.task_id, 0) for t in traces)
@@ -102,10 +104,10 @@ def test_random_init_organism_run(tmp_path: Path, small_store_root: Path) -> Non
     run = run_eval(params, "test", None, "none", tmp_path / "organism", progress=False,
                    store_root=small_store_root)
     assert run.plan.model["backend"] == "hf" and run.plan.model["organism"]["hidden_size"] == 64
-    counts = run.summary["counts"]
-    assert counts["requested"] == 2 and counts["completed"] + counts["failed"] == 2
-    assert run.summary["behavior"]["model_steps"] >= 2
-    assert run.summary["cost"]["tokens"]["prompt_tokens"] > 0
+    counts = run.summary.counts
+    assert counts.requested == 2 and counts.completed + counts.failed == 2
+    assert run.summary.behavior.model_steps >= 2
+    assert run.summary.cost.tokens.prompt_tokens > 0
 
 
 @pytest.mark.e2e
@@ -124,7 +126,7 @@ def test_resume_after_kill_runs_every_episode_once(tmp_path: Path, small_store_r
     assert after[:len(before)] == before
     ids = [r["episode_id"] for r in after]
     assert len(ids) == len(set(ids)) == 6
-    assert run.summary["counts"]["completed"] == 6
+    assert run.summary.counts.completed == 6
     run_eval(params, "val", None, None, out, progress=False, store_root=small_store_root)
     assert _records(out) == after
 
@@ -172,14 +174,14 @@ def test_failed_episode_is_retried_and_the_attempt_kept(tmp_path: Path, small_st
     statuses = [(r["episode_id"], r["status"]) for r in _records(run.run_dir)]
     assert statuses.count((target, "failed")) == 1 and statuses.count((target, "completed")) == 1
     assert "backend crashed" in next(r["error"] for r in _records(run.run_dir) if r["status"] == "failed")
-    assert run.summary["counts"]["completed"] == 3 and run.summary["counts"]["failed"] == 0
+    assert run.summary.counts.completed == 3 and run.summary.counts.failed == 0
 
     stuck = run_eval(params, "val", None, None, tmp_path / "stuck", progress=False,
                      store_root=small_store_root, policy=FailingFor(ExpertPolicy(seed=7), target, 99))
     assert [r["episode_id"] for r in _records(stuck.run_dir)].count(target) == 3
-    assert stuck.summary["counts"] == {"requested": 3, "trace_files": 3, "completed": 2, "failed": 1,
+    assert stuck.summary.counts.to_dict() == {"requested": 3, "trace_files": 3, "completed": 2, "failed": 1,
                                        "scored": 2, "coverage": pytest.approx(2 / 3)}
-    assert stuck.summary["errors"] == {"RuntimeError": 1}
+    assert stuck.summary.errors == {"RuntimeError": 1}
 
 
 def test_summary_refuses_a_second_completed_record(tmp_path: Path, small_store_root: Path) -> None:

@@ -82,10 +82,10 @@ def alone_effects(params: Params, skills: list[Skill], root: Path, store: Path, 
     """Paired (same tasks and episode seeds) mean reward of each chunk alone minus bare."""
     repeated = params.model_copy(update={"evaluation": params.evaluation.model_copy(update={"repeats": samples})})
     bare = run_eval(repeated, "val", None, None, root / "truth-bare", policy=planted_policy(), progress=False,
-                    store_root=store).summary["primary"]["reward_mean"]
+                    store_root=store).summary.primary.reward_mean
     return {s.skill_id: run_eval(repeated, "val", None, SkillBank("alone", (s,)), root / f"truth-{s.skill_id}",
                                  policy=planted_policy(), progress=False,
-                                 store_root=store).summary["primary"]["reward_mean"] - bare
+                                 store_root=store).summary.primary.reward_mean - bare
             for s in skills}
 
 

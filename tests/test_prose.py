@@ -7,6 +7,7 @@ import json
 import pytest
 
 from intraskill.analysis.release import locate_release_dir, reanalyse_release
+from intraskill.evaluate.records import PairedBlock
 from intraskill.organism.gate_validation import GateValidationReport, SeedValidation, TruthComparison
 from intraskill.paths import project_root
 from intraskill.pipeline.gate_b import GateBResult, PairedMetric
@@ -36,10 +37,12 @@ def test_release_sentences_state_the_reanalysed_numbers(release) -> None:
 
 
 def test_round_and_warm_start_sentences() -> None:
-    comparison = {"paired": {"pairs": 200, "success_transitions": {"0->1": 39, "1->0": 3, "1->1": 52, "0->0": 106},
-                             "metrics": {"r_success": {"a_mean": 0.455, "b_mean": 0.635, "mean_difference": 0.18,
-                                                       "confidence_interval": [0.125, 0.24]}}}}
-    assert prose.round_val(comparison, "en") == (
+    paired = PairedBlock.from_dict({
+        "pairs": 200, "bootstrap": {"samples": 10_000, "seed": 20260901, "confidence_level": 0.95},
+        "success_transitions": {"0->1": 39, "1->0": 3, "1->1": 52, "0->0": 106},
+        "metrics": {"r_success": {"a_mean": 0.455, "b_mean": 0.635, "mean_difference": 0.18,
+                                  "confidence_interval": [0.125, 0.24], "pairs": 200}}})
+    assert prose.round_val(paired, "en") == (
         "Bare val success on 200 val tasks went from 45.50 % to 63.50 %: +18.00 points [+12.50, +24.00] "
         "(task-paired bootstrap), 39 tasks fixed and 3 broken.")
     warmstart = project_root() / "params" / "organism_warmstart"

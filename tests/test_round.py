@@ -89,8 +89,8 @@ def test_real_round_trains_saves_and_compares(run_root: Path, small_store_root: 
     assert all(row["train/grad_norm"] == 0.0 and row["rollout/shopsim/reward_mean"] == 0.0 for row in rows)
     for name in ("optimizer.pt", "rng.pt", "state.json"):
         assert (result.checkpoint / name).is_file()
-    paired = result.comparison["paired"]
-    assert paired["pairs"] == 4 and "r_success" in paired["metrics"]
+    paired = result.comparison.paired
+    assert paired.pairs == 4 and "r_success" in paired.metrics
     assert (result.root / "val-compare" / "comparison.json").is_file()
     assert RoundDir(result.root).finished_steps() == [1, 2]
     assert len(read_jsonl(result.root / "triage.jsonl")) == 8

@@ -34,6 +34,7 @@ from intraskill.analysis.release_results import (
     WandbReconciliation,
 )
 from intraskill.evaluate.bootstrap import TEST_SEED_BASE, paired_bootstrap_ci, success_transitions
+from intraskill.evaluate.records import EvalSummary
 from intraskill.gate.ols import refit_contributions
 from intraskill.layout import EvalDir, RoundDir, RunDir
 from intraskill.paths import release_data_dir
@@ -134,17 +135,17 @@ def four_condition_table(artifacts_dir: str | Path) -> tuple[ConditionRow, ...]:
     rows = load_test_outcomes(root)
     table = []
     for arm in ARMS:
-        summary = _read_json(EvalDir(root / "eval" / EVAL_RUNS[arm]).summary)
+        summary = EvalSummary.read(EvalDir(root / "eval" / EVAL_RUNS[arm]).summary)
         reward = _mean(_arm_values(rows, arm, "reward"))
         success = _mean(_arm_values(rows, arm, "success"))
-        published_reward = summary["primary"]["reward_mean"]
-        published_success = summary["primary"]["success_rate"]
+        published_reward = summary.primary.reward_mean
+        published_success = summary.primary.success_rate
         table.append(ConditionRow(
             arm=arm,
             n=len(rows),
             reward_mean=reward,
             success_rate=success,
-            steps_mean=summary["behavior"]["steps_mean"],
+            steps_mean=summary.behavior.steps_mean,
             summary_reward_mean=published_reward,
             summary_success_rate=published_success,
             max_abs_error=max(abs(reward - published_reward), abs(success - published_success)),
@@ -188,7 +189,7 @@ def round_dirs(artifacts_dir: str | Path) -> list[Path]:
 
 def _round_row(folder: Path, published: Mapping[str, str], samples: int) -> GateRound:
     gate = _read_json(RoundDir(folder).gate.contributions)
-    summary = _read_json(RoundDir(folder).gate.summary)
+    summary = EvalSummary.read(RoundDir(folder).gate.summary)
     records = gate["contributions"]
     table = gate["observations_table"]
     delta = paired_bootstrap_ci(
@@ -207,8 +208,8 @@ def _round_row(folder: Path, published: Mapping[str, str], samples: int) -> Gate
         bare_success=bare["r_success"],
         masked_strict=gate["estimates"]["reward"]["masked_mean"],
         masked_success=gate["estimates"]["r_success"]["masked_mean"],
-        summary_masked_strict=summary["primary"]["reward_mean"],
-        summary_masked_success=summary["primary"]["success_rate"],
+        summary_masked_strict=summary.primary.reward_mean,
+        summary_masked_success=summary.primary.success_rate,
         gate_delta=GateDelta(delta.mean_difference, delta.ci95),
         published=dict(published),
     )

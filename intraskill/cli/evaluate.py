@@ -58,12 +58,13 @@ def eval_command(
                        batch_size=batch_size, library=deployment, limit=limit)
     except PlanMismatchError as error:
         fail(str(error))
-    counts, primary, behavior = run.summary["counts"], run.summary["primary"], run.summary["behavior"]
+    summary = run.summary
     record = {"run_dir": str(run.run_dir), "checkpoint": checkpoint, "plan_fingerprint": run.plan.fingerprint,
-              "counts": counts, "primary": primary,
-              "behavior": {key: behavior[key] for key in ("steps_mean", "protocol_error_rate", "invalid_action_rate")}}
-    emit(record, as_json, text=summary_text(run.summary, str(run.run_dir)))
-    if counts["failed"]:
+              "counts": summary.counts.to_dict(), "primary": summary.primary.to_dict(),
+              "behavior": summary.behavior.model_dump(include={"steps_mean", "protocol_error_rate",
+                                                               "invalid_action_rate"})}
+    emit(record, as_json, text=summary_text(summary, str(run.run_dir)))
+    if summary.counts.failed:
         raise typer.Exit(1)
 
 
@@ -104,5 +105,5 @@ def compare_command(
                if kind == "same-checkpoint" and "model" in str(error) else "")
         fail(f"{error}{fix}")
     write_comparison(comparison, out or run_b)
-    emit(comparison, as_json, comparison_markdown(comparison))
+    emit(comparison.to_dict(), as_json, comparison_markdown(comparison))
 

@@ -49,9 +49,9 @@ def round_command(
         fail(str(error))
     val = None
     if result.comparison is not None:
-        success = result.comparison["paired"]["metrics"]["r_success"]
-        val = {"before": success["a_mean"], "after": success["b_mean"], "difference": success["mean_difference"],
-               "ci95": success["confidence_interval"], "pairs": success["pairs"]}
+        success = result.comparison.metric("r_success")
+        val = {"before": success.a_mean, "after": success.b_mean, "difference": success.mean_difference,
+               "ci95": list(success.confidence_interval), "pairs": success.pairs}
     emit({"round_dir": str(result.root), "checkpoint": str(result.model_dir),
           "inputs": round_inputs_summary(inputs), "steps": len(result.metrics),
           "last_step": result.metrics[-1] if result.metrics else None, "val_success": val}, as_json)

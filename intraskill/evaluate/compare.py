@@ -28,13 +28,20 @@ from typing import Any
 
 from intraskill.agent.traces import EpisodeTrace, read_traces
 from intraskill.evaluate.bootstrap import TEST_SEED_BASE, paired_bootstrap_ci, success_transitions
+from intraskill.evaluate.records import (
+    Alignment,
+    BootstrapSettings,
+    PairedBlock,
+    PairedComparison,
+    PairedMetric,
+    PlanAlignment,
+    RunPair,
+)
 from intraskill.evaluate.runner import EvalPlan, read_plan
 from intraskill.evaluate.summary import REWARD_COMPONENTS, episode_metrics, final_records, summarize, utc_now
-from intraskill.jsonl import write_json
 from intraskill.layout import CompareDir, EvalDir
 from intraskill.shop.reward import PRIMARY_REWARD
 
-COMPARISON_SCHEMA_VERSION = "shopsimrl-paired-run-comparison-v1"
 KINDS: tuple[str, ...] = ("same-checkpoint", "cross-checkpoint")
 PER_EPISODE_SKILLS = "skill1-library"
 """The skills provider whose episodes select their own skill (:mod:`intraskill.evaluate.skill1_deploy`)."""
@@ -74,7 +81,7 @@ def _unique(values: Sequence[Any]) -> list[Any]:
     return list(seen.values())
 
 
-def check_plans(a: EvalPlan, b: EvalPlan, kind: str) -> dict[str, Any]:
+def check_plans(a: EvalPlan, b: EvalPlan, kind: str) -> PlanAlignment:
     """The plan alignment block; raises :class:`AlignmentError` naming the differing fields."""
     if kind not in KINDS:
         raise ValueError(f"kind: expected one of {KINDS}, got {kind!r}")
@@ -83,8 +90,8 @@ def check_plans(a: EvalPlan, b: EvalPlan, kind: str) -> dict[str, Any]:
     differing = [name for name in fields if a_dict[name] != b_dict[name]]
     if differing:
         raise AlignmentError(f"plans differ ({kind}) on: {', '.join(differing)}")
-    return {"status": "matched", "kind": kind, "checked_fields": list(fields),
-            "a_plan_fingerprint": a.fingerprint, "b_plan_fingerprint": b.fingerprint}
+    return PlanAlignment(kind=kind, checked_fields=list(fields), a_plan_fingerprint=a.fingerprint,
+                         b_plan_fingerprint=b.fingerprint)
 
 
 def completed_jobs(
@@ -145,18 +152,18 @@ def _task_values(traces: Mapping[tuple[int, int], EpisodeTrace], metric: str) ->
 
 
 def paired_metrics(a: Mapping[tuple[int, int], EpisodeTrace], b: Mapping[tuple[int, int], EpisodeTrace],
-                   samples: int, seed: int, confidence: float) -> dict[str, dict[str, Any]]:
+                   samples: int, seed: int, confidence: float) -> dict[str, PairedMetric]:
     """Per metric: means, mean difference (b − a) and the paired bootstrap interval over tasks."""
     rewards = [PRIMARY_REWARD, *REWARD_COMPONENTS]
-    metrics: dict[str, dict[str, Any]] = {}
+    metrics: dict[str, PairedMetric] = {}
     for metric in rewards + list(BEHAVIOR_METRICS):
         values_a, values_b = _task_values(a, metric), _task_values(b, metric)
         tasks = list(values_a)
         result = paired_bootstrap_ci([values_a[t] for t in tasks], [values_b[t] for t in tasks], metric,
                                      samples=samples, seed_base=seed, confidence=confidence)
-        metrics[metric] = {"a_mean": result.a_mean, "b_mean": result.b_mean,
-                           "mean_difference": result.mean_difference,
-                           "confidence_interval": list(result.ci95), "pairs": result.pairs}
+        metrics[metric] = PairedMetric(a_mean=result.a_mean, b_mean=result.b_mean,
+                                       mean_difference=result.mean_difference, confidence_interval=result.ci95,
+                                       pairs=result.pairs)
     return metrics
 
 
@@ -168,7 +175,7 @@ def compare_runs(
     samples: int = 10_000,
     seed: int = TEST_SEED_BASE,
     confidence: float = 0.95,
-) -> dict[str, Any]:
+) -> PairedComparison:
     """Align two run directories and compare them task by task (``b − a``).
 
     Parameters
@@ -179,8 +186,8 @@ def compare_runs(
 
     Returns
     -------
-    dict in the ``shopsimrl-paired-run-comparison-v1`` layout with ``a``/``b`` in place of
-    ``bare``/``equipped``, plus ``paired.success_transitions``.
+    :class:`~intraskill.evaluate.records.PairedComparison`: the ``shopsimrl-paired-run-comparison-v1`` record
+    with ``a``/``b`` in place of ``bare``/``equipped``, plus ``paired.success_transitions``.
     """
     plans = {"a": read_plan(run_a), "b": read_plan(run_b)}
     plan_block = check_plans(plans["a"], plans["b"], kind)
@@ -194,73 +201,60 @@ def compare_runs(
     transitions = success_transitions([by_job["a"][j].reward.r_success for j in jobs],
                                       [by_job["b"][j].reward.r_success for j in jobs])
     metrics = paired_metrics(by_job["a"], by_job["b"], samples, seed, confidence)
-    return {
-        "schema_version": COMPARISON_SCHEMA_VERSION,
-        "created_at": utc_now(),
-        "kind": kind,
-        "runs": {"a": str(run_a), "b": str(run_b)},
-        "alignment": {"plan": plan_block, "traces": trace_block},
-        "absolute": {label: summarize(traces[label], len(plans[label].jobs)) for label in ("a", "b")},
-        "paired": {
-            "pairs": metrics["reward"]["pairs"],
-            "difference_direction": "b_minus_a",
-            "metric_aggregation": "mean_of_task_level_values",
-            "bootstrap": {"method": "task_level_paired_percentile", "samples": samples, "seed": seed,
-                          "confidence_level": confidence},
-            "metrics": metrics,
-            "success_transitions": transitions,
-        },
-    }
+    return PairedComparison(
+        created_at=utc_now(), kind=kind, runs=RunPair(a=str(run_a), b=str(run_b)),
+        alignment=Alignment(plan=plan_block, traces=trace_block),
+        absolute={label: summarize(traces[label], len(plans[label].jobs)) for label in ("a", "b")},
+        paired=PairedBlock(pairs=metrics[PRIMARY_REWARD].pairs, metrics=metrics, success_transitions=transitions,
+                           bootstrap=BootstrapSettings(samples=samples, seed=seed, confidence_level=confidence)),
+    )
 
 
-def comparison_markdown(comparison: Mapping[str, Any]) -> str:
+def comparison_markdown(comparison: PairedComparison) -> str:
     """A Markdown report: the runs, the alignment status, the paired table and the transitions."""
-    paired = comparison["paired"]
-    level = round(100 * paired["bootstrap"]["confidence_level"])
+    paired, bootstrap = comparison.paired, comparison.paired.bootstrap
+    level = round(100 * bootstrap.confidence_level)
     lines = [
-        f"# Paired comparison ({comparison['kind']}, b − a)",
+        f"# Paired comparison ({comparison.kind}, b − a)",
         "",
-        f"- a: `{comparison['runs']['a']}`",
-        f"- b: `{comparison['runs']['b']}`",
-        f"- alignment: plan {comparison['alignment']['plan']['status']}, traces "
-        f"{comparison['alignment']['traces']['status']} ({paired['pairs']} task pairs)",
-        f"- bootstrap: {paired['bootstrap']['method']}, {paired['bootstrap']['samples']} resamples, "
-        f"seed base {paired['bootstrap']['seed']}",
+        f"- a: `{comparison.runs.a}`",
+        f"- b: `{comparison.runs.b}`",
+        f"- alignment: plan {comparison.alignment.plan.status}, traces "
+        f"{comparison.alignment.traces['status']} ({paired.pairs} task pairs)",
+        f"- bootstrap: {bootstrap.method}, {bootstrap.samples} resamples, seed base {bootstrap.seed}",
         "",
         f"| metric | a | b | b − a | {level}% CI |",
         "|---|---:|---:|---:|---|",
     ]
-    for metric, row in paired["metrics"].items():
-        low, high = row["confidence_interval"]
-        lines.append(f"| {metric} | {row['a_mean']:.4f} | {row['b_mean']:.4f} "
-                     f"| {row['mean_difference']:+.4f} | [{low:+.4f}, {high:+.4f}] |")
-    transitions = paired["success_transitions"]
+    for metric, row in paired.metrics.items():
+        low, high = row.confidence_interval
+        lines.append(f"| {metric} | {row.a_mean:.4f} | {row.b_mean:.4f} "
+                     f"| {row.mean_difference:+.4f} | [{low:+.4f}, {high:+.4f}] |")
+    transitions = paired.success_transitions
     lines += ["", "Success transitions (a → b): " + ", ".join(f"{k}: {v}" for k, v in transitions.items())]
     return "\n".join(lines) + "\n"
 
 
-def comparison_record(comparison: Mapping[str, Any], a: str, b: str) -> dict[str, Any]:
+def comparison_record(comparison: PairedComparison, a: str, b: str) -> dict[str, Any]:
     """One flat row of a comparison for tables and :func:`intraskill.plots.results.four_condition_results`.
 
     ``a``/``b`` name the arms; ``reward_*`` and ``success_*`` hold the mean difference and its
     interval (success as a 0–1 difference), plus the success transitions and the pair count.
     """
-    metrics = comparison["paired"]["metrics"]
-    row: dict[str, Any] = {"a": a, "b": b, "kind": comparison["kind"], "pairs": comparison["paired"]["pairs"]}
-    for name, metric in (("reward", "reward"), ("success", "r_success")):
-        low, high = metrics[metric]["confidence_interval"]
-        row.update({
-            f"{name}_a": metrics[metric]["a_mean"], f"{name}_b": metrics[metric]["b_mean"],
-            f"{name}_diff": metrics[metric]["mean_difference"], f"{name}_lo": low, f"{name}_hi": high,
-        })
-    return {**row, **comparison["paired"]["success_transitions"]}
+    row: dict[str, Any] = {"a": a, "b": b, "kind": comparison.kind, "pairs": comparison.paired.pairs}
+    for name, metric in (("reward", PRIMARY_REWARD), ("success", "r_success")):
+        result = comparison.metric(metric)
+        low, high = result.confidence_interval
+        row.update({f"{name}_a": result.a_mean, f"{name}_b": result.b_mean, f"{name}_diff": result.mean_difference,
+                    f"{name}_lo": low, f"{name}_hi": high})
+    return {**row, **comparison.paired.success_transitions}
 
 
-def write_comparison(comparison: Mapping[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
+def write_comparison(comparison: PairedComparison, out_dir: str | Path) -> tuple[Path, Path]:
     """Write ``comparison.json`` and ``comparison.md`` into ``out_dir``; returns both paths."""
     out = CompareDir(out_dir)
     out.root.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out.comparison, out.markdown
-    write_json(json_path, comparison)
+    comparison.write(json_path)
     md_path.write_text(comparison_markdown(comparison), encoding="utf-8")
     return json_path, md_path

@@ -31,6 +31,7 @@ from intraskill.agent.prompts import prompt_identity
 from intraskill.agent.runtime import EpisodeJob, EpisodeResult, RuntimeConfig, run_episodes
 from intraskill.agent.traces import EpisodeStatus, read_traces
 from intraskill.chat.base import Policy
+from intraskill.evaluate.records import EvalSummary
 from intraskill.evaluate.skill1_deploy import LibraryDeployment
 from intraskill.evaluate.summary import summarize
 from intraskill.hashing import sha256_json
@@ -129,7 +130,7 @@ class EvalRun:
 
     run_dir: Path
     plan: EvalPlan
-    summary: dict[str, Any]
+    summary: EvalSummary
 
     @property
     def traces_path(self) -> Path:
@@ -344,7 +345,7 @@ def _run_pending(
     bar.close()
 
 
-def write_summary(run_dir: str | Path, requested: int | None = None) -> dict[str, Any]:
+def write_summary(run_dir: str | Path, requested: int | None = None) -> EvalSummary:
     """Rebuild ``summary.json`` of a run directory from its traces.
 
     ``requested`` defaults to the number of jobs in the run's plan.
@@ -353,6 +354,5 @@ def write_summary(run_dir: str | Path, requested: int | None = None) -> dict[str
     if requested is None:
         requested = len(read_plan(run_dir).jobs)
     summary = summarize(read_traces(files.traces), requested)
-    text = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
-    files.summary.write_text(text, encoding="utf-8")
+    summary.write(files.summary)
     return summary

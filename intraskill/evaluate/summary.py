@@ -22,9 +22,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from intraskill.agent.traces import EpisodeStatus, EpisodeTrace
+from intraskill.evaluate.records import EvalSummary
 from intraskill.shop.reward import Reward
 
-SUMMARY_SCHEMA_VERSION = "shopsimrl-eval-summary-v2"
 REWARD_COMPONENTS = tuple(sorted(Reward.components()))
 POLICY_FAILURE = "generation_length"
 
@@ -138,7 +138,7 @@ def _errors(failed: Mapping[str, EpisodeTrace]) -> dict[str, int]:
     return dict(sorted(kinds.items()))
 
 
-def summarize(traces: Iterable[EpisodeTrace], requested: int) -> dict[str, Any]:
+def summarize(traces: Iterable[EpisodeTrace], requested: int) -> EvalSummary:
     """The ``shopsimrl-eval-summary-v2`` summary of a run's trace records.
 
     Parameters
@@ -148,7 +148,8 @@ def summarize(traces: Iterable[EpisodeTrace], requested: int) -> dict[str, Any]:
 
     Returns
     -------
-    dict with ``schema_version, created_at, counts, primary, reward_components, behavior, cost, errors``.
+    :class:`~intraskill.evaluate.records.EvalSummary` (``counts, primary, reward_components, behavior, cost,
+    errors``).
     """
     if requested < 0:
         raise ValueError(f"requested: must be >= 0, got {requested}")
@@ -156,8 +157,7 @@ def summarize(traces: Iterable[EpisodeTrace], requested: int) -> dict[str, Any]:
     scored = [t for t in completed.values() if t.reward is not None]
     rewards = [t.reward.reward for t in scored]
     components = {key: _mean([t.reward.metric(key) for t in scored]) for key in REWARD_COMPONENTS}
-    return {
-        "schema_version": SUMMARY_SCHEMA_VERSION,
+    return EvalSummary.from_dict({
         "created_at": utc_now(),
         "counts": {
             "requested": requested,
@@ -176,34 +176,34 @@ def summarize(traces: Iterable[EpisodeTrace], requested: int) -> dict[str, Any]:
         "behavior": _behavior(scored),
         "cost": _cost(scored),
         "errors": _errors(failed),
-    }
+    })
 
 
-def condition_record(arm: str, summary: Mapping[str, Any]) -> dict[str, Any]:
+def condition_record(arm: str, summary: EvalSummary) -> dict[str, Any]:
     """One flat row of a run summary: ``arm``, ``n`` (scored), reward, success, mean steps, errors."""
-    behavior = summary["behavior"]
-    return {"arm": arm, "n": summary["counts"]["scored"], "reward_mean": summary["primary"]["reward_mean"],
-            "success_rate": summary["primary"]["success_rate"], "steps_mean": behavior["steps_mean"],
-            "protocol_error_rate": behavior["protocol_error_rate"], "coverage": summary["counts"]["coverage"]}
+    counts, primary, behavior = summary.counts, summary.primary, summary.behavior
+    return {"arm": arm, "n": counts.scored, "reward_mean": primary.reward_mean, "success_rate": primary.success_rate,
+            "steps_mean": behavior.steps_mean, "protocol_error_rate": behavior.protocol_error_rate,
+            "coverage": counts.coverage}
 
 
-def summary_text(summary: Mapping[str, Any], run_dir: str) -> str:
+def summary_text(summary: EvalSummary, run_dir: str) -> str:
     """A run summary as a few readable lines: episodes, success, strict reward, steps, protocol-error and
     invalid-action rates (percentages with one decimal, means with three; ``—`` where undefined, e.g. the
     standard error of one episode)."""
     def number(value: float | None, spec: str, scale: float = 1.0) -> str:
         return "—" if value is None else format(scale * value, spec)
 
-    counts, primary, behavior = summary["counts"], summary["primary"], summary["behavior"]
-    failed = f", {counts['failed']} failed" if counts["failed"] else ""
+    counts, primary, behavior = summary.counts, summary.primary, summary.behavior
+    failed = f", {counts.failed} failed" if counts.failed else ""
     return "\n".join([
         f"run: {run_dir}",
-        f"episodes: {counts['scored']} scored of {counts['requested']} requested "
-        f"({number(counts['coverage'], '.1f', 100)} %){failed}",
-        f"success: {number(primary['success_rate'], '.1f', 100)} %   "
-        f"strict reward: {number(primary['reward_mean'], '.3f')} (± {number(primary['reward_sem'], '.3f')} s.e.)   "
-        f"steps: {number(behavior['steps_mean'], '.2f')} per episode",
-        f"protocol errors: {number(behavior['protocol_error_rate'], '.1f', 100)} % of {behavior['model_steps']} model "
-        f"turns   invalid actions: {number(behavior['invalid_action_rate'], '.1f', 100)} % of "
-        f"{behavior['total_actions']} actions",
+        f"episodes: {counts.scored} scored of {counts.requested} requested "
+        f"({number(counts.coverage, '.1f', 100)} %){failed}",
+        f"success: {number(primary.success_rate, '.1f', 100)} %   "
+        f"strict reward: {number(primary.reward_mean, '.3f')} (± {number(primary.reward_sem, '.3f')} s.e.)   "
+        f"steps: {number(behavior.steps_mean, '.2f')} per episode",
+        f"protocol errors: {number(behavior.protocol_error_rate, '.1f', 100)} % of {behavior.model_steps} model "
+        f"turns   invalid actions: {number(behavior.invalid_action_rate, '.1f', 100)} % of "
+        f"{behavior.total_actions} actions",
     ])

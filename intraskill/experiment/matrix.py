@@ -54,6 +54,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from intraskill.evaluate.records import EvalSummary
 from intraskill.evaluate.runner import run_eval
 from intraskill.evaluate.skill1_deploy import LibraryDeployment
 from intraskill.evaluate.summary import utc_now
@@ -162,8 +163,8 @@ def _test(params: Params, condition: str, checkpoint: str | None, bank: SkillBan
 
 
 def _complete(run_dir: Path) -> bool:
-    summary = json.loads(EvalDir(run_dir).summary.read_text(encoding="utf-8"))
-    return summary["counts"]["completed"] + summary["counts"]["failed"] >= summary["counts"]["requested"]
+    counts = EvalSummary.read(EvalDir(run_dir).summary).counts
+    return counts.completed + counts.failed >= counts.requested
 
 
 def shared_start(params: Params, out: Path, store_root: Path | None = None,

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from intraskill.evaluate.records import EvalSummary
 from intraskill.jsonl import iter_jsonl
 from intraskill.layout import EvalDir, RoundDir
 from intraskill.shop.reward import PRIMARY_REWARD
@@ -123,10 +124,10 @@ class TestRun:
     @classmethod
     def read(cls, condition: str, run_dir: Path, out: Path, checkpoint: str, skills: Iterable[str]) -> TestRun:
         """The run's ``summary.json`` headline."""
-        summary = json.loads(EvalDir(run_dir).summary.read_text(encoding="utf-8"))
-        return cls(condition, str(run_dir.relative_to(out)), checkpoint, tuple(skills), summary["primary"]["success_rate"],
-                   summary["primary"]["reward_mean"], summary["behavior"]["steps_mean"],
-                   summary["counts"]["scored"], int(summary["cost"]["tokens"]["completion_tokens"]))
+        summary = EvalSummary.read(EvalDir(run_dir).summary)
+        return cls(condition, str(run_dir.relative_to(out)), checkpoint, tuple(skills), summary.primary.success_rate,
+                   summary.primary.reward_mean, summary.behavior.steps_mean, summary.counts.scored,
+                   summary.cost.tokens.completion_tokens)
 
     def to_dict(self) -> dict[str, Any]:
         record = asdict(self)

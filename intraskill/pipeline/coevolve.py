@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from intraskill.evaluate.records import PairedComparison
 from intraskill.gate.design import DEFAULT_MASK_SEED
 from intraskill.jsonl import write_json
 from intraskill.layout import ONLINE, EvalDir, GateDir, RoundDir, RunDir, round_id
@@ -247,8 +248,8 @@ def _round_summary(finished: CoEvolveRound) -> dict[str, Any]:
     files = RoundDir(finished.root)
     compare = files.val_compare.comparison
     if compare.is_file():
-        success = json.loads(compare.read_text(encoding="utf-8"))["paired"]["metrics"]["r_success"]
-        record["val_success"] = {"before": success["a_mean"], "after": success["b_mean"]}
+        success = PairedComparison.read(compare).metric("r_success")
+        record["val_success"] = {"before": success.a_mean, "after": success.b_mean}
     manifest = files.gate.manifest(ONLINE)
     if finished.gate_status != GATE_SKIPPED and manifest.is_file():
         record["gate_outcomes"] = json.loads(manifest.read_text(encoding="utf-8"))["outcomes"]

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from intraskill.agent.traces import EpisodeTrace, read_traces
+from intraskill.evaluate.records import EvalSummary
 from intraskill.evaluate.runner import run_eval
 from intraskill.evaluate.summary import final_records
 from intraskill.hashing import sha256_file, sha256_json
@@ -216,20 +217,16 @@ def _read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _run_tokens(summary: Mapping[str, Any]) -> int:
-    return int(summary["cost"]["tokens"]["total_tokens"])
-
-
 def _rollouts(params: Params, paths: ColdStartDir, checkpoint: str | None,
               store_root: str | Path | None, progress: bool) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     evaluation = params.evaluation.model_copy(update={"repeats": 1})
     run = run_eval(params.model_copy(update={"evaluation": evaluation}), TRAIN_SPLIT, checkpoint, None,
                    paths.rollouts.root, limit=params.cold_start.trajectories, store_root=store_root, progress=progress)
-    counts = run.summary["counts"]
-    return ({"requested": counts["requested"], "completed": counts["completed"], "failed": counts["failed"],
-             "success_rate": run.summary["primary"]["success_rate"]},
-            {"episodes": counts["trace_files"], "tokens": _run_tokens(run.summary)},
-            ["rollouts/plan.json", "rollouts/traces.jsonl"])
+    counts = run.summary.counts
+    return ({"requested": counts.requested, "completed": counts.completed, "failed": counts.failed,
+             "success_rate": run.summary.primary.success_rate},
+            {"episodes": counts.trace_files, "tokens": run.summary.cost.tokens.total_tokens},
+            [paths.relative(paths.rollouts.plan), paths.relative(paths.rollouts.traces)])
 
 
 def usable_traces(path: Path) -> tuple[list[EpisodeTrace], list[EpisodeTrace], list[str]]:
@@ -444,8 +441,8 @@ def _gate_a(params: Params, paths: ColdStartDir, checkpoint: str | None, store_r
     result = run_gate_a(params, load_skillbank(paths.draft_bank), paths.gate.root, config, checkpoint=checkpoint,
                         ledger=paths.ledger, store_root=store_root, progress=progress)
     save_skillbank(result.selected_bank, paths.s0)
-    bare = _read_json(EvalDir(result.manifest["inputs"]["bare_run_dir"]).summary)
-    masked = _read_json(paths.gate.summary)
+    bare = EvalSummary.read(EvalDir(result.manifest["inputs"]["bare_run_dir"]).summary)
+    masked = EvalSummary.read(paths.gate.summary)
     outcomes = result.manifest["outcomes"]
     counts = {"draft_chunks": outcomes["columns"], "selected": outcomes["selected_count"],
               "selected_ids": list(result.contributions.selected_intervention_ids),
@@ -453,8 +450,8 @@ def _gate_a(params: Params, paths: ColdStartDir, checkpoint: str | None, store_r
               "bare_success": outcomes.get("r_success", {}).get("bare_mean"),
               "masked_success": outcomes.get("r_success", {}).get("masked_mean"),
               "additivity_rejected": (outcomes.get("additivity") or {}).get("rejected")}
-    cost = {"episodes": bare["counts"]["trace_files"] + masked["counts"]["trace_files"],
-            "tokens": _run_tokens(bare) + _run_tokens(masked)}
+    cost = {"episodes": bare.counts.trace_files + masked.counts.trace_files,
+            "tokens": bare.cost.tokens.total_tokens + masked.cost.tokens.total_tokens}
     names = [paths.relative(paths.gate.contributions), paths.relative(paths.gate.selected_skillbank), paths.s0.name]
     return counts, cost, names
 

@@ -8,17 +8,17 @@ resume like any evaluation, so a killed Gate B loses no episode and repeats none
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from intraskill.chat.base import Policy
 from intraskill.evaluate.compare import compare_runs, write_comparison
+from intraskill.evaluate.records import EvalSummary, PairedComparison
+from intraskill.evaluate.records import PairedMetric as ComparedMetric
 from intraskill.evaluate.runner import run_eval
 from intraskill.layout import CompareDir
 from intraskill.params import Params
+from intraskill.shop.reward import PRIMARY_REWARD
 from intraskill.skills.bank import SkillBank
 
 TEST_SPLIT = "test"
@@ -35,9 +35,8 @@ class PairedMetric:
     ci: tuple[float, float]
 
     @classmethod
-    def of(cls, row: Mapping[str, Any]) -> PairedMetric:
-        low, high = row["confidence_interval"]
-        return cls(row["a_mean"], row["b_mean"], row["mean_difference"], (low, high))
+    def of(cls, row: ComparedMetric) -> PairedMetric:
+        return cls(row.a_mean, row.b_mean, row.mean_difference, row.confidence_interval)
 
 
 @dataclass(frozen=True)
@@ -79,9 +78,9 @@ def run_gate_b(params: Params, s0: SkillBank, out_dir: str | Path, *, checkpoint
 def read_gate_b(out_dir: str | Path) -> GateBResult:
     """A finished Gate B directory's result (its ``comparison.json`` and the two runs' summaries)."""
     out = CompareDir(out_dir)
-    paired = json.loads(out.comparison.read_text(encoding="utf-8"))["paired"]
-    summaries = [json.loads(out.run(name).summary.read_text(encoding="utf-8")) for name in RUNS]
-    return GateBResult(out.root, paired["pairs"], PairedMetric.of(paired["metrics"]["r_success"]),
-                       PairedMetric.of(paired["metrics"]["reward"]), dict(paired["success_transitions"]),
-                       sum(summary["counts"]["trace_files"] for summary in summaries),
-                       sum(int(summary["cost"]["tokens"]["total_tokens"]) for summary in summaries))
+    comparison = PairedComparison.read(out.comparison)
+    summaries = [EvalSummary.read(out.run(name).summary) for name in RUNS]
+    return GateBResult(out.root, comparison.paired.pairs, PairedMetric.of(comparison.metric("r_success")),
+                       PairedMetric.of(comparison.metric(PRIMARY_REWARD)), dict(comparison.paired.success_transitions),
+                       sum(summary.counts.trace_files for summary in summaries),
+                       sum(summary.cost.tokens.total_tokens for summary in summaries))

@@ -45,6 +45,7 @@ from typing import Any
 from intraskill.agent.traces import read_traces
 from intraskill.chat.base import Policy
 from intraskill.evaluate.compare import check_plans
+from intraskill.evaluate.records import EvalSummary
 from intraskill.evaluate.runner import eval_jobs, read_plan, run_eval
 from intraskill.evaluate.task_records import run_task_values
 from intraskill.gate.contributions import (
@@ -413,14 +414,14 @@ def _records(path: Path, split: str) -> list[GateRecord]:
     return [GateRecord.from_trace(trace, split) for trace in read_traces(path)]
 
 
-def _outcomes(contributions: GateContributions, summary: Mapping[str, Any]) -> dict[str, Any]:
+def _outcomes(contributions: GateContributions, summary: EvalSummary) -> dict[str, Any]:
     estimates = contributions.estimates
     pick = {m: {"bare_mean": estimates[m].bare_mean, "masked_mean": estimates[m].masked_mean,
                 "delta_mean": estimates[m].delta_mean} for m in ("reward", "r_success") if m in estimates}
     additivity = contributions.additivity
     verdict = None if additivity is None else {
         k: additivity.to_dict()[k] for k in ("testable", "reason", "statistic", "p_value", "rejected")}
-    return {**pick, "masked_run_success_rate": summary["primary"]["success_rate"],
+    return {**pick, "masked_run_success_rate": summary.primary.success_rate,
             "columns": len(contributions.columns), "selected_count": contributions.selected_count,
             "additivity": verdict}
 

@@ -51,6 +51,7 @@ from intraskill.agent.prompts import prompt_identity
 from intraskill.agent.runtime import RuntimeConfig
 from intraskill.chat.base import Policy
 from intraskill.evaluate.compare import compare_runs, write_comparison
+from intraskill.evaluate.records import PairedComparison
 from intraskill.evaluate.runner import run_eval
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl, verify_jsonl_tree, write_json
@@ -182,7 +183,7 @@ class RoundResult:
     root: Path
     checkpoint: Path
     metrics: list[dict[str, Any]]
-    comparison: dict[str, Any] | None
+    comparison: PairedComparison | None
 
     @property
     def model_dir(self) -> Path:
@@ -359,7 +360,7 @@ class _RoundRun:
         with phase("val"):
             bare_val(self.params, self.policy, self.dir.val_before.root, self.store_root, self.progress)
 
-    def val_after(self) -> dict[str, Any]:
+    def val_after(self) -> PairedComparison:
         """The trained checkpoint's bare val run and the paired comparison with val-before."""
         with phase("val"):
             after = trained_policy(self.params, self.dir.checkpoint.model.root)
@@ -433,7 +434,7 @@ def _append_metrics(path: Path, record: Mapping[str, Any]) -> None:
         writer.append(dict(record))
 
 
-def val_comparison(params: Params, root: Path) -> dict[str, Any]:
+def val_comparison(params: Params, root: Path) -> PairedComparison:
     """Paired comparison of ``val-after`` against ``val-before`` (cross-checkpoint), written to ``val-compare``."""
     files = RoundDir(root)
     comparison = compare_runs(files.val_before.root, files.val_after.root, kind="cross-checkpoint",

@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from intraskill.evaluate.records import PairedBlock
 from intraskill.shop.actions import LANGUAGES
 
 if TYPE_CHECKING:
@@ -121,18 +122,17 @@ def _paired_difference(difference: float, ci: Sequence[float], transitions: Mapp
     return f"{points(difference)} 个百分点 {interval(*ci)}（按任务配对的自助法），{fixed} 个任务由失败变为成功，{broken} 个相反。"
 
 
-def round_val(comparison: Mapping[str, Any], language: str) -> str:
-    """A round's bare val check (its ``val-compare/comparison.json``): before → after, the difference with its
-    interval, and the tasks fixed and broken."""
+def round_val(paired: PairedBlock, language: str) -> str:
+    """A round's bare val check (the paired block of its ``val-compare/comparison.json``): before → after, the
+    difference with its interval, and the tasks fixed and broken."""
     _check(language)
-    paired = comparison["paired"]
-    success = paired["metrics"]["r_success"]
-    before, after = percent(success["a_mean"], language), percent(success["b_mean"], language)
-    tail = _paired_difference(success["mean_difference"], success["confidence_interval"],
-                              paired["success_transitions"], language)
+    success = paired.metric("r_success")
+    before, after = percent(success.a_mean, language), percent(success.b_mean, language)
+    tail = _paired_difference(success.mean_difference, success.confidence_interval, paired.success_transitions,
+                              language)
     if language == "en":
-        return f"Bare val success on {paired['pairs']} val tasks went from {before} to {after}: {tail}"
-    return f"{paired['pairs']} 个验证任务上的无技能成功率从 {before} 升到 {after}：{tail}"
+        return f"Bare val success on {paired.pairs} val tasks went from {before} to {after}: {tail}"
+    return f"{paired.pairs} 个验证任务上的无技能成功率从 {before} 升到 {after}：{tail}"
 
 
 def gate_b(result: GateBResult, language: str) -> str:

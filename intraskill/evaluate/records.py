@@ -1,0 +1,182 @@
+"""The evaluation records that cross stages and files, typed: a run's summary (``summary.json``,
+``shopsimrl-eval-summary-v2``) and the paired comparison of two runs (``comparison.json``,
+``shopsimrl-paired-run-comparison-v1``).
+
+Each is a frozen pydantic model written by :meth:`Record.write` (``model_dump``) and read back by
+:meth:`Record.read` (``model_validate``); the JSON keeps the shape the release's files have, so the shipped
+records and old run directories load as their types. Unknown keys are refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from intraskill.jsonl import write_json
+
+SUMMARY_SCHEMA_VERSION = "shopsimrl-eval-summary-v2"
+COMPARISON_SCHEMA_VERSION = "shopsimrl-paired-run-comparison-v1"
+Kind = Literal["same-checkpoint", "cross-checkpoint"]
+
+
+class Record(BaseModel):
+    """A frozen record with one way out (:meth:`to_dict`, :meth:`write`) and one way in (:meth:`from_dict`,
+    :meth:`read`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of the record (float NaN kept as the files have it)."""
+        return self.model_dump()
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "record") -> Any:
+        """The record of a JSON object; :class:`ValueError` names ``source`` and the first bad field."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "(root)"
+            raise ValueError(f"{source}: {where}: {first['msg']}") from None
+
+    def write(self, path: str | Path, indent: int = 2) -> Path:
+        """Write the record as JSON, atomically (:func:`~intraskill.jsonl.write_json`)."""
+        return write_json(path, self.to_dict(), indent=indent)
+
+    @classmethod
+    def read(cls, path: str | Path) -> Any:
+        """The record stored at ``path``; :class:`ValueError` names the file and the first bad field."""
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")), str(path))
+
+
+class SummaryCounts(Record):
+    """Episodes asked for and recorded; ``coverage = scored / requested``."""
+
+    requested: int
+    trace_files: int
+    completed: int
+    failed: int
+    scored: int
+    coverage: float
+
+
+class SummaryPrimary(Record):
+    """Mean strict reward, its standard error (``None`` under two episodes) and the success rate."""
+
+    reward_mean: float | None
+    reward_sem: float | None
+    success_rate: float | None
+
+
+class SummaryBehavior(Record):
+    """Model turns, protocol errors and policy failures (per turn), invalid actions (per action), terminations."""
+
+    steps_mean: float | None
+    model_steps: int
+    protocol_errors: int
+    protocol_error_rate: float | None
+    policy_failures: int
+    policy_failure_rate: float | None
+    invalid_action_rate: float | None
+    invalid_actions: int
+    total_actions: int
+    termination_reasons: dict[str, int]
+
+
+class TokenCounts(Record):
+    completion_tokens: int
+    prompt_tokens: int
+    total_tokens: int
+
+
+class SummaryCost(Record):
+    duration_ms_mean: float | None
+    tokens: TokenCounts
+
+
+class EvalSummary(Record):
+    """A run's ``summary.json`` (:func:`~intraskill.evaluate.summary.summarize`)."""
+
+    schema_version: Literal[SUMMARY_SCHEMA_VERSION] = SUMMARY_SCHEMA_VERSION
+    created_at: str
+    counts: SummaryCounts
+    primary: SummaryPrimary
+    reward_components: dict[str, float | None]
+    behavior: SummaryBehavior
+    cost: SummaryCost
+    errors: dict[str, int]
+
+
+class PairedMetric(Record):
+    """One metric of a paired comparison: the two means, ``b − a`` and its bootstrap interval over tasks."""
+
+    a_mean: float
+    b_mean: float
+    mean_difference: float
+    confidence_interval: tuple[float, float]
+    pairs: int
+
+
+class BootstrapSettings(Record):
+    method: Literal["task_level_paired_percentile"] = "task_level_paired_percentile"
+    samples: int
+    seed: int
+    confidence_level: float
+
+
+class PairedBlock(Record):
+    """The task-paired part of a comparison: per metric :class:`PairedMetric`, and the success transitions
+    (``"0->1"``: tasks fixed, ``"1->0"``: broken, …)."""
+
+    pairs: int
+    difference_direction: Literal["b_minus_a"] = "b_minus_a"
+    metric_aggregation: Literal["mean_of_task_level_values"] = "mean_of_task_level_values"
+    bootstrap: BootstrapSettings
+    metrics: dict[str, PairedMetric]
+    success_transitions: dict[str, int]
+
+    def metric(self, name: str) -> PairedMetric:
+        """The paired result of one metric (``KeyError`` naming the metrics there are)."""
+        if name not in self.metrics:
+            raise KeyError(f"comparison: no metric {name!r} (has {sorted(self.metrics)})")
+        return self.metrics[name]
+
+
+class RunPair(Record):
+    a: str
+    b: str
+
+
+class PlanAlignment(Record):
+    status: Literal["matched"] = "matched"
+    kind: Kind
+    checked_fields: list[str]
+    a_plan_fingerprint: str
+    b_plan_fingerprint: str
+
+
+class Alignment(Record):
+    """The plan block, and the trace block (per-field provenance views and skill lists, whose keys depend on
+    the runs: see :func:`~intraskill.evaluate.compare.check_traces`)."""
+
+    plan: PlanAlignment
+    traces: dict[str, Any]
+
+
+class PairedComparison(Record):
+    """Two runs aligned and compared task by task (``b − a``, :func:`~intraskill.evaluate.compare.compare_runs`)."""
+
+    schema_version: Literal[COMPARISON_SCHEMA_VERSION] = COMPARISON_SCHEMA_VERSION
+    created_at: str
+    kind: Kind
+    runs: RunPair
+    alignment: Alignment
+    absolute: dict[Literal["a", "b"], EvalSummary]
+    paired: PairedBlock
+
+    def metric(self, name: str) -> PairedMetric:
+        """The paired result of one metric (:meth:`PairedBlock.metric`)."""
+        return self.paired.metric(name)
