@@ -68,5 +68,5 @@ def write_planted_coevolve(run_dir: Path, store_root: Path) -> Path:
                              ledger=add_proposals([], pool), policy=ExpertPolicy(seed=7, law=law),
                              store_root=store_root, progress=False)
     RunDir(run_dir).summary.write_text(json.dumps({"rounds": [
-        {"round_index": 0, "gate_status": result.manifest["status"]}]}), encoding="utf-8")
+        {"round_index": 0, "gate_status": result.manifest.status}]}), encoding="utf-8")
     return run_dir

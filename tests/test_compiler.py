@@ -18,6 +18,7 @@ from intraskill.skills.pool import load_pool, online_candidate_id
 from intraskill.trace2skill.analysis import (
     FALLBACK_NO_ELIGIBLE,
     AnalysisConfig,
+    AnalysisSummary,
     read_cards,
     run_analysis,
 )
@@ -100,33 +101,33 @@ def test_round_outputs_pool_hash_ledger_and_resume(engine, items, tmp_path: Path
     config = AnalysisConfig("round-000", "organism-round-000")
     summary = run_analysis(tmp_path, engine, BANK, analyst, config)
     paths = RoundDir(tmp_path).analysis
-    assert RELEASE_KEYS <= set(summary)
-    assert (summary["triage_groups"], summary["analyzed_cards"], summary["eligible_cards"]) == (5, 5, 5)
-    assert summary["candidates"] == 2 and summary["fallback_reason"] is None
+    assert RELEASE_KEYS <= set(summary.to_dict())
+    assert (summary.triage_groups, summary.analyzed_cards, summary.eligible_cards) == (5, 5, 5)
+    assert summary.candidates == 2 and summary.fallback_reason is None
     pool = load_pool(paths.pool)  # verifies pool_sha256
-    assert pool.pool_sha256 == summary["pool_sha256"]
+    assert pool.pool_sha256 == summary.pool_sha256
     assert [s.skill_id for s in pool.current_skills] == ["chunk-query", "chunk-options"]
     ledger = read_ledger(paths.ledger)
     assert [e.candidate_id for e in ledger] == [c.candidate_id for c in pool.candidates]
     assert ledger[0].replacement_family_id == "chunk-options" and ledger[0].validation_result is None
     assert set(read_cards(paths.cards)) == {i.card_id for i in items}
-    assert json.loads(paths.summary.read_text())["compilation_input_sha256"] == summary["compilation_input_sha256"]
+    assert AnalysisSummary.read(paths.summary) == summary
     # resumable: a re-run analyzes nothing and rebuilds the same pool
     rerun = CountingAnalyst(engine)
     again = run_analysis(tmp_path, engine, BANK, rerun, config)
     assert rerun.calls == 0 and analyst.calls == 5
-    assert again["pool_sha256"] == summary["pool_sha256"] and len(read_jsonl(paths.cards)) == 5
+    assert again.pool_sha256 == summary.pool_sha256 and len(read_jsonl(paths.cards)) == 5
     # the next round starts from this ledger: exact repeats never come back
     next_round = run_analysis(tmp_path / "round-001", engine, BANK, CountingAnalyst(engine),
                               AnalysisConfig("round-001", "organism-round-001"), history=ledger)
-    assert next_round["candidates"] == 0 and next_round["proposal_history_records"] == 2
+    assert next_round.candidates == 0 and next_round.proposal_history_records == 2
 
 
 def test_crash_and_empty_rounds_write_the_fallback_pool(engine, items, tmp_path: Path) -> None:
     write_queue(tmp_path, items[:1])
     crashed = run_analysis(tmp_path, engine, BANK, CountingAnalyst(engine, crash=True),
                            AnalysisConfig("round-000", "ckpt"))
-    assert crashed["fallback_reason"].startswith("analysis_failed: RuntimeError")
+    assert crashed.fallback_reason.startswith("analysis_failed: RuntimeError")
     pool = load_pool(RoundDir(tmp_path).analysis.pool)
     assert pool.candidates == () and len(pool.current_skills) == 2
     other = SkillBank("another-bank", BANK.skills[:1])
@@ -134,8 +135,8 @@ def test_crash_and_empty_rounds_write_the_fallback_pool(engine, items, tmp_path:
     empty_dir.mkdir()
     write_queue(empty_dir, items[:2])
     rejected = run_analysis(empty_dir, engine, other, CountingAnalyst(engine), AnalysisConfig("round-000", "ckpt"))
-    assert rejected["fallback_reason"] == FALLBACK_NO_ELIGIBLE and rejected["analyzed_cards"] == 0
-    assert [r["reason"].split(":")[0] for r in rejected["rejected_items"]] == ["injected_skills"] * 2
+    assert rejected.fallback_reason == FALLBACK_NO_ELIGIBLE and rejected.analyzed_cards == 0
+    assert [r.reason.split(":")[0] for r in rejected.rejected_items] == ["injected_skills"] * 2
     assert load_pool(RoundDir(empty_dir).analysis.pool).candidates == ()
 
 

@@ -26,6 +26,7 @@ from intraskill.chat.base import ChatRequest, Generation
 from intraskill.evaluate.runner import run_eval
 from intraskill.gate.contributions import PairingError
 from intraskill.gate.design import assign_online_masks, load_mask_assignment
+from intraskill.gate.manifest import GateManifest
 from intraskill.gate.ols import RankDeficientDesignError
 from intraskill.params import Params, params_from_dict
 from intraskill.pipeline.gate_b import run_gate_b
@@ -132,6 +133,7 @@ def test_online_gate_recovers_planted_effects(tmp_path: Path, small_store_root: 
                                         "selected_skillbank.json", "selected_skill.md", "proposal_ledger.jsonl",
                                         "curriculum.json"}
     assert manifest["inputs"]["pool_sha256"] == pool.pool_sha256
+    assert GateManifest.read(gate / "online_gate_manifest.json").to_dict() == manifest  # read back unchanged
     assert contributions.bare_baseline["checkpoint_id"] == "round-000-checkpoint"
     assert len(contributions.observations_table) == 80
     assert json.loads((gate / "summary.json").read_text())["counts"]["requested"] == 80
@@ -161,7 +163,7 @@ def test_next_curriculum_is_independent_of_the_run_directory(tmp_path: Path, sma
     # the copy's rollouts are reused; only the fit runs again
     moved = run_online_gate(params, pool, tmp_path / "b" / "gate", config,
                             policy=MustNotRun(planted_policy()), store_root=small_store_root, progress=False)
-    assert moved.manifest["inputs"]["bare_run_dir"] != first.manifest["inputs"]["bare_run_dir"]
+    assert moved.manifest.inputs.bare_run_dir != first.manifest.inputs.bare_run_dir
     assert moved.contributions.bare_baseline["run_dir"] == "bare-val"
     assert moved.selected_bank.sha256 == first.selected_bank.sha256
     assert first.curriculum is not None and moved.curriculum is not None
@@ -225,7 +227,7 @@ def test_singular_first_draw_is_redrawn_and_recorded(tmp_path: Path, small_store
     config = GateConfig(checkpoint_id="round-000-checkpoint", task_limit=10, mask_seed=seed)  # 10 rows, 4 columns
     result = run_online_gate(params, pool, tmp_path / "gate", config, policy=planted_policy(),
                              store_root=small_store_root, progress=False)
-    assert result.manifest["status"] == "complete" and result.manifest["protocol"]["mask_redraw"] == 1
+    assert result.manifest.status == "complete" and result.manifest.protocol.mask_redraw == 1
     assert load_mask_assignment(tmp_path / "gate" / "mask_assignments.json").redraw == 1
     assert result.contributions.observations == 10
 
@@ -268,7 +270,7 @@ def test_killed_gate_a_resumes_without_duplicates_then_is_skipped(tmp_path: Path
     counts = completed_counts(gate / "traces.jsonl")
     assert len(counts) == 24 and set(counts.values()) == {1}
     assert set(completed_counts(bare_dir / "traces.jsonl").values()) == {1}
-    assert result.manifest["status"] == "complete" and result.contributions.observations == 24
+    assert result.manifest.status == "complete" and result.contributions.observations == 24
     assert result.contributions.primary.cov_type == "HC3"
     assert (gate / "contributions.csv").read_text().splitlines()[0].startswith("intervention_id,order,coefficient")
     assert result.selected_bank.bank_version == "cold-start-gate-a-selected-v2"
@@ -290,7 +292,7 @@ def test_ranking_check_runs_fixed_banks_paired_with_the_gate_bare_run(tmp_path: 
         run_ranking_check(params, gate, {}, k=1, policy=planted_policy(), store_root=small_store_root)
     result = run_gate_a(params, draft, gate, config, policy=planted_policy(), store_root=small_store_root,
                         progress=False)
-    additivity = result.manifest["outcomes"]["additivity"]
+    additivity = result.manifest.outcomes.additivity.to_dict()
     assert set(additivity) == {"testable", "reason", "statistic", "p_value", "rejected"}
     assert json.loads((gate / "contributions.json").read_text())["additivity"]["metric"] == "reward"
     versions = {s.skill_id: s for s in draft.skills}

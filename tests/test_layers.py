@@ -20,7 +20,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "intraskill"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("hashing", "jsonl", "layout", "paths", "params", "phases", "chat", "provenance", "http_limits"),
+    ("hashing", "jsonl", "layout", "record", "paths", "params", "phases", "chat", "provenance", "http_limits"),
     ("shop",),
     ("skills",),
     ("agent",),

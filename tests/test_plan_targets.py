@@ -224,11 +224,11 @@ def test_an_additive_warm_start_clones_exact_plans_with_extra_first_replies(tmp_
                                "warmstart": ws})
     manifest = run_warmstart(params, out_dir=tmp_path, progress=False)
     firsts = [json.loads(line) for line in WarmstartDir(tmp_path).plan_demos.read_text().splitlines()]
-    assert len(firsts) == manifest["demos"]["plan_examples"] == 5
+    assert len(firsts) == manifest.demos["plan_examples"] == 5
     assert all(len(d["segments"]) == 1 and d["segments"][0][1].startswith("<think>Plan: ") for d in firsts)
-    assert manifest["demos"]["soft_targets"] > 0
+    assert manifest.demos["soft_targets"] > 0
     assert "plan_demos_sha256" in bc_identity(tmp_path, params)
-    assert manifest["params"]["warmstart"]["law"] == "additive"
+    assert manifest.params["warmstart"]["law"] == "additive"
 
 
 def test_the_teacher_table_shows_each_chunks_law_setting() -> None:

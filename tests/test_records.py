@@ -11,10 +11,15 @@ import pytest
 
 from intraskill.evaluate.records import EvalSummary, PairedComparison
 from intraskill.gate.contributions import load_contributions
+from intraskill.gate.manifest import GateManifest
+from intraskill.organism.manifest import WarmstartManifest
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SUMMARIES = sorted((DATA / "intraskill-release").rglob("summary.json"))
 CONTRIBUTIONS = sorted(DATA.rglob("contributions.json"))
+MANIFESTS = sorted(DATA.rglob("gate_a_manifest.json"))
+WARMSTARTS = sorted({*DATA.rglob("warmstart/manifest.json"), *(DATA.parent / "params").glob("*_warmstart/manifest.json")}
+                    - {DATA.parent / "params" / "organism_skill1_warmstart" / "manifest.json"})
 
 
 def same_json(a: object, b: object) -> bool:
@@ -29,7 +34,7 @@ def same_json(a: object, b: object) -> bool:
 
 
 def test_the_shipped_records_are_there() -> None:
-    assert len(SUMMARIES) >= 8 and len(CONTRIBUTIONS) >= 10
+    assert len(SUMMARIES) >= 8 and len(CONTRIBUTIONS) >= 10 and len(MANIFESTS) >= 6 and len(WARMSTARTS) >= 4
 
 
 @pytest.mark.parametrize("path", SUMMARIES, ids=lambda p: str(p.relative_to(DATA)))
@@ -64,3 +69,27 @@ def test_a_comparison_of_the_release_layout_is_refused() -> None:
     release = DATA / "intraskill-release" / "eval" / "qwen35-4b-test-iter80-st" / "comparison.json"
     with pytest.raises(ValueError, match="comparison.json: "):
         PairedComparison.read(release)
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: str(p.relative_to(DATA)))
+def test_a_shipped_gate_manifest_loads_as_its_model_and_writes_back_unchanged(path: Path, tmp_path: Path) -> None:
+    manifest = GateManifest.read(path)
+    assert manifest.complete and manifest.design == "gate_a" and manifest.outcomes.columns > 0
+    written = json.loads(manifest.write(tmp_path / path.name, indent=1).read_text(encoding="utf-8"))
+    assert same_json(written, json.loads(path.read_text(encoding="utf-8")))
+
+
+def test_a_running_gate_manifest_keeps_its_short_shape(tmp_path: Path) -> None:
+    complete = json.loads(MANIFESTS[0].read_text(encoding="utf-8"))
+    running = {key: complete[key] for key in ("schema_version", "updated_at", "design", "config", "inputs")}
+    running["status"] = "running"
+    assert set(GateManifest.from_dict(running).to_dict()) == set(running)
+
+
+@pytest.mark.parametrize("path", WARMSTARTS, ids=lambda p: str(p.relative_to(DATA.parent)))
+def test_a_shipped_warm_start_manifest_loads_as_its_model_and_writes_back_unchanged(path: Path,
+                                                                                    tmp_path: Path) -> None:
+    manifest = WarmstartManifest.read(path)
+    assert manifest.metrics.bare.episodes > 0 and manifest.final_loss > 0
+    written = json.loads(manifest.write(tmp_path / path.name, indent=1).read_text(encoding="utf-8"))
+    assert same_json(written, json.loads(path.read_text(encoding="utf-8")))

@@ -31,6 +31,7 @@ from intraskill.organism.demos import (
     tokenize_demonstration,
 )
 from intraskill.organism.drills import FILLER, SPAN, copy_drills, ordinary_tokens
+from intraskill.organism.manifest import WarmstartManifest
 from intraskill.organism.sensitivity import drop_chunk, reply_logprob, title_sensitivity
 from intraskill.organism.shipped import ensure_warmstart, verify_shipped
 from intraskill.organism.truth import GROUND_TRUTH_SCHEMA_VERSION
@@ -309,6 +310,7 @@ def shipped_ci(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_shipped_checkpoint_matches_its_manifest(shipped_ci: Path) -> None:
     assert verify_shipped(shipped_ci) == []
     manifest = json.loads((shipped_ci / "manifest.json").read_text())
+    assert WarmstartManifest.read(shipped_ci / "manifest.json").to_dict() == manifest
     assert manifest["bank_sha256"] == load_skillbank(S0_PATH).sha256
     assert manifest["params"]["warmstart"] == CI.warmstart.model_dump(mode="json")
     weights = shipped_ci / "checkpoint" / "model.safetensors"
@@ -585,16 +587,16 @@ def test_a_pretrained_spec_is_cloned_with_lora_and_ships_its_adapter(tmp_path: P
                              ground_truth_episodes=0)
     params = params_from_dict(data)
     manifest = run_warmstart(params, out_dir=tmp_path / "run", progress=False)
-    assert manifest["bc"]["steps"] == 2 and manifest["bc"]["drill_steps"] == manifest["bc"]["lm_steps"] == 0
-    assert manifest["demos"]["trained_parameters"] < manifest["demos"]["parameters"]  # the adapters alone
-    assert manifest["metrics"]["alone"] == {} and manifest["metrics"]["bare"]["episodes"] == 2
+    assert manifest.bc["steps"] == 2 and manifest.bc["drill_steps"] == manifest.bc["lm_steps"] == 0
+    assert manifest.demos["trained_parameters"] < manifest.demos["parameters"]  # the adapters alone
+    assert manifest.metrics.alone == {} and manifest.metrics.bare.episodes == 2
     shipped = ship_warmstart(tmp_path / "run", tmp_path / "shipped")
     assert verify_shipped(shipped) == []
     names = {p.name for p in (shipped / "checkpoint").iterdir()}
     assert "adapter_config.json" in names and "model.safetensors" not in names
     assert "tokenizer.json" not in names and "README.md" not in names  # the spec brings its tokenizer
     merged, _, _, checkpoint_id = load_model(str(pretrained), checkpoint=str(shipped / "checkpoint"))
-    assert checkpoint_id == manifest["checkpoint_sha256"]
+    assert checkpoint_id == manifest.checkpoint_sha256
     assert not warmstart_matches(shipped, params)  # never taken for an organism's warm start
     with pytest.raises(ParamsError, match="warmstart.lora"):
         params_from_dict({**data, "model": {**data["model"], "spec": "organism"}})

@@ -74,7 +74,8 @@ def show(
 
 def _echo_result(result: GateResult, as_json: bool) -> None:
     manifest = result.manifest
-    emit({"gate_dir": str(result.gate_dir), "status": manifest["status"], "outcomes": manifest["outcomes"],
+    emit({"gate_dir": str(result.gate_dir), "status": manifest.status,
+          "outcomes": manifest.outcomes.to_dict() if manifest.outcomes is not None else None,
           "selected": list(result.contributions.selected_intervention_ids),
           "next_curriculum": result.curriculum.state_id if result.curriculum else None}, as_json)
 

@@ -39,9 +39,9 @@ def warmstart_command(
     manifest = run_warmstart(loaded, out, progress=progress)
     if ship is not None:
         ship_warmstart(out or loaded.warmstart.out_dir, ship)
-    emit({"out_dir": str(out or loaded.warmstart.out_dir), "checkpoint_sha256": manifest["checkpoint_sha256"],
-          "timings": manifest["timings"], "final_loss": manifest["bc"]["losses"][-1][1],
-          "bare": manifest["metrics"]["bare"], "s0": manifest["metrics"]["s0"]}, as_json)
+    emit({"out_dir": str(out or loaded.warmstart.out_dir), "checkpoint_sha256": manifest.checkpoint_sha256,
+          "timings": manifest.timings, "final_loss": manifest.final_loss,
+          "bare": manifest.metrics.bare.to_dict(), "s0": manifest.metrics.s0.to_dict()}, as_json)
 
 
 def warmstart_skill1_command(

@@ -83,8 +83,9 @@ def analyze(
     finally:
         index.close()
     keys = ("triage_groups", "analyzed_cards", "eligible_cards", "candidates", "fallback_reason", "rejections")
-    emit(summary, as_json, "\n".join([*(f"{key}: {summary[key]}" for key in keys),
-                                      f"pool: {summary['candidate_pool_path']}"]))
+    record = summary.to_dict()
+    emit(record, as_json,
+         "\n".join([*(f"{key}: {record[key]}" for key in keys), f"pool: {summary.candidate_pool_path}"]))
 
 
 def cold_start_command(

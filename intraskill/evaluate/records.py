@@ -2,54 +2,19 @@
 ``shopsimrl-eval-summary-v2``) and the paired comparison of two runs (``comparison.json``,
 ``shopsimrl-paired-run-comparison-v1``).
 
-Each is a frozen pydantic model written by :meth:`Record.write` (``model_dump``) and read back by
-:meth:`Record.read` (``model_validate``); the JSON keeps the shape the release's files have, so the shipped
-records and old run directories load as their types. Unknown keys are refused.
+Each is a :class:`~intraskill.record.Record`; the JSON keeps the shape the release's files have, so the shipped
+records and old run directories load as their types.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
-from intraskill.jsonl import write_json
+from intraskill.record import Record
 
 SUMMARY_SCHEMA_VERSION = "shopsimrl-eval-summary-v2"
 COMPARISON_SCHEMA_VERSION = "shopsimrl-paired-run-comparison-v1"
 Kind = Literal["same-checkpoint", "cross-checkpoint"]
-
-
-class Record(BaseModel):
-    """A frozen record with one way out (:meth:`to_dict`, :meth:`write`) and one way in (:meth:`from_dict`,
-    :meth:`read`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object of the record (float NaN kept as the files have it)."""
-        return self.model_dump()
-
-    @classmethod
-    def from_dict(cls, data: Any, source: str = "record") -> Any:
-        """The record of a JSON object; :class:`ValueError` names ``source`` and the first bad field."""
-        try:
-            return cls.model_validate(data)
-        except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "(root)"
-            raise ValueError(f"{source}: {where}: {first['msg']}") from None
-
-    def write(self, path: str | Path, indent: int = 2) -> Path:
-        """Write the record as JSON, atomically (:func:`~intraskill.jsonl.write_json`)."""
-        return write_json(path, self.to_dict(), indent=indent)
-
-    @classmethod
-    def read(cls, path: str | Path) -> Any:
-        """The record stored at ``path``; :class:`ValueError` names the file and the first bad field."""
-        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")), str(path))
 
 
 class SummaryCounts(Record):

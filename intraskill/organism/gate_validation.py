@@ -38,6 +38,7 @@ from intraskill.agent.runtime import RuntimeConfig
 from intraskill.chat.base import Policy
 from intraskill.evaluate.task_records import run_task_records, write_task_records
 from intraskill.gate.contributions import MetricEstimate, load_contributions
+from intraskill.gate.manifest import GateManifest
 from intraskill.layout import GATE_A, GateDir, ValidationDir, WarmstartDir
 from intraskill.organism.demos import teacher_law
 from intraskill.organism.truth import ground_truth, run_arm
@@ -367,8 +368,7 @@ def load_validation(out_dir: str | Path, truth: Mapping[str, Mapping[str, Any]],
         gate = ValidationDir(out_dir).gate(samples_per_task, seed)
         if not _finished(gate):
             raise FileNotFoundError(f"{gate.root}: no finished gate (run the gate validation, or ship its records)")
-        manifest = json.loads(gate.manifest(GATE_A).read_text(encoding="utf-8"))
-        limits.add(manifest["config"]["task_limit"])
+        limits.add(GateManifest.read(gate.manifest(GATE_A)).config["task_limit"])
         contributions = load_contributions(gate.contributions)
         estimate = contributions.estimates[METRIC]
         per_seed.append(SeedValidation(mask_seed=seed, observations=contributions.observations,

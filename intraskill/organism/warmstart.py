@@ -44,6 +44,7 @@ from intraskill.organism.demos import (
     write_demonstrations,
 )
 from intraskill.organism.drills import LOOKUP_TOKENS, copy_drills, drill_count, lookup_drills, ordinary_tokens
+from intraskill.organism.manifest import WarmstartManifest
 from intraskill.organism.plan_targets import demonstration_targets
 from intraskill.organism.truth import measure_ground_truth
 from intraskill.params import Params
@@ -64,8 +65,6 @@ from intraskill.training.grpo import apply_lora
 if TYPE_CHECKING:
 
     from intraskill.policy.expert_policy import CompetenceLaw
-
-MANIFEST_SCHEMA_VERSION = "intraskill-warmstart-v1"
 
 
 def train_organism(params: Params, demos: Sequence[Demonstration], out: Path, law: CompetenceLaw | None,
@@ -227,7 +226,7 @@ def finished_bc(out: Path, params: Params) -> dict[str, Any] | None:
     return record if record.get("identity") == expected else None
 
 
-def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
+def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: bool = True) -> WarmstartManifest:
     """The whole warm start (demos → BC → checkpoint → evaluation); returns the manifest."""
     ws = params.warmstart
     out = Path(out_dir or ws.out_dir)
@@ -268,8 +267,7 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
     finally:
         store.close()
     timings["eval_s"] = round(time.monotonic() - started, 1)
-    manifest = {
-        "schema_version": MANIFEST_SCHEMA_VERSION,
+    manifest = WarmstartManifest.from_dict({
         **identity,
         "params": {"experiment": params.experiment.model_dump(), "store": params.store.model_dump(),
                    "model": params.model.model_dump(), "sampling": params.sampling.model_dump(),
@@ -285,6 +283,6 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
         "timings": timings,
         "metrics": metrics,
         "ground_truth_file": files.ground_truth.name,
-    }
-    files.manifest.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    })
+    manifest.write(files.manifest, indent=1)
     return manifest

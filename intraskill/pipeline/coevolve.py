@@ -18,7 +18,6 @@ experiment's ``skill1`` arm).
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 from collections.abc import Sequence
@@ -28,6 +27,7 @@ from typing import Any
 
 from intraskill.evaluate.records import PairedComparison
 from intraskill.gate.design import DEFAULT_MASK_SEED
+from intraskill.gate.manifest import GateManifest
 from intraskill.jsonl import write_json
 from intraskill.layout import ONLINE, EvalDir, GateDir, RoundDir, RunDir, round_id
 from intraskill.params import MAX_CANDIDATES, SAMPLES_PER_TASK, ExperimentParams, Params, plan_dump
@@ -42,7 +42,7 @@ from intraskill.shop.house_codes import HouseCodes
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import CurriculumState, load_curriculum, save_curriculum
 from intraskill.skills.pool import load_pool
-from intraskill.trace2skill.analysis import AnalysisConfig, run_analysis
+from intraskill.trace2skill.analysis import AnalysisConfig, AnalysisSummary, run_analysis
 from intraskill.trace2skill.analysts import AnalystSettings, open_analyst
 from intraskill.trace2skill.ledger import read_ledger
 from intraskill.trace2skill.submission import check_max_candidates
@@ -175,7 +175,7 @@ def _analysed(root: Path, bank: SkillBank) -> bool:
     summary = analysis.summary
     if not summary.is_file() or not analysis.pool.is_file():
         return False
-    return json.loads(summary.read_text(encoding="utf-8")).get("current_skillbank_sha256") == bank.sha256
+    return AnalysisSummary.read(summary).current_skillbank_sha256 == bank.sha256
 
 
 def coevolve_plan(params: Params, config: CoEvolveConfig, start: RoundInputs) -> dict[str, Any]:
@@ -232,7 +232,7 @@ def _gate(params: Params, root: Path, index: int, config: CoEvolveConfig, store_
                              bare_run_dir=files.val_after.root if reuse else None,
                              ledger=files.analysis.ledger, store_root=store_root,
                              progress=progress)
-    return result.manifest["status"], GateDir(result.gate_dir).curriculum if result.curriculum else None
+    return result.manifest.status, GateDir(result.gate_dir).curriculum if result.curriculum else None
 
 
 def _ledger_after(previous: CoEvolveRound | None) -> Path | None:
@@ -251,8 +251,9 @@ def _round_summary(finished: CoEvolveRound) -> dict[str, Any]:
         success = PairedComparison.read(compare).metric("r_success")
         record["val_success"] = {"before": success.a_mean, "after": success.b_mean}
     manifest = files.gate.manifest(ONLINE)
-    if finished.gate_status != GATE_SKIPPED and manifest.is_file():
-        record["gate_outcomes"] = json.loads(manifest.read_text(encoding="utf-8"))["outcomes"]
+    outcomes = GateManifest.read(manifest).outcomes if manifest.is_file() else None
+    if finished.gate_status != GATE_SKIPPED and outcomes is not None:
+        record["gate_outcomes"] = outcomes.to_dict()
     return record
 
 

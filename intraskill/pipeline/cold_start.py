@@ -441,15 +441,15 @@ def _gate_a(params: Params, paths: ColdStartDir, checkpoint: str | None, store_r
     result = run_gate_a(params, load_skillbank(paths.draft_bank), paths.gate.root, config, checkpoint=checkpoint,
                         ledger=paths.ledger, store_root=store_root, progress=progress)
     save_skillbank(result.selected_bank, paths.s0)
-    bare = EvalSummary.read(EvalDir(result.manifest["inputs"]["bare_run_dir"]).summary)
+    bare = EvalSummary.read(EvalDir(result.manifest.inputs.bare_run_dir).summary)
     masked = EvalSummary.read(paths.gate.summary)
-    outcomes = result.manifest["outcomes"]
-    counts = {"draft_chunks": outcomes["columns"], "selected": outcomes["selected_count"],
+    outcomes = result.manifest.outcomes
+    counts = {"draft_chunks": outcomes.columns, "selected": outcomes.selected_count,
               "selected_ids": list(result.contributions.selected_intervention_ids),
               "observations": result.contributions.observations,
-              "bare_success": outcomes.get("r_success", {}).get("bare_mean"),
-              "masked_success": outcomes.get("r_success", {}).get("masked_mean"),
-              "additivity_rejected": (outcomes.get("additivity") or {}).get("rejected")}
+              "bare_success": outcomes.r_success.bare_mean if outcomes.r_success else None,
+              "masked_success": outcomes.r_success.masked_mean if outcomes.r_success else None,
+              "additivity_rejected": outcomes.additivity.rejected if outcomes.additivity else None}
     cost = {"episodes": bare.counts.trace_files + masked.counts.trace_files,
             "tokens": bare.cost.tokens.total_tokens + masked.cost.tokens.total_tokens}
     names = [paths.relative(paths.gate.contributions), paths.relative(paths.gate.selected_skillbank), paths.s0.name]

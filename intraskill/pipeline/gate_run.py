@@ -33,7 +33,6 @@ errors are clustered by task.
 from __future__ import annotations
 
 import csv
-import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -71,6 +70,17 @@ from intraskill.gate.design import (
     load_mask_assignment,
     save_mask_assignment,
 )
+from intraskill.gate.manifest import (
+    COMPLETE,
+    RUNNING,
+    AdditivityVerdict,
+    GateInputs,
+    GateManifest,
+    GateObserved,
+    GateOutcomes,
+    GateProtocol,
+    MeanOutcome,
+)
 from intraskill.gate.ranking import RankingCheck, ranking_arms, ranking_check
 from intraskill.gate.selection import ContributionStatus
 from intraskill.hashing import sha256_file, sha256_json
@@ -101,12 +111,9 @@ from intraskill.skills.curriculum import (
 from intraskill.skills.pool import CANDIDATE_VERSION, CandidatePool, load_pool
 from intraskill.trace2skill.ledger import LedgerEntry, apply_gate_results, read_ledger, write_ledger
 
-MANIFEST_SCHEMA_VERSION = "intraskill-gate-manifest-v1"
 GATE_A_BANK_VERSION = "cold-start-gate-a-selected-v2"
 ACTIVE_VERSION = "active-1"
 """The version of a chunk Gate A selected (method §1.3; the draft's is ``draft-1``)."""
-COMPLETE = "complete"
-RUNNING = "running"
 
 
 class GateInputError(ValueError):
@@ -187,7 +194,7 @@ class GateResult:
     contributions: GateContributions
     selected_bank: SkillBank
     curriculum: CurriculumState | None
-    manifest: dict[str, Any]
+    manifest: GateManifest
 
 
 @dataclass(frozen=True)
@@ -338,52 +345,47 @@ def _checkpoint_sha256(checkpoint: str | Path | None) -> str | None:
 
 
 def _inputs(params: Params, spec: _GateSpec, checkpoint: str | Path | None, bare_dir: Path,
-            policy: Policy | None) -> dict[str, Any]:
+            policy: Policy | None) -> GateInputs:
     sections = {k: params.model_dump(mode="json")[k] for k in ("store", "model", "sampling", "evaluation")}
-    return {
-        "design": spec.design,
-        "pool_sha256": spec.source_sha256,
-        "checkpoint": str(checkpoint) if checkpoint is not None else None,
-        "checkpoint_sha256": _checkpoint_sha256(checkpoint),
-        "policy_identity_sha256": sha256_json(policy.identity) if policy is not None else None,
-        "params_sha256": sha256_json({"seed": params.experiment.seed, **sections}),
-        "ledger_sha256": sha256_json([e.to_dict() for e in spec.ledger]) if spec.ledger is not None else None,
-        "bare_run_dir": str(bare_dir),
-    }
+    return GateInputs(
+        design=spec.design,
+        pool_sha256=spec.source_sha256,
+        checkpoint=str(checkpoint) if checkpoint is not None else None,
+        checkpoint_sha256=_checkpoint_sha256(checkpoint),
+        policy_identity_sha256=sha256_json(policy.identity) if policy is not None else None,
+        params_sha256=sha256_json({"seed": params.experiment.seed, **sections}),
+        ledger_sha256=sha256_json([e.to_dict() for e in spec.ledger]) if spec.ledger is not None else None,
+        bare_run_dir=str(bare_dir),
+    )
 
 
-def _write_manifest(gate_dir: Path, design: str, record: Mapping[str, Any]) -> dict[str, Any]:
-    manifest = {"schema_version": MANIFEST_SCHEMA_VERSION,
-                "updated_at": datetime.now(timezone.utc).isoformat(), **record}
-    path = GateDir(gate_dir).manifest(design)
-    staging = path.with_name(path.name + ".tmp")
-    staging.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    staging.replace(path)
+def _write_manifest(gate_dir: Path, manifest: GateManifest) -> GateManifest:
+    """Write the manifest of its design, stamped now (atomically)."""
+    manifest = manifest.model_copy(update={"updated_at": datetime.now(timezone.utc).isoformat()})
+    manifest.write(GateDir(gate_dir).manifest(manifest.design), indent=1)
     return manifest
 
 
-def _load_result(gate_dir: Path, manifest: dict[str, Any]) -> GateResult:
+def _load_result(gate_dir: Path, manifest: GateManifest) -> GateResult:
     files = GateDir(gate_dir)
     contributions = load_contributions(files.contributions)
     curriculum = None
-    if files.curriculum.name in manifest["outputs"]:
+    if files.curriculum.name in (manifest.outputs or {}):
         curriculum = load_curriculum(files.curriculum)
     bank = load_skillbank(files.selected_skillbank)
     return GateResult(gate_dir, contributions, bank, curriculum, manifest)
 
 
-def _complete(gate_dir: Path, design: str, inputs: Mapping[str, Any],
-              config: GateConfig) -> GateResult | None:
+def _complete(gate_dir: Path, design: str, inputs: GateInputs, config: GateConfig) -> GateResult | None:
     """The stored result when the manifest is complete for these inputs and every output still hashes
     as recorded; otherwise ``None``."""
     path = GateDir(gate_dir).manifest(design)
     if not path.is_file():
         return None
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    if (manifest.get("status") != COMPLETE or manifest.get("inputs") != dict(inputs)
-            or manifest.get("config") != config.to_dict()):
+    manifest = GateManifest.read(path)
+    if not manifest.complete or manifest.inputs != inputs or manifest.config != config.to_dict():
         return None
-    for name, digest in manifest.get("outputs", {}).items():
+    for name, digest in (manifest.outputs or {}).items():
         if not (gate_dir / name).is_file() or sha256_file(gate_dir / name) != digest:
             return None
     return _load_result(gate_dir, manifest)
@@ -414,16 +416,16 @@ def _records(path: Path, split: str) -> list[GateRecord]:
     return [GateRecord.from_trace(trace, split) for trace in read_traces(path)]
 
 
-def _outcomes(contributions: GateContributions, summary: EvalSummary) -> dict[str, Any]:
+def _outcomes(contributions: GateContributions, summary: EvalSummary, candidates: int) -> GateOutcomes:
     estimates = contributions.estimates
-    pick = {m: {"bare_mean": estimates[m].bare_mean, "masked_mean": estimates[m].masked_mean,
-                "delta_mean": estimates[m].delta_mean} for m in ("reward", "r_success") if m in estimates}
+    pick = {m: MeanOutcome(bare_mean=estimates[m].bare_mean, masked_mean=estimates[m].masked_mean,
+                           delta_mean=estimates[m].delta_mean) for m in ("reward", "r_success") if m in estimates}
     additivity = contributions.additivity
-    verdict = None if additivity is None else {
-        k: additivity.to_dict()[k] for k in ("testable", "reason", "statistic", "p_value", "rejected")}
-    return {**pick, "masked_run_success_rate": summary.primary.success_rate,
-            "columns": len(contributions.columns), "selected_count": contributions.selected_count,
-            "additivity": verdict}
+    verdict = None if additivity is None else AdditivityVerdict.model_validate(
+        {k: additivity.to_dict()[k] for k in AdditivityVerdict.model_fields})
+    return GateOutcomes(**pick, masked_run_success_rate=summary.primary.success_rate,
+                        columns=len(contributions.columns), selected_count=contributions.selected_count,
+                        additivity=verdict, candidates=candidates)
 
 
 def _run(params: Params, spec: _GateSpec, checkpoint: str | Path | None, gate_dir: str | Path,
@@ -438,8 +440,8 @@ def _run(params: Params, spec: _GateSpec, checkpoint: str | Path | None, gate_di
     assignment = spec.assign(gate_task_ids(params, config, store_root))  # rank-checked, redrawn: may abort here
     gate_dir.mkdir(parents=True, exist_ok=True)
     _prepared_assignment(gate_dir, assignment)
-    record = {"status": RUNNING, "design": spec.design, "config": config.to_dict(), "inputs": inputs}
-    _write_manifest(gate_dir, spec.design, record)
+    record = GateManifest(status=RUNNING, design=spec.design, config=config.to_dict(), inputs=inputs)
+    _write_manifest(gate_dir, record)
     policy = policy if policy is not None else _policy(params, checkpoint)
     eval_params, limit = _eval_params(params, config), _task_limit(params.evaluation, config)
     common = {"policy": policy, "progress": progress, "batch_size": config.batch_size, "limit": limit,
@@ -459,20 +461,20 @@ def _run(params: Params, spec: _GateSpec, checkpoint: str | Path | None, gate_di
                                         requested_observations=pairing.requested_observations,
                                         active_skill_budget=config.active_skill_budget)
     outputs = _write_outputs(gate_dir, spec, config, contributions)
-    record.update(
-        status=COMPLETE,
-        protocol={"estimator": contributions.estimator, "mask_design": assignment.design,
-                  "mask_seed": assignment.mask_seed, "mask_redraw": assignment.redraw,
-                  "max_mask_redraws": MAX_MASK_REDRAWS, "samples_per_task": config.samples_per_task,
-                  "cov_type": contributions.primary.cov_type},
-        observed={"model": masked.plan.model, "masked_plan_fingerprint": masked.plan.fingerprint,
-                  "bare_plan_fingerprint": bare.plan.fingerprint,
-                  "assignment_sha256": assignment.assignment_sha256,
-                  "observations": contributions.observations,
-                  "dropped_episode_ids": list(contributions.dropped_episode_ids)},
-        outcomes={**_outcomes(contributions, masked.summary), "candidates": spec.candidates},
-        outputs={name: sha256_file(gate_dir / name) for name in outputs})
-    return _load_result(gate_dir, _write_manifest(gate_dir, spec.design, record))
+    record = record.model_copy(update={
+        "status": COMPLETE,
+        "protocol": GateProtocol(estimator=contributions.estimator, mask_design=assignment.design,
+                                 mask_seed=assignment.mask_seed, mask_redraw=assignment.redraw,
+                                 max_mask_redraws=MAX_MASK_REDRAWS, samples_per_task=config.samples_per_task,
+                                 cov_type=contributions.primary.cov_type),
+        "observed": GateObserved(model=masked.plan.model, masked_plan_fingerprint=masked.plan.fingerprint,
+                                 bare_plan_fingerprint=bare.plan.fingerprint,
+                                 assignment_sha256=assignment.assignment_sha256,
+                                 observations=contributions.observations,
+                                 dropped_episode_ids=list(contributions.dropped_episode_ids)),
+        "outcomes": _outcomes(contributions, masked.summary, spec.candidates),
+        "outputs": {name: sha256_file(gate_dir / name) for name in outputs}})
+    return _load_result(gate_dir, _write_manifest(gate_dir, record))
 
 
 def _write_outputs(gate_dir: Path, spec: _GateSpec, config: GateConfig,
@@ -625,16 +627,16 @@ def run_ranking_check(
     """
     gate_dir = Path(gate_dir)
     manifests = GateDir(gate_dir).manifests()
-    manifest = json.loads(manifests[0].read_text(encoding="utf-8")) if manifests else {}
-    if manifest.get("status") != COMPLETE:
+    manifest = GateManifest.read(manifests[0]) if manifests else None
+    if manifest is None or not manifest.complete:
         raise GateInputError(f"gate_dir: {gate_dir} holds no complete gate manifest; run the gate first")
-    config = GateConfig(**manifest["config"])
+    config = GateConfig(**manifest.config)
     contributions = load_contributions(GateDir(gate_dir).contributions)
     arms = ranking_arms(contributions, k, random_seeds)
     missing = sorted({c for ids in arms.values() for c in ids} - set(versions))
     if missing:
         raise GateInputError(f"versions: no skill for ranked intervention(s) {missing}")
-    bare_dir = Path(manifest["inputs"]["bare_run_dir"])
+    bare_dir = Path(manifest.inputs.bare_run_dir)
     policy = policy if policy is not None else _policy(params, checkpoint)
     eval_params, limit = _eval_params(params, config), _task_limit(params.evaluation, config)
     values = {m: {"bare": v} for m, v in run_task_values(bare_dir, RANKING_METRICS).items()}

@@ -24,11 +24,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Literal, Protocol
 
-from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
+from pydantic import Field
+
+from intraskill.jsonl import JsonlWriter, iter_jsonl
 from intraskill.layout import RoundDir
 from intraskill.params import MAX_CANDIDATES
+from intraskill.record import Record
 from intraskill.shop.engine import ShopEngine
 from intraskill.skills.bank import SkillBank
 from intraskill.skills.pool import build_candidate_pool, fallback_pool, save_pool
@@ -51,6 +54,36 @@ SUMMARY_SCHEMA_VERSION = "shopsimrl-online-failure-analysis-v1"
 FALLBACK_NO_ELIGIBLE = "no_eligible_cards"
 FALLBACK_NO_NEW = "no_new_candidates"
 FALLBACK_COMPILER_EXHAUSTED = "compiler_no_valid_submission"
+
+
+class RejectedItem(Record):
+    episode_id: str
+    reason: str
+
+
+class AnalysisSummary(Record):
+    """``analysis/analysis_summary.json``: what the round's analysis read, produced and refused (the release's
+    keys, plus the round, analyst, pool digest, fallback and the rejections, repairs and downgrades by reason)."""
+
+    schema_version: Literal[SUMMARY_SCHEMA_VERSION] = SUMMARY_SCHEMA_VERSION
+    created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    round_id: str
+    analyst: str
+    triage_groups: int
+    analyzed_cards: int
+    eligible_cards: int
+    candidates: int
+    proposal_history_records: int
+    evidence_only_card_ids: list[str]
+    candidate_pool_path: str
+    current_skillbank_sha256: str
+    compilation_input_sha256: str | None
+    pool_sha256: str
+    rejected_items: list[RejectedItem]
+    fallback_reason: str | None
+    rejections: dict[str, int]
+    repairs: dict[str, int]
+    downgrades: dict[str, int]
 
 
 class Compiler(Protocol):
@@ -118,7 +151,7 @@ def _counts(cards: Sequence[FailureCard], result: CompileResult | None) -> dict[
 
 def run_analysis(round_dir: str | Path, engine: ShopEngine, bank: SkillBank, analyst: Analyst,
                  config: AnalysisConfig, history: Sequence[LedgerEntry] = (),
-                 compiler: Compiler = rule_compile) -> dict[str, Any]:
+                 compiler: Compiler = rule_compile) -> AnalysisSummary:
     """Analyze ``<round_dir>/analysis_queue.jsonl`` and write the four outputs; returns the summary.
 
     Parameters
@@ -135,7 +168,7 @@ def run_analysis(round_dir: str | Path, engine: ShopEngine, bank: SkillBank, ana
     paths.root.mkdir(parents=True, exist_ok=True)
     queue = read_analysis_queue(RoundDir(round_dir).analysis_queue)
     checks = [(item, recheck_item(item, bank)) for item in queue]
-    rejected = [{"episode_id": item.episode_id, "reason": reason} for item, reason in checks if reason]
+    rejected = [RejectedItem(episode_id=item.episode_id, reason=reason) for item, reason in checks if reason]
     accepted = [item for item, reason in checks if reason is None]
     cards: list[FailureCard] = []
     compile_sha, evidence_only, fallback_reason, result = None, (), None, None
@@ -160,24 +193,13 @@ def run_analysis(round_dir: str | Path, engine: ShopEngine, bank: SkillBank, ana
         fallback_reason = f"analysis_failed: {type(error).__name__}: {error}"
     save_pool(pool, paths.pool)
     write_ledger(paths.ledger, add_proposals(history, pool, stage=STAGE_ONLINE))
-    summary = {
-        "schema_version": SUMMARY_SCHEMA_VERSION,
-        "created_at": datetime.now(timezone.utc).isoformat(),
-        "round_id": config.round_id,
-        "analyst": analyst.name,
-        "triage_groups": len(queue),
-        "analyzed_cards": len(cards),
-        "eligible_cards": sum(c.eligible_for_consolidation for c in cards),
-        "candidates": len(pool.candidates),
-        "proposal_history_records": len(history),
-        "evidence_only_card_ids": list(evidence_only),
-        "candidate_pool_path": str(paths.pool),
-        "current_skillbank_sha256": bank.sha256,
-        "compilation_input_sha256": compile_sha,
-        "pool_sha256": pool.pool_sha256,
-        "rejected_items": rejected,
-        "fallback_reason": fallback_reason,
-        **_counts(cards, result),
-    }
-    write_json(paths.summary, summary)
+    summary = AnalysisSummary(
+        round_id=config.round_id, analyst=analyst.name, triage_groups=len(queue), analyzed_cards=len(cards),
+        eligible_cards=sum(c.eligible_for_consolidation for c in cards), candidates=len(pool.candidates),
+        proposal_history_records=len(history), evidence_only_card_ids=list(evidence_only),
+        candidate_pool_path=str(paths.pool), current_skillbank_sha256=bank.sha256,
+        compilation_input_sha256=compile_sha, pool_sha256=pool.pool_sha256,
+        rejected_items=rejected, fallback_reason=fallback_reason,
+        **_counts(cards, result))
+    summary.write(paths.summary)
     return summary
