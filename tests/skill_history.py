@@ -6,11 +6,11 @@ rollouts and the real estimator."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from intraskill.layout import RunDir, round_id
 from intraskill.params import Params, params_from_dict
+from intraskill.pipeline.coevolve import CoEvolveSummary, RoundSummary
 from intraskill.pipeline.gate_run import GateConfig, run_online_gate
 from intraskill.policy.expert_policy import ExpertPolicy, SkillConditionedLaw
 from intraskill.skills.bank import Skill, SkillBank
@@ -67,6 +67,9 @@ def write_planted_coevolve(run_dir: Path, store_root: Path) -> Path:
     result = run_online_gate(params, pool, root / "gate", GateConfig(checkpoint_id="round-000-checkpoint"),
                              ledger=add_proposals([], pool), policy=ExpertPolicy(seed=7, law=law),
                              store_root=store_root, progress=False)
-    RunDir(run_dir).summary.write_text(json.dumps({"rounds": [
-        {"round_index": 0, "gate_status": result.manifest.status}]}), encoding="utf-8")
+    CoEvolveSummary(fingerprint="planted", rounds=[RoundSummary(
+        round_index=0, root=str(root), checkpoint=str(root / "checkpoint" / "model"),
+        pool_path=str(root / "analysis" / "candidate_pool.json"), gate_status=result.manifest.status,
+        curriculum_path=None, gate_dir=str(result.gate_dir), gate_outcomes=result.manifest.outcomes)],
+    ).write(RunDir(run_dir).summary)
     return run_dir

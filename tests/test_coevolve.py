@@ -22,6 +22,7 @@ from intraskill.pipeline.coevolve import (
     NOT_EVOLVING,
     CoEvolveConfig,
     CoEvolvePlanMismatchError,
+    CoEvolveSummary,
     co_evolve,
     coevolve_plan,
     curriculum_bank,
@@ -109,6 +110,7 @@ def test_two_rounds_write_every_artifact_resume_and_refuse_another_plan(
     summary = json.loads((run_dir / "co_evolve_summary.json").read_text())
     assert [r["gate_status"] for r in summary["rounds"]] == [first.gate_status, second.gate_status]
     assert summary["rounds"][0]["gate_outcomes"]["columns"] == len(contributions.columns)
+    assert CoEvolveSummary.read(run_dir / "co_evolve_summary.json").rounds == [first.summary(), second.summary()]
     # the plan records its provenance outside the fingerprint
     plan = json.loads((run_dir / "plan.json").read_text())
     assert plan["provenance"] == run_provenance() and plan["fingerprint"] == result.fingerprint
@@ -122,7 +124,7 @@ def test_two_rounds_write_every_artifact_resume_and_refuse_another_plan(
                           store_root=small_store_root, progress=False)
     # one warning names the changed thread count (others may name a commit that changed while the suite ran)
     assert sum("torch_threads" in r.getMessage() for r in caplog.records) == 1
-    assert [r.to_dict() for r in again.rounds] == [r.to_dict() for r in result.rounds]
+    assert again.rounds == result.rounds
     assert {p: line_count(p) for p in run_dir.rglob("traces.jsonl")} == traces
     with pytest.raises(CoEvolvePlanMismatchError, match="config"):
         co_evolve(params, 2, start=start(params), config=CoEvolveConfig(max_candidates=3), out_dir=run_dir,

@@ -65,6 +65,7 @@ def test_four_conditions_keeps_an_explicit_folder_and_checkpoint(tmp_path: Path)
 def _coevolve_run(root: Path, *, final_chunks: int) -> Path:
     """The files a finished one-round co-evolve run leaves (plan, summary, S₀, checkpoint, selected bank)."""
     from intraskill.jsonl import write_json
+    from intraskill.pipeline.coevolve import CoEvolveSummary, RoundSummary
     from intraskill.skills.bank import Skill, SkillBank, save_skillbank
 
     round_dir = root / "round-000"
@@ -74,7 +75,10 @@ def _coevolve_run(root: Path, *, final_chunks: int) -> Path:
     save_skillbank(SkillBank("ci-s0", (tidy,)), round_dir / "skillbank.json")
     save_skillbank(SkillBank("selected", (tidy,)[:final_chunks]), round_dir / "gate" / "selected_skillbank.json")
     write_json(root / "plan.json", {"start": {"checkpoint": None, "curriculum_state_id": "c"}})
-    write_json(root / "co_evolve_summary.json", {"fingerprint": "f", "rounds": [{"round_index": 0}]})
+    CoEvolveSummary(fingerprint="f", rounds=[RoundSummary(
+        round_index=0, root=str(round_dir), checkpoint=str(round_dir / "checkpoint" / "model"),
+        pool_path=str(round_dir / "analysis" / "candidate_pool.json"), gate_status="complete", curriculum_path=None,
+        gate_dir=str(round_dir / "gate"))]).write(root / "co_evolve_summary.json")
     return root
 
 

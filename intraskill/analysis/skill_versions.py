@@ -17,7 +17,6 @@ candidates it did not admit its ``rejected`` ones, each with their β.
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,8 @@ from intraskill.trace2skill.cards import FailureCard
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from intraskill.pipeline.coevolve import RoundSummary
 
 INITIAL, KEPT, REWRITTEN, ADDED, RETIRED, REJECTED = "initial", "kept", "rewritten", "added", "retired", "rejected"
 STATUSES = (INITIAL, KEPT, REWRITTEN, ADDED, RETIRED, REJECTED)
@@ -190,11 +191,14 @@ def initial_version(bank: SkillBank) -> BankVersion:
     return BankVersion(0, bank.bank_version, bank.sha256, chunks)
 
 
-def _rounds(run_dir: Path) -> list[dict[str, Any]]:
+def _rounds(run_dir: Path) -> list[RoundSummary]:
+    # deferred: the pipeline (torch, the gate runner) is heavy to import
+    from intraskill.pipeline.coevolve import CoEvolveSummary
+
     summary = RunDir(run_dir).summary
     if not summary.is_file():
         raise FileNotFoundError(f"{summary}: no co-evolution summary (is {run_dir} a co-evolve run directory?)")
-    return list(json.loads(summary.read_text(encoding="utf-8"))["rounds"])
+    return CoEvolveSummary.read(summary).rounds
 
 
 def read_skill_versions(run_dir: str | Path) -> SkillHistory:
@@ -209,11 +213,11 @@ def read_skill_versions(run_dir: str | Path) -> SkillHistory:
     versions = [initial_version(bank)]
     notes = []
     for record in rounds:
-        name = round_id(int(record["round_index"]))
-        round_dir = RunDir(root).round(int(record["round_index"]))
+        name = round_id(record.round_index)
+        round_dir = RunDir(root).round(record.round_index)
         gate, analysis = round_dir.gate, round_dir.analysis
         if not gate.contributions.is_file() or not gate.selected_skillbank.is_file():
-            notes.append(f"{name}: {record.get('gate_status')}")
+            notes.append(f"{name}: {record.gate_status}")
             continue
         cards = read_cards(analysis.cards) if analysis.cards.is_file() else {}
         versions.append(next_version(len(versions), versions[-1].chunks, load_skillbank(gate.selected_skillbank),

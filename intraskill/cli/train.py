@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -81,7 +80,7 @@ def co_evolve_command(
     gate the pool on the frozen checkpoint and build the next curriculum from the selected bank."""
     settings = analyst_settings(analyst, analyst_url, analyst_model, analyst_max_turns, analyst_max_tokens)
     # deferred: a verb loads its stage only when it runs
-    from intraskill.pipeline.coevolve import CoEvolveConfig, CoEvolvePlanMismatchError, co_evolve
+    from intraskill.pipeline.coevolve import CoEvolveConfig, CoEvolvePlanMismatchError, CoEvolveSummary, co_evolve
     from intraskill.pipeline.round import RoundPlanMismatchError
     from intraskill.training.checkpoint import CheckpointError
 
@@ -94,5 +93,5 @@ def co_evolve_command(
         result = co_evolve(loaded, rounds, config=config, out_dir=out, progress=progress)
     except (CoEvolvePlanMismatchError, RoundPlanMismatchError, CheckpointError) as error:
         fail(str(error))
-    summary = json.loads(RunDir(result.run_dir).summary.read_text(encoding="utf-8"))
+    summary = CoEvolveSummary.read(RunDir(result.run_dir).summary).to_dict()
     emit({"run_dir": str(result.run_dir), **summary}, as_json)

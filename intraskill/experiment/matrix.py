@@ -83,7 +83,7 @@ from intraskill.layout import CellDir, EvalDir, MatrixDir, ModelDir, RunDir
 from intraskill.params import METHOD_ARM, REFERENCE_ARM, Params, params_from_dict, plan_dump
 from intraskill.paths import resolve_project_path, runs_root
 from intraskill.phases import phase
-from intraskill.pipeline.coevolve import CoEvolveConfig, co_evolve, curriculum_bank
+from intraskill.pipeline.coevolve import CoEvolveConfig, CoEvolveSummary, co_evolve, curriculum_bank
 from intraskill.pipeline.methods import training_method
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
 from intraskill.pipeline.round import bare_val, round_curriculum
@@ -225,7 +225,7 @@ def run_cell(params: Params, out: Path, cell: Cell, start: RoundInputs, store_ro
             library = _final_library(snapshot, cell_dir.final_library)
             tests[FINAL_LIBRARY] = _test(params, FINAL_LIBRARY, checkpoint, None, out,
                                          cell_dir.test(FINAL_LIBRARY).root, store_root, progress, library)
-    summary = json.loads(RunDir(root).summary.read_text(encoding="utf-8"))
+    summary = CoEvolveSummary.read(RunDir(root).summary)
     if FINAL_LIBRARY in tests:
         deployed = FINAL_LIBRARY
     else:
@@ -233,7 +233,7 @@ def run_cell(params: Params, out: Path, cell: Cell, start: RoundInputs, store_ro
     result = CellResult(
         arm=cell.arm, seed_index=cell.seed_index,
         seeds={"experiment": seeds.experiment, "curriculum": seeds.curriculum, "mask": seeds.mask},
-        rounds=tuple(RoundRecord.read(r) for r in summary["rounds"]), tests=tests, deployed=deployed,
+        rounds=tuple(RoundRecord.read(r) for r in summary.rounds), tests=tests, deployed=deployed,
         final_bank=tuple(s.skill_id for s in final_bank.enabled_skills()) if final_bank is not None else (),
         wall_seconds=_wall_seconds(root), start_checkpoint=own_start, start_skillbank=arm.skillbank)
     write_json(cell_dir.result, result.to_dict(), indent=1)

@@ -21,6 +21,7 @@ from typing import Any
 from intraskill.evaluate.records import EvalSummary
 from intraskill.jsonl import iter_jsonl
 from intraskill.layout import EvalDir, RoundDir
+from intraskill.pipeline.coevolve import RoundSummary
 from intraskill.shop.reward import PRIMARY_REWARD
 
 SUCCESS = "r_success"
@@ -51,10 +52,9 @@ class RoundRecord:
     val_tokens: int | None = None
 
     @classmethod
-    def read(cls, summary: Mapping[str, Any]) -> RoundRecord:
+    def read(cls, summary: RoundSummary) -> RoundRecord:
         """The record of one ``co_evolve_summary.json`` round (its directory is read for the compute)."""
-        root = RoundDir(summary["root"])
-        val_success = summary.get("val_success") or {}
+        root = RoundDir(summary.root)
         metrics = list(iter_jsonl(root.metrics))
         steps = root.step_dirs()
         rollouts = list(_traces([step.traces for step in steps]))
@@ -64,15 +64,14 @@ class RoundRecord:
         val = list(_traces([root.val_before.traces, root.val_after.traces]))
         curriculum = json.loads(root.curriculum.read_text(encoding="utf-8")) \
             if root.curriculum.is_file() else {"chunks": []}
-        outcomes = summary.get("gate_outcomes") or {}
-        next_path = summary.get("curriculum_path")
-        chunks_out = outcomes.get("selected_count")
+        next_path = summary.curriculum_path
+        chunks_out = summary.gate_outcomes.selected_count if summary.gate_outcomes is not None else None
         if chunks_out is None and next_path is not None:
             chunks_out = len(json.loads(Path(next_path).read_text(encoding="utf-8"))["chunks"])
+        success = summary.val_success
         return cls(
-            round_index=summary["round_index"], val_before=val_success.get("before"),
-            val_after=val_success.get("after"),
-            gate_status=summary["gate_status"], chunks_in=len(curriculum["chunks"]), chunks_out=chunks_out,
+            round_index=summary.round_index, val_before=success.before if success else None,
+            val_after=success.after if success else None, gate_status=summary.gate_status, chunks_in=len(curriculum["chunks"]), chunks_out=chunks_out,
             rollout_episodes=len(rollouts) + len(skill1), retry_episodes=len(retries),
             generated_tokens=sum(_completion_tokens(t) for t in rollouts + retries) + sum(map(_skill1_tokens, skill1)),
             trained_episodes=int(_total(metrics, "rollout/shopsim/train_trajectory_count")),

@@ -23,12 +23,11 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from intraskill.evaluate.records import PairedComparison
 from intraskill.gate.design import DEFAULT_MASK_SEED
-from intraskill.gate.manifest import GateManifest
-from intraskill.jsonl import write_json
+from intraskill.gate.manifest import GateManifest, GateOutcomes
 from intraskill.layout import ONLINE, EvalDir, GateDir, RoundDir, RunDir, round_id
 from intraskill.params import MAX_CANDIDATES, SAMPLES_PER_TASK, ExperimentParams, Params, plan_dump
 from intraskill.paths import runs_root
@@ -38,6 +37,7 @@ from intraskill.pipeline.methods import training_method
 from intraskill.pipeline.prepare import RoundInputs, prepare_round
 from intraskill.pipeline.round import open_train_store, round_curriculum, run_round
 from intraskill.provenance import write_plan
+from intraskill.record import Record
 from intraskill.shop.house_codes import HouseCodes
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import CurriculumState, load_curriculum, save_curriculum
@@ -126,10 +126,49 @@ class CoEvolveRound:
         """The next round's curriculum (``None``: the gate selected nothing or did not run)."""
         return load_curriculum(self.curriculum_path) if self.curriculum_path is not None else None
 
-    def to_dict(self) -> dict[str, Any]:
-        record = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
-        record["gate_dir"] = str(self.gate_dir)
-        return record
+    def summary(self) -> RoundSummary:
+        """The round's record in ``co_evolve_summary.json``: its paths and gate status, its val check before →
+        after (when it ran one) and its gate's outcomes (when the gate ran)."""
+        files = RoundDir(self.root)
+        comparison = files.val_compare.comparison
+        success = PairedComparison.read(comparison).metric("r_success") if comparison.is_file() else None
+        manifest = files.gate.manifest(ONLINE)
+        outcomes = GateManifest.read(manifest).outcomes if manifest.is_file() else None
+        return RoundSummary(
+            round_index=self.round_index, root=str(self.root), checkpoint=str(self.checkpoint),
+            pool_path=str(self.pool_path), gate_status=self.gate_status,
+            curriculum_path=str(self.curriculum_path) if self.curriculum_path is not None else None,
+            gate_dir=str(self.gate_dir),
+            val_success=ValSuccess(before=success.a_mean, after=success.b_mean) if success is not None else None,
+            gate_outcomes=outcomes if self.gate_status != GATE_SKIPPED else None)
+
+
+class ValSuccess(Record):
+    before: float
+    after: float
+
+
+class RoundSummary(Record):
+    """One finished round in ``co_evolve_summary.json`` (:meth:`CoEvolveRound.summary`)."""
+
+    omit_when_none: ClassVar[frozenset[str]] = frozenset({"val_success", "gate_outcomes"})
+
+    round_index: int
+    root: str
+    checkpoint: str
+    pool_path: str
+    gate_status: str
+    curriculum_path: str | None
+    gate_dir: str
+    val_success: ValSuccess | None = None
+    gate_outcomes: GateOutcomes | None = None
+
+
+class CoEvolveSummary(Record):
+    """``co_evolve_summary.json``: the run's plan fingerprint and one record per finished round."""
+
+    fingerprint: str
+    rounds: list[RoundSummary]
 
 
 @dataclass(frozen=True)
@@ -243,20 +282,6 @@ def _ledger_after(previous: CoEvolveRound | None) -> Path | None:
     return files.gate.ledger if files.gate.ledger.is_file() else files.analysis.ledger
 
 
-def _round_summary(finished: CoEvolveRound) -> dict[str, Any]:
-    record = finished.to_dict()
-    files = RoundDir(finished.root)
-    compare = files.val_compare.comparison
-    if compare.is_file():
-        success = PairedComparison.read(compare).metric("r_success")
-        record["val_success"] = {"before": success.a_mean, "after": success.b_mean}
-    manifest = files.gate.manifest(ONLINE)
-    outcomes = GateManifest.read(manifest).outcomes if manifest.is_file() else None
-    if finished.gate_status != GATE_SKIPPED and outcomes is not None:
-        record["gate_outcomes"] = outcomes.to_dict()
-    return record
-
-
 def co_evolve(
     params: Params,
     rounds: int,
@@ -347,5 +372,5 @@ def _same_bank_next(params: Params, root: Path, index: int, start: RoundInputs) 
 
 
 def _write_summary(run_dir: Path, fingerprint: str, finished: Sequence[CoEvolveRound]) -> None:
-    write_json(RunDir(run_dir).summary, {"fingerprint": fingerprint, "rounds": [_round_summary(r) for r in finished]},
-               indent=1)
+    CoEvolveSummary(fingerprint=fingerprint, rounds=[r.summary() for r in finished]).write(RunDir(run_dir).summary,
+                                                                                          indent=1)

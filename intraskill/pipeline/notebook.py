@@ -20,6 +20,7 @@ from intraskill.hashing import sha256_json
 from intraskill.layout import RunDir
 from intraskill.params import Params, load_params
 from intraskill.paths import params_path, resolve_project_path, runs_root
+from intraskill.pipeline.coevolve import CoEvolveSummary
 from intraskill.skills.bank import load_skillbank
 
 STAND_IN_MARK = "(stand-in)"
@@ -81,7 +82,7 @@ def coevolve_evidence(run_dir: str | Path) -> CoEvolveEvidence | None:
     plan, summary = run.plan, run.summary
     if not plan.is_file() or not summary.is_file():
         return None
-    rounds = json.loads(summary.read_text(encoding="utf-8"))["rounds"]
+    rounds = CoEvolveSummary.read(summary).rounds
     last = run.round(len(rounds) - 1)
     checkpoint = last.checkpoint.model
     if not rounds or not checkpoint.is_saved():
