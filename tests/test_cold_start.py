@@ -245,7 +245,7 @@ def test_tiny_cold_start_on_the_ci_organism_resumes_and_refuses_a_changed_plan(t
     assert [r["chunk_id"] for r in rows] == [s.skill_id for s in result.draft.skills]
     assert {r["status"] for r in rows} <= {"selected", "non_positive", "budget_excluded"}
     assert [r["stage"] for r in result.stage_rows()] == list(stages)
-    assert result.manifest["cost"]["episodes"] == sum(s.cost["episodes"] for s in stages.values())
+    assert result.manifest.cost.episodes == sum(s.cost["episodes"] for s in stages.values())
     summary = json.loads((out / "analysis_summary.json").read_text())
     assert summary["input"]["total"] == 8 and summary["evidence_cards"] == stages["firewall"].counts["evidence_cards"]
     ledger = read_ledger(out / "proposal_ledger.jsonl")
@@ -282,7 +282,7 @@ def test_tiny_cold_start_on_the_ci_organism_resumes_and_refuses_a_changed_plan(t
     assert forced.gate_b.tasks == 12 and forced.gate_b.reward.difference == gate_b["reward_difference"]
     comparison = json.loads((out / "gate-b" / "comparison.json").read_text())
     assert comparison["paired"]["metrics"]["reward"]["mean_difference"] == gate_b["reward_difference"]
-    assert forced.manifest["cost"]["episodes"] == sum(s.cost["episodes"] for s in forced.stages.values())
+    assert forced.manifest.cost.episodes == sum(s.cost["episodes"] for s in forced.stages.values())
 
 
 @pytest.mark.e2e
@@ -373,7 +373,7 @@ def test_cold_start_with_the_llm_roles_over_http(tmp_path, small_store_root) -> 
         assert result.stages["analysis"].cost["tokens"] == 2 * result.stages["analysis"].cost["llm_calls"]
         assert result.stages["consolidation"].counts["success"]["clusters"] == 1
         assert [s.skill_id for s in result.draft.skills] == ["page-on-with-care"]
-        assert result.manifest["analyst"] == "llm"
+        assert result.manifest.analyst == "llm"
         scripted.answer = lambda body: ({"name": "submit_success_cards", "arguments": {"cards": []}}
                                         if "submit_success_cards" in str(body.get("tools")) else llm_roles(body))
         with pytest.raises(ColdStartError, match="no eligible card"):

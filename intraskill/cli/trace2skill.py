@@ -114,6 +114,6 @@ def cold_start_command(
     except (ColdStartError, ColdStartPlanMismatchError) as error:
         fail(str(error))
     emit({"out": str(result.root), "s0": str(result.s0_path), "selected": [s.skill_id for s in result.s0.skills],
-          "draft": [s.skill_id for s in result.draft.skills], "cost": result.manifest["cost"],
+          "draft": [s.skill_id for s in result.draft.skills], "cost": result.manifest.cost.to_dict(),
           "stages": {name: {"counts": s.counts, "cost": s.cost} for name, s in result.stages.items()}},
          as_json, result.summary())

@@ -40,7 +40,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from intraskill.agent.traces import EpisodeTrace, read_traces
 from intraskill.evaluate.records import EvalSummary
@@ -58,6 +58,7 @@ from intraskill.pipeline.round import open_train_store
 from intraskill.policy.factory import weights_digest
 from intraskill.policy.warmstarts import resolve_checkpoint
 from intraskill.provenance import write_plan
+from intraskill.record import Record
 from intraskill.shop.engine import ShopEngine
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
 from intraskill.trace2skill.analysts import AnalystSettings, ColdStartRoles, open_cold_start_roles
@@ -95,8 +96,7 @@ class ColdStartError(RuntimeError):
     """A stage cannot produce its output (e.g. the LLM compiler never submitted a valid draft)."""
 
 
-@dataclass(frozen=True)
-class StageRecord:
+class StageRecord(Record):
     """One finished stage: its input fingerprint, counts, cost and output hashes (``stages/<name>.json``)."""
 
     name: str
@@ -105,9 +105,25 @@ class StageRecord:
     cost: dict[str, Any]
     outputs: dict[str, str]
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "StageRecord":
-        return cls(data["name"], data["fingerprint"], dict(data["counts"]), dict(data["cost"]), dict(data["outputs"]))
+
+class ColdStartCost(Record):
+    episodes: int
+    tokens: int
+    wall_s: float
+
+
+class ColdStartManifest(Record):
+    """``cold_start_manifest.json``: the plan fingerprint, analyst, checkpoint, every stage's record, the total cost
+    and the digests of the draft bank, S₀ and the analysis summary."""
+
+    schema_version: Literal[MANIFEST_SCHEMA_VERSION] = MANIFEST_SCHEMA_VERSION
+    status: Literal["complete"] = "complete"
+    plan_fingerprint: str
+    analyst: str
+    checkpoint_sha256: str | None
+    stages: dict[str, StageRecord]
+    cost: ColdStartCost
+    outputs: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -118,7 +134,7 @@ class ColdStartResult:
     draft: SkillBank
     s0: SkillBank
     stages: dict[str, StageRecord]
-    manifest: dict[str, Any]
+    manifest: ColdStartManifest
 
     @property
     def s0_path(self) -> Path:
@@ -160,8 +176,8 @@ class ColdStartResult:
             counts = ", ".join(f"{k} {v}" for k, v in row.items() if k != "stage" and not k.startswith("cost: "))
             lines.append(f"{row['stage']}: {counts}; {stage.cost.get('episodes', 0)} episodes, "
                          f"{stage.cost.get('tokens', 0)} tokens, {stage.cost.get('wall_s', 0.0):.1f} s")
-        total = self.manifest["cost"]
-        lines.append(f"total: {total['episodes']} episodes, {total['tokens']} tokens, {total['wall_s']:.1f} s")
+        total = self.manifest.cost
+        lines.append(f"total: {total.episodes} episodes, {total.tokens} tokens, {total.wall_s:.1f} s")
         return "\n".join(lines)
 
 
@@ -191,7 +207,7 @@ def _stage(paths: ColdStartDir, name: str, inputs: Mapping[str, Any],
     fingerprint = sha256_json({"stage": name, **inputs})
     record_path = paths.stages / f"{name}.json"
     if record_path.is_file():
-        stored = StageRecord.from_dict(_read_json(record_path))
+        stored = StageRecord.read(record_path)
         if stored.fingerprint == fingerprint and all(
                 (paths.root / n).is_file() and sha256_file(paths.root / n) == h for n, h in stored.outputs.items()):
             LOGGER.info("cold start: %s done, skipped", name)
@@ -206,9 +222,10 @@ def _stage(paths: ColdStartDir, name: str, inputs: Mapping[str, Any],
         paths.stages.mkdir(parents=True, exist_ok=True)
         write_json(partial, {"fingerprint": fingerprint, "wall_s": spent + time.monotonic() - started})
         raise
-    record = StageRecord(name, fingerprint, counts, {**cost, "wall_s": round(spent + time.monotonic() - started, 3)},
-                         _outputs(paths.root, names))
-    write_json(record_path, asdict(record), indent=1)
+    record = StageRecord(name=name, fingerprint=fingerprint, counts=counts,
+                         cost={**cost, "wall_s": round(spent + time.monotonic() - started, 3)},
+                         outputs=_outputs(paths.root, names))
+    record.write(record_path, indent=1)
     partial.unlink(missing_ok=True)
     return record
 
@@ -510,7 +527,7 @@ def run_cold_start(
     stages: dict[str, StageRecord] = {}
 
     def inputs(previous: str | None) -> dict[str, Any]:
-        return {"plan": fingerprint, "previous": asdict(stages[previous])["outputs"] if previous else None}
+        return {"plan": fingerprint, "previous": stages[previous].outputs if previous else None}
 
     stages["rollouts"] = _stage(paths, "rollouts", inputs(None),
                                 lambda: _rollouts(params, paths, checkpoint, store_root, progress))
@@ -538,10 +555,9 @@ def run_cold_start(
         "missing": analysis["missing"], "error_count": len(analysis["missing"]),
         "cards_path": paths.evidence_cards.name}, indent=1)
     total = {key: sum(s.cost.get(key, 0) for s in stages.values()) for key in ("episodes", "tokens", "wall_s")}
-    manifest = {"schema_version": MANIFEST_SCHEMA_VERSION, "status": "complete", "plan_fingerprint": fingerprint,
-                "analyst": analyst.kind, "checkpoint_sha256": plan["checkpoint_sha256"],
-                "stages": {name: asdict(record) for name, record in stages.items()},
-                "cost": {**total, "wall_s": round(total["wall_s"], 3)},
-                "outputs": _outputs(paths.root, [paths.draft_bank.name, paths.s0.name, paths.summary.name])}
-    write_json(paths.manifest, manifest, indent=1)
+    manifest = ColdStartManifest(
+        plan_fingerprint=fingerprint, analyst=analyst.kind, checkpoint_sha256=plan["checkpoint_sha256"],
+        stages=stages, cost=ColdStartCost(**{**total, "wall_s": round(total["wall_s"], 3)}),
+        outputs=_outputs(paths.root, [paths.draft_bank.name, paths.s0.name, paths.summary.name]))
+    manifest.write(paths.manifest, indent=1)
     return ColdStartResult(paths.root, load_skillbank(paths.draft_bank), load_skillbank(paths.s0), stages, manifest)
