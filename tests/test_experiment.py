@@ -151,18 +151,25 @@ def test_tiny_matrix_runs_compares_resumes_cell_by_cell_and_refuses_another_plan
         finished.append(result.arm)
         return result
 
+    kept = tmp_path / "kept"  # the records folder a run that outlives its machine keeps
     monkeypatch.setattr(matrix_module, "run_cell", killed_after_one)
     with pytest.raises(KeyboardInterrupt):
-        run_matrix(params, out, store_root=small_store_root, progress=False)
+        run_matrix(params, out, store_root=small_store_root, progress=False, records_dir=kept)
     monkeypatch.setattr(matrix_module, "run_cell", real_run_cell)
     first_cell = out / "cells" / "coevolve" / "seed-0"
     before = trace_lines(first_cell)
     assert (first_cell / "cell.json").is_file() and not (out / "cells" / "coevolve" / "seed-1").exists()
+    # the plan and the shared start are kept; coevolve seed 0 waits for its seed's baselines (they need its bank
+    # and grpo's checkpoint)
+    assert (kept / "matrix.json").is_file() and (kept / "shared" / "warmstart.json").is_file()
+    assert not list(kept.glob("cells/*/*/cell.json"))
 
-    result = run_matrix(params, out, store_root=small_store_root, progress=False)
+    result = run_matrix(params, out, store_root=small_store_root, progress=False, records_dir=kept)
     assert trace_lines(first_cell) == before  # the finished cell ran nothing again
     assert [(c.arm, c.seed_index) for c in result.cells] == [("coevolve", 0), ("coevolve", 1), ("grpo", 0),
                                                              ("grpo", 1)]
+    assert len(list(kept.glob("cells/*/*/cell.json"))) == 4 and len(list(kept.glob("baselines/*/*.json"))) == 2
+    assert not list(kept.rglob("traces.jsonl")) and not list(kept.rglob("*.safetensors"))
     summary = json.loads((out / "matrix_summary.json").read_text())
     assert set(summary["arms"]) == {"coevolve", "grpo"} and set(summary["arms"]["grpo"]) == {"0", "1"}
     block = summary["comparisons"]["coevolve-grpo"]
@@ -235,6 +242,19 @@ def test_tiny_matrix_runs_compares_resumes_cell_by_cell_and_refuses_another_plan
     bare.write_text(json.dumps({k: v for k, v in line.items() if k not in ("steps", "record_sha256")}) + "\n")
     with pytest.raises(ValueError, match=r"tasks.jsonl: line 1 lacks \['steps'\]"):
         load_matrix(shipped_dir)
+
+    # a fresh machine: the kept records alone restore every finished cell and baseline; nothing trains again
+    def must_not_run(*args: object, **kwargs: object) -> object:
+        raise AssertionError("a kept cell ran again")
+
+    monkeypatch.setattr(matrix_module, "run_cell", must_not_run)
+    elsewhere = run_matrix(params, tmp_path / "fresh", store_root=small_store_root, progress=False, records_dir=kept)
+    assert {**elsewhere.to_dict(), "out_dir": None} == {**result.to_dict(), "out_dir": None}
+    with pytest.raises(MatrixPlanMismatchError, match="rounds"):
+        run_matrix(matrix_params(tmp_path, rounds=2), tmp_path / "other", store_root=small_store_root,
+                   progress=False, records_dir=kept)
+    assert not (tmp_path / "other").exists()
+    monkeypatch.setattr(matrix_module, "run_cell", real_run_cell)
 
     # a cell killed after its tests but before cell.json: resumed without a new episode
     all_lines = trace_lines(out)

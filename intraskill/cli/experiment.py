@@ -31,6 +31,9 @@ def experiment_command(
                             "shares at the same path."),
     ship: Path = typer.Option(None, "--ship", help="Then write the finished cells as shipped records (per-task "
                               "outcomes, no traces) into this folder, e.g. data/results/organism/controls."),
+    records: Path = typer.Option(None, "--records", help="Keep the records here as the matrix goes (each finished "
+                                 "cell, with its seed's baselines for grpo and coevolve) and restore the finished "
+                                 "cells they hold instead of re-running them: a run that outlives its machine."),
     progress: bool = PROGRESS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -54,7 +57,7 @@ def experiment_command(
     loaded = load(params, overrides, settings)
     out = confined(out, loaded, allow_outside) if out is not None else None
     try:
-        result = run_matrix(loaded, out, jobs=jobs, progress=progress, ray_address=ray)
+        result = run_matrix(loaded, out, jobs=jobs, progress=progress, ray_address=ray, records_dir=records)
     except (MatrixPlanMismatchError, MatrixRayError, CoEvolvePlanMismatchError, RoundPlanMismatchError,
             CheckpointError) as error:
         fail(str(error))

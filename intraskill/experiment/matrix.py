@@ -44,7 +44,7 @@ import multiprocessing
 import shutil
 import socket
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import replace
@@ -63,6 +63,7 @@ from intraskill.experiment.baselines import (
     GRPO_METHOD_BANK,
     GRPO_S0,
     METHOD_BANK_RUN,
+    read_baselines,
 )
 from intraskill.experiment.records import (
     FINAL_BANK,
@@ -78,6 +79,7 @@ from intraskill.experiment.results import (
     MatrixResult,
     load_matrix,
 )
+from intraskill.experiment.shipped import copy_finished, ship_baseline, ship_cell, ship_start
 from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.layout import CellDir, EvalDir, MatrixDir, ModelDir, RunDir
 from intraskill.params import METHOD_ARM, REFERENCE_ARM, Params, params_from_dict, plan_dump
@@ -315,7 +317,7 @@ def _run_cell_in_worker(params_data: dict[str, Any], out: str, arm: str, seed_in
 
 def run_matrix(params: Params, out_dir: str | Path | None = None, *, jobs: int = 1,
                store_root: str | Path | None = None, progress: bool = True,
-               ray_address: str | None = None) -> MatrixResult:
+               ray_address: str | None = None, records_dir: str | Path | None = None) -> MatrixResult:
     """Run (or resume, or extend) the control experiment of ``params.matrix``.
 
     Parameters
@@ -329,6 +331,10 @@ def run_matrix(params: Params, out_dir: str | Path | None = None, *, jobs: int =
     ray_address : run each pending cell as a Ray task with ``matrix.threads`` CPUs on the cluster at this address
         (``local``: a fresh local instance; ``auto``: the one this machine belongs to); ``jobs`` is then unused.
         The matrix and store directories must be shared storage every node sees at the same path.
+    records_dir : keep the matrix's records here as it goes (:mod:`intraskill.experiment.shipped`): the finished
+        cells and baselines it holds are restored first and not re-run, and every part is written there once final
+        (a ``grpo`` or ``coevolve`` cell with its seed's deployment baselines, which need its checkpoint), so the
+        experiment resumes on a fresh machine from the records alone.
     """
     if jobs < 1:
         raise ValueError(f"jobs: must be >= 1, got {jobs}")
@@ -336,20 +342,35 @@ def run_matrix(params: Params, out_dir: str | Path | None = None, *, jobs: int =
         _check_reachable(ray_address)
     out = Path(out_dir) if out_dir is not None else default_matrix_dir(params)
     store = Path(store_root) if store_root is not None else None
+    records = Path(records_dir) if records_dir is not None else None
     check_arm_inputs(params)
-    write_matrix_plan(out, matrix_plan(params))
+    plan = matrix_plan(params)
+    if records is not None:
+        write_matrix_plan(records, plan)  # the records hold this experiment or none yet
+        restored = copy_finished(records, out)
+        LOGGER.info("control matrix %s: %d finished cells restored from %s", out, len(restored), records)
+    write_matrix_plan(out, plan)
     with torch_threads(params.matrix.threads):
         start, _ = shared_start(params, out, store, progress)
-    cells = [Cell(arm, k) for arm in params.matrix.arms for k in range(params.matrix.seeds)]
+    if records is not None:
+        ship_start(out, records)
+    # seed by seed, so that an interrupted matrix holds whole seeds and each seed's baselines run early
+    cells = [Cell(arm, k) for k in range(params.matrix.seeds) for arm in params.matrix.arms]
     pending = [cell for cell in cells if not MatrixDir(out).cell(cell.name).result.is_file()]
     LOGGER.info("control matrix %s: %d cells, %d to run", out, len(cells), len(pending))
+
+    def finished(cell: Cell) -> None:
+        with torch_threads(params.matrix.threads):
+            _after_cell(params, out, cell, records, store, progress)
+
     if ray_address is not None:
-        _run_on_ray(params, out, pending, start, store, ray_address, progress)
+        _run_on_ray(params, out, pending, start, store, ray_address, progress, finished)
     elif jobs == 1:
         for cell in tqdm(pending, desc="cells", disable=not progress or len(pending) < 2):
             run_cell(params, out, cell, start, store, progress)
+            finished(cell)
     else:
-        _run_parallel(params, out, pending, start, store, jobs, progress)
+        _run_parallel(params, out, pending, start, store, jobs, progress, finished)
     with torch_threads(params.matrix.threads):
         for seed_index in range(params.matrix.seeds):
             run_baselines(params, out, seed_index, store, progress)
@@ -361,14 +382,16 @@ def run_matrix(params: Params, out_dir: str | Path | None = None, *, jobs: int =
 def run_baselines(params: Params, out: Path, seed_index: int, store_root: Path | None = None,
                   progress: bool = True) -> dict[str, TestRun] | None:
     """Seed index ``seed_index``'s deployment baselines (:mod:`intraskill.experiment.baselines`), run or resumed
-    and recorded in ``baseline.json``; ``None`` while the matrix lacks a finished ``grpo`` or ``coevolve`` cell
-    of that seed."""
+    and recorded in ``baseline.json`` (read back once recorded); ``None`` while the matrix lacks a finished
+    ``grpo`` or ``coevolve`` cell of that seed."""
     cells = {arm: MatrixDir(out).cell(Cell(arm, seed_index).name) for arm in (REFERENCE_ARM, METHOD_ARM)}
     if not all(arm in params.matrix.arms and cell.result.is_file() for arm, cell in cells.items()):
         return None
+    baseline = MatrixDir(out).baseline(seed_index)
+    if baseline.record.is_file():
+        return read_baselines(out)[seed_index]
     grpo = CellResult.from_dict(json.loads(cells[REFERENCE_ARM].result.read_text(encoding="utf-8")))
     bank = load_skillbank(cells[METHOD_ARM].final_skillbank)
-    baseline = MatrixDir(out).baseline(seed_index)
     tests = {GRPO_S0: replace(grpo.tests[FINAL_BANK], condition=GRPO_S0)} if FINAL_BANK in grpo.tests else {}
     if bank.enabled_skills():
         tests[GRPO_METHOD_BANK] = _test(params, GRPO_METHOD_BANK, grpo.tests[FINAL_BARE].checkpoint, bank, out,
@@ -380,8 +403,26 @@ def run_baselines(params: Params, out: Path, seed_index: int, store_root: Path |
     return tests
 
 
+def _after_cell(params: Params, out: Path, cell: Cell, records: Path | None, store_root: Path | None,
+                progress: bool) -> None:
+    """Once ``cell`` finished: its seed's deployment baselines when both their cells are done (while the
+    checkpoints are here), then into ``records`` whatever is now final."""
+    tests = run_baselines(params, out, cell.seed_index, store_root, progress)
+    if records is None:
+        return
+    pair = (REFERENCE_ARM, METHOD_ARM)
+    if cell.arm in pair and set(pair) <= set(params.matrix.arms):
+        if tests is None:
+            return  # the seed's baselines still need this cell's checkpoint: it is kept with them
+        for arm in pair:
+            ship_cell(out, records, Cell(arm, cell.seed_index).name)
+        ship_baseline(out, records, cell.seed_index)
+    else:
+        ship_cell(out, records, cell.name)
+
+
 def _run_parallel(params: Params, out: Path, cells: Sequence[Cell], start: RoundInputs, store_root: Path | None,
-                  jobs: int, progress: bool) -> None:
+                  jobs: int, progress: bool, finished: Callable[[Cell], None]) -> None:
     context = multiprocessing.get_context("spawn")
     data = params.model_dump(mode="json")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
@@ -389,10 +430,11 @@ def _run_parallel(params: Params, out: Path, cells: Sequence[Cell], start: Round
                                store_root): c for c in cells}
         for future in tqdm(as_completed(futures), total=len(futures), desc="cells", disable=not progress):
             future.result()
+            finished(futures[future])
 
 
 def _run_on_ray(params: Params, out: Path, cells: Sequence[Cell], start: RoundInputs, store_root: Path | None,
-                address: str, progress: bool) -> None:
+                address: str, progress: bool, finished: Callable[[Cell], None]) -> None:
     """Each of ``cells`` as a Ray task with ``matrix.threads`` CPUs on the cluster at ``address`` (the driver
     disconnects, or a local instance it started stops, when they finish or one fails)."""
     # deferred: ray is heavy to import and only this path needs it
@@ -408,11 +450,13 @@ def _run_on_ray(params: Params, out: Path, cells: Sequence[Cell], start: RoundIn
     try:
         task = ray.remote(num_cpus=params.matrix.threads, max_retries=0)(_run_cell_in_worker)
         data = params.model_dump(mode="json")
-        pending = [task.remote(data, str(out), c.arm, c.seed_index, start, store_root) for c in cells]
+        tasks = {task.remote(data, str(out), c.arm, c.seed_index, start, store_root): c for c in cells}
+        pending = list(tasks)
         with tqdm(total=len(pending), desc="cells", disable=not progress) as bar:
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
                 ray.get(done)
+                finished(tasks[done[0]])
                 bar.update(len(done))
     finally:
         ray.shutdown()
