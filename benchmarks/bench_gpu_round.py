@@ -29,6 +29,7 @@ from typing import Any
 from bench_round import PhaseClock, summarize
 
 from intraskill.params import GRPOParams, Params, RoundParams, load_params, with_overrides
+from intraskill.training.metrics import ROLLOUT_PREFIX, RoundStepMetrics
 
 DEFAULT_PARAMS = "params/smollm2.yaml"
 BATCH_FIELDS = ("n_samples_per_prompt", "rollout_batch_size", "over_sampling_batch_size", "rollout_steps")
@@ -81,21 +82,18 @@ def weights_refusal(params: Params) -> str | None:
     return None
 
 
-def gpu_report(rows: list[dict[str, Any]], peak_allocated: int, peak_reserved: int) -> dict[str, Any]:
+def gpu_report(rows: list[RoundStepMetrics], peak_allocated: int, peak_reserved: int) -> dict[str, Any]:
     """Mean rollout / train / store seconds per rollout step, decode and train tokens/s, GPU peak (GiB)."""
-    def total(key: str) -> float:
-        return sum(float(row[key] or 0.0) for row in rows)
-
     steps = max(len(rows), 1)
-    rollout_s = total("time/rollout_s") + total("time/retry_s")
-    decoded = sum(float(row["rollout/shopsim/completion_tokens_mean"] or 0.0)
-                  * int(row["rollout/shopsim/trajectory_count"]) for row in rows)
+    rollout_s = sum(row.time.rollout_s + row.time.retry_s for row in rows)
+    train_s = sum(row.time.train_s for row in rows)
+    decoded = sum(float(row.rollout.get(ROLLOUT_PREFIX + "completion_tokens_mean") or 0.0)
+                  * int(row.rollout[ROLLOUT_PREFIX + "trajectory_count"] or 0) for row in rows)
     return {
-        "per_step_s": {"rollout": rollout_s / steps, "train": total("time/train_s") / steps,
-                       "store": total("time/io_s") / steps},
+        "per_step_s": {"rollout": rollout_s / steps, "train": train_s / steps,
+                       "store": sum(row.time.io_s for row in rows) / steps},
         "decode_tokens_per_s": decoded / rollout_s if rollout_s else None,
-        "train_tokens_per_s": (total("train/model_tokens") / total("time/train_s")
-                               if total("time/train_s") else None),
+        "train_tokens_per_s": sum(row.train.model_tokens or 0 for row in rows) / train_s if train_s else None,
         "gpu_memory_peak_gib": {"allocated": peak_allocated / 2**30, "reserved": peak_reserved / 2**30},
     }
 

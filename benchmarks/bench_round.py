@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from intraskill.params import Params, load_params, params_from_dict
+from intraskill.training.metrics import ROLLOUT_PREFIX, RoundStepMetrics
 
 PHASES = ("rollout_s", "retry_s", "train_s", "io_s")
 
@@ -52,12 +53,12 @@ class PhaseClock:
             self.marks[name] = now
 
 
-def summarize(rows: list[dict[str, Any]], clock: PhaseClock, start: float, end: float,
+def summarize(rows: list[RoundStepMetrics], clock: PhaseClock, start: float, end: float,
               prepare_s: float) -> dict[str, Any]:
     """The JSON report of one benchmarked round."""
-    totals = {phase: sum(float(row[f"time/{phase}"]) for row in rows) for phase in PHASES}
+    totals = {phase: sum(getattr(row.time, phase) for row in rows) for phase in PHASES}
     step_s = sum(totals.values())
-    episodes = sum(int(row["rollout/shopsim/trajectory_count"]) for row in rows)
+    episodes = sum(int(row.rollout[ROLLOUT_PREFIX + "trajectory_count"] or 0) for row in rows)
     marks = clock.marks
     return {
         "wall_s": end - start,
@@ -71,9 +72,9 @@ def summarize(rows: list[dict[str, Any]], clock: PhaseClock, start: float, end: 
         "phase_shares": {phase: value / step_s if step_s else None for phase, value in totals.items()},
         "rollout_episodes": episodes,
         "rollout_episodes_per_s": episodes / totals["rollout_s"] if totals["rollout_s"] else None,
-        "train_tokens_per_s": [row["train/tokens_per_s"] for row in rows],
-        "train_padding_waste": [row["train/padding_waste"] for row in rows],
-        "success_rate": [row["rollout/shopsim/success_rate"] for row in rows],
+        "train_tokens_per_s": [row.train.tokens_per_s for row in rows],
+        "train_padding_waste": [row.train.padding_waste for row in rows],
+        "success_rate": [row.rollout.get(ROLLOUT_PREFIX + "success_rate") for row in rows],
     }
 
 

@@ -80,6 +80,7 @@ def run_intraskill(params: Params, out: Path, store_root: str | None) -> dict[st
     from intraskill.integrations.trl.rollout import StoreClock, TimedEnvironment
     from intraskill.pipeline.round import bare_val, run_round, trained_policy
     from intraskill.policy.warmstarts import resolve_checkpoint
+    from intraskill.training.metrics import ROLLOUT_PREFIX
 
     clock = StoreClock()
     marks: dict[str, list[tuple[float, float]]] = {name: [] for name in ("step-start", "admitted", "trained",
@@ -98,17 +99,17 @@ def run_intraskill(params: Params, out: Path, store_root: str | None) -> dict[st
     steps = []
     for index, row in enumerate(result.metrics):
         store = marks["step-done"][index][0] - marks["step-start"][index][0]
-        rollout = float(row["time/rollout_s"]) + float(row["time/retry_s"])
-        episodes = int(row["rollout/shopsim/trajectory_count"])
+        rollout, shopsim = row.time.rollout_s + row.time.retry_s, ROLLOUT_PREFIX
+        episodes = int(row.rollout[shopsim + "trajectory_count"])
         steps.append({
-            "step_s": rollout + float(row["time/train_s"]) + float(row["time/io_s"]),
-            "generation_s": rollout - store, "store_s": store, "train_s": float(row["time/train_s"]),
+            "step_s": rollout + row.time.train_s + row.time.io_s,
+            "generation_s": rollout - store, "store_s": store, "train_s": row.time.train_s,
             "generation_cpu_s": marks["admitted"][index][1] - marks["step-start"][index][1],
             "train_cpu_s": marks["trained"][index][1] - marks["admitted"][index][1],
-            "episodes": episodes, "waves": int(row["rollout/shopsim/wave_count"]),
-            "trained_episodes": int(row["rollout/shopsim/train_trajectory_count"]),
-            "sampled_tokens": float(row["rollout/shopsim/completion_tokens_mean"]) * episodes,
-            "train_tokens": float(row["train/tokens_per_s"]) * float(row["time/train_s"]),
+            "episodes": episodes, "waves": int(row.rollout[shopsim + "wave_count"]),
+            "trained_episodes": int(row.rollout[shopsim + "train_trajectory_count"]),
+            "sampled_tokens": float(row.rollout[shopsim + "completion_tokens_mean"]) * episodes,
+            "train_tokens": float(row.train.tokens_per_s) * row.time.train_s,
         })
     warm = trained_policy(params, Path(resolve_checkpoint(params)[0]))
     before = bare_val(params, warm, out / "val-before", store_root, progress=False)
@@ -116,7 +117,8 @@ def run_intraskill(params: Params, out: Path, store_root: str | None) -> dict[st
     after = bare_val(params, trained, out / "val-after", store_root, progress=False)
     return {"wall_s": time.perf_counter() - start, "train_wall_s": train_wall, "train_peak_rss_mib": train_rss,
             "val_before": str(out / "val-before"), "val_after": str(out / "val-after"),
-            "val_success_before": before["primary"], "val_success_after": after["primary"], **step_summary(steps)}
+            "val_success_before": before.primary.to_dict(), "val_success_after": after.primary.to_dict(),
+            **step_summary(steps)}
 
 
 def run_trl(params: Params, out: Path, store_root: str | None) -> dict[str, Any]:
@@ -164,7 +166,7 @@ def run_trl(params: Params, out: Path, store_root: str | None) -> dict[str, Any]
         "sampled_tokens": stats.sampled_tokens, "train_tokens": stats.total_tokens,
     } for (step_s, step_cpu), stats in zip(clock.steps, rollout.stats)]
     return {"wall_s": time.perf_counter() - start, "train_wall_s": train_wall, "train_peak_rss_mib": train_rss,
-            "val_after": str(out / "val-after"), "val_success_after": after["primary"], **step_summary(steps)}
+            "val_after": str(out / "val-after"), "val_success_after": after.primary.to_dict(), **step_summary(steps)}
 
 
 def run_arm(arm: str, params_path: str, steps: int, val_tasks: int, threads: int, store_root: str | None,

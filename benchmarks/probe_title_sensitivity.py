@@ -116,8 +116,8 @@ def main() -> None:
                 metrics, _ = measure_ground_truth(params, out / "checkpoint", out, bank, store, progress=False)
             finally:
                 store.engine.index.close()
-            scored[-1]["val"] = {"bare": metrics["bare"]["success"], "s0": metrics["s0"]["success"],
-                                 "alone": {k: v["success"] for k, v in metrics["alone"].items()}}
+            scored[-1]["val"] = {"bare": metrics.bare.success, "s0": metrics.s0.success,
+                                 "alone": {k: v.success for k, v in metrics.alone.items()}}
     print(json.dumps({"benchmark": "title_sensitivity", "params": args.params, "split": "val",
                       "demos": len(demos), "demo_mask_seed": ws.seed + 1, "demos_s": round(demos_s, 1),
                       "threads": args.threads, "checkpoints": scored}))

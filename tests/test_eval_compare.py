@@ -57,7 +57,7 @@ def test_cross_checkpoint_comparison(runs: dict[str, Path], tmp_path: Path) -> N
     assert result.schema_version == "shopsimrl-paired-run-comparison-v1"
     assert result.alignment.plan.status == "matched"
     assert "model" not in result.alignment.plan.checked_fields
-    assert result.alignment.traces["pairs"] == 10
+    assert result.alignment.traces.pairs == 10
     paired = result.paired
     assert paired.difference_direction == "b_minus_a"
     assert paired.metric_aggregation == "mean_of_task_level_values"
@@ -92,7 +92,7 @@ def test_same_checkpoint_requires_the_same_model_and_a_bare_reference(runs: dict
         compare_runs(runs["ablated"], runs["full"], kind="same-checkpoint", samples=200)
     result = compare_runs(runs["full"], runs["equipped"], kind="same-checkpoint", samples=200)
     traces = result.alignment.traces
-    assert traces["a_skill_ids"] == [] and traces["b_skill_ids"] == ["chunk-a"]
+    assert traces.a_skill_ids == [] and traces.b_skill_ids == ["chunk-a"] and traces.a_bare_episodes is None
     assert "model" in result.alignment.plan.checked_fields
     with pytest.raises(AlignmentError, match="must be bare"):
         compare_runs(runs["equipped"], runs["full"], kind="same-checkpoint", samples=200)

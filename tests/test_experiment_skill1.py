@@ -173,7 +173,7 @@ def test_skill1_cell_carries_its_library_tests_it_deployed_and_resumes_after_kil
     # the deployed run pairs with the bare one of its checkpoint, though its episodes carry different skills
     bare = out / cell.tests["final-bare"].run_dir
     paired = compare_runs(bare, deployed, kind="same-checkpoint", samples=200).alignment.traces
-    assert paired["b_skill_ids"] == sorted({s[0]["skill_id"] for s in selected}) and paired["b_bare_episodes"] == 0
+    assert paired.b_skill_ids == sorted({s[0]["skill_id"] for s in selected}) and paired.b_bare_episodes == 0
     with pytest.raises(AlignmentError, match="run a must be bare, it deploys a Skill1 library"):
         compare_runs(deployed, bare, kind="same-checkpoint", samples=200)
 

@@ -42,6 +42,7 @@ from intraskill.pipeline.gate_run import (
 )
 from intraskill.pipeline.rollout import group_index
 from intraskill.policy.expert_policy import ExpertPolicy, SkillConditionedLaw
+from intraskill.policy.warmstarts import GroundTruth
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.curriculum import CurriculumState, assign_group, treatment_draw
 from intraskill.skills.pool import Candidate, build_candidate_pool, online_candidate_id
@@ -318,8 +319,7 @@ def test_compare_to_truth_reports_spearman_and_coverage() -> None:
         coefficients={"a": 0.30, "b": 0.10, "c": -0.05, "d": 0.0}, observations=40, masked_mean=0.5,
         bare_mean=0.4, delta_mean=0.1,
         conf_int_95={"a": (0.20, 0.40), "b": (0.05, 0.15), "c": (-0.10, 0.00), "d": (-0.05, 0.05)})
-    truth = {"a": {"effect": 0.25, "ci95": [0.2, 0.3]}, "b": {"effect": 0.20}, "c": {"effect": -0.02},
-             "d": {"effect": 0.01}}
+    truth = measured_truth({"a": (0.25, (0.2, 0.3)), "b": (0.20, None), "c": (-0.02, None), "d": (0.01, None)})
     report = compare_to_truth(estimate, truth)
     assert report.chunks == 4
     assert report.coverage == 0.75  # only b's truth (0.20) lies outside its CI [0.05, 0.15]
@@ -329,7 +329,18 @@ def test_compare_to_truth_reports_spearman_and_coverage() -> None:
     assert 0.5 < report.attainable_spearman < 1.0
     assert report.to_dict()["simulation"] == {"draws": 4000, "seed": 20260901}
     with pytest.raises(ValueError, match="no chunk"):
-        compare_to_truth(estimate, {"z": {"effect": 0.1}})
+        compare_to_truth(estimate, measured_truth({"z": (0.1, None)}))
+
+
+def measured_truth(effects: dict[str, tuple[float, tuple[float, float] | None]]) -> GroundTruth:
+    """A ground truth of these chunk effects, each with its 95 % CI (``None``: measured without noise)."""
+    chunks = {chunk: {"role": "helpful", "target": None, "bare_success": 0.4, "alone_success": 0.4 + effect,
+                      "effect": effect, "ci95": ci95 or (effect, effect), "pairs": 40, "protocol_error_rate": 0.0}
+              for chunk, (effect, ci95) in effects.items()}
+    return GroundTruth.from_dict({"bank_sha256": "b" * 64, "catalog_sha256": "c" * 64, "split": "val",
+                                  "episodes_per_arm": 40, "seed": 1, "metric": "r_success",
+                                  "method": "task_level_paired_percentile", "bootstrap_samples": 100,
+                                  "seed_base": 1, "chunks": chunks})
 
 
 def test_attainable_spearman_falls_with_ties_within_noise() -> None:
@@ -474,7 +485,7 @@ def test_shipped_gate_validation_reads_as_the_live_one(small_store_root: Path, t
                         store_root=small_store_root, progress=False)
     truth_dir = tmp_path / "truth"
     truth_dir.mkdir()
-    (truth_dir / "ground_truth.json").write_text(json.dumps(truth), encoding="utf-8")
+    truth.write(truth_dir / "ground_truth.json")
     shipped = ship_validation(live, truth_dir, tmp_path / "shipped", seeds=[7], samples=[1])[1]
     expected = load_warmstart_validation(live, truth_dir, seeds=[7], samples_per_task=1)
     drop = lambda report: {k: v for k, v in report.to_dict().items() if k != "warmstart_dir"}
@@ -485,4 +496,4 @@ def test_shipped_gate_validation_reads_as_the_live_one(small_store_root: Path, t
     assert len(masked) == shipped.per_seed[0].observations and set(masked[0]) == RECORD_KEYS
     assert len(run_task_records(tmp_path / "shipped" / "m1" / "bare-val")) == 40
     with pytest.raises(FileNotFoundError, match="seed-9"):
-        load_validation(tmp_path / "shipped", truth["chunks"], seeds=[7, 9], samples_per_task=1)
+        load_validation(tmp_path / "shipped", truth, seeds=[7, 9], samples_per_task=1)

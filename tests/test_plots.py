@@ -16,8 +16,10 @@ from matplotlib.text import Text
 
 from intraskill import plots
 from intraskill.analysis.release import locate_release_dir
+from intraskill.paths import project_root
 from intraskill.plots import style, tidy
 from intraskill.plots.labels import label
+from intraskill.policy.warmstarts import read_ground_truth
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -55,9 +57,9 @@ def _synthetic_figures(language: str) -> dict[str, matplotlib.figure.Figure]:
     updates = pd.DataFrame({"update": range(1, 9), "round": [0] * 4 + [1] * 4,
                             "train/entropy_loss": [0.2 - u / 100 for u in range(8)],
                             "train/pg_clipfrac": [0.001] * 8, "train/grad_norm": [1.0, 0.0, 1.2, 1.1, 0.9, 0.8, 0.0, 0.7]})
-    truth = {"chunks": {"persona-query": {"effect": 0.2, "ci95": [0.1, 0.3], "role": "helpful"},
-                        "tone": {"effect": 0.0, "ci95": [-0.05, 0.05], "role": "neutral"},
-                        "buy-first-result": {"effect": -0.1, "ci95": [-0.2, -0.02], "role": "harmful"}}}
+    truth = [{"chunk": "persona-query", "effect": 0.2, "ci_lo": 0.1, "ci_hi": 0.3, "role": "helpful"},
+             {"chunk": "tone", "effect": 0.0, "ci_lo": -0.05, "ci_hi": 0.05, "role": "neutral"},
+             {"chunk": "buy-first-result", "effect": -0.1, "ci_lo": -0.2, "ci_hi": -0.02, "role": "harmful"}]
     return {
         "results": plots.four_condition_results(conditions, comparisons, language=language),
         "training": plots.training_dynamics(steps, language=language),
@@ -120,6 +122,13 @@ def test_release_figures(tmp_path: Path) -> None:
     for name, fig in (("training", figure), ("optimization", optimization)):
         svg, png = plots.save_figure(fig, name, tmp_path)
         assert svg.stat().st_size > 10_000 and png.read_bytes().startswith(PNG_SIGNATURE)
+
+
+def test_chunk_effects_of_a_shipped_ground_truth() -> None:
+    truth = read_ground_truth(project_root() / "params" / "organism_warmstart")
+    figure = plots.chunk_effects(truth)
+    assert sum(isinstance(c, ErrorbarContainer) for c in figure.axes[0].containers) == len(truth.chunks) > 0
+    assert {label.get_text() for label in figure.axes[0].get_yticklabels()} == set(truth.chunks)
 
 
 def test_bank_sizes_from_release_contributions() -> None:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from intraskill.analysis.release import locate_release_dir, reanalyse_release
 from intraskill.evaluate.records import PairedBlock
 from intraskill.organism.gate_validation import GateValidationReport, SeedValidation, TruthComparison
+from intraskill.organism.manifest import WarmstartManifest
 from intraskill.paths import project_root
 from intraskill.pipeline.gate_b import GateBResult, PairedMetric
 from intraskill.plots import prose
+from intraskill.policy.warmstarts import read_ground_truth
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +46,12 @@ def test_round_and_warm_start_sentences() -> None:
         "Bare val success on 200 val tasks went from 45.50 % to 63.50 %: +18.00 points [+12.50, +24.00] "
         "(task-paired bootstrap), 39 tasks fixed and 3 broken.")
     warmstart = project_root() / "params" / "organism_warmstart"
-    metrics = json.loads((warmstart / "manifest.json").read_text(encoding="utf-8"))["metrics"]
-    truth = json.loads((warmstart / "ground_truth.json").read_text(encoding="utf-8"))
-    effects = sorted(chunk["effect"] for chunk in truth["chunks"].values())
+    metrics = WarmstartManifest.read(warmstart / "manifest.json").metrics
+    truth = read_ground_truth(warmstart)
+    effects = sorted(chunk.effect for chunk in truth.chunks.values())
     sentence = prose.warmstart_effects(metrics, truth, "en")
-    assert sentence.startswith(f"On {metrics['bare']['episodes']} val tasks: bare success "
-                               f"{prose.percent(metrics['bare']['success'], 'en')}, with $S_0$")
+    assert sentence.startswith(f"On {metrics.bare.episodes} val tasks: bare success "
+                               f"{prose.percent(metrics.bare.success, 'en')}, with $S_0$")
     assert f"adds {prose.points(effects[-1])} points" in sentence
     assert f"every other chunk adds {prose.points(effects[0])} … {prose.points(effects[-2])} points" in sentence
 

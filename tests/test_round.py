@@ -97,7 +97,7 @@ def test_real_round_trains_saves_and_compares(run_root: Path, small_store_root: 
     # a finished round re-runs as a no-op
     again = run_round(params, 0, curriculum=bank_curriculum(params), out_dir=run_root / "real",
                       store_root=small_store_root, progress=False)
-    assert again.metrics == rows
+    assert [row.to_dict() for row in again.metrics] == rows
 
 
 class KillAt:
@@ -145,7 +145,7 @@ def test_resume_after_kills_keeps_every_episode_once(run_root: Path, small_store
     result = run_round(params, 0, curriculum=curriculum, out_dir=root, store_root=small_store_root, progress=False)
     assert sorted(episode_ids(root)) == sorted(episode_ids(reference.root))
     assert Counter(episode_ids(root)).most_common(1)[0][1] == 1
-    assert [row["step"] for row in result.metrics] == [1, 2]
+    assert [row.step for row in result.metrics] == [1, 2]
     triage = [t["group_index"] for t in read_jsonl(root / "triage.jsonl")]
     assert sorted(triage) == sorted(t["group_index"] for t in read_jsonl(reference.root / "triage.jsonl"))
     assert len(triage) == len(set(triage))

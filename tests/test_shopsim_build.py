@@ -241,7 +241,7 @@ def test_a_training_round_runs_on_a_store_built_from_the_files(tmp_path: Path) -
     data["sampling"]["max_tokens_per_turn"] = 16
     params = params_from_dict(data)
     result = run_round(params, 0, out_dir=tmp_path / "round", progress=False)
-    assert [row["step"] for row in result.metrics] == [1]
+    assert [row.step for row in result.metrics] == [1]
     assert result.comparison is not None and result.comparison.metric("r_success").pairs == 2
     environment = json.loads((result.root / "plan.json").read_text(encoding="utf-8"))["environment"]
     assert environment["source"]["files"]["data/" + CATALOG_FILE] == sha256_file(CATALOG)

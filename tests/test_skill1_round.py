@@ -80,13 +80,13 @@ def test_skill1_round_commits_resumes_after_kills_and_refuses_another_plan(tmp_p
     assert len(read_jsonl(RoundDir(root).step(2).skill1_episodes)) == 4
     result = run_round(params, 0, out_dir=root, store_root=small_store_root, progress=False)
 
-    assert [row["step"] for row in result.metrics] == [1, 2]
-    for row in result.metrics:
+    assert [row.step for row in result.metrics] == [1, 2]
+    for row in (line.to_dict() for line in result.metrics):
         assert [key for key in SKILL1_KEYS if key not in row] == []
         # the untrained organism writes no well-formed reply and never buys: nothing is admitted
         assert row["skill1/library_size"] == 3 and row["skill1/admissions"] == 0
         assert row["skill1/protocol_error_rate/query"] == 1.0 and row["skill1/success_with_skill"] == 0.0
-    assert result.metrics[0]["skill1/u_hat_mean"] == pytest.approx(0.9)
+    assert result.metrics[0].rollout["skill1/u_hat_mean"] == pytest.approx(0.9)
     ids = episode_ids(root)
     assert len(ids) == len(set(ids)) == 8
     rollout = json.loads((root / "steps" / "step-0002" / "rollout.json").read_text(encoding="utf-8"))
@@ -118,7 +118,7 @@ def test_skill1_round_commits_resumes_after_kills_and_refuses_another_plan(tmp_p
     assert cli.exit_code == 0, cli.output
     assert json.loads(cli.stdout)["steps"] == 2
     assert RoundDir(root).step(2).done.exists()
-    assert len(episode_ids(root)) == 8 and read_jsonl(root / "metrics.jsonl") == result.metrics
+    assert len(episode_ids(root)) == 8 and read_jsonl(root / "metrics.jsonl") == [row.to_dict() for row in result.metrics]
     assert read_jsonl(RoundDir(root).library.history) == history
 
     with pytest.raises(RoundPlanMismatchError, match="skill1"):
@@ -161,5 +161,5 @@ def test_paper_settings_round_oversamples_and_weighs_terms(tmp_path: Path, small
     # rollouts, all updating the library) and the step trains on one topped-up group, as the GRPO step would
     assert rollout["episodes"] == 2 * MAX_WAVES and len(rollout["admitted_groups"]) == 1
     assert len(set(episode_ids(tmp_path / "round"))) == 2 * MAX_WAVES
-    row = result.metrics[0]
-    assert row["train/kl_loss"] is not None and row["train/kl_loss"] >= 0.0
+    kl_loss = result.metrics[0].train.kl_loss
+    assert kl_loss is not None and kl_loss >= 0.0

@@ -76,13 +76,14 @@ TRACKIO_SCRIPT = """
 import json, sys
 from pathlib import Path
 from intraskill.pipeline.trackers import TrackedRun, Trackers
+from intraskill.training.metrics import RoundStepMetrics
 from trackio.sqlite_storage import SQLiteStorage
 trackers = Trackers(["trackio"], TrackedRun(Path(sys.argv[1]), "ci-round-000", "f" * 64, {"seed": 1}))
-trackers.log({"step": 1, "loss": 0.5, "note": "x"})
-trackers.log({"step": 2, "loss": 0.25})
+trackers.log(RoundStepMetrics.from_dict({"round": 0, "step": 1, "train/loss": 0.5, "train/kl_loss": None}))
+trackers.log(RoundStepMetrics.from_dict({"round": 0, "step": 2, "train/loss": 0.25}))
 trackers.close()
 logs = SQLiteStorage.get_logs("intraskill", "ci-round-000-ffffffff")
-print("LOGS", json.dumps([[row["step"], row["loss"]] for row in logs]))
+print("LOGS", json.dumps([[row["step"], row["train/loss"]] for row in logs]))
 """
 
 

@@ -31,13 +31,20 @@ from intraskill.organism.demos import (
     tokenize_demonstration,
 )
 from intraskill.organism.drills import FILLER, SPAN, copy_drills, ordinary_tokens
-from intraskill.organism.manifest import WarmstartManifest
+from intraskill.organism.manifest import WarmstartManifest, WarmstartMetrics
 from intraskill.organism.sensitivity import drop_chunk, reply_logprob, title_sensitivity
 from intraskill.organism.shipped import ensure_warmstart, verify_shipped
-from intraskill.organism.truth import GROUND_TRUTH_SCHEMA_VERSION
+from intraskill.organism.truth import WarmstartChecks
 from intraskill.organism.warmstart import bc_identity, finished_bc
 from intraskill.params import ParamsError, load_params, params_from_dict
-from intraskill.policy.warmstarts import MissingWarmstartError, resolve_checkpoint, warmstart_matches
+from intraskill.policy.warmstarts import (
+    GROUND_TRUTH_SCHEMA_VERSION,
+    GroundTruth,
+    MissingWarmstartError,
+    read_ground_truth,
+    resolve_checkpoint,
+    warmstart_matches,
+)
 from intraskill.shop.scripted_expert import Competences
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 
@@ -369,16 +376,16 @@ def test_checkpoint_null_without_a_matching_warm_start_is_refused(tmp_path: Path
 
 @pytest.mark.e2e
 def test_ground_truth_schema(shipped_ci: Path) -> None:
-    truth = json.loads((shipped_ci / "ground_truth.json").read_text())
-    assert truth["schema_version"] == GROUND_TRUTH_SCHEMA_VERSION and truth["metric"] == "r_success"
+    truth = read_ground_truth(shipped_ci)
+    assert truth.schema_version == GROUND_TRUTH_SCHEMA_VERSION and truth.metric == "r_success"
     bank = load_skillbank(S0_PATH)
-    assert set(truth["chunks"]) == {s.skill_id for s in bank.enabled_skills()}
-    for skill_id, entry in truth["chunks"].items():
-        low, high = entry["ci95"]
-        assert low <= entry["effect"] <= high, skill_id
-        assert entry["pairs"] == truth["episodes_per_arm"]
-        assert entry["effect"] == pytest.approx(entry["alone_success"] - entry["bare_success"])
-        assert entry["role"] in ("helpful", "neutral", "harmful")
+    assert set(truth.chunks) == {s.skill_id for s in bank.enabled_skills()} and truth.bank_sha256 == bank.sha256
+    for skill_id, entry in truth.chunks.items():
+        low, high = entry.ci95
+        assert low <= entry.effect <= high, skill_id
+        assert entry.pairs == truth.episodes_per_arm
+        assert entry.effect == pytest.approx(entry.alone_success - entry.bare_success)
+        assert entry.role in ("helpful", "neutral", "harmful")
 
 
 def test_copy_drills_repeat_a_span_of_distinct_random_tokens_after_a_variable_gap(tokenizer) -> None:
@@ -447,20 +454,29 @@ def test_behaviour_clone_adds_the_lookup_phase_to_its_steps(tokenizer) -> None:
 def test_warmstart_checks_read_the_targets() -> None:
     from intraskill.organism.truth import warmstart_checks
 
-    arm = {"success": 0.4, "protocol_error_rate": 0.01}
-    metrics = {"bare": arm, "s0": {**arm, "protocol_error_rate": 0.04}, "alone": {"a": arm, "b": arm, "n": arm}}
-    truth = {"chunks": {"a": {"effect": 0.1, "ci95": [0.02, 0.2], "role": "helpful"},
-                        "b": {"effect": 0.03, "ci95": [0.01, 0.05], "role": "harmful"},
-                        "n": {"effect": 0.03, "ci95": [0.01, 0.05], "role": "neutral"}}}
-    checks = warmstart_checks(metrics, truth)
-    assert all(check["met"] for check in checks.values())
-    assert checks["protocol_errors"]["value"] == 0.04 and checks["chunk_use"]["value"] == ["a", "b", "n"]
-    assert checks["content_use"]["value"] == ["a"]
-    metrics["alone"]["b"] = {**arm, "protocol_error_rate": 0.2}
-    truth["chunks"]["a"] = {"effect": 0.04, "ci95": [-0.01, 0.2], "role": "helpful"}
-    truth["chunks"]["b"]["ci95"] = truth["chunks"]["n"]["ci95"] = [-0.01, 0.05]
-    checks = warmstart_checks({**metrics, "bare": {**arm, "success": 0.0}}, truth)
-    assert not any(check["met"] for check in checks.values())
+    manifest = WarmstartManifest.read(ROOT / "params" / "organism_warmstart" / "manifest.json")
+    shipped = read_ground_truth(ROOT / "params" / "organism_warmstart")
+    arm = manifest.metrics.bare.model_copy(update={"success": 0.4, "protocol_error_rate": 0.01})
+    metrics = WarmstartMetrics(split="val", bare=arm, s0=arm.model_copy(update={"protocol_error_rate": 0.04}),
+                               alone={"a": arm, "b": arm, "n": arm}, eval_wall_s={})
+    chunk = next(iter(shipped.chunks.values()))
+
+    def truth(**chunks: tuple[float, tuple[float, float], str]) -> GroundTruth:
+        return shipped.model_copy(update={"chunks": {
+            name: chunk.model_copy(update={"effect": effect, "ci95": ci95, "role": role})
+            for name, (effect, ci95, role) in chunks.items()}})
+
+    checks = warmstart_checks(metrics, truth(a=(0.1, (0.02, 0.2), "helpful"), b=(0.03, (0.01, 0.05), "harmful"),
+                                             n=(0.03, (0.01, 0.05), "neutral")))
+    assert all(getattr(checks, name).met for name in WarmstartChecks.model_fields)
+    assert checks.protocol_errors.value == 0.04 and checks.chunk_use.value == ["a", "b", "n"]
+    assert checks.content_use.value == ["a"]
+    erring = arm.model_copy(update={"protocol_error_rate": 0.2})
+    worse = metrics.model_copy(update={"bare": arm.model_copy(update={"success": 0.0}),
+                                       "alone": {**metrics.alone, "b": erring}})
+    checks = warmstart_checks(worse, truth(a=(0.04, (-0.01, 0.2), "helpful"), b=(0.03, (-0.01, 0.05), "harmful"),
+                                           n=(0.03, (-0.01, 0.05), "neutral")))
+    assert not any(getattr(checks, name).met for name in WarmstartChecks.model_fields)
 
 
 def test_dropping_a_chunk_gives_the_prompt_the_runtime_renders_without_it(engine) -> None:
@@ -628,8 +644,8 @@ def test_a_killed_warm_start_evaluation_resumes_from_its_recorded_episodes(
     try:
         metrics, _ = measure_ground_truth(CI, run / "checkpoint", out, bank, store, progress=False)
         assert len(played) == len(lines) - len(first)
-        recorded = json.loads((run / "manifest.json").read_text())["metrics"]
-        assert {k: metrics[k] for k in ("bare", "s0", "alone")} == {k: recorded[k] for k in ("bare", "s0", "alone")}
+        recorded = WarmstartManifest.read(run / "manifest.json").metrics
+        assert (metrics.bare, metrics.s0, metrics.alone) == (recorded.bare, recorded.s0, recorded.alone)
         assert json.loads((out / "ground_truth.json").read_text()) == json.loads((run / "ground_truth.json").read_text())
         played.clear()
         measure_ground_truth(CI, run / "checkpoint", out, bank, store, progress=False)

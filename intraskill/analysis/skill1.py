@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 from intraskill.agent.skill1_episode import Skill1Episode
 from intraskill.agent.skill1_replies import DistillReply, QueryReply
-from intraskill.jsonl import iter_jsonl, read_jsonl
+from intraskill.jsonl import iter_jsonl
 from intraskill.layout import RoundDir
 from intraskill.skills.library import LibrarySkill
 from intraskill.skills.retrieval import Encoder
+from intraskill.training.metrics import read_step_metrics
 from intraskill.training.skill1_rewards import ndcg
 
 if TYPE_CHECKING:
@@ -234,7 +235,7 @@ def read_skill1_round(root: str | Path) -> Skill1Record:
         raise FileNotFoundError(f"{snapshot_path}: no Skill1 library snapshot "
                                 f"(is {root} a Skill1 round directory?)")
     snapshot = json.loads(snapshot_path.read_text(encoding="utf-8"))
-    steps = pd.DataFrame(read_jsonl(files.metrics))
+    steps = pd.DataFrame([line.to_dict() for line in read_step_metrics(files.metrics)])
     if not steps.empty:
         steps = steps.sort_values("step").reset_index(drop=True)
     episodes = [(step.index, Skill1Episode.from_dict(record))

@@ -17,6 +17,7 @@ from intraskill.cli.common import (
     load,
 )
 from intraskill.layout import WarmstartDir
+from intraskill.paths import resolve_project_path
 
 
 def warmstart_command(
@@ -62,11 +63,11 @@ def warmstart_skill1_command(
 
     loaded = load(params, overrides)
     out = confined(out, loaded, allow_outside) if out is not None else None
-    manifest = run_skill1_warmstart(loaded, out, progress=progress)
+    out_dir = resolve_project_path(out or loaded.skill1_warmstart.out_dir)
+    manifest = run_skill1_warmstart(loaded, out_dir, progress=progress)
     if ship is not None:
-        ship_warmstart(manifest["out_dir"], ship, files=(WarmstartDir.MANIFEST,))
-    metrics = manifest["metrics"]
-    emit({"out_dir": manifest["out_dir"], "checkpoint_sha256": manifest["checkpoint_sha256"],
-          "timings": manifest["timings"], "final_loss": manifest["bc"]["losses"][-1][1],
-          "protocol_error_rate": metrics["protocol_error_rate"], "success": metrics["success"],
-          "ranking": metrics["ranking"]}, as_json)
+        ship_warmstart(out_dir, ship, files=(WarmstartDir.MANIFEST,))
+    metrics = manifest.metrics
+    emit({"out_dir": str(out_dir), "checkpoint_sha256": manifest.checkpoint_sha256, "timings": manifest.timings,
+          "final_loss": manifest.final_loss, "protocol_error_rate": metrics.protocol_error_rate,
+          "success": metrics.success.to_dict(), "ranking": metrics.ranking.to_dict()}, as_json)

@@ -34,7 +34,7 @@ def round_command(
     start) and S0's curriculum: rollout steps with GRPO updates and checkpoints, then the before/after
     bare val check."""
     # deferred: a verb loads its stage only when it runs
-    from intraskill.pipeline.prepare import prepare_round, round_inputs_summary
+    from intraskill.pipeline.prepare import prepare_round
     from intraskill.pipeline.round import RoundPlanMismatchError, run_round
     from intraskill.training.checkpoint import CheckpointError
 
@@ -52,8 +52,8 @@ def round_command(
         val = {"before": success.a_mean, "after": success.b_mean, "difference": success.mean_difference,
                "ci95": list(success.confidence_interval), "pairs": success.pairs}
     emit({"round_dir": str(result.root), "checkpoint": str(result.model_dir),
-          "inputs": round_inputs_summary(inputs), "steps": len(result.metrics),
-          "last_step": result.metrics[-1] if result.metrics else None, "val_success": val}, as_json)
+          "inputs": inputs.to_json(), "steps": len(result.metrics),
+          "last_step": result.metrics[-1].to_dict() if result.metrics else None, "val_success": val}, as_json)
 
 
 def co_evolve_command(

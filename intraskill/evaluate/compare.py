@@ -36,6 +36,7 @@ from intraskill.evaluate.records import (
     PairedMetric,
     PlanAlignment,
     RunPair,
+    TraceAlignment,
 )
 from intraskill.evaluate.runner import EvalPlan, read_plan
 from intraskill.evaluate.summary import REWARD_COMPONENTS, episode_metrics, final_records, summarize, utc_now
@@ -110,7 +111,7 @@ def completed_jobs(
 
 
 def check_traces(a: Mapping[tuple[int, int], EpisodeTrace], b: Mapping[tuple[int, int], EpisodeTrace],
-                 kind: str, per_episode: Mapping[str, bool] | None = None) -> dict[str, Any]:
+                 kind: str, per_episode: Mapping[str, bool] | None = None) -> TraceAlignment:
     """The trace alignment block; raises :class:`AlignmentError` on the first violated check. ``per_episode``
     marks the runs (``"a"``, ``"b"``) whose episodes select their own skills: their block lists every skill
     selected (``<label>_skill_ids``) and how many episodes ran with none (``<label>_bare_episodes``)."""
@@ -136,7 +137,7 @@ def check_traces(a: Mapping[tuple[int, int], EpisodeTrace], b: Mapping[tuple[int
         raise AlignmentError(
             f"same-checkpoint comparison: run a must be bare, its traces carry {block['a_skill_ids']}"
         )
-    return block
+    return TraceAlignment.from_dict(block)
 
 
 def task_means(values: Iterable[tuple[int, float]]) -> dict[int, float]:
@@ -220,7 +221,7 @@ def comparison_markdown(comparison: PairedComparison) -> str:
         f"- a: `{comparison.runs.a}`",
         f"- b: `{comparison.runs.b}`",
         f"- alignment: plan {comparison.alignment.plan.status}, traces "
-        f"{comparison.alignment.traces['status']} ({paired.pairs} task pairs)",
+        f"{comparison.alignment.traces.status} ({paired.pairs} task pairs)",
         f"- bootstrap: {bootstrap.method}, {bootstrap.samples} resamples, seed base {bootstrap.seed}",
         "",
         f"| metric | a | b | b − a | {level}% CI |",

@@ -123,12 +123,29 @@ class PlanAlignment(Record):
     b_plan_fingerprint: str
 
 
+class TraceAlignment(Record):
+    """The trace block (:func:`~intraskill.evaluate.compare.check_traces`): the pairs, the provenance fields
+    checked, and per run (``a``, ``b``) its skill IDs, the episodes without a skill (only for a run whose episodes
+    select their own skills, which then lists every skill selected) and each checked field's distinct values."""
+
+    omit_when_none = frozenset({"a_bare_episodes", "b_bare_episodes"})
+
+    status: Literal["matched"] = "matched"
+    pairs: int
+    checked_fields: list[str]
+    a_skill_ids: list[str]
+    a_bare_episodes: int | None = None
+    a: dict[str, list[Any]]
+    b_skill_ids: list[str]
+    b_bare_episodes: int | None = None
+    b: dict[str, list[Any]]
+
+
 class Alignment(Record):
-    """The plan block, and the trace block (per-field provenance views and skill lists, whose keys depend on
-    the runs: see :func:`~intraskill.evaluate.compare.check_traces`)."""
+    """The plan block and the trace block."""
 
     plan: PlanAlignment
-    traces: dict[str, Any]
+    traces: TraceAlignment
 
 
 class PairedComparison(Record):

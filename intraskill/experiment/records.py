@@ -23,7 +23,10 @@ from intraskill.jsonl import iter_jsonl
 from intraskill.layout import EvalDir, RoundDir
 from intraskill.pipeline.coevolve import RoundSummary
 from intraskill.shop.reward import PRIMARY_REWARD
+from intraskill.training.metrics import ROLLOUT_PREFIX, read_step_metrics
 
+TRAINED_EPISODES = ROLLOUT_PREFIX + "train_trajectory_count"
+"""The rollout metric counting a step's trajectories the trainer received (both methods log it)."""
 SUCCESS = "r_success"
 METRICS: tuple[str, ...] = (SUCCESS, PRIMARY_REWARD)
 """The outcomes the experiment compares: test success and strict reward (``reward`` = ``r_strict``)."""
@@ -55,7 +58,7 @@ class RoundRecord:
     def read(cls, summary: RoundSummary) -> RoundRecord:
         """The record of one ``co_evolve_summary.json`` round (its directory is read for the compute)."""
         root = RoundDir(summary.root)
-        metrics = list(iter_jsonl(root.metrics))
+        metrics = read_step_metrics(root.metrics)
         steps = root.step_dirs()
         rollouts = list(_traces([step.traces for step in steps]))
         skill1 = list(_traces([step.skill1_episodes for step in steps]))
@@ -74,10 +77,10 @@ class RoundRecord:
             val_after=success.after if success else None, gate_status=summary.gate_status, chunks_in=len(curriculum["chunks"]), chunks_out=chunks_out,
             rollout_episodes=len(rollouts) + len(skill1), retry_episodes=len(retries),
             generated_tokens=sum(_completion_tokens(t) for t in rollouts + retries) + sum(map(_skill1_tokens, skill1)),
-            trained_episodes=int(_total(metrics, "rollout/shopsim/train_trajectory_count")),
-            trained_tokens=int(_total(metrics, "train/model_tokens")),
+            trained_episodes=sum(int(m.rollout.get(TRAINED_EPISODES) or 0) for m in metrics),
+            trained_tokens=sum(m.train.model_tokens or 0 for m in metrics),
             gate_episodes=len(gate),
-            train_seconds=sum(_total(metrics, key) for key in {k for m in metrics for k in m if k.startswith("time/")}),
+            train_seconds=math.fsum(m.time.total_s for m in metrics),
             retry_tokens=sum(map(_completion_tokens, retries)), gate_tokens=sum(map(_completion_tokens, gate)),
             val_episodes=len(val), val_tokens=sum(map(_completion_tokens, val)),
         )
@@ -98,10 +101,6 @@ def _completion_tokens(trace: Mapping[str, Any]) -> int:
 def _skill1_tokens(record: Mapping[str, Any]) -> int:
     """A Skill1 rollout's generated tokens: its episode's and its replies' (the tokens the model sampled)."""
     return _completion_tokens(record["trace"]) + sum(sum(t["loss_mask"]) for t in record["reply_tokens"].values())
-
-
-def _total(records: Iterable[Mapping[str, Any]], key: str) -> float:
-    return math.fsum(float(r.get(key) or 0.0) for r in records)
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,9 @@ coverage.
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +47,7 @@ from intraskill.pipeline.gate_run import GateConfig, as_draft, run_gate_a
 from intraskill.pipeline.round import open_train_store
 from intraskill.policy.expert_policy import ExpertPolicy
 from intraskill.policy.reader_expert import ReaderExpertPolicy
+from intraskill.policy.warmstarts import GroundTruth, read_ground_truth
 from intraskill.skills.bank import Skill, SkillBank, load_skillbank
 
 if TYPE_CHECKING:
@@ -160,19 +160,19 @@ class TruthComparison:
                 "per_chunk": {c: p.to_dict() for c, p in self.per_chunk.items()}}
 
 
-def compare_to_truth(estimate: MetricEstimate, truth: Mapping[str, Mapping[str, Any]]) -> TruthComparison:
+def compare_to_truth(estimate: MetricEstimate, truth: GroundTruth) -> TruthComparison:
     """A gate metric's coefficients against ground-truth effects, chunk by chunk.
 
     Parameters
     ----------
     estimate : one metric's :class:`~intraskill.gate.contributions.MetricEstimate` (with its 95 % CIs).
-    truth : ``ground_truth.json``'s ``chunks``: chunk ID → ``{"effect": x, "ci95": [lo, hi], …}``.
+    truth : the ground truth (each chunk's effect and 95 % CI).
 
     The coverage counts chunks whose true effect lies inside the gate's 95 % CI; the attainable ρ is
     :func:`attainable_spearman` with the gate's and the truth's standard errors, taken from their 95 %
     intervals.
     """
-    ids = [c for c in estimate.coefficients if c in truth]
+    ids = [c for c in estimate.coefficients if c in truth.chunks]
     if not ids:
         raise ValueError("truth: no chunk of the gate has a ground-truth effect")
     if estimate.conf_int_95 is None:
@@ -180,10 +180,9 @@ def compare_to_truth(estimate: MetricEstimate, truth: Mapping[str, Mapping[str, 
     per_chunk = {}
     for chunk in ids:
         low, high = estimate.conf_int_95[chunk]
-        effect = float(truth[chunk]["effect"])
+        effect = truth.chunks[chunk].effect
         per_chunk[chunk] = ChunkComparison(
-            beta=estimate.coefficients[chunk], ci95=(low, high), truth=effect,
-            truth_ci95=tuple(truth[chunk].get("ci95") or ()),
+            beta=estimate.coefficients[chunk], ci95=(low, high), truth=effect, truth_ci95=truth.chunks[chunk].ci95,
             covered=low is not None and high is not None and low <= effect <= high)
     effects = [per_chunk[c].truth for c in ids]
     return TruthComparison(
@@ -309,7 +308,7 @@ class GateValidationReport:
 def validate_gate(
     params: Params,
     draft: SkillBank,
-    truth: Mapping[str, Mapping[str, Any]],
+    truth: GroundTruth,
     out_dir: str | Path,
     *,
     seeds: Sequence[int],
@@ -356,7 +355,7 @@ def _finished(gate: GateDir) -> bool:
     return gate.contributions.is_file() and gate.manifest(GATE_A).is_file()
 
 
-def load_validation(out_dir: str | Path, truth: Mapping[str, Mapping[str, Any]], *, seeds: Sequence[int],
+def load_validation(out_dir: str | Path, truth: GroundTruth, *, seeds: Sequence[int],
                     samples_per_task: int) -> GateValidationReport:
     """The validation of the finished gates under ``out_dir`` against ``truth``: a live run's directory or
     its shipped records (:func:`ship_validation`) alike, from each gate's ``contributions.json`` (the task
@@ -380,20 +379,12 @@ def load_validation(out_dir: str | Path, truth: Mapping[str, Mapping[str, Any]],
                                 per_seed=tuple(per_seed))
 
 
-def load_truth(warmstart_dir: str | Path) -> dict[str, Any]:
-    """A warm start's ``ground_truth.json``."""
-    path = WarmstartDir(warmstart_dir).ground_truth
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no ground truth (run `intraskill warmstart`)")
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
 def validate_on_warmstart(params: Params, warmstart_dir: str | Path, out_dir: str | Path, *,
                           seeds: Sequence[int], samples_per_task: int = SAMPLES_PER_TASK, task_limit: int | None = None,
                           store_root: str | Path | None = None, progress: bool = True) -> GateValidationReport:
     """:func:`validate_gate` on the organism's warm start: its checkpoint, S₀ (``warmstart.skills``) and
     its ``ground_truth.json``; the report is :func:`load_warmstart_validation` of the finished gates."""
-    load_truth(warmstart_dir)  # before any rollout
+    read_ground_truth(warmstart_dir)  # before any rollout
     draft = load_skillbank(resolve_project_path(params.warmstart.skills))
     _run_gates(params, draft, out_dir, seeds=seeds, samples_per_task=samples_per_task, task_limit=task_limit,
                checkpoint=WarmstartDir(warmstart_dir).checkpoint.root, checkpoint_id="warmstart", policy=None,
@@ -405,10 +396,10 @@ def load_warmstart_validation(out_dir: str | Path, warmstart_dir: str | Path, *,
                               samples_per_task: int) -> GateValidationReport:
     """:func:`load_validation` against a warm start's ``ground_truth.json`` (``warmstart_dir``: the warm start,
     or the ``warmstart/`` copy of shipped records); the report also records the ground truth's own size."""
-    truth = load_truth(warmstart_dir)
-    report = load_validation(out_dir, truth["chunks"], seeds=seeds, samples_per_task=samples_per_task)
+    truth = read_ground_truth(warmstart_dir)
+    report = load_validation(out_dir, truth, seeds=seeds, samples_per_task=samples_per_task)
     return replace(report, policy="organism", warmstart_dir=str(warmstart_dir),
-                   truth_episodes_per_arm=truth.get("episodes_per_arm"))
+                   truth_episodes_per_arm=truth.episodes_per_arm)
 
 
 def ship_validation(out_dir: str | Path, warmstart_dir: str | Path, target: str | Path, *, seeds: Sequence[int],
@@ -437,7 +428,7 @@ def ship_validation(out_dir: str | Path, warmstart_dir: str | Path, target: str 
                 for path in (run.manifest(GATE_A), run.contributions):
                     shutil.copyfile(path, copy / path.name)
             write_task_records(run_task_records(run.root), copy.root)
-    load_truth(warmstart_dir)
+    read_ground_truth(warmstart_dir)
     shipped.warmstart.root.mkdir(parents=True, exist_ok=True)
     for name in WarmstartDir.SHIPPED:
         if (Path(warmstart_dir) / name).is_file():
@@ -458,7 +449,7 @@ def teacher_policy(params: Params, draft: SkillBank) -> Policy:
 
 
 def teacher_truth(params: Params, draft: SkillBank, *, tasks: int | None,
-                  store_root: str | Path | None = None, batch_size: int = 64) -> dict[str, Any]:
+                  store_root: str | Path | None = None, batch_size: int = 64) -> GroundTruth:
     """Ground truth of the teacher, measured as the warm start measures the organism's: each chunk alone
     vs bare on the first ``tasks`` val tasks (sample 0, episode seeds from ``warmstart.seed``)."""
     store = open_train_store(params, store_root, split="val")
@@ -474,14 +465,14 @@ def teacher_truth(params: Params, draft: SkillBank, *, tasks: int | None,
         alone = {s.skill_id: arm((s,)) for s in draft.enabled_skills()}
     finally:
         store.close()
-    truth = ground_truth(draft, bare, alone, samples=params.evaluation.bootstrap_samples,
-                         seed_base=params.evaluation.bootstrap_seed)
-    return {"episodes_per_arm": len(task_ids), **truth}
+    return ground_truth(draft, bare, alone, samples=params.evaluation.bootstrap_samples,
+                        seed_base=params.evaluation.bootstrap_seed, catalog_sha256=store.catalog.sha256, seed=seed,
+                        checkpoint_sha256=None)
 
 
 def validate_on_teacher(params: Params, out_dir: str | Path, *, seeds: Sequence[int],
                         samples_per_task: int = SAMPLES_PER_TASK, task_limit: int | None = None,
-                        truth_tasks: int | None = None, truth: Mapping[str, Any] | None = None,
+                        truth_tasks: int | None = None, truth: GroundTruth | None = None,
                         store_root: str | Path | None = None, progress: bool = True) -> GateValidationReport:
     """:func:`validate_gate` on the organism's teacher (fast, no checkpoint needed): S₀ with the gated
     expert as the policy and :func:`teacher_truth` as the ground truth (pass ``truth`` to reuse one
@@ -489,8 +480,8 @@ def validate_on_teacher(params: Params, out_dir: str | Path, *, seeds: Sequence[
     draft = load_skillbank(resolve_project_path(params.warmstart.skills))
     if truth is None:
         truth = teacher_truth(params, draft, tasks=truth_tasks, store_root=store_root)
-    report = validate_gate(params, draft, truth["chunks"], out_dir, seeds=seeds,
+    report = validate_gate(params, draft, truth, out_dir, seeds=seeds,
                            samples_per_task=samples_per_task, task_limit=task_limit,
                            checkpoint_id="s0-teacher", policy=teacher_policy(params, draft),
                            store_root=store_root, progress=progress)
-    return replace(report, policy="teacher", truth_episodes_per_arm=truth["episodes_per_arm"])
+    return replace(report, policy="teacher", truth_episodes_per_arm=truth.episodes_per_arm)

@@ -1,18 +1,23 @@
-"""The organism warm start's manifest (``manifest.json``, ``intraskill-warmstart-v1``), typed: the checkpoint's
-identity, the parameters and seeds it was made from, the demonstrations and behaviour-cloning records, the
-checkpoint's file digests, the timings and the val metrics (bare, with S₀ and each chunk alone).
+"""The organism's warm-start manifests (``manifest.json``), typed: the warm start's (``intraskill-warmstart-v1``)
+and the Skill1 warm start's (``intraskill-skill1-warmstart-v1``). Each holds the checkpoint's identity, the
+parameters and seeds it was made from, the demonstrations and behaviour-cloning records, the checkpoint's file
+digests, the timings and the val metrics: bare, with S₀ and each chunk alone; for Skill1, the Skill1 path against
+bare with its replies, ranking and distilled lessons.
 
 The parameter, demonstration and cloning blocks are the sections' own records (free-form objects); the metrics
-are typed. Shipped warm starts (``params/*_warmstart``, ``data/results``) load as this model.
+are typed. Shipped warm starts (``params/*_warmstart``, ``data/results``) load as these models.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Literal
 
 from intraskill.record import Record
 
 MANIFEST_SCHEMA_VERSION = "intraskill-warmstart-v1"
+SKILL1_MANIFEST_SCHEMA_VERSION = "intraskill-skill1-warmstart-v1"
 
 
 class ArmMetrics(Record):
@@ -56,4 +61,107 @@ class WarmstartManifest(Record):
     @property
     def final_loss(self) -> float:
         """The last logged behaviour-cloning loss."""
-        return float(self.bc["losses"][-1][1])
+        return final_loss(self.bc)
+
+
+def final_loss(bc: dict[str, Any]) -> float:
+    """The last loss a cloning block logged (its ``losses``: ``[step, loss]`` pairs)."""
+    return float(bc["losses"][-1][1])
+
+
+class PairedSuccess(Record):
+    """Success bare and through the Skill1 path on the same tasks and episode seeds: the difference
+    (Skill1 − bare), its paired bootstrap 95 % CI and the pair count."""
+
+    bare: float
+    skill1: float
+    difference: float
+    ci95: tuple[float, float]
+    pairs: int
+
+
+class RoleSuccess(Record):
+    """The episodes whose selected strategy has one planted role (``bare``: none selected), bare and Skill1."""
+
+    episodes: int
+    bare_success: float
+    skill1_success: float
+
+
+class RankingMetrics(Record):
+    """The well-formed rank replies against planted usefulness (``None``: no episode to measure it on)."""
+
+    ranked: int
+    ndcg: float | None
+    ndcg_retrieval_order: float | None
+    top_helpful: float | None
+    top_helpful_retrieval_order: float | None
+    harmful_top: float | None
+    harmful_last: float | None
+    expert_order: float | None
+
+
+class DistillMetrics(Record):
+    """The well-formed distillation replies, the share naming a lesson's chunk and whose outcome matches."""
+
+    well_formed: int
+    names_a_chunk: float | None
+    outcome_matches: float | None
+
+
+class Skill1WarmstartMetrics(Record):
+    """The Skill1 warm start on val (:func:`~intraskill.organism.skill1_warmstart.skill1_eval_metrics`): protocol
+    errors and replies per reply type (``query``, ``rank``, ``act``, ``distill``), failures by ``kind:code``, the
+    paired success, success by the selected strategy's role, the ranking, the distillations and both arms."""
+
+    split: str
+    episodes: int
+    protocol_error_rate: dict[str, float]
+    protocol_errors: dict[str, int]
+    replies: dict[str, int]
+    failures: dict[str, int]
+    success: PairedSuccess
+    by_selected_role: dict[str, RoleSuccess]
+    ranking: RankingMetrics
+    distill: DistillMetrics
+    skill1_episodes: ArmMetrics
+    bare_episodes: ArmMetrics
+
+
+class BaseWarmstart(Record):
+    """The warm start a Skill1 warm start continues: its directory and weights."""
+
+    dir: str
+    checkpoint_sha256: str
+
+
+class Skill1WarmstartManifest(Record):
+    """A finished Skill1 warm start (:func:`~intraskill.organism.skill1_warmstart.run_skill1_warmstart`)."""
+
+    schema_version: Literal[SKILL1_MANIFEST_SCHEMA_VERSION] = SKILL1_MANIFEST_SCHEMA_VERSION
+    checkpoint_sha256: str
+    base: BaseWarmstart
+    bank_sha256: str
+    catalog_sha256: str
+    encoder: dict[str, str]
+    params: dict[str, Any]
+    lessons: dict[str, Any]
+    seeds: dict[str, int]
+    demos: dict[str, Any]
+    bc: dict[str, Any]
+    files: dict[str, str]
+    timings: dict[str, float]
+    metrics: Skill1WarmstartMetrics
+
+    @property
+    def final_loss(self) -> float:
+        """The last logged behaviour-cloning loss."""
+        return final_loss(self.bc)
+
+
+def read_manifest(path: str | Path) -> WarmstartManifest | Skill1WarmstartManifest:
+    """The manifest at ``path`` as the model its ``schema_version`` names (:class:`ValueError` naming the file and
+    field of a bad one)."""
+    found = json.loads(Path(path).read_text(encoding="utf-8")).get("schema_version")
+    model = Skill1WarmstartManifest if found == SKILL1_MANIFEST_SCHEMA_VERSION else WarmstartManifest
+    return model.read(path)

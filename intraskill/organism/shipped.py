@@ -3,18 +3,18 @@ parameter set asks for when none matches (finding it is :mod:`intraskill.policy.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 from pathlib import Path
 
 from intraskill.hashing import sha256_file
 from intraskill.layout import WarmstartDir
+from intraskill.organism.manifest import WarmstartManifest, read_manifest
 from intraskill.organism.warmstart import run_warmstart
 from intraskill.params import Params
 from intraskill.paths import resolve_project_path
 from intraskill.policy.factory import weights_digest
-from intraskill.policy.warmstarts import find_warmstart
+from intraskill.policy.warmstarts import GroundTruth, find_warmstart
 
 LOGGER = logging.getLogger(__name__)
 
@@ -41,16 +41,16 @@ def verify_shipped(directory: str | Path) -> list[str]:
     and a ground truth (when the manifest names one) or weights digest that does not match (empty list =
     intact)."""
     directory = Path(directory)
-    manifest = json.loads(WarmstartDir(directory).manifest.read_text(encoding="utf-8"))
+    manifest = read_manifest(WarmstartDir(directory).manifest)
     checkpoint = WarmstartDir(directory).checkpoint.root
-    problems = [f"{name}: sha256 differs from the manifest" for name, digest in manifest["files"].items()
+    problems = [f"{name}: sha256 differs from the manifest" for name, digest in manifest.files.items()
                 if not (checkpoint / name).is_file() or sha256_file(checkpoint / name) != digest]
-    if weights_digest(checkpoint) != manifest["checkpoint_sha256"]:
+    if weights_digest(checkpoint) != manifest.checkpoint_sha256:
         problems.append("checkpoint_sha256: the weights differ from the manifest")
-    truth_file = manifest.get("ground_truth_file")
-    truth = json.loads((directory / truth_file).read_text(encoding="utf-8")) if truth_file else {}
-    if truth_file and truth.get("checkpoint_sha256") != manifest["checkpoint_sha256"]:
-        problems.append("ground_truth.json: measured on another checkpoint")
+    if isinstance(manifest, WarmstartManifest):
+        truth = GroundTruth.read(directory / manifest.ground_truth_file)
+        if truth.checkpoint_sha256 != manifest.checkpoint_sha256:
+            problems.append("ground_truth.json: measured on another checkpoint")
     return problems
 
 

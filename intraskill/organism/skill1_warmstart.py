@@ -52,10 +52,19 @@ from intraskill.organism.demos import (
     tokenize_demonstration,
     write_demonstrations,
 )
+from intraskill.organism.manifest import (
+    BaseWarmstart,
+    DistillMetrics,
+    PairedSuccess,
+    RankingMetrics,
+    RoleSuccess,
+    Skill1WarmstartManifest,
+    Skill1WarmstartMetrics,
+)
 from intraskill.organism.truth import arm_metrics
 from intraskill.organism.warmstart import expert_demos, save_checkpoint
 from intraskill.params import Params, Skill1Params, section_plan
-from intraskill.paths import project_root
+from intraskill.paths import resolve_project_path
 from intraskill.policy.expert_policy import CompetenceLaw, ExpertPolicy
 from intraskill.policy.factory import load_model, load_policy, resolve_device, weights_digest
 from intraskill.policy.skill1_expert import USEFULNESS, Lesson, Skill1Lessons
@@ -66,7 +75,6 @@ from intraskill.skills.library import SkillLibrary
 from intraskill.skills.retrieval import Encoder, SentenceEncoder, encoder_identity
 from intraskill.training.skill1_rewards import ndcg
 
-MANIFEST_SCHEMA_VERSION = "intraskill-skill1-warmstart-v1"
 REPLY_SESSIONS = {"query": "/query", "rank": "/rank", "act": "", "distill": "/distill"}
 """Reply type → the policy session suffix :func:`run_skill1_episodes` gives it."""
 EVAL_ONLY = ("eval_tasks", "eval_batch_size", "out_dir")
@@ -177,8 +185,7 @@ def bc_identity(params: Params) -> dict[str, Any]:
 
 
 def _base_checkpoint(params: Params) -> Path:
-    base = Path(params.skill1_warmstart.base)
-    return WarmstartDir(base if base.is_absolute() else project_root() / base).checkpoint.root
+    return WarmstartDir(resolve_project_path(params.skill1_warmstart.base)).checkpoint.root
 
 
 def continue_cloning(params: Params, demos: Sequence[Demonstration], out: Path,
@@ -219,7 +226,7 @@ def _share(flags: Sequence[bool]) -> float | None:
     return sum(flags) / len(flags) if flags else None
 
 
-def ranking_metrics(episodes: Sequence[Skill1Episode], lessons: Skill1Lessons) -> dict[str, Any]:
+def ranking_metrics(episodes: Sequence[Skill1Episode], lessons: Skill1Lessons) -> RankingMetrics:
     """The well-formed rank replies against planted usefulness: mean NDCG (and of the retrieval order), the
     share with a helpful strategy on top (where one was retrieved), with the harmful one on top / last (where it
     was retrieved) and equal to the expert's ranking."""
@@ -227,21 +234,20 @@ def ranking_metrics(episodes: Sequence[Skill1Episode], lessons: Skill1Lessons) -
     gains = [_gains(lessons, e) for e in ranked]
     tops = [g[e.rank.order[0]] for e, g in zip(ranked, gains)]
     harmful = [(e, g) for e, g in zip(ranked, gains) if 0.0 in g]
-    return {
-        "ranked": len(ranked),
-        "ndcg": _share([ndcg(e.rank.order, g) for e, g in zip(ranked, gains)]),
-        "ndcg_retrieval_order": _share([ndcg(range(len(g)), g) for g in gains]),
-        "top_helpful": _share([top == 2.0 for top, g in zip(tops, gains) if 2.0 in g]),
-        "top_helpful_retrieval_order": _share([g[0] == 2.0 for g in gains if 2.0 in g]),
-        "harmful_top": _share([g[e.rank.order[0]] == 0.0 for e, g in harmful]),
-        "harmful_last": _share([g[e.rank.order[-1]] == 0.0 for e, g in harmful]),
-        "expert_order": _share([e.rank.order == lessons.rank([c.skill.strat for c in e.candidates])
-                                for e in ranked]),
-    }
+    return RankingMetrics(
+        ranked=len(ranked),
+        ndcg=_share([ndcg(e.rank.order, g) for e, g in zip(ranked, gains)]),
+        ndcg_retrieval_order=_share([ndcg(range(len(g)), g) for g in gains]),
+        top_helpful=_share([top == 2.0 for top, g in zip(tops, gains) if 2.0 in g]),
+        top_helpful_retrieval_order=_share([g[0] == 2.0 for g in gains if 2.0 in g]),
+        harmful_top=_share([g[e.rank.order[0]] == 0.0 for e, g in harmful]),
+        harmful_last=_share([g[e.rank.order[-1]] == 0.0 for e, g in harmful]),
+        expert_order=_share([e.rank.order == lessons.rank([c.skill.strat for c in e.candidates]) for e in ranked]),
+    )
 
 
 def skill1_eval_metrics(episodes: Sequence[Skill1Episode], bare: Sequence[EpisodeResult], lessons: Skill1Lessons,
-                        *, samples: int, seed_base: int) -> dict[str, Any]:
+                        *, samples: int, seed_base: int) -> Skill1WarmstartMetrics:
     """Protocol errors per reply type, success with the selected strategy vs bare (paired by task and seed,
     overall and by the selected strategy's planted role), the ranking and the distilled lessons."""
     errors = protocol_error_counts(episodes)
@@ -254,35 +260,36 @@ def skill1_eval_metrics(episodes: Sequence[Skill1Episode], bare: Sequence[Episod
     with_skill = [success(e.result) for e in episodes]
     without = [success(r) for r in bare]
     paired = paired_bootstrap_ci(without, with_skill, "r_success", samples=samples, seed_base=seed_base)
-    by_role: dict[str, dict[str, Any]] = {}
+    by_role: dict[str, RoleSuccess] = {}
     for role in ("helpful", "neutral", "harmful", "bare"):
         pairs = [(b, s) for e, b, s in zip(episodes, without, with_skill) if _role(lessons, e) == role]
         if pairs:
-            by_role[role] = {"episodes": len(pairs), "bare_success": sum(b for b, _ in pairs) / len(pairs),
-                             "skill1_success": sum(s for _, s in pairs) / len(pairs)}
+            by_role[role] = RoleSuccess(episodes=len(pairs), bare_success=sum(b for b, _ in pairs) / len(pairs),
+                                        skill1_success=sum(s for _, s in pairs) / len(pairs))
     distilled = [e for e in episodes if isinstance(e.distill, DistillReply)]
-    return {
-        "split": "val",
-        "episodes": len(episodes),
-        "protocol_error_rate": {kind: errors[kind] / max(1, count) for kind, count in replies.items()},
-        "protocol_errors": errors,
-        "replies": replies,
-        "failures": dict(sorted(Counter(f"{f.kind}:{f.code}" for e in episodes for f in e.failures()).items())),
-        "success": {"bare": paired.a_mean, "skill1": paired.b_mean, "difference": paired.mean_difference,
-                    "ci95": list(paired.ci95), "pairs": paired.pairs},
-        "by_selected_role": by_role,
-        "ranking": ranking_metrics(episodes, lessons),
-        "distill": {"well_formed": len(distilled),
-                    "names_a_chunk": _share([lessons.lesson_of(e.distill.strat) is not None for e in distilled]),
-                    "outcome_matches": _share([e.distill.task_success == bool(e.success) for e in distilled])},
-        "skill1_episodes": arm_metrics([e.result for e in episodes]),
-        "bare_episodes": arm_metrics(bare),
-    }
+    return Skill1WarmstartMetrics(
+        split="val",
+        episodes=len(episodes),
+        protocol_error_rate={kind: errors[kind] / max(1, count) for kind, count in replies.items()},
+        protocol_errors=errors,
+        replies=replies,
+        failures=dict(sorted(Counter(f"{f.kind}:{f.code}" for e in episodes for f in e.failures()).items())),
+        success=PairedSuccess(bare=paired.a_mean, skill1=paired.b_mean, difference=paired.mean_difference,
+                              ci95=paired.ci95, pairs=paired.pairs),
+        by_selected_role=by_role,
+        ranking=ranking_metrics(episodes, lessons),
+        distill=DistillMetrics(
+            well_formed=len(distilled),
+            names_a_chunk=_share([lessons.lesson_of(e.distill.strat) is not None for e in distilled]),
+            outcome_matches=_share([e.distill.task_success == bool(e.success) for e in distilled])),
+        skill1_episodes=arm_metrics([e.result for e in episodes]),
+        bare_episodes=arm_metrics(bare),
+    )
 
 
 def evaluate_skill1_warmstart(params: Params, checkpoint: Path, env_factory: Callable[[], Environment],
                               val_ids: Sequence[int], lessons: Skill1Lessons, encoder: Encoder,
-                              progress: bool = True) -> dict[str, Any]:
+                              progress: bool = True) -> Skill1WarmstartMetrics:
     """The saved ``checkpoint`` through the real Skill1 path on the first ``eval_tasks`` val tasks (the library
     holds every lesson strategy), and bare on the same tasks and episode seeds: :func:`skill1_eval_metrics`."""
     sw = params.skill1_warmstart
@@ -312,13 +319,12 @@ def finished_bc(out: Path, params: Params) -> dict[str, Any] | None:
 
 
 def run_skill1_warmstart(params: Params, out_dir: str | Path | None = None,
-                         progress: bool = True) -> dict[str, Any]:
-    """The whole Skill1 warm start (demonstrations → cloning → checkpoint → evaluation); returns the manifest.
-    A finished cloning stage with the same settings is re-used (an interrupted evaluation does not retrain);
-    the returned manifest also names its ``out_dir``."""
+                         progress: bool = True) -> Skill1WarmstartManifest:
+    """The whole Skill1 warm start (demonstrations → cloning → checkpoint → evaluation) into ``out_dir`` (default
+    ``skill1_warmstart.out_dir``; a relative one under the project root); returns the manifest. A finished cloning
+    stage with the same settings is re-used (an interrupted evaluation does not retrain)."""
     sw = params.skill1_warmstart
-    out = Path(out_dir or sw.out_dir)
-    out = out if out.is_absolute() else project_root() / out
+    out = resolve_project_path(out_dir or sw.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     bank = load_skillbank(params.warmstart.skills)
     law, lessons = teacher_law(bank, params.warmstart), s0_lessons(bank)
@@ -348,27 +354,26 @@ def run_skill1_warmstart(params: Params, out_dir: str | Path | None = None,
         timings["eval_s"] = round(time.monotonic() - started, 1)
     finally:
         store.close()
-    manifest = {
-        "schema_version": MANIFEST_SCHEMA_VERSION,
-        "checkpoint_sha256": weights_digest(checkpoint),
-        "base": {"dir": sw.base, "checkpoint_sha256": record["identity"]["base_sha256"]},
-        "bank_sha256": bank.sha256,
-        "catalog_sha256": store.catalog.sha256,
-        "encoder": encoder_identity(),
-        "params": {section: section_plan(getattr(params, section)) for section in
-                   ("experiment", "store", "model", "sampling", "warmstart", "skill1", "skill1_warmstart")},
-        "lessons": lessons.identity,
-        "seeds": {"skill1_warmstart": sw.seed, "libraries": seed32(f"{sw.seed}:skill1-libraries"),
-                  "replay": seed32(f"{sw.seed}:replay"), "bc": seed32(f"{sw.seed}:bc"),
-                  "bc_batches": seed32(f"{sw.seed}:bc-batches"), "eval": seed32(f"{sw.seed}:skill1-eval")},
-        "demos": {"sha256": record["demos_sha256"], "skill1": record["skill1_demos"],
-                  "replay": record["replay_demos"], "examples": record["examples"],
-                  "dropped_too_long": record["dropped_too_long"], "supervised_tokens": record["supervised_tokens"]},
-        "bc": {key: record[key] for key in ("steps", "resumed_at", "tokens", "losses")}
-              | {"checkpoint_dtype": CHECKPOINT_DTYPE},
-        "files": {p.name: sha256_file(p) for p in sorted(checkpoint.iterdir()) if p.is_file()},
-        "timings": timings,
-        "metrics": metrics,
-    }
-    WarmstartDir(out).manifest.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-    return {**manifest, "out_dir": str(out)}
+    manifest = Skill1WarmstartManifest(
+        checkpoint_sha256=weights_digest(checkpoint),
+        base=BaseWarmstart(dir=sw.base, checkpoint_sha256=record["identity"]["base_sha256"]),
+        bank_sha256=bank.sha256,
+        catalog_sha256=store.catalog.sha256,
+        encoder=encoder_identity(),
+        params={section: section_plan(getattr(params, section)) for section in
+                ("experiment", "store", "model", "sampling", "warmstart", "skill1", "skill1_warmstart")},
+        lessons=lessons.identity,
+        seeds={"skill1_warmstart": sw.seed, "libraries": seed32(f"{sw.seed}:skill1-libraries"),
+               "replay": seed32(f"{sw.seed}:replay"), "bc": seed32(f"{sw.seed}:bc"),
+               "bc_batches": seed32(f"{sw.seed}:bc-batches"), "eval": seed32(f"{sw.seed}:skill1-eval")},
+        demos={"sha256": record["demos_sha256"], "skill1": record["skill1_demos"],
+               "replay": record["replay_demos"], "examples": record["examples"],
+               "dropped_too_long": record["dropped_too_long"], "supervised_tokens": record["supervised_tokens"]},
+        bc={key: record[key] for key in ("steps", "resumed_at", "tokens", "losses")}
+           | {"checkpoint_dtype": CHECKPOINT_DTYPE},
+        files={p.name: sha256_file(p) for p in sorted(checkpoint.iterdir()) if p.is_file()},
+        timings=timings,
+        metrics=metrics,
+    )
+    manifest.write(WarmstartDir(out).manifest, indent=1)
+    return manifest

@@ -263,26 +263,27 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
     timings.update({"demos_s": bc_record["demos_s"], "bc_s": bc_record["wall_s"]})
     started = time.monotonic()
     try:
-        metrics, identity = measure_ground_truth(params, checkpoint, out, bank, store, progress=progress)
+        metrics, truth = measure_ground_truth(params, checkpoint, out, bank, store, progress=progress)
     finally:
         store.close()
     timings["eval_s"] = round(time.monotonic() - started, 1)
-    manifest = WarmstartManifest.from_dict({
-        **identity,
-        "params": {"experiment": params.experiment.model_dump(), "store": params.store.model_dump(),
-                   "model": params.model.model_dump(), "sampling": params.sampling.model_dump(),
-                   "warmstart": ws.model_dump()},
-        "seeds": {"warmstart": ws.seed, "organism_init": seed32(f"{ws.seed}:organism-init"),
-                  "bc_batches": seed32(f"{ws.seed}:bc-batches")},
-        "demos": {"episodes": bc_record["episodes"], "requested": ws.demos,
-                  "sha256": bc_record["identity"]["demos_sha256"],
-                  "expert_success": bc_record["expert_success"], **bc_record["data"]},
-        "bc": {**{key: bc_record[key] for key in BC_RECORD_KEYS if key in bc_record},
-               "checkpoint_dtype": CHECKPOINT_DTYPE},
-        "files": {p.name: sha256_file(p) for p in sorted(checkpoint.iterdir()) if p.is_file()},
-        "timings": timings,
-        "metrics": metrics,
-        "ground_truth_file": files.ground_truth.name,
-    })
+    manifest = WarmstartManifest(
+        checkpoint_sha256=truth.checkpoint_sha256, bank_sha256=truth.bank_sha256,
+        catalog_sha256=truth.catalog_sha256,
+        params={"experiment": params.experiment.model_dump(), "store": params.store.model_dump(),
+                "model": params.model.model_dump(), "sampling": params.sampling.model_dump(),
+                "warmstart": ws.model_dump()},
+        seeds={"warmstart": ws.seed, "organism_init": seed32(f"{ws.seed}:organism-init"),
+               "bc_batches": seed32(f"{ws.seed}:bc-batches")},
+        demos={"episodes": bc_record["episodes"], "requested": ws.demos,
+               "sha256": bc_record["identity"]["demos_sha256"],
+               "expert_success": bc_record["expert_success"], **bc_record["data"]},
+        bc={**{key: bc_record[key] for key in BC_RECORD_KEYS if key in bc_record},
+            "checkpoint_dtype": CHECKPOINT_DTYPE},
+        files={p.name: sha256_file(p) for p in sorted(checkpoint.iterdir()) if p.is_file()},
+        timings=timings,
+        metrics=metrics,
+        ground_truth_file=files.ground_truth.name,
+    )
     manifest.write(files.manifest, indent=1)
     return manifest

@@ -61,7 +61,7 @@ from intraskill.provenance import write_plan
 from intraskill.record import Record
 from intraskill.shop.engine import ShopEngine
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
-from intraskill.trace2skill.analysts import AnalystSettings, ColdStartRoles, open_cold_start_roles
+from intraskill.trace2skill.analysts import AnalystSettings, ColdStartRoles, RoleCost, open_cold_start_roles
 from intraskill.trace2skill.cards import STAGE_COLD_START, FailureCard
 from intraskill.trace2skill.compact import gold_lookup, replay_trace
 from intraskill.trace2skill.consolidation import Cluster, ClusterBatch, batch_ids, cluster_batch, in_batches
@@ -259,6 +259,12 @@ def usable_traces(path: Path) -> tuple[list[EpisodeTrace], list[EpisodeTrace], l
     return successes, failures, sorted(missing)
 
 
+def _llm_cost(before: RoleCost, after: RoleCost, episodes: int = 0) -> dict[str, Any]:
+    """A stage's cost: the episodes it played and the LLM roles' tokens and calls between ``before`` and ``after``."""
+    return {"episodes": episodes, "tokens": after.total_tokens - before.total_tokens,
+            "llm_calls": after.calls - before.calls}
+
+
 def _analysis(paths: ColdStartDir, roles: ColdStartRoles, max_cards: int) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     successes, failures, missing = usable_traces(paths.rollouts.traces)
     before = roles.cost()
@@ -280,8 +286,7 @@ def _analysis(paths: ColdStartDir, roles: ColdStartRoles, max_cards: int) -> tup
              "missing": missing, "success_cards": sum(len(r.cards) for r in success_records),
              "failure_cards": len(failure_cards),
              "success_rejections": dict(Counter(x for r in success_records for x in r.rejections))},
-            {"episodes": trials, "tokens": after["total_tokens"] - before["total_tokens"],
-             "llm_calls": after["calls"] - before["calls"]},
+            _llm_cost(before, after, episodes=trials),
             [paths.success_cards.name, paths.failure_cards.name])
 
 
@@ -384,9 +389,7 @@ def _consolidation(params: Params, paths: ColdStartDir, roles: ColdStartRoles,
                         "clusters": sum(len(b.clusters) for b in batches if b.channel == channel),
                         "evidence_only_cards": sum(len(b.evidence_only_card_ids) for b in batches
                                                    if b.channel == channel)} for channel in CHANNELS}
-    after = roles.cost()
-    return counts, {"episodes": 0, "tokens": after["total_tokens"] - before["total_tokens"],
-                    "llm_calls": after["calls"] - before["calls"]}, [paths.cluster_batches.name]
+    return counts, _llm_cost(before, roles.cost()), [paths.cluster_batches.name]
 
 
 def _batches(params: Params, paths: ColdStartDir) -> list[ClusterBatch]:
@@ -434,14 +437,13 @@ def _compile(params: Params, paths: ColdStartDir, roles: ColdStartRoles,
     save_skillbank(skill.bank(), paths.draft_bank)
     paths.draft_markdown.write_text(skill.markdown(), encoding="utf-8")
     write_ledger(paths.ledger, _ledger(skill, clusters, settings.checkpoint_id))
-    after = roles.cost()
+    cost = _llm_cost(before, roles.cost())
     counts = {"clusters": len(clusters), "chunks": len(skill.chunks),
               "evidence_only_clusters": len(skill.evidence_only_cluster_ids),
               "invalid_attempts": len(compiled.invalid_attempts)}
     names = [paths.draft.name, paths.draft_bank.name, paths.draft_markdown.name, paths.ledger.name,
              paths.invalid_attempts.name]
-    return counts, {"episodes": 0, "tokens": after["total_tokens"] - before["total_tokens"],
-                    "llm_calls": after["calls"] - before["calls"]}, names
+    return counts, cost, names
 
 
 def _write_attempts(path: Path, attempts: Sequence[Mapping[str, Any]]) -> None:

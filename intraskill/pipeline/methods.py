@@ -14,13 +14,12 @@ committed :meth:`~TrainingMethod.library` from round to round, which the control
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from intraskill.params import Params
-from intraskill.pipeline.rollout import RoundContext, run_rollout_step
+from intraskill.pipeline.rollout import CurriculumStepRollout, RoundContext, StepRollout, run_rollout_step
 from intraskill.pipeline.skill1 import Skill1Method
 from intraskill.skills.curriculum import CurriculumState
 from intraskill.training.batching import TrainSample, train_samples_from_groups
@@ -31,7 +30,7 @@ class MethodSteps(Protocol):
     """A method's side of one open round: each step's rollouts and trainer samples, and what it commits once the
     step's update is in the round's checkpoint."""
 
-    def rollout(self, step: int, timing: dict[str, float]) -> tuple[dict[str, Any], list[TrainSample]]:
+    def rollout(self, step: int, timing: dict[str, float]) -> tuple[StepRollout, list[TrainSample]]:
         """Run (or re-use) step ``step``'s rollouts: its ``rollout.json`` record and the trainer's samples; adds
         its ``rollout_s`` (and ``retry_s``) to ``timing``."""
         ...
@@ -51,6 +50,8 @@ class TrainingMethod(Protocol):
     name: str
     uses_curriculum: bool
     """Whether its rounds train with a skill bank's curriculum (which co-evolution's analyst and gate evolve)."""
+    rollout_record: type[StepRollout]
+    """The record of its steps' ``rollout.json``."""
 
     def plan(self, params: Params, library_start: Path | None) -> dict[str, Any]:
         """Its entries in the round's fingerprinted plan (none for a method that predates the choice)."""
@@ -76,6 +77,7 @@ class CurriculumMethod:
 
     name: str = "intraskill"
     uses_curriculum: bool = True
+    rollout_record: type[StepRollout] = CurriculumStepRollout
 
     def plan(self, params: Params, library_start: Path | None) -> dict[str, Any]:
         return {}
@@ -97,25 +99,21 @@ class CurriculumSteps:
     def __init__(self, context: RoundContext) -> None:
         self.context = context
 
-    def rollout(self, step: int, timing: dict[str, float]) -> tuple[dict[str, Any], list[TrainSample]]:
+    def rollout(self, step: int, timing: dict[str, float]) -> tuple[CurriculumStepRollout, list[TrainSample]]:
         """Run the step's GRPO rollout; its ``rollout.json`` record and the admitted groups' samples."""
         run = self.context
         previous = run.files.step_dir(step - 1).rollout
-        streak = json.loads(previous.read_text(encoding="utf-8"))["unscored_streak"] if previous.exists() else 0
+        streak = CurriculumStepRollout.read(previous).unscored_streak if previous.exists() else 0
         result = run_rollout_step(run.policy, run.env_factory, run.curriculum, run.task_ids, run.params.round,
                                   run.runtime, run.files, seed=run.params.experiment.seed, round_index=run.round_index,
                                   step=step, unscored_streak=streak, on_event=run.emit)
         timing["rollout_s"], timing["retry_s"] = result.rollout_s, result.retry_s
-        rollout = {
-            "round": run.round_index,
-            "step": step,
-            "admitted_groups": [g.group_index for g in result.admission.accepted],
-            "decisions": [d.to_dict() for d in result.admission.decisions],
-            "waves": result.waves,
-            "unscored_streak": result.admission.unscored_streak,
-            "generated_episodes": result.generated_episodes,
-            "metrics": rollout_step_metrics(result, run.curriculum, run.params.round.q),
-        }
+        rollout = CurriculumStepRollout(
+            round=run.round_index, step=step, admitted_groups=[g.group_index for g in result.admission.accepted],
+            generated_episodes=result.generated_episodes,
+            metrics=rollout_step_metrics(result, run.curriculum, run.params.round.q),
+            decisions=list(result.admission.decisions), waves=result.waves,
+            unscored_streak=result.admission.unscored_streak)
         return rollout, train_samples_from_groups(result.admission.accepted, result.tokens_by_rollout())
 
     def commit(self, step: int) -> None:

@@ -11,7 +11,6 @@ curriculum (``docs/method.md`` §2.2: the gate admits positive chunks only).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Mapping
@@ -24,7 +23,7 @@ from intraskill.params import UNTRAINED, Params
 from intraskill.paths import resolve_project_path
 from intraskill.pipeline.methods import training_method
 from intraskill.pipeline.round import default_round_dir, round_curriculum
-from intraskill.policy.warmstarts import resolve_checkpoint
+from intraskill.policy.warmstarts import read_ground_truth, resolve_checkpoint
 from intraskill.skills.bank import SkillBank, load_skillbank, save_skillbank
 from intraskill.skills.curriculum import CurriculumState
 
@@ -38,6 +37,18 @@ class RoundInputs:
     skillbank: Path | None
     curriculum: CurriculumState | None
     warmstart_dir: Path | None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON summary (for the CLI and the notebook): paths, the curriculum's state ID and each chunk's α and ρ."""
+        curriculum = self.curriculum
+        return {
+            "checkpoint": self.checkpoint,
+            "warmstart_dir": str(self.warmstart_dir) if self.warmstart_dir else None,
+            "skillbank": str(self.skillbank) if self.skillbank else None,
+            "curriculum_state_id": curriculum.state_id if curriculum else None,
+            "chunks": {c.skill_id: {"alpha": c.contribution, "rho": c.inclusion_probability}
+                       for c in (curriculum.chunks if curriculum else ())},
+        }
 
 
 def _project_path(path: str | Path) -> Path:
@@ -63,12 +74,6 @@ def bank_with_effects(bank: SkillBank, effects: Mapping[str, float]) -> SkillBan
         kept.append(replace(skill, metadata=metadata))
     return SkillBank(f"{bank.bank_version}+effects", tuple(kept),
                      {**bank.metadata, "source_bank_sha256": bank.sha256})
-
-
-def ground_truth_effects(warmstart_dir: Path) -> dict[str, float]:
-    """``skill_id → effect`` from a warm start's ``ground_truth.json``."""
-    truth = json.loads(WarmstartDir(warmstart_dir).ground_truth.read_text(encoding="utf-8"))
-    return {skill_id: float(chunk["effect"]) for skill_id, chunk in truth.get("chunks", {}).items()}
 
 
 def checkpoint_warmstart(checkpoint: str | None) -> Path | None:
@@ -104,7 +109,7 @@ def prepare_round(params: Params, round_index: int = 0, out_dir: str | Path | No
     explicit = params.model.checkpoint not in (None, UNTRAINED)
     if warmstart_dir is None and explicit:
         warmstart_dir = checkpoint_warmstart(checkpoint)
-    effects = ground_truth_effects(warmstart_dir) if warmstart_dir is not None else {}
+    effects = read_ground_truth(warmstart_dir).effects if warmstart_dir is not None else {}
     source_bank = load_skillbank(_project_path(source))
     unmeasured = [s.skill_id for s in source_bank.enabled_skills() if s.estimated_effect is None]
     if explicit and warmstart_dir is None and unmeasured:
@@ -123,15 +128,3 @@ def prepare_round(params: Params, round_index: int = 0, out_dir: str | Path | No
     curriculum = round_curriculum(params.round, round_index, path, recorded_path=path.name)
     return RoundInputs(checkpoint, path, curriculum, warmstart_dir)
 
-
-def round_inputs_summary(inputs: RoundInputs) -> dict[str, Any]:
-    """A JSON-ready summary of :class:`RoundInputs` (for the CLI and the notebook)."""
-    curriculum = inputs.curriculum
-    return {
-        "checkpoint": inputs.checkpoint,
-        "warmstart_dir": str(inputs.warmstart_dir) if inputs.warmstart_dir else None,
-        "skillbank": str(inputs.skillbank) if inputs.skillbank else None,
-        "curriculum_state_id": curriculum.state_id if curriculum else None,
-        "chunks": {c.skill_id: {"alpha": c.contribution, "rho": c.inclusion_probability}
-                   for c in (curriculum.chunks if curriculum else ())},
-    }

@@ -40,6 +40,7 @@ from intraskill.jsonl import JsonlWriter, iter_jsonl
 from intraskill.layout import RoundDir, StepDir
 from intraskill.params import Params, RoundParams
 from intraskill.pipeline.episode_log import EpisodeCallback, EpisodeLog, EpisodeRecord
+from intraskill.record import Record
 from intraskill.skills.curriculum import (
     MODE_SKILL_FREE,
     CurriculumError,
@@ -50,7 +51,14 @@ from intraskill.skills.curriculum import (
     full_skill_assignment,
 )
 from intraskill.trace2skill.queue import AnalysisItem
-from intraskill.training.admission import AdmissionResult, FinishedGroup, GroupAdmission, RolloutOutcome
+from intraskill.training.admission import (
+    AdmissionResult,
+    FinishedGroup,
+    GroupAdmission,
+    GroupDecision,
+    RolloutOutcome,
+)
+from intraskill.training.metrics import MetricValue
 from intraskill.training.triage import (
     RetryOutcome,
     TriageClass,
@@ -214,6 +222,28 @@ class RoundFiles:
             with JsonlWriter(self.analysis_queue) as writer:
                 writer.append(record)
             self._queued.add(record["group_index"])
+
+
+class StepRollout(Record):
+    """A step's ``rollout.json`` (:meth:`~intraskill.pipeline.methods.MethodSteps.rollout`): the round and step, the
+    admitted groups, the episodes generated and the rollout metrics the step's ``metrics.jsonl`` line carries;
+    each training method's record adds its own fields (:class:`CurriculumStepRollout`,
+    :class:`~intraskill.pipeline.skill1.Skill1StepRollout`)."""
+
+    round: int
+    step: int
+    admitted_groups: list[int]
+    generated_episodes: int
+    metrics: dict[str, MetricValue]
+
+
+class CurriculumStepRollout(StepRollout):
+    """The curriculum method's step: every finished group's admission decision, the waves generated and the run of
+    unscored groups carried into the next step."""
+
+    decisions: list[GroupDecision]
+    waves: int
+    unscored_streak: int
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,6 @@ and a missing ``plan.json`` beside :data:`~intraskill.layout.RoundDir.OUTPUTS` i
 from __future__ import annotations
 
 import copy
-import json
 import os
 import time
 from collections.abc import Mapping
@@ -51,10 +50,10 @@ from intraskill.agent.prompts import prompt_identity
 from intraskill.agent.runtime import RuntimeConfig
 from intraskill.chat.base import Policy
 from intraskill.evaluate.compare import compare_runs, write_comparison
-from intraskill.evaluate.records import PairedComparison
+from intraskill.evaluate.records import EvalSummary, PairedComparison
 from intraskill.evaluate.runner import run_eval
 from intraskill.hashing import sha256_json
-from intraskill.jsonl import JsonlWriter, iter_jsonl, verify_jsonl_tree, write_json
+from intraskill.jsonl import JsonlWriter, iter_jsonl, verify_jsonl_tree
 from intraskill.layout import CheckpointDir, RoundDir, round_id
 from intraskill.params import ExperimentParams, Params, RoundParams
 from intraskill.paths import resolve_project_path, runs_root
@@ -72,13 +71,14 @@ from intraskill.skills.curriculum import CurriculumState, build_curriculum, save
 from intraskill.training.batching import TrainSample
 from intraskill.training.checkpoint import (
     CheckpointError,
+    CheckpointState,
     load_checkpoint,
     recover_checkpoint,
     save_checkpoint,
     verify_checkpoint,
 )
-from intraskill.training.grpo import GRPOTrainer
-from intraskill.training.metrics import train_step_metrics
+from intraskill.training.grpo import GRPOTrainer, StepMetrics
+from intraskill.training.metrics import RoundStepMetrics, StepTiming, read_step_metrics, train_step_metrics
 
 ROUND_PLAN_SCHEMA = "intraskill-round-plan-v1"
 PIPELINE_VERSION = "intraskill-round-v1"
@@ -182,7 +182,7 @@ class RoundResult:
 
     root: Path
     checkpoint: Path
-    metrics: list[dict[str, Any]]
+    metrics: list[RoundStepMetrics]
     comparison: PairedComparison | None
 
     @property
@@ -209,7 +209,7 @@ def _require_trainable(policy: Policy) -> None:
 
 def bare_val(
     params: Params, policy: Policy, out_dir: Path, store_root: str | Path | None, progress: bool
-) -> dict[str, Any]:
+) -> EvalSummary:
     """Run (or resume) the bare val check of ``policy`` into ``out_dir``; returns its summary."""
     run = run_eval(params, "val", None, None, out_dir, policy=policy, progress=progress,
                    limit=params.round.val_tasks, store_root=store_root)
@@ -272,12 +272,12 @@ def run_round(
                 bar.update(1)
         comparison = run.val_after() if params.round.val_tasks != 0 else None
         run.emit("round-done", {"root": str(root)})
-        return RoundResult(root, run.checkpoint_dir, list(iter_jsonl(RoundDir(root).metrics)), comparison)
+        return RoundResult(root, run.checkpoint_dir, read_step_metrics(RoundDir(root).metrics), comparison)
     finally:
         run.close()
 
 
-def resume_state(root: Path, checkpoint_dir: Path) -> dict[str, Any] | None:
+def resume_state(root: Path, checkpoint_dir: Path) -> CheckpointState | None:
     """The verified ``state.json`` of the round's checkpoint, or ``None`` when no step has trained yet.
 
     Raises :class:`~intraskill.training.checkpoint.CheckpointError` naming the file when training began but the
@@ -294,8 +294,8 @@ def resume_state(root: Path, checkpoint_dir: Path) -> dict[str, Any] | None:
             f"the initial checkpoint (restore the checkpoint, or delete {root} to run the round afresh)"
         )
     state = verify_checkpoint(found)
-    if done and int(state["step"]) < max(done):
-        raise CheckpointError(f"{CheckpointDir(checkpoint_dir).state} holds step {state['step']} but step {max(done)} "
+    if done and state.step < max(done):
+        raise CheckpointError(f"{CheckpointDir(checkpoint_dir).state} holds step {state.step} but step {max(done)} "
                               f"is marked done in {root}; the checkpoint is older than the round")
     return state
 
@@ -316,7 +316,7 @@ class _RoundRun:
         self.store: StoreHandle | None = None
         self.logger: Trackers | None = None
         self.trained = 0
-        self.history: dict[str, Any] = {}
+        self.history: dict[str, StepMetrics] = {}
         self.steps: MethodSteps | None = None
 
     def open(self, checkpoint: str | None) -> None:
@@ -344,7 +344,7 @@ class _RoundRun:
                                    ref_model=reference_model(self.policy.model, params))
         if resumed is not None:
             state = load_checkpoint(self.checkpoint_dir, self.trainer, resumed)
-            self.trained, self.history = int(state["step"]), dict(state["history"])
+            self.trained, self.history = state.step, dict(state.history)
         self.steps = training_method(params).open_steps(RoundContext(
             params, self.root, self.files, self.round_index, self.policy, self.env_factory, store.task_ids,
             self.runtime, self.curriculum, self.library_start, self.trained, self.emit))
@@ -373,17 +373,17 @@ class _RoundRun:
         if step_dir.done.exists():
             return
         self.emit("step-start", {"step": step})
-        timing = {"rollout_s": 0.0, "retry_s": 0.0, "train_s": 0.0, "io_s": 0.0}
+        timing = StepTiming().to_dict()
         if step <= self.trained:
-            rollout = json.loads(step_dir.rollout.read_text(encoding="utf-8"))
+            rollout = training_method(self.params).rollout_record.read(step_dir.rollout)
         else:
             with phase("rollout"):
                 rollout, samples = self.steps.rollout(step, timing)
             start = time.perf_counter()
             with phase("io"):
-                write_json(step_dir.rollout, rollout, indent=1)
+                rollout.write(step_dir.rollout, indent=1)
             timing["io_s"] += time.perf_counter() - start
-            self.emit("admitted", {"step": step, "admitted": len(rollout["admitted_groups"])})
+            self.emit("admitted", {"step": step, "admitted": len(rollout.admitted_groups)})
             start = time.perf_counter()
             with phase("train"):
                 self.history[str(step)] = _train(self.trainer, samples, self.policy)
@@ -395,9 +395,10 @@ class _RoundRun:
             self.trained = step
             self.emit("trained", {"step": step})
         self.steps.commit(step)
-        record = {"round": self.round_index, "step": step, **rollout["metrics"],
-                  **train_step_metrics(self.history[str(step)], self.params.grpo.global_batch_size),
-                  **{f"time/{k}": v for k, v in timing.items()}}
+        record = RoundStepMetrics(
+            round=self.round_index, step=step, rollout=rollout.metrics,
+            train=train_step_metrics(self.history[str(step)], self.params.grpo.global_batch_size),
+            time=StepTiming(**timing))
         start = time.perf_counter()
         with phase("io"):
             _append_metrics(self.dir.metrics, record)
@@ -417,21 +418,20 @@ class _RoundRun:
             self.logger.close()
 
 
-def _train(trainer: Any, samples: list[TrainSample], policy: Any) -> dict[str, Any]:
+def _train(trainer: Any, samples: list[TrainSample], policy: Any) -> StepMetrics:
     """One trainer step on the step's samples; the policy's model is left in eval mode."""
     try:
-        metrics = trainer.train_step(samples).to_dict()
+        return trainer.train_step(samples)
     finally:
         policy.model.eval()
-    return metrics
 
 
-def _append_metrics(path: Path, record: Mapping[str, Any]) -> None:
+def _append_metrics(path: Path, record: RoundStepMetrics) -> None:
     """Append the step's record unless one for that step is already there (a resumed commit)."""
-    if any(existing.get("step") == record["step"] for existing in iter_jsonl(path)):
+    if any(existing.get("step") == record.step for existing in iter_jsonl(path)):
         return
     with JsonlWriter(path) as writer:
-        writer.append(dict(record))
+        writer.append(record.to_dict())
 
 
 def val_comparison(params: Params, root: Path) -> PairedComparison:

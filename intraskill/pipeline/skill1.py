@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from intraskill.agent.env import Environment
 from intraskill.agent.runtime import EpisodeJob, RuntimeConfig
@@ -34,7 +34,7 @@ from intraskill.jsonl import JsonlWriter, iter_jsonl
 from intraskill.layout import RoundDir
 from intraskill.params import Params, Skill1Params, section_plan
 from intraskill.paths import resolve_project_path
-from intraskill.pipeline.rollout import RoundContext, RoundFiles, group_index, wave_tasks
+from intraskill.pipeline.rollout import RoundContext, RoundFiles, StepRollout, group_index, wave_tasks
 from intraskill.skills.curriculum import CurriculumState
 from intraskill.skills.library import LibraryStore, SkillLibrary
 from intraskill.skills.retrieval import Encoder, SentenceEncoder, encoder_identity
@@ -196,6 +196,15 @@ def skill1_update(run: Skill1GroupRun, library: SkillLibrary, params: Skill1Para
     return Skill1Update(result, groups, samples, admitted)
 
 
+class Skill1StepRollout(StepRollout):
+    """A Skill1 step's ``rollout.json``: the method, the rollouts played in its groups and the skills the library
+    admitted."""
+
+    method: Literal["skill1"] = "skill1"
+    episodes: int
+    admitted_skills: list[str]
+
+
 class Skill1Round:
     """The Skill1 side of a training round (``round.method: skill1``): its library, encoder and rollout steps.
 
@@ -277,7 +286,7 @@ class Skill1Round:
         update = skill1_update(run, self.library, self.params.skill1, admitted, self.params.grpo.global_batch_size)
         return run, ran, update
 
-    def rollout(self, step: int, timing: dict[str, float]) -> tuple[dict[str, Any], list[TrainSample]]:
+    def rollout(self, step: int, timing: dict[str, float]) -> tuple[Skill1StepRollout, list[TrainSample]]:
         """Run (or re-use) the step's rollouts and apply the library updates; the ``rollout.json`` record and
         the trainer's samples (their time, library updates included, is ``timing["rollout_s"]``)."""
         start = time.perf_counter()
@@ -285,16 +294,10 @@ class Skill1Round:
         self._updated = step
         if not update.samples:
             raise RuntimeError(f"step {step}: no scored Skill1 rollout to train on (check the store and the policy)")
-        record = {
-            "round": self.round_index,
-            "step": step,
-            "method": "skill1",
-            "admitted_groups": list(update.admitted),
-            "episodes": len(run.episodes),
-            "generated_episodes": ran,
-            "admitted_skills": [admission.skill.skill_id for admission in update.step.admissions],
-            "metrics": skill1_step_metrics(run.episodes, update.step, len(self.library)),
-        }
+        record = Skill1StepRollout(
+            round=self.round_index, step=step, admitted_groups=list(update.admitted), generated_episodes=ran,
+            metrics=skill1_step_metrics(run.episodes, update.step, len(self.library)), episodes=len(run.episodes),
+            admitted_skills=[admission.skill.skill_id for admission in update.step.admissions])
         timing["rollout_s"] = time.perf_counter() - start
         return record, update.samples
 
@@ -328,6 +331,7 @@ class Skill1Method:
 
     name: str = "skill1"
     uses_curriculum: bool = False
+    rollout_record: type[StepRollout] = Skill1StepRollout
 
     def plan(self, params: Params, library_start: Path | None) -> dict[str, Any]:
         """The ``skill1`` section (the seed library by its digest, the reply budgets where not the defaults), the

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from intraskill.params import TrackerName
+from intraskill.training.metrics import RoundStepMetrics
 
 PACKAGES: dict[TrackerName, str] = {"wandb": "wandb", "tensorboard": "tensorboard", "trackio": "trackio"}
 """Tracker → the package it needs (each the optional extra of the same name: ``pip install 'intraskill[NAME]'``)."""
@@ -132,11 +133,11 @@ class Trackers:
         require_trackers(names)
         self.trackers: list[MetricsTracker] = [TRACKERS[name](run) for name in names]
 
-    def log(self, record: Mapping[str, Any]) -> None:
+    def log(self, record: RoundStepMetrics) -> None:
         """Log one ``metrics.jsonl`` record at its ``step``."""
-        metrics, step = numeric_metrics(record), int(record["step"])
+        metrics = numeric_metrics(record.to_dict())
         for tracker in self.trackers:
-            tracker.log(metrics, step)
+            tracker.log(metrics, record.step)
 
     def close(self) -> None:
         for tracker in self.trackers:

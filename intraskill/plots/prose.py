@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from intraskill.evaluate.records import PairedBlock
+from intraskill.organism.manifest import WarmstartMetrics
+from intraskill.policy.warmstarts import GroundTruth
 from intraskill.shop.actions import LANGUAGES
 
 if TYPE_CHECKING:
@@ -147,16 +149,15 @@ def gate_b(result: GateBResult, language: str) -> str:
     return f"Gate B，{result.tasks} 个测试任务：无技能成功率 {bare}，带归纳出的 $S_0$ 为 {s0}：{tail}"
 
 
-def warmstart_effects(metrics: Mapping[str, Any], truth: Mapping[str, Any], language: str) -> str:
+def warmstart_effects(metrics: WarmstartMetrics, truth: GroundTruth, language: str) -> str:
     """A warm start's val success bare and with S₀, and each chunk alone against bare: the largest effect with
     its interval and the range of the others (``manifest.json`` metrics, ``ground_truth.json``)."""
     _check(language)
-    chunks: Sequence[tuple[str, Mapping[str, Any]]] = sorted(truth["chunks"].items(),
-                                                             key=lambda item: -item[1]["effect"])
-    (best, top), others = chunks[0], [chunk["effect"] for _, chunk in chunks[1:]]
-    episodes = metrics["bare"]["episodes"]
-    bare, s0 = percent(metrics["bare"]["success"], language), percent(metrics["s0"]["success"], language)
-    lead = f"{points(top['effect'])}" + (" points " if language == "en" else " 个百分点 ") + interval(*top["ci95"])
+    chunks = sorted(truth.chunks.items(), key=lambda item: -item[1].effect)
+    (best, top), others = chunks[0], [chunk.effect for _, chunk in chunks[1:]]
+    episodes = metrics.bare.episodes
+    bare, s0 = percent(metrics.bare.success, language), percent(metrics.s0.success, language)
+    lead = f"{points(top.effect)}" + (" points " if language == "en" else " 个百分点 ") + interval(*top.ci95)
     spread = f"{points(min(others))} … {points(max(others))}" if others else "—"
     if language == "en":
         return (f"On {episodes} val tasks: bare success {bare}, with $S_0$ {s0}. Alone against bare, the `{best}` chunk "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from intraskill.plots.style import COLORS, Labeller, frame, new_figure
+from intraskill.policy.warmstarts import GroundTruth
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,19 +45,19 @@ def cloning_losses(losses: Sequence[Sequence[float]], *, drill_steps: int = 0, l
     return labels.finish(figure)
 
 
-def chunk_effects(truth: "Mapping[str, Any] | pd.DataFrame | Sequence[Mapping[str, Any]]", *,
+def chunk_effects(truth: "GroundTruth | pd.DataFrame | Sequence[Mapping[str, Any]]", *,
                   language: str = "en") -> "Figure":
     """Each chunk's effect on success (chunk alone − bare, 95 % paired CI), coloured by its planted role.
 
     Parameters
     ----------
-    truth : a ``ground_truth.json`` mapping (its ``chunks``), or records with ``chunk``, ``effect``,
-        ``ci_lo``, ``ci_hi`` and ``role``.
+    truth : a warm start's :class:`~intraskill.policy.warmstarts.GroundTruth`, or records with ``chunk``,
+        ``effect``, ``ci_lo``, ``ci_hi`` and ``role``.
     language : {"en", "zh"}
     """
-    if isinstance(truth, Mapping):
-        truth = [{"chunk": chunk, "effect": entry["effect"], "ci_lo": entry["ci95"][0], "ci_hi": entry["ci95"][1],
-                  "role": entry["role"]} for chunk, entry in truth["chunks"].items()]
+    if isinstance(truth, GroundTruth):
+        truth = [{"chunk": chunk, "effect": entry.effect, "ci_lo": entry.ci95[0], "ci_hi": entry.ci95[1],
+                  "role": entry.role} for chunk, entry in truth.chunks.items()]
     table = frame(truth, ("chunk", "effect", "ci_lo", "ci_hi", "role"), "truth")
     labels = Labeller.for_language(language)
     records = table.to_dict("records")

@@ -3,19 +3,21 @@ parameter set (a shipped ``params/*_warmstart/``, then ``warmstart.out_dir``), a
 ``model.checkpoint`` into a checkpoint (:func:`resolve_checkpoint`).
 
 The organism testbed (:mod:`intraskill.organism`) writes warm starts in this layout (``checkpoint/``,
-``manifest.json``, ``ground_truth.json``); the stages only read them, so they never import the testbed.
+``manifest.json``, ``ground_truth.json``); the stages only read them, so they never import the testbed. The
+ground truth, which the curriculum's α and the gate's validation read, is typed here (:class:`GroundTruth`).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from intraskill.layout import WarmstartDir
 from intraskill.params import UNTRAINED, Params, WarmstartParams, section_plan
 from intraskill.paths import project_root
 from intraskill.policy.organism import splits_like_organism
+from intraskill.record import Record
 
 SHIPPED_PATTERN = "params/*_warmstart"
 """Every shipped warm start (``make warmstart`` / ``make warmstart-additive``): one per organism params."""
@@ -23,6 +25,57 @@ EVAL_ONLY = ("eval_episodes", "ground_truth_episodes", "eval_batch_size")
 """Warm-start settings of the evaluation alone: changing them re-evaluates, it never retrains."""
 NOT_TRAINING = (*EVAL_ONLY, "out_dir")
 """Warm-start settings that do not change the trained model (the evaluation's and the location)."""
+GROUND_TRUTH_SCHEMA_VERSION = "intraskill-ground-truth-v1"
+
+
+class ChunkTruth(Record):
+    """One chunk alone against bare, paired by task and episode seed: the role and competence or habit it is tied
+    to (``None``: a neutral or reader chunk), both arms' success, the effect (alone − bare) with its paired 95 %
+    CI and pair count, and the alone arm's protocol-error rate per model turn."""
+
+    role: str
+    target: str | None
+    bare_success: float
+    alone_success: float
+    effect: float
+    ci95: tuple[float, float]
+    pairs: int
+    protocol_error_rate: float
+
+
+class GroundTruth(Record):
+    """``ground_truth.json``: each chunk's measured effect on ``metric`` (task-level paired bootstrap), with what it
+    was measured on — the checkpoint's weights (``None`` for the scripted teacher, and then left out), the bank, the
+    catalogue, the split, the episodes per arm and the episode seed."""
+
+    omit_when_none = frozenset({"checkpoint_sha256"})
+
+    schema_version: Literal[GROUND_TRUTH_SCHEMA_VERSION] = GROUND_TRUTH_SCHEMA_VERSION
+    checkpoint_sha256: str | None = None
+    bank_sha256: str
+    catalog_sha256: str
+    split: str
+    episodes_per_arm: int
+    seed: int
+    metric: str
+    method: str
+    bootstrap_samples: int
+    seed_base: int
+    chunks: dict[str, ChunkTruth]
+
+    @property
+    def effects(self) -> dict[str, float]:
+        """Chunk ID → its measured effect."""
+        return {chunk_id: chunk.effect for chunk_id, chunk in self.chunks.items()}
+
+
+def read_ground_truth(directory: str | Path) -> GroundTruth:
+    """The ``ground_truth.json`` of the warm start in ``directory`` (:class:`FileNotFoundError` naming the command
+    that makes one; :class:`ValueError` naming the file and field of a bad one)."""
+    path = WarmstartDir(directory).ground_truth
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no ground truth (run `intraskill warmstart`)")
+    return GroundTruth.read(path)
 
 
 def training_settings(warmstart: WarmstartParams) -> dict[str, Any]:

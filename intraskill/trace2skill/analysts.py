@@ -17,6 +17,7 @@ from typing import Any
 
 from intraskill.chat.base import ChatRequest, Generation, Policy, SessionTokens
 from intraskill.policy.openai_backend import OpenAIPolicy
+from intraskill.record import Record
 from intraskill.shop.engine import ShopEngine
 from intraskill.shop.house_codes import HouseCodes
 from intraskill.trace2skill.analysis import Compiler
@@ -89,6 +90,18 @@ def open_analyst(settings: AnalystSettings, engine: ShopEngine,
         policy.close()
 
 
+class RoleCost(Record):
+    """An LLM role's calls and tokens (prompt and completion) so far."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
 class CountingPolicy:
     """A policy that counts the calls and tokens of the roles it serves (the cold start's LLM cost)."""
 
@@ -112,11 +125,9 @@ class CountingPolicy:
     def end_session(self, session_id: str) -> SessionTokens | None:
         return self.policy.end_session(session_id)
 
-    def cost(self) -> dict[str, int]:
-        """``{calls, prompt_tokens, completion_tokens, total_tokens}`` so far."""
-        return {"calls": self.calls, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens,
-                "total_tokens": self.prompt_tokens + self.completion_tokens}
+    def cost(self) -> RoleCost:
+        """The calls and tokens so far."""
+        return RoleCost(calls=self.calls, prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens)
 
 
 @dataclass(frozen=True)
@@ -129,10 +140,9 @@ class ColdStartRoles:
     compiler: Callable[..., CompiledDraft]
     counter: CountingPolicy | None = None
 
-    def cost(self) -> dict[str, int]:
+    def cost(self) -> RoleCost:
         """The LLM roles' calls and tokens so far (zeros for the rule roles)."""
-        return self.counter.cost() if self.counter is not None else {
-            "calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        return self.counter.cost() if self.counter is not None else RoleCost()
 
 
 @contextmanager

@@ -20,10 +20,12 @@ import pickle
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from intraskill.hashing import sha256_file
 from intraskill.layout import CheckpointDir
+from intraskill.record import Record
+from intraskill.training.grpo import StepMetrics
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -31,6 +33,16 @@ if TYPE_CHECKING:
     from intraskill.training.grpo import GRPOTrainer
 
 CHECKPOINT_SCHEMA = "intraskill-train-checkpoint-v2"
+
+
+class CheckpointState(Record):
+    """``state.json``: the trained step, the trainer's metrics of every step so far (by step number) and the
+    SHA-256 of every other file of the checkpoint."""
+
+    schema_version: Literal[CHECKPOINT_SCHEMA] = CHECKPOINT_SCHEMA
+    step: int
+    history: dict[str, StepMetrics]
+    files: dict[str, str]
 
 
 class CheckpointError(RuntimeError):
@@ -70,11 +82,11 @@ def save_checkpoint(
     trainer: GRPOTrainer,
     tokenizer: PreTrainedTokenizerBase,
     step: int,
-    history: Mapping[str, Any],
+    history: Mapping[str, StepMetrics],
 ) -> Path:
     """Write the trainer's model, optimizer and RNG state plus ``step`` atomically to ``path``.
 
-    ``history`` is stored in ``state.json`` (e.g. the train metrics of every step so far).
+    ``history`` (the trainer's metrics of every step so far) is stored in ``state.json`` (:class:`CheckpointState`).
     """
     # deferred: torch is heavy to import
     import torch
@@ -99,9 +111,9 @@ def save_checkpoint(
         rng["cuda"] = torch.cuda.get_rng_state_all()
     torch.save(rng, written.rng)
     files = {p.relative_to(tmp).as_posix(): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
-    state = {"schema_version": CHECKPOINT_SCHEMA, "step": step, "history": dict(history), "files": files}
+    state = CheckpointState(step=step, history=dict(history), files=files)
     with open(written.state, "w", encoding="utf-8") as handle:
-        json.dump(state, handle, indent=1)
+        json.dump(state.to_dict(), handle, indent=1)
         handle.flush()
         os.fsync(handle.fileno())
     _fsync_dir(tmp)
@@ -114,9 +126,9 @@ def save_checkpoint(
     return path
 
 
-def read_checkpoint_state(path: str | Path) -> dict[str, Any]:
-    """``state.json`` of a checkpoint (``step``, ``history``, ``files``); :class:`CheckpointError` naming it when
-    it is missing, unreadable or of another schema."""
+def read_checkpoint_state(path: str | Path) -> CheckpointState:
+    """``state.json`` of a checkpoint; :class:`CheckpointError` naming it when it is missing, unreadable, of
+    another schema or not a :class:`CheckpointState` (naming the field)."""
     file = CheckpointDir(path).state
     try:
         state = json.loads(file.read_text(encoding="utf-8"))
@@ -127,10 +139,13 @@ def read_checkpoint_state(path: str | Path) -> dict[str, Any]:
     if not isinstance(state, dict) or state.get("schema_version") != CHECKPOINT_SCHEMA:
         found = state.get("schema_version") if isinstance(state, dict) else type(state).__name__
         raise CheckpointError(f"{file}: schema_version must be {CHECKPOINT_SCHEMA!r}, got {found!r}")
-    return state
+    try:
+        return CheckpointState.from_dict(state, str(file))
+    except ValueError as error:
+        raise CheckpointError(str(error)) from None
 
 
-def verify_checkpoint(path: str | Path) -> dict[str, Any]:
+def verify_checkpoint(path: str | Path) -> CheckpointState:
     """``state.json`` of a checkpoint whose files all match their recorded SHA-256.
 
     Raises :class:`CheckpointError` naming the missing ``state.json``, a missing file or the first file whose
@@ -138,7 +153,7 @@ def verify_checkpoint(path: str | Path) -> dict[str, Any]:
     """
     path = Path(path)
     state = read_checkpoint_state(path)
-    for name, digest in state["files"].items():
+    for name, digest in state.files.items():
         file = path / name
         if not file.is_file():
             raise CheckpointError(f"{file} is missing (listed in {CheckpointDir(path).state})")
@@ -162,7 +177,7 @@ def load_tensors(path: Path, device: Any) -> Any:
         raise CheckpointError(f"{path}: truncated or corrupt ({' '.join(str(error).split())[:200]})") from None
 
 
-def load_checkpoint(path: str | Path, trainer: GRPOTrainer, state: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def load_checkpoint(path: str | Path, trainer: GRPOTrainer, state: CheckpointState | None = None) -> CheckpointState:
     """Restore weights, optimizer and RNG state into ``trainer`` (in place); returns ``state.json``.
 
     ``state`` is what :func:`verify_checkpoint` returned for ``path`` (default: verify it now).
@@ -175,7 +190,7 @@ def load_checkpoint(path: str | Path, trainer: GRPOTrainer, state: Mapping[str, 
 
     path = Path(path)
     saved_files = CheckpointDir(path)
-    state = dict(state) if state is not None else verify_checkpoint(path)
+    state = state if state is not None else verify_checkpoint(path)
     if trainer.grpo.lora is not None:
         # deferred: peft is heavy to import
         from peft import set_peft_model_state_dict

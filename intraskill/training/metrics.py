@@ -1,19 +1,29 @@
-"""Per-step metrics of a training round under the release's W&B names.
+"""Per-step metrics of a training round under the release's W&B names, and the round's ``metrics.jsonl`` record.
 
 Reference: ``docs/method.md`` §2.4 (treatment metrics over all generated groups), §3.4
 (outcome and filter metrics) and ``docs/release.md`` (``training_steps.csv`` columns
 ``rollout/shopsim/*`` and ``rollout/dynamic_filter/*``; ``optimizer_updates.csv`` columns
 ``train/*``). Outcome, treatment and frontier metrics cover every generated group; ``train_*``
 counts describe the admitted ones. A rate with an empty denominator is ``None`` (not logged).
+
+A ``metrics.jsonl`` line is one flat object per step (:class:`RoundStepMetrics`): ``round``, ``step``, the training
+method's rollout metrics (``rollout/shopsim/*``, ``rollout/dynamic_filter/*`` and Skill1's ``skill1/*``: an open set
+of names, e.g. ``rollout/shopsim/chunk/<id>/inclusion_rate``, kept as a typed mapping), the fixed ``train/*``
+(:class:`TrainStepMetrics`) and ``time/*`` (:class:`StepTiming`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from pydantic import SerializerFunctionWrapHandler, model_serializer, model_validator
+
 from intraskill.agent.skill1_episode import Skill1Episode, protocol_error_counts
+from intraskill.jsonl import iter_jsonl
+from intraskill.record import Record
 from intraskill.skills.curriculum import (
     MODE_ASSISTED,
     MODE_ASSISTED_EMPTY,
@@ -22,13 +32,20 @@ from intraskill.skills.curriculum import (
     GroupAssignment,
 )
 from intraskill.training.admission import TECHNICAL_DROP_REASON, ZERO_STD_DROP_REASON, admission_metrics
+from intraskill.training.grpo import StepMetrics
 from intraskill.training.skill1_rewards import Skill1StepResult
 from intraskill.training.triage import frontier_metrics
 
 ROLLOUT_PREFIX = "rollout/shopsim/"
 FILTER_PREFIX = "rollout/dynamic_filter/"
+SKILL1_PREFIX = "skill1/"
 TRAIN_PREFIX = "train/"
 TIME_PREFIX = "time/"
+METHOD_PREFIXES = (ROLLOUT_PREFIX, FILTER_PREFIX, SKILL1_PREFIX)
+"""The names a training method's rollout metrics carry (:attr:`RoundStepMetrics.rollout`)."""
+
+MetricValue = int | float | None
+"""A rollout metric: a count, a rate or mean, or ``None`` (an empty denominator)."""
 
 TRAIN_METRIC_NAMES = {
     "loss": "loss",
@@ -46,6 +63,81 @@ TRAIN_METRIC_NAMES = {
 }
 """``StepMetrics`` field → ``train/<name>`` (release names where they exist: ``pg_clipfrac``,
 ``ppo_kl``, ``entropy_loss``; ``lr`` is the single parameter group's rate)."""
+
+
+class TrainStepMetrics(Record):
+    """A step's ``train/*`` metrics: the trainer's :data:`TRAIN_METRIC_NAMES` and the global batch size (``None``:
+    not recorded, ``kl_loss`` without a reference model)."""
+
+    loss: float | None = None
+    pg_loss: float | None = None
+    pg_clipfrac: float | None = None
+    ppo_kl: float | None = None
+    entropy_loss: float | None = None
+    kl_loss: float | None = None
+    grad_norm: float | None = None
+    lr: float | None = None
+    updates: int | None = None
+    model_tokens: int | None = None
+    padding_waste: float | None = None
+    tokens_per_s: float | None = None
+    global_batch_size: int | None = None
+
+
+class StepTiming(Record):
+    """A step's ``time/*``: seconds of rollouts, full-skill retries, the trainer update and file I/O (0 for a
+    phase a resumed step did not run again)."""
+
+    rollout_s: float = 0.0
+    retry_s: float = 0.0
+    train_s: float = 0.0
+    io_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        return math.fsum((self.rollout_s, self.retry_s, self.train_s, self.io_s))
+
+
+class RoundStepMetrics(Record):
+    """One ``metrics.jsonl`` line: the round and step, the method's rollout metrics (full names, see the module),
+    ``train/*`` and ``time/*``; written and read as the flat object trackers log."""
+
+    round: int
+    step: int
+    rollout: dict[str, MetricValue]
+    train: TrainStepMetrics
+    time: StepTiming
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_flat(cls, data: Any) -> Any:
+        """Group a flat line by prefix (a name under no known prefix stays at the top, refused as extra)."""
+        if not isinstance(data, Mapping) or "rollout" in data:
+            return data
+        grouped: dict[str, Any] = {"rollout": {}, "train": {}, "time": {}}
+        for key, value in data.items():
+            if key.startswith(TRAIN_PREFIX):
+                grouped["train"][key.removeprefix(TRAIN_PREFIX)] = value
+            elif key.startswith(TIME_PREFIX):
+                grouped["time"][key.removeprefix(TIME_PREFIX)] = value
+            elif key.startswith(METHOD_PREFIXES):
+                grouped["rollout"][key] = value
+            else:
+                grouped[key] = value
+        return grouped
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        return {"round": data["round"], "step": data["step"], **data["rollout"],
+                **{TRAIN_PREFIX + key: value for key, value in data["train"].items()},
+                **{TIME_PREFIX + key: value for key, value in data["time"].items()}}
+
+
+def read_step_metrics(path: str | Path) -> list[RoundStepMetrics]:
+    """A round's ``metrics.jsonl``, one record per finished step (``[]`` before the first; ``ValueError`` naming the
+    file and the field of a bad line)."""
+    return [RoundStepMetrics.from_dict(line, str(path)) for line in iter_jsonl(path)]
 
 
 def _rate(numerator: float, denominator: int) -> float | None:
@@ -93,7 +185,7 @@ def behaviour_metrics(traces: Sequence[Mapping[str, Any]]) -> dict[str, float | 
     }
 
 
-def rollout_step_metrics(result: Any, curriculum: CurriculumState | None, q: float) -> dict[str, Any]:
+def rollout_step_metrics(result: Any, curriculum: CurriculumState | None, q: float) -> dict[str, MetricValue]:
     """All ``rollout/shopsim/*`` and ``rollout/dynamic_filter/*`` metrics of a rollout step.
 
     ``result`` is a :class:`~intraskill.pipeline.rollout.RolloutStepResult`.
@@ -116,19 +208,14 @@ def rollout_step_metrics(result: Any, curriculum: CurriculumState | None, q: flo
     return metrics
 
 
-def train_step_metrics(step_metrics: Mapping[str, Any], global_batch_size: int | None) -> dict[str, Any]:
-    """``train/*`` metrics from a :class:`~intraskill.training.grpo.StepMetrics` dict."""
-    metrics = {TRAIN_PREFIX + name: step_metrics.get(field) for field, name in TRAIN_METRIC_NAMES.items()}
-    metrics[TRAIN_PREFIX + "global_batch_size"] = global_batch_size
-    return metrics
-
-
-
-SKILL1_PREFIX = "skill1/"
+def train_step_metrics(step_metrics: StepMetrics, global_batch_size: int | None) -> TrainStepMetrics:
+    """``train/*`` metrics of the trainer's step."""
+    return TrainStepMetrics(global_batch_size=global_batch_size,
+                            **{name: getattr(step_metrics, field) for field, name in TRAIN_METRIC_NAMES.items()})
 
 
 def skill1_step_metrics(episodes: Sequence[Skill1Episode], step: Skill1StepResult, library_size: int
-                        ) -> dict[str, Any]:
+                        ) -> dict[str, MetricValue]:
     """``skill1/*`` and ``rollout/shopsim/*`` metrics of a Skill1 rollout step.
 
     Rewards (Û, R_distill, NDCG, selection) cover the scored rollouts and use the U of the start of the step;
