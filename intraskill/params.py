@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path, PurePath
 from types import UnionType
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
@@ -276,6 +277,32 @@ class Skill1Params(_Section):
     distill_context_chars: int = Field(3000, ge=200)
 
 
+MethodName = Literal["intraskill", "skill1"]
+"""The training methods (``round.method``, an arm's ``method``)."""
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """What the parameters know of a training method. Its behaviour is the pipeline's
+    (:class:`~intraskill.pipeline.methods.TrainingMethod`, which takes ``uses_curriculum`` from here); the
+    parameters sit below the pipeline, so they check a method by these facts, never by its name."""
+
+    uses_curriculum: bool
+    """It trains with a skill bank's curriculum; one that does not needs ``round.skillbank: null``, and an arm of it
+    needs ``skills: none`` and sets ``round.method`` (with no bank)."""
+    starts_from_skill1: bool
+    """Its arms start from ``skill1.start_checkpoint`` unless they name a ``checkpoint`` (or set ``skill1_start``)."""
+    section: str | None
+    """The parameter section only it reads (left out of the plans of runs of another method)."""
+
+
+METHOD_SPECS: dict[MethodName, MethodSpec] = {
+    "intraskill": MethodSpec(uses_curriculum=True, starts_from_skill1=False, section=None),
+    "skill1": MethodSpec(uses_curriculum=False, starts_from_skill1=True, section="skill1"),
+}
+"""Every method's :class:`MethodSpec`, by name."""
+
+
 class RoundParams(_Section):
     """One training round: rollout steps of oversampled GRPO groups with group-shared skill masks.
 
@@ -302,9 +329,9 @@ class RoundParams(_Section):
     a probe may evaluate on dev; off, a round trains on the whole train split as before.
     """
 
-    plan_optional: ClassVar[tuple[str, ...]] = ("exclude_dev",)
+    plan_optional: ClassVar[tuple[str, ...]] = ("exclude_dev", "method")
 
-    method: Literal["intraskill", "skill1"] = "intraskill"
+    method: MethodName = "intraskill"
     n_samples_per_prompt: int = Field(8, ge=2)
     rollout_batch_size: int = Field(16, ge=1)
     over_sampling_batch_size: int = Field(32, ge=1, le=1000)
@@ -336,9 +363,9 @@ class RoundParams(_Section):
             )
         if self.rho_min > self.rho_max:
             raise ValueError(f"rho_min ({self.rho_min}) must be <= rho_max ({self.rho_max})")
-        if self.method == "skill1" and self.skillbank is not None:
-            raise ValueError(f"skillbank ({self.skillbank!r}) must be null for method: skill1 (Skill1 retrieves "
-                             "from its own library, skill1.seed_library)")
+        if not METHOD_SPECS[self.method].uses_curriculum and self.skillbank is not None:
+            raise ValueError(f"skillbank ({self.skillbank!r}) must be null for method: {self.method} (it trains "
+                             "without a curriculum, from its own library)")
         return self
 
 
@@ -616,7 +643,7 @@ class ArmParams(_Section):
     plan_optional: ClassVar[tuple[str, ...]] = ("method", "checkpoint", "skillbank", "skill1_start")
 
     description: str = ""
-    method: Literal["intraskill", "skill1"] = "intraskill"
+    method: MethodName = "intraskill"
     skills: Literal["none", "s0"] = "s0"
     evolve: bool = True
     q: float | None = Field(None, ge=0.0, le=1.0)
@@ -630,14 +657,14 @@ class ArmParams(_Section):
     @property
     def starts_from_skill1(self) -> bool:
         """Whether the arm starts from ``skill1.start_checkpoint`` (when it names no ``checkpoint``)."""
-        return self.method == "skill1" if self.skill1_start is None else self.skill1_start
+        return METHOD_SPECS[self.method].starts_from_skill1 if self.skill1_start is None else self.skill1_start
 
     @model_validator(mode="after")
     def _skills_to_work_with(self) -> "ArmParams":
         if self.skillbank is not None and self.skills != "s0":
             raise ValueError(f"skillbank ({self.skillbank!r}) replaces S₀; it needs skills: s0")
-        if self.method == "skill1" and self.skills != "none":
-            raise ValueError("method: skill1 retrieves from its own library and has no S₀ curriculum; "
+        if not METHOD_SPECS[self.method].uses_curriculum and self.skills != "none":
+            raise ValueError(f"method: {self.method} trains from its own library, without an S₀ curriculum; "
                              "set skills: none")
         if self.skills == "none":
             unused = [name for name in ("q", "rho_min", "rho_max") if getattr(self, name) is not None]
@@ -652,8 +679,8 @@ class ArmParams(_Section):
         has no bank either)."""
         overlay = {name: getattr(self, name) for name in ("q", "rho_min", "rho_max", "full_skill_retry", "skillbank")
                    if getattr(self, name) is not None}
-        if self.method == "skill1":
-            overlay.update(method="skill1", skillbank=None)
+        if not METHOD_SPECS[self.method].uses_curriculum:
+            overlay.update(method=self.method, skillbank=None)
         return {**overlay, "full_skill_retry": False} if self.skills == "none" else overlay
 
 
@@ -864,7 +891,8 @@ def section_plan(section: BaseModel) -> dict[str, Any]:
 
 def plan_dump(params: Params) -> dict[str, Any]:
     """``params`` as run plans fingerprint them: the JSON dump without the settings of a method the run does not
-    use (``round.method`` and the ``skill1`` section of an IntraSkill run), without the Skill1 warm start's (a run
+    use (the :attr:`MethodSpec.section` of another method, e.g. ``skill1`` in an IntraSkill run, and
+    ``round.method`` at its default), without the Skill1 warm start's (a run
     records the checkpoint it starts from), without the ``gate`` and ``coevolve`` sections at their defaults,
     without the trackers (``round.report_to``) and without later fields
     at their defaults (:func:`section_plan`), so
@@ -881,8 +909,9 @@ def plan_dump(params: Params) -> dict[str, Any]:
     data["matrix"] = section_plan(params.matrix)
     data["matrix"]["define"] = {name: section_plan(arm) for name, arm in params.matrix.define.items()}
     del data["round"]["report_to"]
-    if params.round.method == "intraskill":
-        del data["round"]["method"], data["skill1"]
+    for name, spec in METHOD_SPECS.items():
+        if name != params.round.method and spec.section is not None:
+            del data[spec.section]
     return data
 
 

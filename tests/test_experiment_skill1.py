@@ -10,7 +10,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 import yaml
@@ -28,7 +28,9 @@ from intraskill.jsonl import read_jsonl
 from intraskill.params import (
     BUILTIN_ARMS,
     DEFAULT_ARMS,
+    METHOD_SPECS,
     ArmParams,
+    MethodName,
     Params,
     ParamsError,
     Skill1Params,
@@ -40,6 +42,7 @@ from intraskill.params import (
 )
 from intraskill.paths import project_root, store_dir
 from intraskill.pipeline import coevolve as coevolve_module
+from intraskill.pipeline.methods import METHODS
 from intraskill.plots.controls import control_learning_curves, control_outcomes
 from intraskill.skills.library import ema
 
@@ -221,6 +224,25 @@ def test_an_arm_from_another_checkpoint_extends_the_matrix_through_the_command_l
     note = f"late started from {checkpoint}, not the shared warm start"
     assert note in extended.summary()
     assert note in contrast(out, [extended.cell("late", 0)], [cell], "deployed", "r_success", 200, 1).statement()
+
+
+def test_every_method_is_specified_once_for_the_parameters_and_the_pipeline() -> None:
+    """The parameters check a method by its :class:`~intraskill.params.MethodSpec`, the pipeline runs its
+    :class:`~intraskill.pipeline.methods.TrainingMethod`: the same methods, the same curriculum fact."""
+    assert set(METHODS) == set(METHOD_SPECS) == set(get_args(MethodName))
+    for name, method in METHODS.items():
+        assert method.name == name and method.uses_curriculum == METHOD_SPECS[name].uses_curriculum
+        arm = ArmParams(method=name, skills="s0" if method.uses_curriculum else "none",
+                        evolve=method.uses_curriculum)
+        assert arm.starts_from_skill1 == METHOD_SPECS[name].starts_from_skill1
+        assert ("skillbank" in arm.round_overlay()) != method.uses_curriculum
+    data = load_params(project_root() / "params" / "organism.yaml").model_dump(mode="json")
+    plans = {name: plan_dump(params_from_dict({**data, "round": {**data["round"], "method": name,
+                                                                 "skillbank": None}}))
+             for name in METHODS if not METHOD_SPECS[name].uses_curriculum}
+    assert all(plan["round"]["method"] == name and METHOD_SPECS[name].section in plan for name, plan in plans.items())
+    plain = plan_dump(params_from_dict(data))  # an IntraSkill run: no method, no other method's section
+    assert "method" not in plain["round"] and not any(spec.section in plain for spec in METHOD_SPECS.values())
 
 
 def test_skill1_arm_parameters_and_the_other_arms_plans() -> None:

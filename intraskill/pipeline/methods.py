@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from intraskill.params import Params
+from intraskill.params import METHOD_SPECS, MethodName, Params
 from intraskill.pipeline.rollout import CurriculumStepRollout, RoundContext, StepRollout, run_rollout_step
 from intraskill.pipeline.skill1 import Skill1Method
 from intraskill.skills.curriculum import CurriculumState
@@ -47,9 +47,10 @@ class TrainingMethod(Protocol):
     """One training method: its name in ``round.method`` and what a round, its preparation, co-evolution and the
     control matrix ask of it."""
 
-    name: str
+    name: MethodName
     uses_curriculum: bool
-    """Whether its rounds train with a skill bank's curriculum (which co-evolution's analyst and gate evolve)."""
+    """Whether its rounds train with a skill bank's curriculum (which co-evolution's analyst and gate evolve):
+    :attr:`~intraskill.params.MethodSpec.uses_curriculum` of its :data:`~intraskill.params.METHOD_SPECS` entry."""
     rollout_record: type[StepRollout]
     """The record of its steps' ``rollout.json``."""
 
@@ -75,8 +76,8 @@ class CurriculumMethod:
     """IntraSkill's rollout step: GRPO groups under the curriculum's group-shared treatments (``docs/method.md``
     §2, §6), full-skill retries, triage and admission."""
 
-    name: str = "intraskill"
-    uses_curriculum: bool = True
+    name: MethodName = "intraskill"
+    uses_curriculum: bool = METHOD_SPECS["intraskill"].uses_curriculum
     rollout_record: type[StepRollout] = CurriculumStepRollout
 
     def plan(self, params: Params, library_start: Path | None) -> dict[str, Any]:

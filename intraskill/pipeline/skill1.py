@@ -32,7 +32,7 @@ from intraskill.chat.base import Policy
 from intraskill.hashing import seed32, sha256_file
 from intraskill.jsonl import JsonlWriter, iter_jsonl
 from intraskill.layout import RoundDir
-from intraskill.params import Params, Skill1Params, section_plan
+from intraskill.params import METHOD_SPECS, MethodName, Params, Skill1Params, section_plan
 from intraskill.paths import resolve_project_path
 from intraskill.pipeline.rollout import RoundContext, RoundFiles, StepRollout, group_index, wave_tasks
 from intraskill.skills.curriculum import CurriculumState
@@ -329,8 +329,8 @@ class Skill1Method:
     """Skill1 as a training method (:class:`~intraskill.pipeline.methods.TrainingMethod`): no curriculum, its own
     library in the round (:class:`Skill1Round`), carried to the next round from its committed snapshot."""
 
-    name: str = "skill1"
-    uses_curriculum: bool = False
+    name: MethodName = "skill1"
+    uses_curriculum: bool = METHOD_SPECS["skill1"].uses_curriculum
     rollout_record: type[StepRollout] = Skill1StepRollout
 
     def plan(self, params: Params, library_start: Path | None) -> dict[str, Any]:
