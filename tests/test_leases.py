@@ -4,10 +4,11 @@ release visible, stale lease rejected, release_all recovers slots, a blocking ac
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
+from waiting import wait_until
 
+from intraskill.shop import leases
 from intraskill.shop.leases import (
     LeaseMismatchError,
     PoolClosedError,
@@ -84,10 +85,7 @@ def test_release_all_recovers_every_slot_and_invalidates_leases() -> None:
 
 def wait_for_waiters(pool: SlotLeasePool, count: int) -> None:
     """Return once ``count`` acquirers are blocked in ``pool`` (fail after 5 s)."""
-    deadline = time.monotonic() + 5
-    while pool.waiting != count:
-        assert time.monotonic() < deadline, f"{pool.waiting} blocked acquirers, expected {count}"
-        time.sleep(0.005)
+    wait_until(lambda: pool.waiting == count, f"{count} acquirers blocked in the pool", every_s=0.005)
 
 
 def test_blocking_acquire_wakes_on_release() -> None:
@@ -123,16 +121,37 @@ def test_close_wakes_waiters_with_an_error() -> None:
     assert not waiter.is_alive() and len(errors) == 1
 
 
-def test_an_idle_lease_expires_and_wakes_a_waiter() -> None:
-    pool = SlotLeasePool(1, idle_timeout=0.2)
+class Clock:
+    """The pool's monotonic clock, moved by the test (the pool's condition waits still run in real time)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_an_idle_lease_expires_and_wakes_a_waiter(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(leases, "time", clock)
+    pool = SlotLeasePool(1, idle_timeout=60.0)
     slot, lease = pool.acquire()
-    time.sleep(0.1)
+    clock.now += 40
     pool.validate(slot, lease)  # use restarts the idle clock
-    time.sleep(0.15)
-    pool.validate(slot, lease)
-    started = time.monotonic()
-    again, fresh = pool.acquire(timeout=2.0)  # wakes when the lease expires, not at the timeout
-    assert again == slot and fresh != lease and time.monotonic() - started < 1.0
+    clock.now += 40
+    pool.validate(slot, lease)  # 80 s after the acquire, 40 s after its last use: still held
+    assert pool.free_count == 0 and pool.expired_count == 0
+    clock.now += 59.95  # the lease expires in 0.05 s: a waiter waits that long at a time, not its own timeout
+    got: list[tuple[int, str]] = []
+    waiter = threading.Thread(target=lambda: got.append(pool.acquire(timeout=3600.0)), daemon=True)
+    waiter.start()
+    wait_for_waiters(pool, 1)
+    assert not got
+    clock.now += 0.1  # expired: the waiter's next look takes the slot, with no release or notify to wake it
+    waiter.join(timeout=5.0)
+    assert not waiter.is_alive(), "the waiter kept waiting for its own timeout, not the lease's expiry"
+    (again, fresh), = got
+    assert again == slot and fresh != lease
     assert pool.expired_count == 1
     with pytest.raises(StaleLeaseError):
         pool.validate(slot, lease)

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from waiting import wait_until
 
 pytest.importorskip("openenv.core", reason="the openenv extra is not installed (pip install 'intraskill[openenv]')")
 
@@ -210,10 +211,7 @@ def test_a_message_over_the_cap_closes_the_session_and_frees_its_slot(server: Ru
         assert pool.free_count == 3
         with pytest.raises(ConnectionClosedError, match="message too big"):
             env.step(ShopAction(action="click[" + "x" * 70_000 + "]"))
-    deadline = time.monotonic() + 5
-    while pool.free_count < 4 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert pool.free_count == 4
+    wait_until(lambda: pool.free_count == 4, "the closed session's slot came back")
 
 
 def test_http_endpoints_refuse_with_4xx_naming_the_problem(server: RunningService, small_store) -> None:
@@ -248,15 +246,10 @@ def test_one_slot_leases_like_the_shopsimulator_service(engine: ShopEngine, smal
                 waiter.reset(task_id=task_id)
             assert time.monotonic() - started >= 0.3
             assert app.state.pool.free_count == 0
-        deadline = time.monotonic() + 5  # closing the holder's connection releases its slot
-        while app.state.pool.free_count == 0 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: app.state.pool.free_count == 1, "closing the holder's connection released its slot")
         with waiter:
             assert waiter.reset(task_id=task_id).observation.task_id == task_id
-            deadline = time.monotonic() + 5  # the lease expires lease_idle_s after its last use
-            while app.state.pool.expired_count == 0:
-                assert time.monotonic() < deadline, "the idle lease never expired"
-                time.sleep(0.02)
+            wait_until(lambda: app.state.pool.expired_count == 1, "the lease expired lease_idle_s after its last use")
             with pytest.raises(RuntimeError, match="lease: this session's slot lease expired"):
                 waiter.step(ShopAction(action="search[mug]"))
             assert waiter.reset(task_id=task_id).observation.task_id == task_id  # a reset leases again
@@ -278,15 +271,15 @@ def test_cli_serves_the_openenv_protocol(small_store_root: Path, small_store, tm
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         base_url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while True:
+
+        def healthy() -> bool:
             assert process.poll() is None, process.communicate()[1]
             try:
-                if httpx.get(f"{base_url}/health", trust_env=False).status_code == 200:
-                    break
+                return httpx.get(f"{base_url}/health", trust_env=False).status_code == 200
             except httpx.TransportError:
-                assert time.monotonic() < deadline, "the openenv server did not start"
-                time.sleep(0.2)
+                return False
+
+        wait_until(healthy, "the openenv server answers /health", timeout_s=120, every_s=0.2)
         with ShopEnvClient(base_url=base_url).sync() as env:
             first = env.reset(task_id=small_store[2].ids("val")[0], skill_ids=["chunk-a"]).observation
             assert isinstance(first, ShopObservation) and "chunk-a" in (first.skill_context or "")

@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ import pytest
 import torch
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from waiting import wait_until
 
 from intraskill.chat.base import ChatRequest, ContextFull, ToolCall
 from intraskill.chat.chatml import assistant_message, render_messages
@@ -25,6 +25,7 @@ from intraskill.policy.hf import HFPolicy
 from intraskill.policy.openai_backend import OpenAIPolicy, context_exceeded
 from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
 from intraskill.policy.server import ServerConfig, create_app
+from intraskill.shop.service import serve_in_thread
 
 TINY = OrganismConfig(vocab_size=400, hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=32,
                       intermediate_size=128, max_position=2048, seed=3)
@@ -41,22 +42,10 @@ def free_port() -> int:
 
 @contextmanager
 def serving(app) -> Iterator[str]:
-    """Run ``app`` with uvicorn in a thread on a free 127.0.0.1 port; yields the ``/v1`` base URL."""
-    import uvicorn
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    """Run ``app`` in a thread on a free 127.0.0.1 port, ready once it accepts requests
+    (:func:`~intraskill.shop.service.serve_in_thread`); yields the ``/v1`` base URL."""
+    with serve_in_thread(app) as running:
+        yield f"{running.base_url}/v1"
 
 
 def conversation(i: int) -> list[dict]:
@@ -244,16 +233,16 @@ def test_serve_policy_command_serves_a_checkpoint(taught, tmp_path) -> None:
     command = [sys.executable, "-m", "intraskill", "serve-policy", "--model", "organism", "--checkpoint",
                str(tmp_path), "--port", str(port), "--served-name", "org"]
     process = subprocess.Popen(command, env={**os.environ, "OMP_NUM_THREADS": "1"}, stderr=subprocess.PIPE)
+    def healthy() -> bool:
+        assert process.poll() is None, process.stderr.read().decode()
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+        except httpx.TransportError:
+            return False
+
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert process.poll() is None, process.stderr.read().decode()
-            try:
-                health = httpx.get(f"http://127.0.0.1:{port}/healthz")
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "serve-policy did not come up"
-                time.sleep(0.25)
+        wait_until(healthy, "serve-policy answers /healthz", timeout_s=120, every_s=0.25)
+        health = httpx.get(f"http://127.0.0.1:{port}/healthz")
         assert health.json()["backend"] == "hf" and len(health.json()["checkpoint_id"]) == 64
         body = {"model": "org", "messages": conversation(1), "tools": [CLICK], "max_tokens": 40, "temperature": 0}
         reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=60).json()

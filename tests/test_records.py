@@ -26,7 +26,8 @@ MANIFESTS = sorted(DATA.rglob("gate_a_manifest.json"))
 SKILL1_WARMSTART = DATA.parent / "params" / "organism_skill1_warmstart" / "manifest.json"
 WARMSTARTS = sorted({*DATA.rglob("warmstart/manifest.json"), *(DATA.parent / "params").glob("*_warmstart/manifest.json")}
                     - {SKILL1_WARMSTART})
-GROUND_TRUTHS = sorted({*DATA.rglob("ground_truth.json"), *(DATA.parent / "params").glob("*_warmstart/ground_truth.json")})
+GROUND_TRUTHS = sorted({*DATA.rglob("ground_truth.json"),
+                        *(DATA.parent / "params").glob("*_warmstart/ground_truth.json")})
 
 
 def same_json(a: object, b: object) -> bool:

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from typer.testing import CliRunner
+from waiting import wait_until
 
 from intraskill.agent.env import Environment
 from intraskill.cli import app as cli_app
@@ -72,6 +73,11 @@ def release_all(http: httpx.Client) -> tuple[int, dict[str, Any]]:
 
 def free_slots(http: httpx.Client) -> int:
     return http.get("/healthz").json()["free_slots"]
+
+
+def healthz(base_url: str) -> dict[str, Any]:
+    """The service's ``/healthz`` body, on a fresh connection."""
+    return httpx.get(base_url + "/healthz", trust_env=False).json()
 
 
 def test_healthz_contract(http: httpx.Client, engine: ShopEngine) -> None:
@@ -241,11 +247,8 @@ def test_blocking_reset_waits_for_a_release(one_slot_service: RunningService, ta
         try:
             await first.reset(task_ids[0])
             waiting = asyncio.create_task(second.reset(task_ids[1]))
-            async with httpx.AsyncClient(base_url=base_url, trust_env=False) as http:
-                deadline = time.monotonic() + 5
-                while (await http.get("/healthz")).json()["waiting_resets"] != 1:
-                    assert time.monotonic() < deadline, "the second reset never queued"
-                    await asyncio.sleep(0.01)
+            await asyncio.to_thread(wait_until, lambda: healthz(base_url)["waiting_resets"] == 1,
+                                    "the second reset queued")
             assert not waiting.done()  # queued: the only slot is leased
             await first.release()
             payload = await asyncio.wait_for(waiting, timeout=5)
@@ -266,10 +269,7 @@ def test_a_waiter_that_disconnects_does_not_leak_the_slot(one_slot_service: Runn
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(base_url + API, json={"action": "reset", "idx": task_ids[1]}, timeout=0.3,
                        trust_env=False)
-    deadline = time.monotonic() + 3
-    while httpx.get(base_url + "/healthz", trust_env=False).json()["free_slots"] != 1:
-        assert time.monotonic() < deadline, "the abandoned reset kept the slot"
-        time.sleep(0.05)
+    wait_until(lambda: healthz(base_url)["free_slots"] == 1, "the abandoned reset gave its slot back")
 
 
 def test_release_all_frees_every_slot(http: httpx.Client, service: RunningService,
@@ -400,10 +400,7 @@ def test_an_idle_lease_expires_and_its_slot_returns(engine: ShopEngine, task_ids
             httpx.Client(base_url=running.base_url, trust_env=False) as http:
         idle.reset(task_ids[0])
         assert free_slots(http) == 0
-        deadline = time.monotonic() + 5  # the lease expires 0.3 s after its last use
-        while free_slots(http) != 1:
-            assert time.monotonic() < deadline, "the idle lease never expired"
-            time.sleep(0.02)
+        wait_until(lambda: free_slots(http) == 1, "the idle lease expired (0.3 s after its last use)")
         assert http.get("/healthz").json()["expired_leases"] == 1
         with pytest.raises(StaleLeaseError):
             idle.step("search[pillow]")
@@ -423,13 +420,23 @@ def test_a_full_service_answers_503_with_retry_after(engine: ShopEngine, task_id
             impatient.reset(task_ids[1])
         assert caught.value.status == 503
 
-        def release_soon() -> None:
-            time.sleep(0.8)
-            holder.release()
-
         with ShopClient(running.base_url, reset_retry_s=10) as patient:
-            threading.Thread(target=release_soon).start()
+            refused, post = threading.Event(), patient._post
+
+            def observed(body: dict[str, Any], timeout: httpx.Timeout | None = None) -> httpx.Response:
+                response = post(body, timeout)
+                if response.status_code == 503:
+                    refused.set()
+                return response
+
+            def release_once_refused() -> None:
+                refused.wait(10)
+                holder.release()
+
+            patient._post = observed
+            threading.Thread(target=release_once_refused).start()
             assert patient.reset(task_ids[1])["env_idx"] == 0  # retried after Retry-After
+            assert refused.is_set()
 
 
 # ---- OpenAPI -------------------------------------------------------------------------------------------

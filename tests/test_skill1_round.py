@@ -118,7 +118,8 @@ def test_skill1_round_commits_resumes_after_kills_and_refuses_another_plan(tmp_p
     assert cli.exit_code == 0, cli.output
     assert json.loads(cli.stdout)["steps"] == 2
     assert RoundDir(root).step(2).done.exists()
-    assert len(episode_ids(root)) == 8 and read_jsonl(root / "metrics.jsonl") == [row.to_dict() for row in result.metrics]
+    assert len(episode_ids(root)) == 8
+    assert read_jsonl(root / "metrics.jsonl") == [row.to_dict() for row in result.metrics]
     assert read_jsonl(RoundDir(root).library.history) == history
 
     with pytest.raises(RoundPlanMismatchError, match="skill1"):

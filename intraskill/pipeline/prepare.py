@@ -39,7 +39,7 @@ class RoundInputs:
     warmstart_dir: Path | None
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON summary (for the CLI and the notebook): paths, the curriculum's state ID and each chunk's α and ρ."""
+        """A JSON summary for the CLI and the notebook: paths, the curriculum's state ID, each chunk's α and ρ."""
         curriculum = self.curriculum
         return {
             "checkpoint": self.checkpoint,
