@@ -42,7 +42,17 @@ class WarmstartMetrics(Record):
     eval_wall_s: dict[str, float]
 
 
-class WarmstartManifest(Record):
+class Cloned:
+    """A manifest with a behaviour-cloning block ``bc`` (its ``losses``: ``[step, loss]`` pairs; the field is the
+    manifest's own, declared where its place in the file is)."""
+
+    @property
+    def final_loss(self) -> float:
+        """The last logged behaviour-cloning loss."""
+        return float(self.bc["losses"][-1][1])  # type: ignore[attr-defined]
+
+
+class WarmstartManifest(Cloned, Record):
     """A finished warm start (:func:`~intraskill.organism.warmstart.run_warmstart`)."""
 
     schema_version: Literal[MANIFEST_SCHEMA_VERSION] = MANIFEST_SCHEMA_VERSION
@@ -57,16 +67,6 @@ class WarmstartManifest(Record):
     timings: dict[str, float]
     metrics: WarmstartMetrics
     ground_truth_file: str
-
-    @property
-    def final_loss(self) -> float:
-        """The last logged behaviour-cloning loss."""
-        return final_loss(self.bc)
-
-
-def final_loss(bc: dict[str, Any]) -> float:
-    """The last loss a cloning block logged (its ``losses``: ``[step, loss]`` pairs)."""
-    return float(bc["losses"][-1][1])
 
 
 class PairedSuccess(Record):
@@ -135,7 +135,7 @@ class BaseWarmstart(Record):
     checkpoint_sha256: str
 
 
-class Skill1WarmstartManifest(Record):
+class Skill1WarmstartManifest(Cloned, Record):
     """A finished Skill1 warm start (:func:`~intraskill.organism.skill1_warmstart.run_skill1_warmstart`)."""
 
     schema_version: Literal[SKILL1_MANIFEST_SCHEMA_VERSION] = SKILL1_MANIFEST_SCHEMA_VERSION
@@ -152,11 +152,6 @@ class Skill1WarmstartManifest(Record):
     files: dict[str, str]
     timings: dict[str, float]
     metrics: Skill1WarmstartMetrics
-
-    @property
-    def final_loss(self) -> float:
-        """The last logged behaviour-cloning loss."""
-        return final_loss(self.bc)
 
 
 def read_manifest(path: str | Path) -> WarmstartManifest | Skill1WarmstartManifest:
