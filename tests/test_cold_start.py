@@ -245,6 +245,7 @@ def test_tiny_cold_start_on_the_ci_organism_resumes_and_refuses_a_changed_plan(t
     assert [r["chunk_id"] for r in rows] == [s.skill_id for s in result.draft.skills]
     assert {r["status"] for r in rows} <= {"selected", "non_positive", "budget_excluded"}
     assert [r["stage"] for r in result.stage_rows()] == list(stages)
+    assert result.stage_rows()[-1] == {"stage": "gate_b", "counts": "selected 0", **stages["gate_b"].cost}
     assert result.manifest.cost.episodes == sum(s.cost["episodes"] for s in stages.values())
     summary = json.loads((out / "analysis_summary.json").read_text())
     assert summary["input"]["total"] == 8 and summary["evidence_cards"] == stages["firewall"].counts["evidence_cards"]

@@ -82,3 +82,15 @@ def test_gate_validation_sentence() -> None:
     assert "已达到" in prose.gate_validation({1: reports[1]}, "zh")
     tied = {1: GateValidationReport("success", 1, None, (seed(1, float("nan"), 1.0),))}
     assert "ρ averages — (—) and CI coverage 1.00" in prose.gate_validation(tied, "en")
+
+
+def test_transcript_quotes_every_page_under_a_caption() -> None:
+    """Each text is a fenced block (its fence longer than any backtick run inside), so a price's `$` stays a
+    dollar and a page cannot close its own block."""
+    text = prose.transcript("A mug under $30.00", "WebShop [SEP] Search", [("search[mug]", "Results ``` $12.99"),
+                                                                            ("click[buy now]", "Thank you")])
+    assert text.split("\n\n") == [
+        "**The task's instruction**", "```text\nA mug under $30.00\n```", "**The first page**",
+        "```text\nWebShop [SEP] Search\n```", "**Turn 1: the action**", "```text\nsearch[mug]\n```",
+        "**Turn 1: the page it led to**", "````text\nResults ``` $12.99\n````", "**Turn 2: the action**",
+        "```text\nclick[buy now]\n```", "**Turn 2: the page it led to**", "```text\nThank you\n```"]

@@ -49,6 +49,21 @@ def test_chinese_headers_and_errors() -> None:
     assert html_label("Iter80 + $S_{T}$") == "Iter80 + S<sub>T</sub>" and html_label("$x^2$") == "x<sup>2</sup>"
 
 
+def test_lists_booleans_missing_text_scientific_and_two_level_columns() -> None:
+    """No Python repr reaches a cell: lists join with commas, booleans read yes / no (是 / 否), a missing text is
+    —; scientific columns keep tiny values; two-level columns read ``outer: inner``."""
+    frame = pd.DataFrame({"check": ["chunk_use", "bare_success"], "value": [["c1", "c2"], None],
+                          "met": [True, False], "note": ["x < y", float("nan")], "error": [1.283695e-16, 2.0]})
+    shown = format_table(frame, "en", scientific=["error"]).data
+    assert shown.to_dict("list") == {"check": ["chunk_use", "bare_success"], "value": ["c1, c2", "—"],
+                                     "met": ["yes", "no"], "note": ["x &lt; y", "—"], "error": ["1.28e-16", "2.00e+00"]}
+    assert format_table(frame[["met"]], "zh").data["met"].tolist() == ["是", "否"]
+    pairs = pd.DataFrame([[1, 0.25]], columns=pd.MultiIndex.from_tuples([("ours", "n"), ("ours", "a_mean")]))
+    assert list(format_table(pairs, "en").data.columns) == ["ours: n", "ours: a_mean"]
+    assert list(format_table(pairs.set_index(pd.Index(["steps"], name="metric")), "en").data.columns) == [
+        "Metric", "ours: n", "ours: a_mean"]
+
+
 def test_release_chunks_are_labelled_by_title() -> None:
     release = locate_release_dir(None)
     table = tidy.label_chunks(pd.read_csv(release / "analysis" / "chunk_contributions.csv"),

@@ -147,17 +147,17 @@ class ColdStartResult:
         return read_gate_b(directory.root) if directory.comparison.is_file() else None
 
     def stage_rows(self) -> list[dict[str, Any]]:
-        """One row per stage: its counts (one level of nesting flattened, ``success cards``; lists left out) and its
-        cost (``cost: episodes``), for a table."""
+        """One row per stage: its counts in words (one level of nesting flattened, ``success cards 3``; lists left
+        out) and each of its costs (``episodes``, ``tokens``, ``wall_s``, …) as a column, for a table."""
         rows = []
         for name, stage in self.stages.items():
-            counts: dict[str, Any] = {}
+            counts = []
             for key, value in stage.counts.items():
                 if isinstance(value, dict):
-                    counts.update({f"{key} {k}": v for k, v in value.items() if not isinstance(v, (dict, list))})
+                    counts += [f"{key} {k} {v}" for k, v in value.items() if not isinstance(v, (dict, list))]
                 elif not isinstance(value, list):
-                    counts[key] = value
-            rows.append({"stage": name, **counts, **{f"cost: {k}": v for k, v in stage.cost.items()}})
+                    counts.append(f"{key} {value}")
+            rows.append({"stage": name, "counts": ", ".join(counts), **stage.cost})
         return rows
 
     def chunk_rows(self) -> list[dict[str, Any]]:
@@ -173,8 +173,7 @@ class ColdStartResult:
         """One line per stage: its counts and cost."""
         lines = [f"S0: {len(self.s0.skills)} of {len(self.draft.skills)} draft chunks selected -> {self.s0_path}"]
         for row, stage in zip(self.stage_rows(), self.stages.values()):
-            counts = ", ".join(f"{k} {v}" for k, v in row.items() if k != "stage" and not k.startswith("cost: "))
-            lines.append(f"{row['stage']}: {counts}; {stage.cost.get('episodes', 0)} episodes, "
+            lines.append(f"{row['stage']}: {row['counts']}; {stage.cost.get('episodes', 0)} episodes, "
                          f"{stage.cost.get('tokens', 0)} tokens, {stage.cost.get('wall_s', 0.0):.1f} s")
         total = self.manifest.cost
         lines.append(f"total: {total.episodes} episodes, {total.tokens} tokens, {total.wall_s:.1f} s")

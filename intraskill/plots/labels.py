@@ -177,6 +177,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "s1_evicted": ("evicted (U, n when evicted)", "已淘汰（淘汰时的 U 与 n）"),
     "s1_size_note": ("marker area ∝ uses n + 1", "标记面积 ∝ 使用次数 n + 1"),
     # report table headers (intraskill.plots.tables.format_table: "col_<column>")
+    "bool_True": ("yes", "是"),
+    "bool_False": ("no", "否"),
     "col_arm": ("Condition", "条件"),
     "col_n": ("Tasks", "任务数"),
     "col_reward_mean": ("Mean strict reward", "平均严格奖励"),
@@ -185,6 +187,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "col_summary_reward_mean": ("Release: reward", "发布值：奖励"),
     "col_summary_success_rate": ("Release: success", "发布值：成功率"),
     "col_max_abs_error": ("Max. abs. error", "最大绝对误差"),
+    "col_compared_numeric_values": ("W&B values compared", "比对的 W&B 数值"),
+    "col_max_abs_diff": ("Max. |β refit − β release|", "最大 |β 重拟合 − β 发布值|"),
     "col_name": ("Comparison", "比较"),
     "col_a": ("a", "a"),
     "col_b": ("b", "b"),

@@ -9,6 +9,7 @@ words its numbers as the pages do: success as a percentage with two decimals, a 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -188,3 +189,19 @@ def gate_validation(reports: Mapping[int, Any], language: str) -> str:
                 f"置信区间覆盖率为 {coverage}；可达 ρ 为 {attainable}；目标（ρ ≥ 0.8，覆盖率 ≥ 0.9）"
                 f"{'已达到' if report.meets_target else '未达到'}。")
     return " ".join(sentences)
+
+
+def _quoted(text: str) -> str:
+    """``text`` as a fenced text block, its fence longer than any run of backticks inside it."""
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    return f"{fence}text\n{text.rstrip()}\n{fence}"
+
+
+def transcript(instruction: str, observation: str, steps: Sequence[tuple[str, str]]) -> str:
+    """An episode as the agent saw it, in Markdown: the task's instruction and its first page, then each action
+    with the page it led to; every text is a quoted block under a caption (shown literally: a price's ``$`` stays
+    a dollar)."""
+    parts = ["**The task's instruction**", _quoted(instruction), "**The first page**", _quoted(observation)]
+    for turn, (action, page) in enumerate(steps, start=1):
+        parts += [f"**Turn {turn}: the action**", _quoted(action), f"**Turn {turn}: the page it led to**", _quoted(page)]
+    return "\n\n".join(parts)

@@ -1,8 +1,9 @@
 """Report tables: a DataFrame as a readable, bilingual pandas ``Styler``.
 
 :func:`format_table` shows integer-valued columns as integers, fractions as percentages, an estimate and
-its CI bounds as one ``x [lo, hi]`` column, values within rounding of zero as ``0`` (never ``1.1e-16``),
-and translates headers (``LABELS["col_<name>"]``) and chosen values (``LABELS[<prefix><value>]``) into the
+its CI bounds as one ``x [lo, hi]`` column, values within rounding of zero as ``0`` (never ``1.1e-16``) unless a
+column is asked for in scientific notation, lists as comma-separated items, two-level column names as
+``outer: inner``, and translates headers (``LABELS["col_<name>"]``) and chosen values (``LABELS[<prefix><value>]``) into the
 page's language; mathtext in a label (``$S_0$``) becomes HTML sub/superscripts. The Styler renders its cells as
 HTML without escaping, so every other text cell and header (run data: names, statuses) is HTML-escaped here.
 """
@@ -65,6 +66,16 @@ def _unit(percent: bool, signed: bool, language: str) -> str:
     return PERCENT[language] if percent and not signed else ""
 
 
+def _text(value: Any) -> str:
+    """A text cell, HTML-escaped: a list or tuple as its items joined by commas, a missing value as ``—``."""
+    # deferred: pandas is heavy to import
+    import pandas as pd
+
+    if isinstance(value, (list, tuple)):
+        return html.escape(", ".join(str(item) for item in value)) or "—"
+    return "—" if pd.api.types.is_scalar(value) and pd.isna(value) else html.escape(str(value))
+
+
 def _is_integral(column: pd.Series) -> bool:
     # deferred: pandas is heavy to import
     import pandas as pd
@@ -86,6 +97,7 @@ def format_table(
     decimals: int = 3,
     hide: Sequence[str] = (),
     plain: Sequence[str] = (),
+    scientific: Sequence[str] = (),
 ) -> Styler:
     """``frame`` as a formatted Styler in ``language``.
 
@@ -99,6 +111,7 @@ def format_table(
     decimals : places of the other non-integer numbers.
     hide : columns left out.
     plain : integer columns shown without thousands separators (seeds, identifiers).
+    scientific : columns of small or widely ranging numbers shown as ``1.28e-16``.
     """
     # deferred: pandas is heavy to import
     import pandas as pd
@@ -106,6 +119,8 @@ def format_table(
     if language not in ("en", "zh"):
         raise ValueError(f"language must be 'en' or 'zh', got {language!r}")
     table = frame.reset_index() if any(name is not None for name in frame.index.names) else frame.copy()
+    if isinstance(table.columns, pd.MultiIndex):
+        table.columns = [": ".join(str(part) for part in column if part != "") for column in table.columns]
     table = table.drop(columns=list(hide))
     bounds = dict(ci or {})
     missing = sorted({c for pair in bounds.items() for c in (pair[0], *pair[1])} - set(table.columns))
@@ -124,15 +139,17 @@ def format_table(
             cell = [f"{_number(x, decimals, is_percent, is_signed)} [{_number(lo, decimals, is_percent, is_signed)}, "
                     f"{_number(hi, decimals, is_percent, is_signed)}]{unit}"
                     for x, lo, hi in zip(series, table[low], table[high])]
+        elif column in scientific:
+            cell = ["—" if pd.isna(x) else f"{float(x):.2e}" for x in series]
         elif _is_integral(series) and not is_percent:
             spec = ("+" if is_signed else "") + ("d" if column in plain else ",d")
             cell = ["—" if pd.isna(x) else format(int(x), spec if x else "d") for x in series]
         elif pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
             cell = [_number(x, decimals, is_percent, is_signed) + unit for x in series]
         else:
-            prefix = (values or {}).get(column)
+            prefix = (values or {}).get(column) or ("bool_" if pd.api.types.is_bool_dtype(series) else None)
             cell = [html_label(label(f"{prefix}{x}", language)) if prefix and f"{prefix}{x}" in LABELS
-                    else ("—" if x is None or x is pd.NA else html.escape(str(x))) for x in series]
+                    else _text(x) for x in series]
         shown[header(column, language)] = cell
     styler = shown.style.hide(axis="index").set_table_styles(TABLE_STYLES)
     return styler.set_uuid(sha256_text(f"{language}:{shown.to_json()}")[:8])  # stable HTML ids across builds

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from datasets import Dataset
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
+from transformers.utils.notebook import NotebookProgressCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from intraskill.agent.env import Environment, InProcessEnvironment
@@ -122,12 +124,19 @@ def build_trainer(
     output_dir: str | Path,
     steps: int,
     tokenizer: PreTrainedTokenizerBase | None = None,
+    print_logs: bool = True,
     **overrides: Any,
 ) -> GRPOTrainer:
     """TRL's trainer over ``task_ids`` (in order) with the store's rollout and reward.
 
     ``model`` is a Hugging Face directory (TRL loads it and its tokenizer) or a loaded model with ``tokenizer``.
+    ``print_logs=False`` drops the progress bar (a notebook's: an HTML table of the logs) and the printing of each
+    log as a Python dict (a notebook shows ``trainer.state.log_history`` as a formatted table instead).
     """
-    return GRPOTrainer(model=str(model) if isinstance(model, Path) else model, reward_funcs=[store_reward],
-                       args=grpo_config(params, output_dir, steps, **overrides),
-                       train_dataset=task_dataset(task_ids), processing_class=tokenizer, rollout_func=rollout)
+    trainer = GRPOTrainer(model=str(model) if isinstance(model, Path) else model, reward_funcs=[store_reward],
+                          args=grpo_config(params, output_dir, steps, **overrides),
+                          train_dataset=task_dataset(task_ids), processing_class=tokenizer, rollout_func=rollout)
+    if not print_logs:
+        for callback in (ProgressCallback, NotebookProgressCallback, PrinterCallback):
+            trainer.remove_callback(callback)
+    return trainer
