@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from intraskill.report.build import MANIFEST_PATH, load_manifest
+from intraskill.report.build import MANIFEST_PATH, load_manifest, strip_progress
 from intraskill.report.figures import figure_outputs
+from intraskill.report.pagecheck import page_problems
+from intraskill.report.site import export_notebooks
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 REPORT = {spec.name: spec for spec in load_manifest(NOTEBOOKS.parent / MANIFEST_PATH).notebooks}
@@ -45,6 +48,18 @@ EXECUTIONS = {
 }
 
 
+def _page_problems(executed_dir: Path, name: str) -> list[str]:
+    """What the page of ``executed_dir/<name>.ipynb`` shows, exported as the report build exports it (progress
+    output stripped), that a reader must not see: a dict repr, a JSON dump, a bare value or path, an unformatted
+    DataFrame, raw TeX or a traceback (:func:`~intraskill.report.pagecheck.page_problems`)."""
+    notebook = json.loads((executed_dir / f"{name}.ipynb").read_text(encoding="utf-8"))
+    strip_progress(notebook)
+    (executed_dir / "page").mkdir()
+    (executed_dir / "page" / f"{name}.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    export_notebooks(executed_dir / "page", executed_dir / "_site")
+    return page_problems((executed_dir / "_site" / "notebooks" / f"{name}.html").read_text(encoding="utf-8"))
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(EXECUTIONS))
 def test_notebook_executes(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -64,6 +79,7 @@ def test_notebook_executes(name: str, tmp_path: Path, monkeypatch: pytest.Monkey
     executed = nbformat.read(out, as_version=4)
     errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+    assert not _page_problems(tmp_path, name)
     for label in REPORT[name].figures if name in REPORT else ():  # what `make figures` publishes
         assert set(figure_outputs(out, label)) == {"svg", "png"}, label
 
@@ -89,4 +105,5 @@ def test_report_evaluation_without_a_run_says_so(name: str, tmp_path: Path, monk
     assert not any(STAND_IN_MARK in text for text in texts)
     notes = [text for text in texts if text.startswith(("**No co-evolve run", "**`"))]
     assert len(notes) == 2 and f"`{absent}`" in notes[0] and "协同演化" in notes[1]
+    assert not _page_problems(tmp_path, name)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").glob("eval-4c-*"))

@@ -1,5 +1,11 @@
-"""What a reader must never see on a report page: an empty section, raw TeX (``$…$``), a Python repr or a
-traceback. :func:`page_problems` reads a page's HTML (as served, or as a browser's DOM after its scripts ran)."""
+"""What a reader must never see on a report or notebook page: an empty section, raw TeX (``$…$``), a Python repr,
+a JSON dump, an unformatted DataFrame or a traceback. :func:`page_problems` reads a page's HTML (as served, or as a
+browser's DOM after its scripts ran).
+
+On a notebook page (nbconvert's ``jp-`` markup) the cells' code is not read (a dict literal is fine there), but
+every output is: a notebook shows a formatted table, a figure or a sentence, so a bare value (``Out[ ]:`` as plain
+text), a printed path on a line of its own or a printed JSON dump is a problem too.
+"""
 
 from __future__ import annotations
 
@@ -7,49 +13,89 @@ import re
 from html.parser import HTMLParser
 
 RAW_TEX = re.compile(r"\$[^$\s][^$\n]*\$")
-PYTHON_REPR = re.compile(r"\{'[^'\n]+': |<[\w.]+ object at 0x[0-9a-f]+>|\bdtype: \w+|^\s*Name: \w+, dtype", re.MULTILINE)
+PYTHON_REPR = re.compile(r"\{'[^'\n]+': |<[\w.]+ object at 0x[0-9a-f]+>|\bdtype: \w+|^\s*Name: \w+, dtype"
+                         r"|\b(?:Posix|Windows)Path\(|\bnp\.(?:float|u?int|bool|str|complex)\w*\(", re.MULTILINE)
+JSON_DUMP = re.compile(r'\{\s*"[^"\n]+": ')
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\w+Error: ", re.MULTILINE)
+BARE_PATH = re.compile(r"^\s*(?:/|~/)[^\s]+\s*$", re.MULTILINE)
 HIDDEN = {"script", "style", "math", "template"}
 """Elements whose text a reader does not see as text (MathML is rendered, not read as source)."""
 LITERAL = {"code", "pre"}
 """Elements shown literally: TeX there is intended (commands, shell variables)."""
 CONTENT = {"img", "svg", "table", "math", "iframe", "canvas", "video"}
 SECTION = {"h2", "h3"}
+VOID = {"img", "br", "hr", "meta", "link", "input"}
+CODE_INPUT = "jp-InputArea-editor"
+"""The class of a code cell's source on a notebook page (a Markdown cell's rendered text is in the input area too,
+outside it)."""
+OUTPUT = "jp-OutputArea-output"
+"""The class of one notebook output; with ``jp-OutputArea-executeResult`` it is a cell's value (``Out[ ]:``)."""
+TEXT_MIMES = {"text/plain", "application/vnd.jupyter.stdout"}
+"""An output shown as plain text: a value's repr or what a cell printed (nbconvert marks stdout ``text/plain``);
+stderr (warnings, logs, which quote source lines) is read only for reprs and tracebacks."""
+RAW_FRAME = "dataframe"
+"""The class pandas gives a DataFrame's plain HTML (a formatted Styler's table has none)."""
 
 
 class _Page(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self.stack: list[str] = []
+        self.stack: list[tuple[str, str]] = []
         self.sections: list[list[str | bool]] = []
         self.text: list[str] = []
         self.prose: list[str] = []
+        self.outputs: list[tuple[str, list[str]]] = []
+        self.raw_frames = 0
+
+    def _region(self) -> str:
+        return next((region for _, region in reversed(self.stack) if region), "")
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        classes = (dict(attrs).get("class") or "").split()
         if tag in SECTION:
             self.sections.append([tag, "", False])
         elif tag in CONTENT and self.sections:
             self.sections[-1][2] = True
-        if tag not in {"img", "br", "hr", "meta", "link", "input"}:
-            self.stack.append(tag)
+        if tag == "table" and RAW_FRAME in classes:
+            self.raw_frames += 1
+        region = ""
+        if CODE_INPUT in classes:
+            region = "input"
+        elif OUTPUT in classes:
+            plain = dict(attrs).get("data-mime-type") in TEXT_MIMES
+            region = "output"
+            self.outputs.append(("value" if plain and "jp-OutputArea-executeResult" in classes
+                                 else "text" if plain else "rich", []))
+        if tag not in VOID:
+            self.stack.append((tag, region))
 
     def handle_endtag(self, tag: str) -> None:
-        if tag in self.stack:
-            while self.stack and self.stack.pop() != tag:
+        if any(open_tag == tag for open_tag, _ in self.stack):
+            while self.stack and self.stack.pop()[0] != tag:
                 pass
 
     def handle_data(self, data: str) -> None:
-        if HIDDEN & set(self.stack) or not data.strip():
+        tags = {tag for tag, _ in self.stack}
+        if HIDDEN & tags or not data.strip():
             return
-        self.text.append(data)
-        if not LITERAL & set(self.stack):
-            self.prose.append(data)
         if self.sections:
             heading = self.sections[-1]
-            if self.stack and self.stack[-1] in SECTION:
+            if self.stack and self.stack[-1][0] in SECTION:
                 heading[1] = str(heading[1]) + data
             else:
                 heading[2] = True
+        region = self._region()
+        if region == "input":
+            return
+        self.text.append(data)
+        if region == "output":
+            self.outputs[-1][1].append(data)
+        if not LITERAL & tags:
+            self.prose.append(data)
+
+
+def _found(kind: str, pattern: re.Pattern[str], text: str) -> list[str]:
+    return [f"{kind}: {' '.join(match.group(0).split())!r}" for match in pattern.finditer(text)]
 
 
 def page_problems(html_text: str) -> list[str]:
@@ -58,7 +104,12 @@ def page_problems(html_text: str) -> list[str]:
     page.feed(html_text)
     problems = [f"empty section: {str(title).strip()!r}" for _, title, filled in page.sections if not filled]
     prose, text = "\n".join(page.prose), "\n".join(page.text)
-    problems += [f"raw TeX: {match.group(0)!r}" for match in RAW_TEX.finditer(prose)]
-    problems += [f"Python repr: {match.group(0).strip()!r}" for match in PYTHON_REPR.finditer(text)]
-    problems += [f"traceback: {match.group(0).strip()!r}" for match in TRACEBACK.finditer(text)]
+    texts = "\n".join("".join(parts) for kind, parts in page.outputs if kind == "text")
+    problems += _found("raw TeX", RAW_TEX, prose)
+    problems += _found("Python repr", PYTHON_REPR, text)
+    problems += _found("JSON dump", JSON_DUMP, f"{prose}\n{texts}")
+    problems += _found("traceback", TRACEBACK, text)
+    problems += _found("bare path", BARE_PATH, texts)
+    problems += [f"bare value: {''.join(parts).strip()[:80]!r}" for kind, parts in page.outputs if kind == "value"]
+    problems += ["unformatted DataFrame (show it with intraskill.plots.tables.format_table)"] * page.raw_frames
     return problems
