@@ -489,9 +489,10 @@ class WarmstartParams(_Section):
     explore: float = Field(1.0, ge=0.0, le=1.0)
     """``reader``: with the profile's colour unknown, the chance that the expert clicks a random other offered colour
     rather than the first listed one (never the goal's colour in this store)."""
-    note: bool = False
-    """``reader``: the first reply opens with a note, ``<think>CODE: color=VALUE</think>``
-    (:mod:`intraskill.policy.reader_expert`)."""
+    note: Literal["none", "value", "line"] = "none"
+    """``reader``: the first reply's note (:mod:`intraskill.policy.reader_expert`): ``value``,
+    ``<think>CODE: color=VALUE</think>``; ``line``, ``<think>CODE REST</think>`` with REST the rest of the rule line
+    naming the code, verbatim."""
     p_with: dict[str, float] = {}
     """Competence (or habit) → probability of using it when its chunk is in context (``competence``)."""
     p_without: dict[str, float] = {}

@@ -148,7 +148,7 @@ def test_the_teacher_shops_with_the_colour_its_rules_state(store) -> None:
     engine, colours = store
     config = RuntimeConfig(max_turns=30, temperature=0.0, view="reader", house_codes=CODES)
     banks = reader_banks(CODES, 1)
-    policy = ReaderExpertPolicy(seed=2, note=True)
+    policy = ReaderExpertPolicy(seed=2, note="value")
     tasks = [t for t in engine.train_ids if colours[t] in {"white", "green", "navy"}][:8]
     table = CODES.table(0)
     followed_false = 0
@@ -189,15 +189,26 @@ def test_reader_demonstrations_show_codes_and_whole_chunks(store) -> None:
     jobs = reader_jobs(colours, engine.train_ids, 8, codes, 11, READER.warmstart)
     assert any(not job.skills for job in jobs) and any(job.skills for job in jobs)
     demos = collect_demonstrations(lambda: InProcessEnvironment(engine), jobs, None, seed=11, max_turns=30,
-                                   max_actions=30, view="reader", house_codes=codes, note=True, progress=False)
+                                   max_actions=30, view="reader", house_codes=codes, note="line", progress=False)
     assert len(demos) == len(jobs)
+    copied = 0
     for job, demo in zip(jobs, demos):
         prompt = demo.segments[0][0]
         persona = json.loads(prompt.split("User profile document:\n", 1)[1].split("\n", 1)[0])
         code = codes.table(job.seed)[colours[job.task_id]]
         assert persona["preferences"][CODED_KEY] == code
         assert all(skill.content in prompt for skill in job.skills)
-        assert demo.segments[0][1].startswith(note_text(code, read_rules(s.content for s in job.skills).get(code)))
+        stated = read_rules(s.content for s in job.skills).get(code)
+        note = demo.segments[0][1].split("\n", 1)[0]
+        if stated is None:
+            assert note == note_text(code, None)
+        else:  # the note is the code and the rest of its rule line: one span of the prompt, ending in the colour
+            body = note.removeprefix("<think>").removesuffix("</think>")
+            assert body.startswith(code) and body.endswith(stated) and body in prompt, (note, stated)
+            copied += 1
+    assert copied, "no demonstration had a rule for its code: nothing checked"
+    with pytest.raises(ValueError, match="note"):
+        ReaderExpertPolicy(note="lookup")
 
 
 def test_runtime_codes_the_persona_only_with_house_codes(store) -> None:

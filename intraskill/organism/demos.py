@@ -456,7 +456,7 @@ def collect_demonstrations(
     plan: bool = False,
     house_codes: HouseCodes | None = None,
     explore: float = 1.0,
-    note: bool = False,
+    note: str = "none",
     batch_size: int = 256,
     progress: bool = True,
 ) -> list[Demonstration]:

@@ -9,14 +9,18 @@ that with probability ``explore`` it clicks one of the other offered colours at 
 episode succeeds rarely, so groups are often all wrong and rewards alone teach the codes slowly. Every other
 competence is on.
 
-With ``note`` its first reply opens with a reasoning note, ``<think>CODE: color=VALUE</think>`` (or
-``<think>CODE: ?</think>`` with no rule): the clone copies the code from the profile, then the value from the
-rule that names it, one copy at a time, and later clicks ``color=VALUE`` by copying its own note.
+With a ``note`` its first reply opens with a reasoning note, ``<think>CODE: ?</think>`` when no rule names the
+code, else in one of two forms: ``value``, ``<think>CODE: color=VALUE</think>`` (the clone copies the code from the
+profile, then must look up the value on the line that names it); ``line``, ``<think>CODE REST</think>`` where REST
+is the rest of that rule line, verbatim (the clone copies the code, then continues copying from the code's
+occurrence in the skill block: a lookup turned into a copy, which a two-layer clone learns). Either way it later
+clicks ``color=VALUE`` by copying its own note.
 """
 
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -29,10 +33,12 @@ from intraskill.policy.expert_policy import (
     persona_in,
     read_task_messages,
 )
-from intraskill.shop.house_codes import CODE_POOL, CODED_KEY, read_rules
+from intraskill.shop.house_codes import CODE_POOL, CODED_KEY, read_rules, rule_lines
 from intraskill.skills.render import skill_entries
 
 UNKNOWN = "?"
+NOTES = ("none", "value", "line")
+"""The first reply's note: none, ``<think>CODE: color=VALUE</think>``, or ``<think>CODE REST-OF-RULE-LINE</think>``."""
 
 
 def decoded(system: str, language: str = "en") -> tuple[dict[str, Any], str | None, str | None]:
@@ -48,9 +54,21 @@ def decoded(system: str, language: str = "en") -> tuple[dict[str, Any], str | No
     return {**persona, "preferences": known}, code, value
 
 
-def note_text(code: str, value: str | None) -> str:
-    """The first reply's note: ``<think>CODE: color=VALUE</think>`` or ``<think>CODE: ?</think>``."""
-    return f"{THINK_OPEN}{code}: {f'{CODED_KEY}={value}' if value else UNKNOWN}{THINK_CLOSE}"
+def note_text(code: str, value: str | None, line: str | None = None) -> str:
+    """The first reply's note: ``<think>CODE: ?</think>`` without a rule; with the rule's ``line``, the code and the
+    rest of that line verbatim; else ``<think>CODE: color=VALUE</think>``.
+
+    >>> note_text("fatef", "navy", "- for fatef select navy")
+    '<think>fatef select navy</think>'
+    >>> note_text("fatef", "navy"), note_text("fatef", None)
+    ('<think>fatef: color=navy</think>', '<think>fatef: ?</think>')
+    """
+    if value is None:
+        return f"{THINK_OPEN}{code}: {UNKNOWN}{THINK_CLOSE}"
+    if line is not None:
+        end = re.search(rf"(?<![^\W_]){re.escape(code)}(?![^\W_])", line, re.IGNORECASE).end()
+        return f"{THINK_OPEN}{code}{line[end:].rstrip()}{THINK_CLOSE}"
+    return f"{THINK_OPEN}{code}: {CODED_KEY}={value}{THINK_CLOSE}"
 
 
 class _GuessingExpert(_LawfulExpert):
@@ -69,12 +87,14 @@ class _GuessingExpert(_LawfulExpert):
 
 class ReaderExpertPolicy(ExpertPolicy):
     """The scripted expert that reads house-code rules (every competence on; ``explore``: the chance of a random
-    other colour when the code is unknown; ``note``: the first reply's note)."""
+    other colour when the code is unknown; ``note``: the first reply's note, one of :data:`NOTES`)."""
 
     def __init__(self, seed: int = 0, language: str = "en", max_actions: int = DEFAULT_MAX_ACTIONS, slip_rate: float = 0.0,
-                 explore: float = 1.0, note: bool = False) -> None:
+                 explore: float = 1.0, note: str = "none") -> None:
         if not 0.0 <= explore <= 1.0:
             raise ValueError(f"explore: expected a probability in [0, 1], got {explore!r}")
+        if note not in NOTES:
+            raise ValueError(f"note: expected one of {', '.join(NOTES)}, got {note!r}")
         super().__init__(seed=seed, language=language, max_actions=max_actions, slip_rate=slip_rate)
         self.explore = explore
         self.note = note
@@ -92,7 +112,12 @@ class ReaderExpertPolicy(ExpertPolicy):
     def _reply(self, request: ChatRequest) -> Generation:
         first = request.session_id not in self._sessions
         generation = super()._reply(request)
-        if not (self.note and first):
+        if self.note == "none" or not first:
             return generation
-        _, code, value = decoded(read_task_messages(request.messages, self.language)[0], self.language)
-        return generation if code is None else replace(generation, text=note_text(code, value) + "\n" + generation.text)
+        system = read_task_messages(request.messages, self.language)[0]
+        _, code, value = decoded(system, self.language)
+        if code is None:
+            return generation
+        line = rule_lines(content for _, content in skill_entries(system))[code][1] \
+            if self.note == "line" and value is not None else None
+        return replace(generation, text=note_text(code, value, line) + "\n" + generation.text)

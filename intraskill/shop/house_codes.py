@@ -101,6 +101,15 @@ def read_rules(texts: Iterable[str]) -> dict[str, str]:
     >>> read_rules(["### Colour codes\\n- fatef means navy", "fatef stands for red", "- sikid or baruv: blue"])
     {'fatef': 'navy'}
     """
+    return {code: colour for code, (colour, _) in rule_lines(texts).items()}
+
+
+def rule_lines(texts: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """Code → (colour, the line that states it), read as :func:`read_rules` reads.
+
+    >>> rule_lines(["- for fatef select navy"])
+    {'fatef': ('navy', '- for fatef select navy')}
+    """
     pool, colours, rules = set(CODE_POOL), set(STORE_COLOURS), {}
     for text in texts:
         for line in str(text).splitlines():
@@ -108,5 +117,5 @@ def read_rules(texts: Iterable[str]) -> dict[str, str]:
             codes = [w for w in words if w in pool]
             named = [w for w in words if w in colours]
             if len(codes) == 1 and len(named) == 1:
-                rules.setdefault(codes[0], named[0])
+                rules.setdefault(codes[0], (named[0], line))
     return rules
