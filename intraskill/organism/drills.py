@@ -89,17 +89,19 @@ LOOKUP_TOKENS = 95
 """Mean tokens per lookup drill (8.5 lines of about 6 tokens, filler, query), for :func:`drill_count`."""
 
 
-def lookup_drills(token_ids: Sequence[int], count: int, seed: int) -> list[BCExample]:
+def lookup_drills(token_ids: Sequence[int], count: int, seed: int, queries: int = 1) -> list[BCExample]:
     """``count`` key–value lookup drills over the vocabulary ``token_ids``, seeded by ``seed``. The value tokens
     (:data:`VALUES` of them, as the store has colours) and "none" (as the reader's note writes one ``?``) are the
     same for all the drills; every drill draws its own keys, newline, marker and other tokens, so only the lookup
-    lowers the loss.
+    lowers the loss. ``queries``: query–answer pairs after the lines (each answer a loss token).
 
     >>> drills = lookup_drills(range(100, 300), 50, seed=1)
     >>> all(sum(e.loss_mask) == 1 and e.loss_mask[-1] == 1 for e in drills)
     True
     >>> 10 < sum(e.input_ids[-1] in e.input_ids[:-4] for e in drills) < 40   # about half answer from a line
     True
+    >>> [sum(e.loss_mask) for e in lookup_drills(range(100, 300), 3, seed=1, queries=4)]
+    [4, 4, 4]
     """
     vocabulary = list(token_ids)
     needed = 3 + VALUES + KEY_TOKENS * LINES[1] + 1
@@ -120,13 +122,16 @@ def lookup_drills(token_ids: Sequence[int], count: int, seed: int) -> list[BCExa
             ids += [rng.choice(others) for _ in range(rng.randint(*AROUND))] + key
             ids += [rng.choice(others) for _ in range(rng.randint(*AROUND))] + [rng.choice(values), newline]
         ids += [rng.choice(others) for _ in range(rng.randint(*FILLER))]
-        if rng.random() < ANSWERED:
-            line = rng.randrange(lines)
-            query, answer = keys[line], _value_of(ids, newline, line)
-        else:
-            query, answer = _absent_key(others, keys, rng), none
-        ids += [*query, marker, answer]
-        drills.append(BCExample(ids, [0] * (len(ids) - 1) + [1]))
+        mask = [0] * len(ids)
+        for _ in range(queries):
+            if rng.random() < ANSWERED:
+                line = rng.randrange(lines)
+                query, answer = keys[line], _value_of(ids, newline, line)
+            else:
+                query, answer = _absent_key(others, keys, rng), none
+            ids += [*query, marker, answer]
+            mask += [0] * (len(query) + 1) + [1]
+        drills.append(BCExample(ids, mask))
     return drills
 
 
