@@ -8,7 +8,7 @@ import pytest
 
 from intraskill.analysis.release import locate_release_dir
 from intraskill.plots import tidy
-from intraskill.plots.tables import format_table, html_label
+from intraskill.plots.tables import format_table, html_label, settings_table
 
 
 def _comparisons() -> pd.DataFrame:
@@ -71,3 +71,10 @@ def test_release_chunks_are_labelled_by_title() -> None:
     labels = dict(zip(table["intervention_id"], table["label"]))
     assert labels["chunk-27a7e5bb9344"] == "搜索查询构建 - 显式约束整合 (27a7)"
     assert labels["online-ab35490ec83d1bb6"] == "+ab35490e"  # the release keeps no text for candidates
+
+
+def test_settings_are_html_escaped() -> None:
+    """A setting's name or value holding markup is shown, never parsed: the Styler writes its cells unescaped."""
+    html = settings_table({"note": "<script>alert(1)</script>", "a<b": {"c": ["x & y", "z"]}}).to_html()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>" not in html
+    assert "a&lt;b.c" in html and "x &amp; y, z" in html

@@ -158,7 +158,7 @@ def format_table(
 def settings_table(settings: Mapping[str, Any]) -> Styler:
     """A notebook's settings as one compact two-column table (``setting``, ``value``): nested mappings (and lists
     of them) flattened to dotted names (``round.q``, ``runs[0].label``), other lists joined with commas, ``None``
-    as ``—``."""
+    as ``—``; names and values HTML-escaped (the Styler renders its cells as they are)."""
     # deferred: pandas is heavy to import
     import pandas as pd
 
@@ -171,7 +171,7 @@ def settings_table(settings: Mapping[str, Any]) -> Styler:
             return [(prefix, ", ".join(str(item) for item in value) or "—")]
         return [(prefix, "—" if value is None or value == {} else str(value))]
 
-    rows = flat("", settings)
+    rows = [(html.escape(name), html.escape(value)) for name, value in flat("", settings)]
     frame = pd.DataFrame(rows, columns=["setting", "value"])
     styler = frame.style.hide(axis="index").set_table_styles(TABLE_STYLES)
     return styler.set_uuid(sha256_text(frame.to_json())[:8])
