@@ -174,7 +174,7 @@ def test_static_renderer_resolves_embeds(tmp_path: Path) -> None:
     executed = _tiny_project(tmp_path)
     pages = render_static_site(tmp_path, executed, tmp_path / "_site")
     assert sorted(p.relative_to(tmp_path / "_site").as_posix() for p in pages) == [
-        "report/en/a.html", "report/index.html", "report/zh/a.html"]
+        "notebooks/nb.html", "report/en/a.html", "report/index.html", "report/zh/a.html"]
     english = (tmp_path / "_site" / "report" / "en" / "a.html").read_text(encoding="utf-8")
     assert f'src="data:image/png;base64,{base64.b64encode(PNG_SIGNATURE + b"fake").decode()}"' in english
     assert "a warning" not in english and "&lt;Figure&gt;" not in english
@@ -349,6 +349,37 @@ def test_footer_names_commit_mode_records_and_smoke_builds(tmp_path: Path) -> No
     (quarto / "report" / "index.html").write_text("<html><body>no main</body></html>", encoding="utf-8")
     with pytest.raises(ValueError, match="no <main> element"):
         stamp_quarto_site(tmp_path, quarto, record)
+
+
+def test_build_fails_on_a_bad_page_with_one_line_per_problem(tmp_path: Path) -> None:
+    """`intraskill report build` checks every page it writes, report and notebook pages alike: a planted empty
+    section and a dict repr fail the build, each problem on one line naming its page; --no-check builds anyway."""
+    from typer.testing import CliRunner
+
+    from intraskill.cli import app
+
+    executed = _tiny_project(tmp_path)
+    (tmp_path / MANIFEST_PATH).write_text("notebooks:\n  - name: nb\n", encoding="utf-8")
+    clean = ["report", "build", "--root", str(tmp_path), "--static", "--no-execute"]
+    built = CliRunner().invoke(app, clean)
+    assert built.exit_code == 0 and "page check: 0 problem(s)" in built.stdout and "page problem" not in built.stderr
+    page = tmp_path / "report" / "en" / "a.qmd"
+    page.write_text(page.read_text(encoding="utf-8") + "\n## Empty {#sec-e}\n\n## Raw {#sec-r}\n\n{{< embed "
+                    "../../runs/report/notebooks/nb.ipynb#tbl-raw >}}\n", encoding="utf-8")
+    notebook = nbformat.read(executed / "nb.ipynb", as_version=4)
+    notebook.cells.append(nbformat.v4.new_code_cell("#| label: tbl-raw\nsettings", outputs=[nbformat.v4.new_output(
+        "execute_result", data={"text/plain": "{'checkpoint': 'params/x'}"}, execution_count=2)]))
+    nbformat.write(notebook, executed / "nb.ipynb")
+    failed = CliRunner().invoke(app, clean)
+    assert failed.exit_code == 1 and "page check: 4 problem(s)" in failed.stdout
+    assert [line for line in failed.stderr.splitlines() if line.startswith("page problem: ")] == [
+        "page problem: report/en/a.html: empty section: 'Empty'",
+        "page problem: report/en/a.html: Python repr: \"{'checkpoint':\"",
+        "page problem: notebooks/nb.html: Python repr: \"{'checkpoint':\"",
+        "page problem: notebooks/nb.html: bare value: \"{'checkpoint': 'params/x'}\""]
+    assert "4 problem(s) on 2 page(s)" in failed.stderr and "--no-check" in failed.stderr
+    unchecked = CliRunner().invoke(app, [*clean, "--no-check"])
+    assert unchecked.exit_code == 0 and "page check skipped (--no-check)" in unchecked.stdout
 
 
 def test_headline_prints_a_labelled_cell_and_the_notebook_path(tmp_path: Path) -> None:

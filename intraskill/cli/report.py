@@ -37,19 +37,31 @@ def build(
         None, "--rerun", help="Re-run this notebook's experiment (repeatable; e.g. 08_controls runs the organism "
         "control matrix, hours on 2 cores; 03_gate the gate validation, 14 min) instead of analysing the records "
         "there are."),
+    check: bool = typer.Option(
+        True, "--check/--no-check", help="Check every page written for what a reader must not see (an empty "
+        "section, raw TeX, a Python repr, a JSON dump, an unformatted table, a traceback) and exit 1 listing each "
+        "problem; --no-check skips the check."),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Execute the manifest notebooks (report/notebooks.yaml; unchanged ones are re-used), export the data runs
-    and render the site into _site/."""
+    """Execute the manifest notebooks (report/notebooks.yaml; unchanged ones are re-used), export the data runs,
+    render the site into _site/ and check its pages."""
     # deferred: a verb loads its stage only when it runs
     from intraskill.report.build import build_report
 
     result = build_report(root, run_dir=run_dir, site_dir=site_dir, quick=quick, execute=execute,
-                          use_quarto=quarto, only=only, force=force, rerun=rerun or (), echo=note)
+                          use_quarto=quarto, only=only, force=force, rerun=rerun or (), check=check, echo=note)
+    found = sum(len(problems) for problems in result.problems.values())
+    checked = f"page check: {found} problem(s)" if result.checked else "page check skipped (--no-check)"
     emit(result.to_dict(), as_json,
-         f"{result.renderer} site: {result.site_dir} ({len(result.pages)} pages); serve it with "
+         f"{result.renderer} site: {result.site_dir} ({len(result.pages)} pages; {checked}); serve it with "
          f"`python -m http.server -d {result.site_dir}` and open http://127.0.0.1:8000/ (the episode browser "
          "reads its data over HTTP)")
+    for page, problems in result.problems.items():
+        for problem in problems:
+            note(f"page problem: {page}: {problem}")
+    if found:
+        note(f"the page check found {found} problem(s) on {len(result.problems)} page(s), listed above: fix them, "
+             "or build anyway with --no-check")
     if not result.ok:
         raise typer.Exit(1)
 

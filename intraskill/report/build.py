@@ -15,6 +15,9 @@ own run under ``runs/``) analyses records rather than producing them: when none 
 executed (status ``no-records``, its page says so) unless the build re-runs it (``rerun``: the entry's ``rerun``
 parameters, e.g. running the whole experiment) or is quick. ``<run_dir>/build.json`` records the build: commit,
 date, mode and, per notebook, its status and the record directories it read (the site's footer shows them).
+Every page the build writes goes through the page check (:func:`intraskill.report.pagecheck.site_problems`: no empty
+section, raw TeX, Python repr, JSON dump, unformatted DataFrame or traceback); a problem fails the build unless
+``check`` is off (``intraskill report build --no-check``).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from intraskill.jsonl import JsonlWriter, iter_jsonl, write_json
 from intraskill.plots.style import find_cjk_font
 from intraskill.provenance import git_commit
 from intraskill.report.data import DATA_DIR, export_report_data
+from intraskill.report.pagecheck import site_problems
 from intraskill.report.progress import clock, progress_engine
 from intraskill.report.site import BUILD_FILE, render_static_site, stamp_quarto_site
 
@@ -122,11 +126,15 @@ class ReportBuild:
     site_dir: str
     pages: list[str]
     data_runs: list[str] = field(default_factory=list)
+    problems: dict[str, list[str]] = field(default_factory=dict)
+    """The page check's findings: page (relative to the site) → its problems (empty when the check was off)."""
+    checked: bool = True
+    """Whether the pages went through the page check."""
 
     @property
     def ok(self) -> bool:
-        """True when no notebook failed."""
-        return all(run.status != "failed" for run in self.notebooks)
+        """True when no notebook failed and the page check found nothing."""
+        return all(run.status != "failed" for run in self.notebooks) and not self.problems
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
@@ -402,6 +410,7 @@ def build_report(
     force: bool = False,
     rerun: Sequence[str] = (),
     data_root: str | Path | None = None,
+    check: bool = True,
     echo: Callable[[str], None] = print,
 ) -> ReportBuild:
     """Execute the manifest notebooks, export the data runs and render the report site.
@@ -430,6 +439,9 @@ def build_report(
         Manifest notebooks whose experiment is re-run (their ``rerun`` parameters; executed even without records).
     data_root : path, optional
         Folder the manifest's ``data`` globs (``runs/…``) are matched in. Default ``root``.
+    check : bool
+        Run the page check on every page written (:attr:`ReportBuild.problems`; any problem makes the build not
+        :attr:`~ReportBuild.ok`).
 
     Returns
     -------
@@ -472,4 +484,6 @@ def build_report(
         echo(f"quarto is not on PATH: rendering a static HTML site with nbconvert + mistune into {out}")
         pages = [str(page) for page in render_static_site(base, executed_dir, out, runs_root / DATA_DIR, build)]
     data.copy_into(out)
-    return ReportBuild(runs, "quarto" if quarto else "static", str(out), pages, [run.name for run in data.runs])
+    problems = site_problems(out, pages) if check else {}
+    return ReportBuild(runs, "quarto" if quarto else "static", str(out), pages, [run.name for run in data.runs],
+                       problems, check)

@@ -5,12 +5,17 @@ browser's DOM after its scripts ran).
 On a notebook page (nbconvert's ``jp-`` markup) the cells' code is not read (a dict literal is fine there), but
 every output is: a notebook shows a formatted table, a figure or a sentence, so a bare value (``Out[ ]:`` as plain
 text), a printed path on a line of its own or a printed JSON dump is a problem too.
+
+:func:`site_problems` checks every page a report build wrote (``intraskill report build`` fails on any problem
+unless it is given ``--no-check``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from html.parser import HTMLParser
+from pathlib import Path
 
 RAW_TEX = re.compile(r"\$[^$\s][^$\n]*\$")
 PYTHON_REPR = re.compile(r"\{'[^'\n]+': |<[\w.]+ object at 0x[0-9a-f]+>|\bdtype: \w+|^\s*Name: \w+, dtype"
@@ -113,3 +118,16 @@ def page_problems(html_text: str) -> list[str]:
     problems += [f"bare value: {''.join(parts).strip()[:80]!r}" for kind, parts in page.outputs if kind == "value"]
     problems += ["unformatted DataFrame (show it with intraskill.plots.tables.format_table)"] * page.raw_frames
     return problems
+
+
+def site_problems(site_dir: str | Path, pages: Iterable[str | Path]) -> dict[str, list[str]]:
+    """:func:`page_problems` of each page a build wrote, for the pages that have any: page (its path relative to
+    ``site_dir``) → problems."""
+    base = Path(site_dir).resolve()
+    found = {}
+    for page in pages:
+        path = Path(page).resolve()
+        problems = page_problems(path.read_text(encoding="utf-8"))
+        if problems:
+            found[path.relative_to(base).as_posix() if path.is_relative_to(base) else str(path)] = problems
+    return found

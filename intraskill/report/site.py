@@ -520,7 +520,8 @@ def render_static_site(root: str | Path, executed_dir: str | Path, out_dir: str 
     Writes ``<out_dir>/<page>.html`` for each page (same layout as Quarto's output), the notebook exports
     and an ``index.html`` that redirects to the landing page. Includes under ``runs/report/data/`` are read
     from ``data_dir`` when given; ``record`` (the build record) puts commit, date, mode and records into each
-    page's footer and a smoke-build banner on the pages a quick notebook feeds. Returns the written page paths.
+    page's footer and a smoke-build banner on the pages a quick notebook feeds. Returns the written pages: the
+    report pages, then the notebook pages.
     """
     base, executed, out = Path(root), Path(executed_dir), Path(out_dir)
     config = load_site_config(base)
@@ -547,4 +548,4 @@ def render_static_site(root: str | Path, executed_dir: str | Path, out_dir: str 
         "</body></html>\n",
         encoding="utf-8",
     )
-    return written
+    return written + [out / "notebooks" / f"{name}.html" for name in notebooks]
