@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from intraskill.analysis.release import locate_release_dir, reanalyse_release
 from intraskill.evaluate.records import PairedBlock
+from intraskill.experiment.results import MatrixResult
+from intraskill.experiment.shipped import SHIPPED, YOUR_RUN
 from intraskill.organism.gate_validation import GateValidationReport, SeedValidation, TruthComparison
 from intraskill.organism.manifest import WarmstartManifest
 from intraskill.paths import project_root
@@ -94,3 +98,15 @@ def test_transcript_quotes_every_page_under_a_caption() -> None:
         "```text\nWebShop [SEP] Search\n```", "**Turn 1: the action**", "```text\nsearch[mug]\n```",
         "**Turn 1: the page it led to**", "````text\nResults ``` $12.99\n````", "**Turn 2: the action**",
         "```text\nclick[buy now]\n```", "**Turn 2: the page it led to**", "```text\nThank you\n```"]
+
+
+def test_matrix_source_names_the_records_in_the_page_language() -> None:
+    """The controls page says which matrix it shows (the user's run before the shipped records), in its language."""
+    own = MatrixResult(Path("runs/organism/controls"), {"rounds": 2}, {}, (), ())
+    shipped = MatrixResult(Path("data/results/organism/controls"), {"rounds": 2}, {}, (), ())
+    assert prose.matrix_source({YOUR_RUN: own, SHIPPED: shipped}, "en") == (
+        "The figures and tables below come from **your run** (`runs/organism/controls`: 0 cells, 2 round(s) each); "
+        "this table shows the shipped records (`data/results/organism/controls`) beside them.")
+    assert prose.matrix_source({SHIPPED: shipped}, "zh") == (
+        "以下图表来自**随包发布的记录**（`data/results/organism/controls`：0 个单元，每个单元 2 轮）。")
+    assert "你自己的运行" in prose.matrix_source({YOUR_RUN: own, SHIPPED: shipped}, "zh")

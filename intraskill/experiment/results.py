@@ -319,7 +319,8 @@ class MatrixResult:
         return pd.DataFrame(rows)
 
     def comparisons(self) -> pd.DataFrame:
-        """One row per comparison, condition and metric."""
+        """One row per comparison, condition and metric; ``0->1`` / ``1->0`` the tasks arm a fixed / broke
+        relative to arm b, pooled over seeds (success only)."""
         # deferred: pandas is heavy to import and only the frames need it
         import pandas as pd
 
@@ -330,8 +331,8 @@ class MatrixResult:
                          "mean": record["mean"], "ci_low": record["ci_low"], "ci_high": record["ci_high"],
                          "seeds": record["seeds"], "tasks": record["tasks"], "method": record["method"],
                          "p_value": record["p_value"], "role": c.role, "p_holm": c.p_holm,
-                         "fixed (0→1)": (c.transitions or {}).get("0->1"),
-                         "broken (1→0)": (c.transitions or {}).get("1->0"), "verdict": c.verdict})
+                         "0->1": (c.transitions or {}).get("0->1"), "1->0": (c.transitions or {}).get("1->0"),
+                         "verdict": c.verdict})
         return pd.DataFrame(rows)
 
 

@@ -155,14 +155,5 @@ def sources_table(sources: dict[str, MatrixResult]) -> pd.DataFrame:
         for arm in result.arms:
             rows.append({"source": source, "directory": str(result.out_dir), "arm": arm,
                          "seeds": sum(c.arm == arm for c in result.cells), "rounds": result.plan["rounds"],
-                         "deployed success": deployed.get(arm)})
-    return pd.DataFrame(rows, columns=["source", "directory", "arm", "seeds", "rounds", "deployed success"])
-
-
-def sources_sentence(sources: dict[str, MatrixResult]) -> str:
-    """Which matrix the figures and tables come from, in one Markdown sentence (the first of ``sources``)."""
-    (source, result), *others = sources.items()
-    sentence = (f"The figures and tables below come from **{source}** (`{result.out_dir}`: {len(result.cells)} "
-                f"cells, {result.plan['rounds']} round(s) each)")
-    beside = [f"the {name} (`{other.out_dir}`)" for name, other in others]
-    return sentence + (f"; {' and '.join(beside)} are shown beside them in this table." if beside else ".")
+                         "deployed_success": deployed.get(arm)})
+    return pd.DataFrame(rows, columns=["source", "directory", "arm", "seeds", "rounds", "deployed_success"])

@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from intraskill.evaluate.records import PairedBlock
 from intraskill.organism.manifest import WarmstartMetrics
+from intraskill.plots.labels import label
 from intraskill.policy.warmstarts import GroundTruth
 from intraskill.shop.actions import LANGUAGES
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from intraskill.experiment.results import MatrixResult
     from intraskill.pipeline.gate_b import GateBResult
 
 ARROW = " → "
@@ -189,6 +191,22 @@ def gate_validation(reports: Mapping[int, Any], language: str) -> str:
                 f"置信区间覆盖率为 {coverage}；可达 ρ 为 {attainable}；目标（ρ ≥ 0.8，覆盖率 ≥ 0.9）"
                 f"{'已达到' if report.meets_target else '未达到'}。")
     return " ".join(sentences)
+
+
+def matrix_source(sources: Mapping[str, MatrixResult], language: str) -> str:
+    """Which control matrix a page's figures and tables come from (the first of ``sources``, as
+    :func:`intraskill.experiment.shipped.matrix_sources` orders them: the user's own run, else the shipped
+    records), and which other source its first table shows beside it."""
+    _check(language)
+    (source, result), *others = sources.items()
+    name, cells, rounds = label(f"source_{source}", language), len(result.cells), result.plan["rounds"]
+    beside = [f"{label(f'source_{other}', language)} (`{matrix.out_dir}`)" for other, matrix in others]
+    if language == "en":
+        return (f"The figures and tables below come from **{name}** (`{result.out_dir}`: {cells} cells, {rounds} "
+                f"round(s) each)" + (f"; this table shows the {' and the '.join(beside)} beside them." if beside
+                                     else "."))
+    return (f"以下图表来自**{name}**（`{result.out_dir}`：{cells} 个单元，每个单元 {rounds} 轮）"
+            + (f"；本表同时列出{'和'.join(beside)}以作对照。" if beside else "。"))
 
 
 def _quoted(text: str) -> str:
