@@ -491,8 +491,8 @@ class WarmstartParams(_Section):
     rather than the first listed one (never the goal's colour in this store)."""
     note: Literal["none", "value", "line"] = "none"
     """``reader``: the first reply's note (:mod:`intraskill.policy.reader_expert`): ``value``,
-    ``<think>CODE: color=VALUE</think>``; ``line``, ``<think>CODE REST</think>`` with REST the rest of the rule line
-    naming the code, verbatim."""
+    ``<think>CODE: color=VALUE</think>``; ``line``, ``<think>CODE REST; color=VALUE</think>`` with REST the rest of
+    the rule line naming the code, verbatim."""
     p_with: dict[str, float] = {}
     """Competence (or habit) → probability of using it when its chunk is in context (``competence``)."""
     p_without: dict[str, float] = {}

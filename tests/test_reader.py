@@ -202,9 +202,10 @@ def test_reader_demonstrations_show_codes_and_whole_chunks(store) -> None:
         note = demo.segments[0][1].split("\n", 1)[0]
         if stated is None:
             assert note == note_text(code, None)
-        else:  # the note is the code and the rest of its rule line: one span of the prompt, ending in the colour
-            body = note.removeprefix("<think>").removesuffix("</think>")
+        else:  # the code and the rest of its rule line (one span of the prompt, ending in the colour), then the click's form
+            body, _, click = note.removeprefix("<think>").removesuffix("</think>").partition("; ")
             assert body.startswith(code) and body.endswith(stated) and body in prompt, (note, stated)
+            assert click == f"{CODED_KEY}={stated}", note
             copied += 1
     assert copied, "no demonstration had a rule for its code: nothing checked"
     with pytest.raises(ValueError, match="note"):

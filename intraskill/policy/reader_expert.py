@@ -11,10 +11,10 @@ competence is on.
 
 With a ``note`` its first reply opens with a reasoning note, ``<think>CODE: ?</think>`` when no rule names the
 code, else in one of two forms: ``value``, ``<think>CODE: color=VALUE</think>`` (the clone copies the code from the
-profile, then must look up the value on the line that names it); ``line``, ``<think>CODE REST</think>`` where REST
-is the rest of that rule line, verbatim (the clone copies the code, then continues copying from the code's
-occurrence in the skill block: a lookup turned into a copy, which a two-layer clone learns). Either way it later
-clicks ``color=VALUE`` by copying its own note.
+profile, then must look up the value on the line that names it); ``line``, ``<think>CODE REST; color=VALUE</think>``
+where REST is the rest of that rule line, verbatim (the clone copies the code, then continues copying from the
+code's occurrence in the skill block: a lookup turned into a copy), and VALUE repeats the line's last colour in the
+form the click takes. Either way it later clicks ``color=VALUE`` by copying ``color=VALUE`` from its own note.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from intraskill.skills.render import skill_entries
 
 UNKNOWN = "?"
 NOTES = ("none", "value", "line")
-"""The first reply's note: none, ``<think>CODE: color=VALUE</think>``, or ``<think>CODE REST-OF-RULE-LINE</think>``."""
+"""The first reply's note: none, ``<think>CODE: color=VALUE</think>``, or
+``<think>CODE REST-OF-RULE-LINE; color=VALUE</think>``."""
 
 
 def decoded(system: str, language: str = "en") -> tuple[dict[str, Any], str | None, str | None]:
@@ -55,11 +56,11 @@ def decoded(system: str, language: str = "en") -> tuple[dict[str, Any], str | No
 
 
 def note_text(code: str, value: str | None, line: str | None = None) -> str:
-    """The first reply's note: ``<think>CODE: ?</think>`` without a rule; with the rule's ``line``, the code and the
-    rest of that line verbatim; else ``<think>CODE: color=VALUE</think>``.
+    """The first reply's note: ``<think>CODE: ?</think>`` without a rule; with the rule's ``line``, the code, the
+    rest of that line verbatim and ``; color=VALUE``; else ``<think>CODE: color=VALUE</think>``.
 
     >>> note_text("fatef", "navy", "- for fatef select navy")
-    '<think>fatef select navy</think>'
+    '<think>fatef select navy; color=navy</think>'
     >>> note_text("fatef", "navy"), note_text("fatef", None)
     ('<think>fatef: color=navy</think>', '<think>fatef: ?</think>')
     """
@@ -67,7 +68,7 @@ def note_text(code: str, value: str | None, line: str | None = None) -> str:
         return f"{THINK_OPEN}{code}: {UNKNOWN}{THINK_CLOSE}"
     if line is not None:
         end = re.search(rf"(?<![^\W_]){re.escape(code)}(?![^\W_])", line, re.IGNORECASE).end()
-        return f"{THINK_OPEN}{code}{line[end:].rstrip()}{THINK_CLOSE}"
+        return f"{THINK_OPEN}{code}{line[end:].rstrip()}; {CODED_KEY}={value}{THINK_CLOSE}"
     return f"{THINK_OPEN}{code}: {CODED_KEY}={value}{THINK_CLOSE}"
 
 
