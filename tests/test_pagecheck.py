@@ -62,8 +62,8 @@ FRAME = "unformatted DataFrame (show it with intraskill.plots.tables.format_tabl
      ["Python repr: \"{'episodes':\"", "Python repr: \"{'success':\""]),
     (_stream(json.dumps({"checkpoint": "/x/model", "steps": 2}, indent=1) + "\n"), ["JSON dump: '{ \"checkpoint\":'"]),
     (_stream("/srv/runs/organism/warmstart\n"), ["bare path: '/srv/runs/organism/warmstart'"]),
-    (_result(**{"text/plain": "PosixPath('/srv/runs/x')"}),
-     ["Python repr: 'PosixPath('", "bare value: \"PosixPath('/srv/runs/x')\""]),
+    (_result(**{"text/plain": "PosixPath('runs/x')"}),
+     ["Python repr: 'PosixPath('", "bare value: \"PosixPath('runs/x')\""]),
     (_result(**{"text/plain": "41"}), ["bare value: '41'"]),
     (_result(**{"text/html": pd.DataFrame({"tasks": [400.0]}).to_html(), "text/plain": "   tasks\n0  400.0"}), [FRAME]),
     (_stream("success np.float64(0.5)\n"), ["Python repr: 'np.float64('"]),
@@ -86,7 +86,7 @@ def test_notebook_markdown_is_read_as_prose(tmp_path: Path) -> None:
 def test_report_page_problems() -> None:
     """A report page: an empty section, raw TeX in prose (not in code), a repr, a JSON dump in prose, a raw
     DataFrame and a traceback; a path in prose or code is not a notebook output and passes."""
-    page = ("<main><h2>Empty</h2><h2>Full</h2><p>Bank $S_0$ and <code>$HOME</code> at /work/runs</p>"
+    page = ("<main><h2>Empty</h2><h2>Full</h2><p>Bank $S_0$ and <code>$HOME</code> at runs/</p>"
             "<pre>{'a': 1}</pre><p>{\"a\": 1}</p>" + pd.DataFrame({"a": [1]}).to_html()
             + "<pre>ValueError: bad</pre></main>")
     assert page_problems(page) == ["empty section: 'Empty'", "raw TeX: '$S_0$'", "Python repr: \"{'a':\"",
