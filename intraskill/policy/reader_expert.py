@@ -33,7 +33,7 @@ from intraskill.policy.expert_policy import (
     persona_in,
     read_task_messages,
 )
-from intraskill.shop.house_codes import CODE_POOL, CODED_KEY, read_rules, rule_lines
+from intraskill.shop.house_codes import CODE_POOL, CODED_KEY, rule_lines
 from intraskill.skills.render import skill_entries
 
 UNKNOWN = "?"
@@ -42,17 +42,18 @@ NOTES = ("none", "value", "line")
 ``<think>CODE REST-OF-RULE-LINE; color=VALUE</think>``."""
 
 
-def decoded(system: str, language: str = "en") -> tuple[dict[str, Any], str | None, str | None]:
-    """``(persona as the expert knows it, the profile's code, the colour the rules give it)``: the code replaced by
-    its colour, or the colour dropped when no rule names the code; ``(persona, None, None)`` without a code."""
+def decoded(system: str, language: str = "en") -> tuple[dict[str, Any], str | None, tuple[str, str] | None]:
+    """``(persona as the expert knows it, the profile's code, (the colour the rules give it, the line saying so))``:
+    the code replaced by its colour, or the colour dropped when no rule names the code; ``(persona, None, None)``
+    without a code."""
     persona = persona_in(system, language)
     prefs = persona.get("preferences")
     code = str(prefs.get(CODED_KEY, "")).casefold() if isinstance(prefs, dict) else ""
     if code not in CODE_POOL:
         return persona, None, None
-    value = read_rules(content for _, content in skill_entries(system)).get(code)
-    known = {k: v for k, v in prefs.items() if k != CODED_KEY} | ({CODED_KEY: value} if value else {})
-    return {**persona, "preferences": known}, code, value
+    rule = rule_lines(content for _, content in skill_entries(system)).get(code)
+    known = {k: v for k, v in prefs.items() if k != CODED_KEY} | ({CODED_KEY: rule[0]} if rule else {})
+    return {**persona, "preferences": known}, code, rule
 
 
 def note_text(code: str, value: str | None, line: str | None = None) -> str:
@@ -115,10 +116,9 @@ class ReaderExpertPolicy(ExpertPolicy):
         generation = super()._reply(request)
         if self.note == "none" or not first:
             return generation
-        system = read_task_messages(request.messages, self.language)[0]
-        _, code, value = decoded(system, self.language)
+        _, code, rule = decoded(read_task_messages(request.messages, self.language)[0], self.language)
         if code is None:
             return generation
-        line = rule_lines(content for _, content in skill_entries(system))[code][1] \
-            if self.note == "line" and value is not None else None
-        return replace(generation, text=note_text(code, value, line) + "\n" + generation.text)
+        value, line = rule if rule is not None else (None, None)
+        return replace(generation, text=note_text(code, value, line if self.note == "line" else None) + "\n"
+                       + generation.text)
