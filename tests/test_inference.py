@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from intraskill.evaluate.bootstrap import paired_bootstrap_ci
-from intraskill.experiment.inference import contrast_interval, holm, power, seeds_needed
+from intraskill.experiment.inference import contrast_interval, holm, pilot_seed_count, power, seeds_needed
 from intraskill.experiment.results import Contrast, declared
 from intraskill.params import FamilyParams
 from intraskill.paths import project_root
@@ -98,6 +98,18 @@ def test_power_of_a_three_point_difference_at_the_organisms_seed_spread() -> Non
     assert figures == pytest.approx([0.236, 0.543, 0.928], abs=0.002)
     assert seeds_needed(3.0, seed_sd=2.46) == 8 and seeds_needed(3.0, 0.9, seed_sd=2.46) == 10
     assert power(0.0, seed_sd=2.46, seeds=5) == pytest.approx(0.05)
+
+
+def test_a_pilots_seed_count_is_the_power_rule_within_its_bounds() -> None:
+    spread = pilot_seed_count([0.0, 2.46 * 2 ** 0.5, 2.46 * 2 ** 0.5 / 2], 3.0, least=2, most=20)
+    assert spread.seed_sd == pytest.approx(2.46 * 2 ** 0.5 * 0.5) and spread.needed == spread.seeds
+    assert spread.needed == seeds_needed(3.0, seed_sd=spread.seed_sd)
+    assert pilot_seed_count([1.0, 1.0, 1.0], 3.0, least=10, most=20).seeds == 10  # no spread: the least
+    assert pilot_seed_count([1.0, 3.0, 2.0], 3.0, least=10, most=20).seeds == 10  # SD 1: 4 needed, 10 declared
+    wide = pilot_seed_count([-10.0, 10.0, 0.0], 3.0, least=10, most=20)
+    assert wide.needed > 20 and wide.seeds == 20
+    with pytest.raises(ValueError, match="at least 2 pilot seeds"):
+        pilot_seed_count([1.0], 3.0, least=10, most=20)
 
 
 def test_reduced_coverage_the_interval_holds_and_the_old_bootstrap_does_not(bench: ModuleType) -> None:

@@ -168,3 +168,31 @@ def seeds_needed(difference: float, target: float = 0.8, *, seed_sd: float, conf
         if power(difference, seed_sd=seed_sd, seeds=seeds, confidence=confidence) >= target:
             return seeds
     raise ValueError(f"seeds_needed: more than {most} seeds for power {target}")
+
+
+@dataclass(frozen=True)
+class SeedCount:
+    """A pilot's seed-count rule applied (docs/preregistration.md): the per-seed differences it measured, their
+    SD, the fewest seeds with ``target`` power for ``difference`` at that SD, and the count within
+    [``least``, ``most``]."""
+
+    per_seed: tuple[float, ...]
+    seed_sd: float
+    difference: float
+    target: float
+    needed: int
+    seeds: int
+
+
+def pilot_seed_count(per_seed: Sequence[float], difference: float, *, least: int, most: int,
+                     target: float = 0.8) -> SeedCount:
+    """The seed count a pilot's per-seed mean differences give: :func:`seeds_needed` at their SD (``ddof`` 1),
+    at least ``least`` and at most ``most``; an SD of 0 needs ``least``."""
+    if len(per_seed) < 2:
+        raise ValueError(f"pilot_seed_count: need at least 2 pilot seeds, got {len(per_seed)}")
+    if not 2 <= least <= most:
+        raise ValueError(f"pilot_seed_count: need 2 <= least <= most, got {least} and {most}")
+    mean = sum(per_seed) / len(per_seed)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in per_seed) / (len(per_seed) - 1))
+    needed = seeds_needed(difference, target, seed_sd=sd, most=10 ** 6) if sd > 0 else least
+    return SeedCount(tuple(float(v) for v in per_seed), sd, difference, target, needed, min(most, max(least, needed)))
