@@ -65,6 +65,8 @@ class _Section(BaseModel):
 
     plan_optional: ClassVar[tuple[str, ...]] = ()
     """Fields added after plans were first written: :func:`section_plan` leaves them out at their defaults."""
+    plan_excluded: ClassVar[tuple[str, ...]] = ()
+    """Fields no result depends on (how work is batched): :func:`section_plan` always leaves them out."""
 
 
 def _tuple_from_list(value: Any) -> Any:
@@ -175,10 +177,16 @@ class SamplingParams(_Section):
 
 
 class EvaluationParams(_Section):
-    """Evaluation runs: repeats per task and the paired bootstrap."""
+    """Evaluation runs: repeats per task, the lockstep batch and the paired bootstrap."""
+
+    plan_excluded: ClassVar[tuple[str, ...]] = ("batch_size",)
 
     repeats: int = Field(1, ge=1)
     task_limit: int | None = Field(None, ge=1)
+    batch_size: int = Field(32, ge=1)
+    """Episodes per lockstep batch of an evaluation run (and sessions per forward of its in-process model). No
+    episode and no file depends on it where the model's arithmetic does not (:mod:`intraskill.evaluate.runner`):
+    a larger batch spreads each decode step's fixed cost over more rows, a smaller one holds fewer KV caches."""
     bootstrap_samples: int = Field(10_000, ge=100)
     bootstrap_seed: int = RELEASE_SEED
 
@@ -882,8 +890,9 @@ class Params(_Section):
 
 def section_plan(section: BaseModel) -> dict[str, Any]:
     """A section's JSON dump as plans record it: its ``plan_optional`` fields only where they differ from their
-    defaults (so a field added later leaves the plans written before it valid)."""
-    data = section.model_dump(mode="json")
+    defaults (so a field added later leaves the plans written before it valid), never its ``plan_excluded``
+    ones."""
+    data = section.model_dump(mode="json", exclude=set(getattr(section, "plan_excluded", ())))
     for name in getattr(section, "plan_optional", ()):
         if getattr(section, name) == type(section).model_fields[name].default:
             del data[name]
@@ -907,6 +916,7 @@ def plan_dump(params: Params) -> dict[str, Any]:
     data["skill1"] = section_plan(params.skill1)
     data["warmstart"] = section_plan(params.warmstart)
     data["round"] = section_plan(params.round)
+    data["evaluation"] = section_plan(params.evaluation)
     data["matrix"] = section_plan(params.matrix)
     data["matrix"]["define"] = {name: section_plan(arm) for name, arm in params.matrix.define.items()}
     del data["round"]["report_to"]

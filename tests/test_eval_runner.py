@@ -13,9 +13,10 @@ from intraskill.agent.runtime import episode_seed
 from intraskill.agent.traces import read_traces
 from intraskill.chat.base import ChatRequest, Generation, SessionTokens
 from intraskill.evaluate.records import EvalSummary
-from intraskill.evaluate.runner import PlanMismatchError, read_plan, run_eval
+from intraskill.evaluate import runner
+from intraskill.evaluate.runner import BlockOrder, PlanMismatchError, read_plan, run_eval
 from intraskill.evaluate.summary import DuplicateEpisodeError, summarize
-from intraskill.params import Params, params_from_dict
+from intraskill.params import Params, params_from_dict, plan_dump, section_plan
 from intraskill.policy.expert_policy import ExpertPolicy
 from intraskill.shop.scripted_expert import Competences
 
@@ -182,6 +183,52 @@ def test_failed_episode_is_retried_and_the_attempt_kept(tmp_path: Path, small_st
     assert stuck.summary.counts.to_dict() == {"requested": 3, "trace_files": 3, "completed": 2, "failed": 1,
                                        "scored": 2, "coverage": pytest.approx(2 / 3)}
     assert stuck.summary.errors == {"RuntimeError": 1}
+
+
+class Appended(list):
+    def append(self, record: dict[str, Any]) -> None:
+        super().append(record["episode_id"])
+
+
+def test_block_order_holds_a_block_until_every_block_before_it_has_finished() -> None:
+    written = Appended()
+    order = BlockOrder(written, ["a", "b", "c", "d", "e"], block=2)
+    for episode in ["c", "b", "e", "a"]:
+        order.append({"episode_id": episode})
+    assert written == ["b", "a", "c"]  # a block keeps its arrival order; c waited for block 0, e for d
+    order.append({"episode_id": "d"})
+    assert written == ["b", "a", "c", "d", "e"]
+
+
+def _episodes(run_dir: Path) -> list[dict[str, Any]]:
+    return [{k: v for k, v in record.items() if k not in ("duration_ms", "record_sha256")}
+            for record in _records(run_dir)]
+
+
+def _summary(run_dir: Path) -> dict[str, Any]:
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    del summary["created_at"], summary["cost"]["duration_ms_mean"]
+    return summary
+
+
+def test_a_larger_lockstep_batch_writes_the_same_files(tmp_path: Path, small_store_root: Path, monkeypatch) -> None:
+    """Traces go out in blocks of ``TRACE_BLOCK`` jobs, each in finish order: one batch of 6 writes what batches of
+    2 wrote, episode for episode in the same order, and the same summary; the batch size is in no plan."""
+    monkeypatch.setattr(runner, "TRACE_BLOCK", 2)
+    params = make_params(tmp_path)
+    runs = {size: run_eval(params, "val", None, None, tmp_path / f"batch-{size}", progress=False, batch_size=size,
+                           store_root=small_store_root, policy=ExpertPolicy(seed=7)) for size in (2, 6)}
+    assert _episodes(runs[6].run_dir) == _episodes(runs[2].run_dir)
+    assert _summary(runs[6].run_dir) == _summary(runs[2].run_dir)
+    assert runs[6].plan.fingerprint == runs[2].plan.fingerprint
+    monkeypatch.setattr(runner, "TRACE_BLOCK", 6)  # one block: the batch's own finish order, which differs
+    whole = run_eval(params, "val", None, None, tmp_path / "one-block", progress=False, batch_size=6,
+                     store_root=small_store_root, policy=ExpertPolicy(seed=7))
+    assert sorted(_episodes(whole.run_dir), key=str) == sorted(_episodes(runs[2].run_dir), key=str)
+    assert _episodes(whole.run_dir) != _episodes(runs[2].run_dir)
+    larger = params.model_copy(update={"evaluation": params.evaluation.model_copy(update={"batch_size": 200})})
+    assert section_plan(larger.evaluation) == section_plan(params.evaluation)
+    assert plan_dump(larger) == plan_dump(params)
 
 
 def test_summary_refuses_a_second_completed_record(tmp_path: Path, small_store_root: Path) -> None:

@@ -8,7 +8,6 @@ import typer
 
 from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, default, emit, fail, load, note
 from intraskill.cli.common import ALLOW_OUTSIDE_OPTION, confined
-from intraskill.evaluate.runner import DEFAULT_BATCH_SIZE
 from intraskill.params import EvaluationParams
 
 
@@ -22,7 +21,8 @@ def eval_command(
         None, "--library", help="Skill1: deploy this library snapshot.json (query, retrieval, rank, act; frozen, no "
                                 "distillation) with the params' skill1: settings; needs --skills none."),
     overrides: list[str] = SET_OPTION,
-    batch_size: int = typer.Option(DEFAULT_BATCH_SIZE, "--batch-size", min=1, help="Episodes per lockstep batch."),
+    batch_size: int | None = typer.Option(
+        None, "--batch-size", min=1, help="Episodes per lockstep batch (default evaluation.batch_size)."),
     limit: int | None = typer.Option(
         None, "--limit", min=1, help="Only the split's first N tasks (a subset sized to the machine; default all)."),
     progress: bool = PROGRESS_OPTION,

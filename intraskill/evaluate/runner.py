@@ -7,10 +7,14 @@ episode IDs ``task-000123__sample-000``; the episode seed is the first 4 bytes o
 SHA-256(``"seed:task:sample"``)).
 
 A run directory holds ``plan.json``, ``traces.jsonl`` (every attempt, failed ones included) and
-``summary.json``. Episodes run in lockstep batches of ``batch_size``; each finished episode's trace
-is fsynced at once, so a kill loses at most the episodes in flight. Re-running the same plan skips
-every episode with a completed record and retries the others, up to :data:`MAX_ATTEMPTS` attempts
-per episode in total.
+``summary.json``. Episodes run in lockstep batches of ``batch_size`` (``evaluation.batch_size``); their
+traces are appended in blocks of :data:`TRACE_BLOCK` jobs, each block in the order its episodes finish
+(:class:`BlockOrder`), which is the order lockstep batches of that size wrote them. An episode's turns do not
+depend on the rows beside it (its own sampling generator; the model's rows computed alike), so every batch
+size that is a multiple of the block writes the same files. Each trace is fsynced as it is appended, so a
+kill loses at most the finished episodes of the batch in flight still waiting for their block. Re-running the
+same plan skips every episode with a completed record and retries the others, up to :data:`MAX_ATTEMPTS`
+attempts per episode in total.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -49,8 +54,8 @@ PLAN_SCHEMA_VERSION = "intraskill-eval-plan-v1"
 PIPELINE_VERSION = "intraskill-eval-v1"
 MAX_ATTEMPTS = 3
 """Attempts per episode in total (the first run plus retries of failed attempts)."""
-DEFAULT_BATCH_SIZE = 32
-"""Episodes per lockstep batch (the reference's evaluation concurrency)."""
+TRACE_BLOCK = 32
+"""Jobs per block of the trace file's order (the reference's evaluation concurrency, the batch that set it)."""
 SPLITS = ("train", "val", "test", "dev")
 PLAN_FIELDS = (
     "pipeline_version", "model", "split", "jobs", "environment", "runtime", "prompt", "skills", "seed",
@@ -236,6 +241,30 @@ def _batches(items: Sequence[EpisodeJob], size: int) -> Iterator[list[EpisodeJob
         yield list(items[start:start + size])
 
 
+class BlockOrder:
+    """A trace writer that appends the traces of ``episode_ids`` block by block (``block`` jobs each, in job
+    order): a trace of the first unfinished block goes through as it comes, a later block's waits until every
+    block before it has finished. Within a block the traces keep the order they come in."""
+
+    def __init__(self, writer: Any, episode_ids: Sequence[str], block: int = TRACE_BLOCK) -> None:
+        self.writer = writer
+        self.block_of = {episode: index // block for index, episode in enumerate(episode_ids)}
+        self.left = Counter(self.block_of.values())
+        self.waiting: dict[int, list[dict[str, Any]]] = {}
+        self.current = 0
+
+    def append(self, record: dict[str, Any]) -> None:
+        block = self.block_of[record["episode_id"]]
+        self.waiting.setdefault(block, []).append(record)
+        self.left[block] -= 1
+        while self.current in self.waiting:
+            for waiting in self.waiting.pop(self.current):
+                self.writer.append(waiting)
+            if self.left[self.current]:
+                break
+            self.current += 1
+
+
 def run_eval(
     params: Params,
     split: str,
@@ -245,7 +274,7 @@ def run_eval(
     *,
     policy: Policy | None = None,
     progress: bool = True,
-    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_size: int | None = None,
     limit: int | None = None,
     store_root: str | Path | None = None,
     episode_skills: EpisodeSkills | None = None,
@@ -263,7 +292,7 @@ def run_eval(
     out_dir : the run directory (created; an existing one must hold the same plan).
     policy : an already built policy (default: :func:`~intraskill.policy.factory.build_policy`).
     progress : show a progress bar.
-    batch_size : episodes per lockstep batch (not part of the plan).
+    batch_size : episodes per lockstep batch (not part of the plan; default ``evaluation.batch_size``).
     limit : task limit overriding ``evaluation.task_limit``.
     store_root : store directory, built or reused there (default the cached store of ``params.store``,
         :func:`intraskill.shop.build.default_store_root`).
@@ -278,6 +307,7 @@ def run_eval(
     """
     if split not in SPLITS:
         raise ValueError(f"split: expected one of {SPLITS}, got {split!r}")
+    batch_size = params.evaluation.batch_size if batch_size is None else batch_size
     if batch_size < 1:
         raise ValueError(f"batch_size: must be >= 1, got {batch_size}")
     run_dir = Path(out_dir)
@@ -305,10 +335,11 @@ def run_eval(
                                   episode_skills(task, sample) if episode_skills else injected)
                 for task, sample in pairs]
         runner = library.run if library is not None else partial(run_episodes, progress=False)
-        _run_pending(
-            policy, lambda: InProcessEnvironment(store.engine), jobs, config, EvalDir(run_dir).traces,
-            batch_size=batch_size, progress=progress, label=f"eval {split}", runner=runner,
-        )
+        with _sessions_per_forward(policy, batch_size):
+            _run_pending(
+                policy, lambda: InProcessEnvironment(store.engine), jobs, config, EvalDir(run_dir).traces,
+                batch_size=batch_size, progress=progress, label=f"eval {split}", runner=runner,
+            )
     finally:
         store.close()
     return EvalRun(run_dir, plan, write_summary(run_dir, len(jobs)))
@@ -328,7 +359,7 @@ def _run_pending(
 ) -> None:
     """Run every job without a completed record, batch by batch with ``runner(policy, env_factory, batch,
     config, trace_writer)``, until each has completed or used :data:`MAX_ATTEMPTS` attempts; every attempt's
-    trace is appended (and fsynced) as it finishes."""
+    trace is appended (and fsynced) in :class:`BlockOrder` of the attempt's pending jobs."""
     completed, _ = _attempts(traces_path)
     bar = tqdm(total=len(jobs), initial=sum(job.episode_id in completed for job in jobs), desc=label,
                disable=not progress)
@@ -339,10 +370,25 @@ def _run_pending(
                        if job.episode_id not in completed and failed[job.episode_id] < MAX_ATTEMPTS]
             if not pending:
                 break
+            ordered = BlockOrder(writer, [job.episode_id for job in pending], TRACE_BLOCK)
             for batch in _batches(pending, batch_size):
-                results = runner(policy, env_factory, batch, config, writer)
+                results = runner(policy, env_factory, batch, config, ordered)
                 bar.update(sum(result.status == EpisodeStatus.COMPLETED.value for result in results))
     bar.close()
+
+
+@contextmanager
+def _sessions_per_forward(policy: Policy, batch_size: int) -> Iterator[None]:
+    """An in-process policy's ``max_batch`` (sessions per forward) raised to ``batch_size`` for the block, so a
+    lockstep batch decodes in one forward; restored after (a round's rollout keeps its own)."""
+    previous = getattr(policy, "max_batch", None)
+    if previous is not None:
+        policy.max_batch = max(previous, batch_size)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            policy.max_batch = previous
 
 
 def write_summary(run_dir: str | Path, requested: int | None = None) -> EvalSummary:

@@ -93,6 +93,7 @@ from intraskill.params import (
     SAMPLES_PER_TASK,
     EvaluationParams,
     Params,
+    section_plan,
 )
 from intraskill.pipeline.round import trained_policy
 from intraskill.policy.factory import build_policy, weights_digest
@@ -346,7 +347,8 @@ def _checkpoint_sha256(checkpoint: str | Path | None) -> str | None:
 
 def _inputs(params: Params, spec: _GateSpec, checkpoint: str | Path | None, bare_dir: Path,
             policy: Policy | None) -> GateInputs:
-    sections = {k: params.model_dump(mode="json")[k] for k in ("store", "model", "sampling", "evaluation")}
+    sections = {k: params.model_dump(mode="json")[k] for k in ("store", "model", "sampling")}
+    sections["evaluation"] = section_plan(params.evaluation)
     return GateInputs(
         design=spec.design,
         pool_sha256=spec.source_sha256,

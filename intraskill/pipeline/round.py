@@ -55,7 +55,7 @@ from intraskill.evaluate.runner import run_eval
 from intraskill.hashing import sha256_json
 from intraskill.jsonl import JsonlWriter, iter_jsonl, verify_jsonl_tree
 from intraskill.layout import CheckpointDir, RoundDir, round_id
-from intraskill.params import ExperimentParams, Params, RoundParams
+from intraskill.params import ExperimentParams, Params, RoundParams, section_plan
 from intraskill.paths import resolve_project_path, runs_root
 from intraskill.phases import phase
 from intraskill.pipeline.methods import MethodSteps, training_method
@@ -150,7 +150,7 @@ def round_plan(
         "prompt": prompt_identity(runtime.language).to_dict(),
         "round": params.round.model_dump(mode="json", exclude={"wandb_offline", "report_to", "skillbank", "method"}),
         "grpo": params.grpo.model_dump(mode="json"),
-        "evaluation": params.evaluation.model_dump(mode="json"),
+        "evaluation": section_plan(params.evaluation),
     }
     plan.update(training_method(params).plan(params, library_start))
     return plan
