@@ -212,20 +212,22 @@ def _summary(run_dir: Path) -> dict[str, Any]:
 
 
 def test_a_larger_lockstep_batch_writes_the_same_files(tmp_path: Path, small_store_root: Path, monkeypatch) -> None:
-    """Traces go out in blocks of ``TRACE_BLOCK`` jobs, each in finish order: one batch of 6 writes what batches of
-    2 wrote, episode for episode in the same order, and the same summary; the batch size is in no plan."""
-    monkeypatch.setattr(runner, "TRACE_BLOCK", 2)
+    """Traces go out in blocks of ``TRACE_BLOCK`` jobs, each in finish order: with blocks of one job, one batch of 6
+    writes what batches of 1 wrote, episode for episode in the same order, and the same summary; the batch size is
+    in no plan. In one block of 6 the batch writes its finish order (task 16 ends a turn before task 7), which
+    differs: without the blocks the file would depend on the batch."""
+    monkeypatch.setattr(runner, "TRACE_BLOCK", 1)
     params = make_params(tmp_path)
     runs = {size: run_eval(params, "val", None, None, tmp_path / f"batch-{size}", progress=False, batch_size=size,
-                           store_root=small_store_root, policy=ExpertPolicy(seed=7)) for size in (2, 6)}
-    assert _episodes(runs[6].run_dir) == _episodes(runs[2].run_dir)
-    assert _summary(runs[6].run_dir) == _summary(runs[2].run_dir)
-    assert runs[6].plan.fingerprint == runs[2].plan.fingerprint
-    monkeypatch.setattr(runner, "TRACE_BLOCK", 6)  # one block: the batch's own finish order, which differs
+                           store_root=small_store_root, policy=ExpertPolicy(seed=7)) for size in (1, 6)}
+    assert _episodes(runs[6].run_dir) == _episodes(runs[1].run_dir)
+    assert _summary(runs[6].run_dir) == _summary(runs[1].run_dir)
+    assert runs[6].plan.fingerprint == runs[1].plan.fingerprint
+    monkeypatch.setattr(runner, "TRACE_BLOCK", 6)
     whole = run_eval(params, "val", None, None, tmp_path / "one-block", progress=False, batch_size=6,
                      store_root=small_store_root, policy=ExpertPolicy(seed=7))
-    assert sorted(_episodes(whole.run_dir), key=str) == sorted(_episodes(runs[2].run_dir), key=str)
-    assert _episodes(whole.run_dir) != _episodes(runs[2].run_dir)
+    assert sorted(_episodes(whole.run_dir), key=str) == sorted(_episodes(runs[1].run_dir), key=str)
+    assert _episodes(whole.run_dir) != _episodes(runs[1].run_dir)
     larger = params.model_copy(update={"evaluation": params.evaluation.model_copy(update={"batch_size": 200})})
     assert section_plan(larger.evaluation) == section_plan(params.evaluation)
     assert plan_dump(larger) == plan_dump(params)

@@ -134,6 +134,24 @@ def test_seeded_sampling_does_not_depend_on_batch_company(organism) -> None:
     assert reseeded[0].token_ids != alone.token_ids
 
 
+def test_replies_do_not_depend_on_how_many_sessions_share_a_forward(organism) -> None:
+    """What a larger evaluation batch relies on (``evaluation.batch_size``): six sessions sampled over three turns in
+    forwards of 2 rows (prefill slices of 4 columns) or of all 6 (slices of 1) draw the same tokens. Log-probs agree to
+    float rounding only (a matmul rounds a row by the rows beside it): a draw within that rounding of a tie could
+    differ, which the bench's trace digests check on real runs (docs/ledger.md)."""
+    model, tokenizer = organism
+    replies = {}
+    for rows in (2, 6):
+        policy = HFPolicy(model, tokenizer, max_batch=rows, prefill_chunk_tokens=8)
+        replies[rows] = [(g.token_ids, g.logprobs) for _, _, generations in
+                         play(policy, conversations(6), turns=3, temperature=1.0, budgets=[5, 9, 12, 7, 3, 10])
+                         for g in generations]
+    assert [tokens for tokens, _ in replies[6]] == [tokens for tokens, _ in replies[2]]
+    for (_, wide), (_, narrow) in zip(replies[6], replies[2]):
+        assert wide == pytest.approx(narrow, abs=1e-4)
+    assert len({tuple(tokens) for tokens, _ in replies[2]}) > 6  # sampled replies that differ
+
+
 def test_siblings_share_one_prefill_with_exactly_the_replies_of_their_own(organism, monkeypatch) -> None:
     """A GRPO group's sessions open with the same prompt: one is prefilled and the others copy its cache. Every reply
     and later turn is what each row's own prefill gives, log-probs to float rounding (a batched matmul may round a
