@@ -93,7 +93,7 @@ def test_two_rounds_write_every_artifact_resume_and_refuse_another_plan(
     manifest = json.loads((gate / "online_gate_manifest.json").read_text())
     assert manifest["config"]["checkpoint_id"] == "round-000-checkpoint"
     assert manifest["inputs"]["bare_run_dir"] == str(first.root / "val-after")  # the round's bare val is reused
-    assert contributions.bare_baseline["observations"] == ROUND["val_tasks"]
+    assert contributions.bare_baseline.observations == ROUND["val_tasks"]
     assert {r.intervention_id for r in contributions.contributions} >= {"tidy", "budget"}
     # the next curriculum exists exactly when the gate selected a chunk, and round 1 trains with it
     assert (first.curriculum_path is not None) == (contributions.selected_count > 0)

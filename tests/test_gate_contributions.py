@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from intraskill.cli import app
 from intraskill.gate.contributions import (
+    BareBaseline,
     GateContributions,
     GateRecord,
     PairedObservation,
@@ -39,12 +40,18 @@ def release_gate(round_index: int) -> dict:
     return json.loads((RELEASE / f"round-{round_index:03d}" / "gate" / "contributions.json").read_text())
 
 
+def baseline_of(pairing, assignment: MaskAssignment) -> BareBaseline:
+    """The bare baseline block of ``pairing`` (a bare run at ``runs/bare``)."""
+    return bare_baseline_block(pairing, assignment, run_dir="runs/bare", plan_fingerprint="f" * 64,
+                               checkpoint_id="round-000-checkpoint")
+
+
 def rebuild_release(gate: dict) -> tuple[MaskAssignment, GateContributions]:
     slots = slots_from_interventions([Intervention.from_dict(r) for r in gate["contributions"]])
     assignment = assign_online_masks(slots, [row["task_id"] for row in gate["observations_table"]],
                                      pool_sha256=gate["pool_sha256"])
     observations = [PairedObservation.from_row(row) for row in gate["observations_table"]]
-    built = build_contributions(assignment, observations, bare_baseline=gate["bare_baseline"],
+    built = build_contributions(assignment, observations, bare_baseline=BareBaseline(**gate["bare_baseline"]),
                                 created_at=gate["created_at"])
     return assignment, built
 
@@ -184,14 +191,13 @@ def test_planted_effects_select_the_rewrite_under_the_old_slot(pool, planted, as
     bare, masked = runs(assignment, planted)
     pairing = pair_records(assignment, bare, masked)
     assert len(pairing.observations) == 120 and pairing.dropped_episode_ids == []
-    baseline = bare_baseline_block(pairing, assignment, run_dir="runs/bare", plan_fingerprint="f" * 64,
-                                   checkpoint_id="round-000-checkpoint")
-    assert baseline["observations"] == 120 and baseline["dropped_observations"] == 0
+    baseline = baseline_of(pairing, assignment)
+    assert baseline.observations == 120 and baseline.dropped_observations == 0
     built = build_contributions(assignment, pairing.observations, bare_baseline=baseline)
     for column, beta in planted.items():
         assert built.primary.coefficients[column] == pytest.approx(beta, abs=1e-9)
     assert built.estimates["r_type"].coefficients == {c: 0.0 for c in assignment.columns}
-    assert built.primary.bare_mean == pytest.approx(baseline["mean_outcomes"]["reward"])
+    assert built.primary.bare_mean == pytest.approx(baseline.mean_outcomes["reward"])
     winner = next(c for c in planted if planted[c] == 0.06)
     add_winner = next(c for c in planted if planted[c] == 0.04)
     assert built.replacement_winners["chunk-a"] == winner
@@ -214,7 +220,7 @@ def test_planted_effects_select_the_rewrite_under_the_old_slot(pool, planted, as
     assert "target_chunk_id" not in bank.get(add_winner).metadata
     assert bank.metadata["pool_sha256"] == pool.pool_sha256
     assert bank.metadata["assignment_sha256"] == assignment.assignment_sha256
-    assert bank.metadata["bare_baseline"] == baseline and bank.metadata["active_skill_budget"] == 10
+    assert bank.metadata["bare_baseline"] == baseline.to_dict() and bank.metadata["active_skill_budget"] == 10
     markdown = selected_skill_markdown(bank)
     assert markdown.startswith("# Selected skill: online-round-000-selected-v1")
     assert markdown.index("### b") < markdown.index(rewritten.content) < markdown.index(
@@ -229,7 +235,7 @@ def test_several_samples_per_task_cluster_the_errors(pool, planted) -> None:
     noisy = [replace(m, reward=reward(m.reward["reward"] + 0.01 * (unit_draw(m.episode_id) - 0.5)))
              for m in masked]
     pairing = pair_records(assignment, bare, noisy)
-    built = build_contributions(assignment, pairing.observations, bare_baseline={})
+    built = build_contributions(assignment, pairing.observations, bare_baseline=baseline_of(pairing, assignment))
     assert built.primary.cov_type == "cluster"
     assert all(se > 0 for se in built.primary.standard_errors.values())
 
@@ -299,7 +305,8 @@ def test_gate_record_from_trace_dict() -> None:
 
 def test_observations_must_match_the_assignment(assignment, planted) -> None:
     bare, masked = runs(assignment, planted)
-    observations = pair_records(assignment, bare, masked).observations
+    pairing = pair_records(assignment, bare, masked)
+    observations = pairing.observations
     flipped = replace(observations[0], mask=tuple(1 - b for b in observations[0].mask))
     with pytest.raises(PairingError, match="differ from the mask assignment"):
-        build_contributions(assignment, [flipped, *observations[1:]], bare_baseline={})
+        build_contributions(assignment, [flipped, *observations[1:]], bare_baseline=baseline_of(pairing, assignment))

@@ -135,7 +135,7 @@ def test_online_gate_recovers_planted_effects(tmp_path: Path, small_store_root: 
                                         "curriculum.json"}
     assert manifest["inputs"]["pool_sha256"] == pool.pool_sha256
     assert GateManifest.read(gate / "online_gate_manifest.json").to_dict() == manifest  # read back unchanged
-    assert contributions.bare_baseline["checkpoint_id"] == "round-000-checkpoint"
+    assert contributions.bare_baseline.checkpoint_id == "round-000-checkpoint"
     assert len(contributions.observations_table) == 80
     assert json.loads((gate / "summary.json").read_text())["counts"]["requested"] == 80
     assert [s.skill_id for s in result.selected_bank.skills] == [
@@ -165,7 +165,7 @@ def test_next_curriculum_is_independent_of_the_run_directory(tmp_path: Path, sma
     moved = run_online_gate(params, pool, tmp_path / "b" / "gate", config,
                             policy=MustNotRun(planted_policy()), store_root=small_store_root, progress=False)
     assert moved.manifest.inputs.bare_run_dir != first.manifest.inputs.bare_run_dir
-    assert moved.contributions.bare_baseline["run_dir"] == "bare-val"
+    assert moved.contributions.bare_baseline.run_dir == "bare-val"
     assert moved.selected_bank.sha256 == first.selected_bank.sha256
     assert first.curriculum is not None and moved.curriculum is not None
     assert moved.curriculum.state_id == first.curriculum.state_id

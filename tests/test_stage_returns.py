@@ -37,7 +37,6 @@ BANK_METADATA = "a skill bank's free-form metadata, or the release-format block 
 REPORT = "a command's JSON report, printed as it is"
 RELEASE = "the published release's own JSON, read whole as shipped"
 BROWSER = "the episode browser's JSON payload (served over HTTP and written for the static report)"
-RESUME = "a stage's resume record, compared whole by its identity and copied into a free-form manifest block"
 
 ALLOWED: dict[str, str] = {
     "intraskill.pipeline.coevolve.coevolve_plan": PLAN,
@@ -62,8 +61,6 @@ ALLOWED: dict[str, str] = {
     "intraskill.organism.skill1_warmstart.warmstart_skill1_settings": IDENTITY,
     "intraskill.organism.skill1_warmstart.bc_identity": IDENTITY,
     "intraskill.organism.warmstart.bc_identity": IDENTITY,
-    "intraskill.organism.skill1_warmstart.finished_bc": RESUME,
-    "intraskill.organism.warmstart.finished_bc": RESUME,
     "intraskill.pipeline.gate_run.pool_versions": LOOKUP,
     "intraskill.pipeline.rollout.RolloutStepResult.tokens_by_rollout": LOOKUP,
     "intraskill.pipeline.skill1.skill1_jobs": LOOKUP,
@@ -118,7 +115,6 @@ ALLOWED: dict[str, str] = {
     "intraskill.pipeline.episode_log.EpisodeRecord.assignment": TRACE_JSON,
     "intraskill.trace2skill.audit.LiveAudit.state": TRACE_JSON,
     "intraskill.trace2skill.audit.LiveAudit.step": TRACE_JSON,
-    "intraskill.gate.contributions.bare_baseline_block": BANK_METADATA,
     "intraskill.gate.contributions.selection_metadata": BANK_METADATA,
     "intraskill.analysis.behaviour.BehaviourComparison.uncertainty": "the release's uncertainty block of to_dict",
     "intraskill.gate.ols.refit_path": REPORT,

@@ -31,7 +31,7 @@ from intraskill.organism.demos import (
     tokenize_demonstration,
 )
 from intraskill.organism.drills import FILLER, SPAN, copy_drills, ordinary_tokens
-from intraskill.organism.manifest import WarmstartManifest, WarmstartMetrics
+from intraskill.organism.manifest import WarmstartCloning, WarmstartManifest, WarmstartMetrics
 from intraskill.organism.sensitivity import drop_chunk, reply_logprob, title_sensitivity
 from intraskill.organism.shipped import ensure_warmstart, verify_shipped
 from intraskill.organism.truth import WarmstartChecks
@@ -287,19 +287,26 @@ def test_finished_bc_resumes_only_the_same_run(tmp_path: Path, tokenizer) -> Non
     (tmp_path / "checkpoint").mkdir()
     (tmp_path / "checkpoint" / "config.json").write_text("{}")
     assert finished_bc(tmp_path, CI) is None
-    (tmp_path / "bc.json").write_text(json.dumps({"identity": bc_identity(tmp_path, CI), "steps": 1}))
-    assert finished_bc(tmp_path, CI)["steps"] == 1
+    record = WarmstartCloning(identity=bc_identity(tmp_path, CI), demos_s=0.5, steps=1, resumed_at=0, tokens=9,
+                              losses=[(1, 2.5)], wall_s=1.0, episodes=len(demos), expert_success=1.0,
+                              drill_steps=0, lookup_drill_steps=0, lm_steps=0, data={"examples": len(demos)})
+    record.write(tmp_path / "bc.json")
+    assert finished_bc(tmp_path, CI) == record
     changed = params_from_dict({**CI.model_dump(), "warmstart": {**CI.warmstart.model_dump(), "steps": 99}})
     assert finished_bc(tmp_path, changed) is None
     bigger_eval = params_from_dict({**CI.model_dump(), "warmstart": {**CI.warmstart.model_dump(), "eval_episodes": 99,
                                                                      "ground_truth_episodes": 99}})
-    assert finished_bc(tmp_path, bigger_eval)["steps"] == 1
+    assert finished_bc(tmp_path, bigger_eval) == record
     elsewhere = params_from_dict({**CI.model_dump(), "warmstart": {**CI.warmstart.model_dump(), "out_dir": "x/y"}})
-    assert finished_bc(tmp_path, elsewhere)["steps"] == 1
+    assert finished_bc(tmp_path, elsewhere) == record
+    (tmp_path / "bc.json").write_text(json.dumps({**record.to_dict(), "steps": "many"}))
+    with pytest.raises(ValueError, match="bc.json: steps"):
+        finished_bc(tmp_path, CI)
+    record.write(tmp_path / "bc.json")
     (tmp_path / "checkpoint" / "config.json").unlink()
     assert finished_bc(tmp_path, CI) is None  # no checkpoint saved
     (tmp_path / "checkpoint" / "adapter_config.json").write_text("{}")
-    assert finished_bc(tmp_path, CI)["steps"] == 1  # a LoRA warm start saves its adapter alone
+    assert finished_bc(tmp_path, CI) == record  # a LoRA warm start saves its adapter alone
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,7 @@ from intraskill.gate.selection import (
     select_online,
 )
 from intraskill.hashing import sha256_json
+from intraskill.record import Record
 from intraskill.shop.reward import PRIMARY_REWARD, PRIMARY_REWARD_COMPONENT
 from intraskill.skills.bank import Skill, SkillBank
 from intraskill.skills.pool import CANDIDATE_VERSION, CandidatePool
@@ -253,6 +254,21 @@ def pair_records(
     return PairingResult(observations, dropped, len(jobs), bare_rewards)
 
 
+class BareBaseline(Record):
+    """The ``bare_baseline`` block of ``contributions.json`` and of a selected bank's metadata: the bare run
+    (its directory, plan fingerprint and checkpoint), the digest and count of its completed observations, and
+    their mean outcome per metric."""
+
+    run_dir: str
+    plan_fingerprint: str
+    observations_sha256: str
+    observations: int
+    requested_observations: int
+    dropped_observations: int
+    checkpoint_id: str
+    mean_outcomes: dict[str, float]
+
+
 def bare_baseline_block(
     pairing: PairingResult,
     assignment: MaskAssignment,
@@ -260,7 +276,7 @@ def bare_baseline_block(
     run_dir: str,
     plan_fingerprint: str,
     checkpoint_id: str,
-) -> dict[str, Any]:
+) -> BareBaseline:
     """The ``bare_baseline`` block: the bare run's own completed observations and their means.
 
     The block enters the selected bank, whose SHA-256 enters the next curriculum's ``state_id`` (never its
@@ -272,18 +288,16 @@ def bare_baseline_block(
     table = [{"episode_id": e, "split": jobs[e].split, "task_id": jobs[e].task_id,
               "sample_id": jobs[e].sample_id, "reward": pairing.bare_rewards[e]} for e in completed]
     metrics = sorted(pairing.bare_rewards[completed[0]]) if completed else []
-    return {
-        "run_dir": run_dir,
-        "plan_fingerprint": plan_fingerprint,
-        "observations_sha256": sha256_json(table),
-        "observations": len(completed),
-        "requested_observations": pairing.requested_observations,
-        "dropped_observations": pairing.requested_observations - len(completed),
-        "checkpoint_id": checkpoint_id,
-        "mean_outcomes": {
-            m: sum(pairing.bare_rewards[e][m] for e in completed) / len(completed) for m in metrics
-        },
-    }
+    return BareBaseline(
+        run_dir=run_dir,
+        plan_fingerprint=plan_fingerprint,
+        observations_sha256=sha256_json(table),
+        observations=len(completed),
+        requested_observations=pairing.requested_observations,
+        dropped_observations=pairing.requested_observations - len(completed),
+        checkpoint_id=checkpoint_id,
+        mean_outcomes={m: sum(pairing.bare_rewards[e][m] for e in completed) / len(completed) for m in metrics},
+    )
 
 
 def _finite(value: float) -> float | None:
@@ -364,7 +378,7 @@ class GateContributions:
     estimates: dict[str, MetricEstimate]
     selection: SelectionResult
     observations_table: tuple[PairedObservation, ...]
-    bare_baseline: dict[str, Any]
+    bare_baseline: BareBaseline
     pool_sha256: str
     assignment_sha256: str
     requested_observations: int
@@ -418,7 +432,7 @@ class GateContributions:
     @property
     def bare_observations_sha256(self) -> str:
         """Hash of the bare run's completed observations (``bare_baseline.observations_sha256``)."""
-        return str(self.bare_baseline["observations_sha256"])
+        return self.bare_baseline.observations_sha256
 
     def additivity_test(self, metric: str = PRIMARY_REWARD, chunks: Sequence[str] | None = None) -> AdditivityTest:
         """The additivity test of ``metric`` on the stored rows, over ``chunks`` (default: the selected ones)."""
@@ -498,7 +512,7 @@ class GateContributions:
             "estimates": {m: estimate.to_dict() for m, estimate in self.estimates.items()},
             "contributions": records,
             "observations_table": [obs.to_row() for obs in self.observations_table],
-            "bare_baseline": dict(self.bare_baseline),
+            "bare_baseline": self.bare_baseline.to_dict(),
             **({} if self.additivity is None else {"additivity": self.additivity.to_dict()}),
         }
 
@@ -514,7 +528,7 @@ class GateContributions:
                 estimates={m: MetricEstimate.from_dict(e) for m, e in data["estimates"].items()},
                 selection=selection,
                 observations_table=tuple(PairedObservation.from_row(r) for r in data["observations_table"]),
-                bare_baseline=dict(data["bare_baseline"]),
+                bare_baseline=BareBaseline.from_dict(data["bare_baseline"], "contributions.json bare_baseline"),
                 pool_sha256=data["pool_sha256"],
                 assignment_sha256=data["assignment_sha256"],
                 requested_observations=int(data["requested_observations"]),
@@ -575,7 +589,7 @@ def build_contributions(
     assignment: MaskAssignment,
     observations: Sequence[PairedObservation],
     *,
-    bare_baseline: Mapping[str, Any],
+    bare_baseline: BareBaseline,
     dropped_episode_ids: Sequence[str] = (),
     requested_observations: int | None = None,
     active_skill_budget: int = ACTIVE_SKILL_BUDGET,
@@ -589,7 +603,7 @@ def build_contributions(
         The design; every observation's mask must equal its job's.
     observations : sequence of PairedObservation
         Complete pairs (from :func:`pair_records`, or release rows via :meth:`PairedObservation.from_row`).
-    bare_baseline : mapping
+    bare_baseline : BareBaseline
         The ``bare_baseline`` block (:func:`bare_baseline_block`).
     requested_observations : int, optional
         Defaults to the number of assignment jobs.
@@ -603,7 +617,7 @@ def build_contributions(
         additivity=_additivity(observations, PRIMARY_REWARD, assignment.columns,
                                selection.selected_intervention_ids),
         observations_table=tuple(observations),
-        bare_baseline=dict(bare_baseline),
+        bare_baseline=bare_baseline,
         pool_sha256=assignment.pool_sha256,
         assignment_sha256=assignment.assignment_sha256,
         requested_observations=(
@@ -650,7 +664,7 @@ def selection_metadata(contributions: GateContributions) -> dict[str, Any]:
         "selected_count": contributions.selected_count,
         "selected_intervention_ids": list(contributions.selected_intervention_ids),
         "estimator": dict(contributions.estimator),
-        "bare_baseline": dict(contributions.bare_baseline),
+        "bare_baseline": contributions.bare_baseline.to_dict(),
     }
 
 

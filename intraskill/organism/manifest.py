@@ -52,6 +52,51 @@ class Cloned:
         return float(self.bc["losses"][-1][1])  # type: ignore[attr-defined]
 
 
+class CloningStage(Record):
+    """A finished behaviour-cloning stage (``bc.json``): what it was trained from (``identity``), the seconds its
+    demonstrations took, the steps (``resumed_at``: the step a killed run continued from), tokens, the losses as
+    ``[step, loss]`` pairs and the seconds of cloning. An interrupted warm start resumes from it."""
+
+    identity: dict[str, Any]
+    demos_s: float
+    steps: int
+    resumed_at: int
+    tokens: int
+    losses: list[tuple[int, float]]
+    wall_s: float
+
+    @classmethod
+    def finished(cls, path: Path, identity: dict[str, Any]) -> Any:
+        """The stage recorded at ``path`` when it was made from ``identity`` (compared as JSON), else ``None``."""
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return cls.from_dict(data, str(path)) if data.get("identity") == json.loads(json.dumps(identity)) else None
+
+
+class WarmstartCloning(CloningStage):
+    """The warm start's cloning stage (:func:`~intraskill.organism.warmstart.run_warmstart`): its demonstrations
+    (count, expert success), the drill and next-token steps, and the training data's counts (``data``)."""
+
+    episodes: int
+    expert_success: float
+    drill_steps: int
+    lookup_drill_steps: int
+    lm_steps: int
+    data: dict[str, Any]
+
+
+class Skill1Cloning(CloningStage):
+    """The Skill1 warm start's cloning stage (:func:`~intraskill.organism.skill1_warmstart.run_skill1_warmstart`):
+    the examples kept and dropped as too long, supervised tokens, the demonstrations' digest and summary, and the
+    replayed ordinary demonstrations."""
+
+    examples: int
+    dropped_too_long: int
+    supervised_tokens: int
+    demos_sha256: str
+    skill1_demos: dict[str, Any]
+    replay_demos: int
+
+
 class WarmstartManifest(Cloned, Record):
     """A finished warm start (:func:`~intraskill.organism.warmstart.run_warmstart`)."""
 

@@ -42,7 +42,7 @@ from intraskill.agent.skill1_replies import DistillReply, RankReply
 from intraskill.evaluate.bootstrap import paired_bootstrap_ci
 from intraskill.hashing import seed32, sha256_file, unit_draw
 from intraskill.layout import WarmstartDir
-from intraskill.organism.cloning import CHECKPOINT_DTYPE, BCExample, behaviour_clone
+from intraskill.organism.cloning import CHECKPOINT_DTYPE, BCExample, BCResult, behaviour_clone
 from intraskill.organism.demos import (
     Demonstration,
     RecordingPolicy,
@@ -58,6 +58,7 @@ from intraskill.organism.manifest import (
     PairedSuccess,
     RankingMetrics,
     RoleSuccess,
+    Skill1Cloning,
     Skill1WarmstartManifest,
     Skill1WarmstartMetrics,
 )
@@ -189,9 +190,10 @@ def _base_checkpoint(params: Params) -> Path:
 
 
 def continue_cloning(params: Params, demos: Sequence[Demonstration], out: Path,
-                     progress: bool = True) -> tuple[Path, dict[str, Any]]:
+                     progress: bool = True) -> tuple[Path, BCResult, list[BCExample]]:
     """Behaviour cloning of ``base``'s checkpoint on ``demos`` (float32 on ``model.device``); saves
-    ``out/checkpoint`` and returns it with the ``bc.json`` record."""
+    ``out/checkpoint`` and returns it with the cloning's result and the examples it trained on (those that fit
+    the context)."""
     # deferred: torch is heavy to import
     import torch
 
@@ -210,11 +212,7 @@ def continue_cloning(params: Params, demos: Sequence[Demonstration], out: Path,
                              progress=progress)
     checkpoint = save_checkpoint(model, tokenizer, out)
     WarmstartDir(out).bc_state.unlink(missing_ok=True)
-    record = {"identity": identity, "steps": result.steps, "resumed_at": result.resumed_at, "tokens": result.tokens,
-              "losses": result.losses, "wall_s": round(result.wall_s, 1), "examples": len(examples),
-              "dropped_too_long": len(demos) - len(examples),
-              "supervised_tokens": sum(sum(e.loss_mask) for e in examples)}
-    return checkpoint, record
+    return checkpoint, result, examples
 
 
 def _gains(lessons: Skill1Lessons, episode: Skill1Episode) -> list[float]:
@@ -309,13 +307,35 @@ def evaluate_skill1_warmstart(params: Params, checkpoint: Path, env_factory: Cal
                                seed_base=params.evaluation.bootstrap_seed)
 
 
-def finished_bc(out: Path, params: Params) -> dict[str, Any] | None:
+def finished_bc(out: Path, params: Params) -> Skill1Cloning | None:
     """The ``bc.json`` record of a finished cloning stage in ``out`` with these settings, else ``None``."""
     path = WarmstartDir(out).bc
     if not path.is_file() or not WarmstartDir(out).checkpoint.is_saved():
         return None
-    record = json.loads(path.read_text(encoding="utf-8"))
-    return record if record.get("identity") == json.loads(json.dumps(bc_identity(params))) else None
+    return Skill1Cloning.finished(path, bc_identity(params))
+
+
+def clone_skill1(params: Params, store: Any, bank: SkillBank, law: CompetenceLaw, lessons: Skill1Lessons,
+                 encoder: Encoder, out: Path, progress: bool = True) -> Skill1Cloning:
+    """The cloning stage: the lesson expert's Skill1 demonstrations (with ``replay`` ordinary ones) cloned into
+    ``out/checkpoint``; writes and returns its ``bc.json`` record."""
+    sw = params.skill1_warmstart
+    started = time.monotonic()
+    demos, summary = skill1_demonstrations(params, store.engine, store.task_ids, lessons, law, encoder)
+    replay = expert_demos(params, store, bank, law, count=sw.replay, seed=seed32(f"{sw.seed}:replay"),
+                          max_turns=params.sampling.max_turns, slip_rate=params.warmstart.slip_rate,
+                          progress=progress) if sw.replay else []
+    write_demonstrations([*demos, *replay], WarmstartDir(out).skill1_demos)
+    demos_s = round(time.monotonic() - started, 1)
+    _, result, examples = continue_cloning(params, [*demos, *replay], out, progress=progress)
+    record = Skill1Cloning(
+        identity=bc_identity(params), demos_s=demos_s, steps=result.steps, resumed_at=result.resumed_at,
+        tokens=result.tokens, losses=result.losses, wall_s=round(result.wall_s, 1), examples=len(examples),
+        dropped_too_long=len(demos) + len(replay) - len(examples),
+        supervised_tokens=sum(sum(e.loss_mask) for e in examples),
+        demos_sha256=sha256_file(WarmstartDir(out).skill1_demos), skill1_demos=summary, replay_demos=len(replay))
+    record.write(WarmstartDir(out).bc, indent=1)
+    return record
 
 
 def run_skill1_warmstart(params: Params, out_dir: str | Path | None = None,
@@ -330,33 +350,20 @@ def run_skill1_warmstart(params: Params, out_dir: str | Path | None = None,
     law, lessons = teacher_law(bank, params.warmstart), s0_lessons(bank)
     encoder = SentenceEncoder()
     store = open_engine(params.store, "train", run_root=params.experiment.run_root)
-    engine = store.engine
     timings: dict[str, float] = {}
     try:
-        record = finished_bc(out, params)
-        if record is None:
-            started = time.monotonic()
-            demos, summary = skill1_demonstrations(params, engine, store.task_ids, lessons, law, encoder)
-            replay = expert_demos(params, store, bank, law, count=sw.replay,
-                                  seed=seed32(f"{sw.seed}:replay"), max_turns=params.sampling.max_turns,
-                                  slip_rate=params.warmstart.slip_rate, progress=progress) if sw.replay else []
-            write_demonstrations([*demos, *replay], WarmstartDir(out).skill1_demos)
-            demos_s = round(time.monotonic() - started, 1)
-            _, record = continue_cloning(params, [*demos, *replay], out, progress=progress)
-            record.update({"demos_s": demos_s, "demos_sha256": sha256_file(WarmstartDir(out).skill1_demos),
-                           "skill1_demos": summary, "replay_demos": len(replay)})
-            WarmstartDir(out).bc.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        timings.update({"demos_s": record["demos_s"], "bc_s": record["wall_s"]})
+        record = finished_bc(out, params) or clone_skill1(params, store, bank, law, lessons, encoder, out, progress)
+        timings.update({"demos_s": record.demos_s, "bc_s": record.wall_s})
         checkpoint = WarmstartDir(out).checkpoint.root
         started = time.monotonic()
-        metrics = evaluate_skill1_warmstart(params, checkpoint, lambda: InProcessEnvironment(engine),
+        metrics = evaluate_skill1_warmstart(params, checkpoint, lambda: InProcessEnvironment(store.engine),
                                             list(store.catalog.task_ids("val")), lessons, encoder, progress)
         timings["eval_s"] = round(time.monotonic() - started, 1)
     finally:
         store.close()
     manifest = Skill1WarmstartManifest(
         checkpoint_sha256=weights_digest(checkpoint),
-        base=BaseWarmstart(dir=sw.base, checkpoint_sha256=record["identity"]["base_sha256"]),
+        base=BaseWarmstart(dir=sw.base, checkpoint_sha256=record.identity["base_sha256"]),
         bank_sha256=bank.sha256,
         catalog_sha256=store.catalog.sha256,
         encoder=encoder_identity(),
@@ -366,11 +373,10 @@ def run_skill1_warmstart(params: Params, out_dir: str | Path | None = None,
         seeds={"skill1_warmstart": sw.seed, "libraries": seed32(f"{sw.seed}:skill1-libraries"),
                "replay": seed32(f"{sw.seed}:replay"), "bc": seed32(f"{sw.seed}:bc"),
                "bc_batches": seed32(f"{sw.seed}:bc-batches"), "eval": seed32(f"{sw.seed}:skill1-eval")},
-        demos={"sha256": record["demos_sha256"], "skill1": record["skill1_demos"],
-               "replay": record["replay_demos"], "examples": record["examples"],
-               "dropped_too_long": record["dropped_too_long"], "supervised_tokens": record["supervised_tokens"]},
-        bc={key: record[key] for key in ("steps", "resumed_at", "tokens", "losses")}
-           | {"checkpoint_dtype": CHECKPOINT_DTYPE},
+        demos={"sha256": record.demos_sha256, "skill1": record.skill1_demos, "replay": record.replay_demos,
+               "examples": record.examples, "dropped_too_long": record.dropped_too_long,
+               "supervised_tokens": record.supervised_tokens},
+        bc=record.model_dump(include={"steps", "resumed_at", "tokens", "losses"}) | {"checkpoint_dtype": CHECKPOINT_DTYPE},
         files={p.name: sha256_file(p) for p in sorted(checkpoint.iterdir()) if p.is_file()},
         timings=timings,
         metrics=metrics,

@@ -44,7 +44,7 @@ from intraskill.organism.demos import (
     write_demonstrations,
 )
 from intraskill.organism.drills import LOOKUP_TOKENS, copy_drills, drill_count, lookup_drills, ordinary_tokens
-from intraskill.organism.manifest import WarmstartManifest
+from intraskill.organism.manifest import WarmstartCloning, WarmstartManifest
 from intraskill.organism.plan_targets import demonstration_targets
 from intraskill.organism.truth import measure_ground_truth
 from intraskill.params import Params
@@ -172,8 +172,8 @@ def save_checkpoint(model: Any, tokenizer: Any, out: Path) -> Path:
     return checkpoint
 
 
-BC_RECORD_KEYS = ("steps", "drill_steps", "lookup_drill_steps", "lm_steps", "resumed_at", "tokens", "losses", "note")
-"""What the manifest's ``bc`` section copies from ``bc.json``."""
+BC_RECORD_KEYS = frozenset({"steps", "drill_steps", "lookup_drill_steps", "lm_steps", "resumed_at", "tokens", "losses"})
+"""What the manifest's ``bc`` section copies from ``bc.json`` (in the record's order)."""
 
 
 def expert_demos(params: Params, store: Any, bank: SkillBank, law: CompetenceLaw | None,
@@ -212,7 +212,7 @@ def bc_identity(out: Path, params: Params) -> dict[str, Any]:
             "warmstart": training_settings(params.warmstart)}
 
 
-def finished_bc(out: Path, params: Params) -> dict[str, Any] | None:
+def finished_bc(out: Path, params: Params) -> WarmstartCloning | None:
     """The ``bc.json`` record of a finished BC stage in ``out`` made from the same demonstrations and
     parameters (so an interrupted evaluation resumes without retraining), else ``None``. The checkpoint is a
     whole model (``config.json``) or a LoRA adapter alone (``adapter_config.json``)."""
@@ -221,9 +221,7 @@ def finished_bc(out: Path, params: Params) -> dict[str, Any] | None:
     saved = checkpoint.is_saved() or checkpoint.adapter_config.is_file()
     if not (saved and path.is_file() and files.demos.is_file()):
         return None
-    record = json.loads(path.read_text(encoding="utf-8"))
-    expected = json.loads(json.dumps(bc_identity(out, params)))
-    return record if record.get("identity") == expected else None
+    return WarmstartCloning.finished(path, bc_identity(out, params))
 
 
 def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: bool = True) -> WarmstartManifest:
@@ -251,16 +249,14 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
             _, bc, data = train_organism(params, demos, out, law, plan_demos, progress=progress)
         else:
             _, bc, data = train_pretrained(params, [*demos, *plan_demos], out, progress=progress)
-        bc_record = {"identity": bc_identity(out, params), "demos_s": demos_s, "episodes": len(demos),
-                     "expert_success": sum(d.reward.r_success for d in demos) / max(1, len(demos)),
-                     "steps": bc.steps, "drill_steps": params.warmstart.drill_steps,
-                     "lookup_drill_steps": params.warmstart.lookup_drill_steps,
-                     "lm_steps": params.warmstart.lm_steps, "resumed_at": bc.resumed_at,
-                     "tokens": bc.tokens, "losses": bc.losses,
-                     "wall_s": round(bc.wall_s, 1), "data": data}
-        files.bc.write_text(json.dumps(bc_record, indent=1) + "\n", encoding="utf-8")
+        bc_record = WarmstartCloning(
+            identity=bc_identity(out, params), demos_s=demos_s, episodes=len(demos),
+            expert_success=sum(d.reward.r_success for d in demos) / max(1, len(demos)), steps=bc.steps,
+            drill_steps=ws.drill_steps, lookup_drill_steps=ws.lookup_drill_steps, lm_steps=ws.lm_steps,
+            resumed_at=bc.resumed_at, tokens=bc.tokens, losses=bc.losses, wall_s=round(bc.wall_s, 1), data=data)
+        bc_record.write(files.bc, indent=1)
     checkpoint = files.checkpoint.root
-    timings.update({"demos_s": bc_record["demos_s"], "bc_s": bc_record["wall_s"]})
+    timings.update({"demos_s": bc_record.demos_s, "bc_s": bc_record.wall_s})
     started = time.monotonic()
     try:
         metrics, truth = measure_ground_truth(params, checkpoint, out, bank, store, progress=progress)
@@ -275,11 +271,10 @@ def run_warmstart(params: Params, out_dir: str | Path | None = None, progress: b
                 "warmstart": ws.model_dump()},
         seeds={"warmstart": ws.seed, "organism_init": seed32(f"{ws.seed}:organism-init"),
                "bc_batches": seed32(f"{ws.seed}:bc-batches")},
-        demos={"episodes": bc_record["episodes"], "requested": ws.demos,
-               "sha256": bc_record["identity"]["demos_sha256"],
-               "expert_success": bc_record["expert_success"], **bc_record["data"]},
-        bc={**{key: bc_record[key] for key in BC_RECORD_KEYS if key in bc_record},
-            "checkpoint_dtype": CHECKPOINT_DTYPE},
+        demos={"episodes": bc_record.episodes, "requested": ws.demos,
+               "sha256": bc_record.identity["demos_sha256"],
+               "expert_success": bc_record.expert_success, **bc_record.data},
+        bc={**bc_record.model_dump(include=BC_RECORD_KEYS), "checkpoint_dtype": CHECKPOINT_DTYPE},
         files={p.name: sha256_file(p) for p in sorted(checkpoint.iterdir()) if p.is_file()},
         timings=timings,
         metrics=metrics,
