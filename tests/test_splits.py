@@ -131,3 +131,23 @@ def test_a_store_without_dev_is_refused_then_rebuilt_with_the_same_lists(tmp_pat
     rebuilt = build_store(root, scale="small", seed=SMALL_STORE_SEED)
     assert not rebuilt.reused and rebuilt.splits.lists == splits.lists
     assert rebuilt.manifest["split_sha256"] == manifest["split_sha256"]
+
+
+def test_two_builders_of_one_store_build_it_once(tmp_path: Path) -> None:
+    """Two processes (here threads, each opening the lock on its own) that need the same store at once: the
+    build lock lets one build it and the other reuse it (without it both built into the same files)."""
+    import threading
+
+    start, results = threading.Barrier(2), []
+
+    def builder() -> None:
+        start.wait()
+        results.append(build_store(tmp_path / "store", "small", SMALL_STORE_SEED).reused)
+
+    threads = [threading.Thread(target=builder) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == [False, True]
+    assert build_store(tmp_path / "store", "small", SMALL_STORE_SEED).reused

@@ -20,8 +20,11 @@ rebuild leaves the catalogue and the train / val / test lists as they were, so r
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -126,6 +129,16 @@ def _reusable(paths: StorePaths, identity: dict[str, Any], force: bool) -> Store
     return StoreArtifacts(paths, catalog, splits, manifest, reused=True)
 
 
+@contextmanager
+def _building(paths: StorePaths) -> Iterator[None]:
+    """Hold the store's build lock (``<root>.lock`` beside it): one process builds or checks a store at a time,
+    so two that need the same store build it once and the other reuses it."""
+    paths.root.parent.mkdir(parents=True, exist_ok=True)
+    with open(paths.root.with_name(paths.root.name + ".lock"), "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def _write_store(paths: StorePaths, identity: dict[str, Any], records: list[dict[str, Any]], catalog: Catalog,
                  splits: Splits) -> StoreArtifacts:
     """Write the products, splits, search index and manifest of ``catalog`` (splits attached) under ``paths``."""
@@ -166,20 +179,21 @@ def build_store(root: str | Path, scale: str = "default", seed: int = DEFAULT_ST
     spec = scale_spec(scale)
     paths = StorePaths(Path(root))
     identity = _identity(scale, seed)
-    reused = _reusable(paths, identity, force)
-    if reused is not None:
-        return reused
-    source = None if force else (_read_manifest(paths) or {}).get("source")
-    if source is not None:
-        raise StoreIntegrityError(f"{paths.root} holds a store built from ShopSimulator files ({source['dir']}); "
-                                  "set store.source to that directory, or pass --force to replace it")
-    LOGGER.info("building the store (scale %s, seed %s) in %s", scale, seed, paths.root)
-    records = generate_raw_products(scale, seed)
-    catalog = Catalog.from_records(records)
-    splits = build_splits(catalog.goals.values(), val_size=spec.val_size, test_size=spec.test_size, seed=seed)
-    splits = carve_dev(splits, catalog.goals)
-    catalog.attach_splits(splits)
-    return _write_store(paths, identity, records, catalog, splits)
+    with _building(paths):
+        reused = _reusable(paths, identity, force)
+        if reused is not None:
+            return reused
+        source = None if force else (_read_manifest(paths) or {}).get("source")
+        if source is not None:
+            raise StoreIntegrityError(f"{paths.root} holds a store built from ShopSimulator files ({source['dir']}); "
+                                      "set store.source to that directory, or pass --force to replace it")
+        LOGGER.info("building the store (scale %s, seed %s) in %s", scale, seed, paths.root)
+        records = generate_raw_products(scale, seed)
+        catalog = Catalog.from_records(records)
+        splits = build_splits(catalog.goals.values(), val_size=spec.val_size, test_size=spec.test_size, seed=seed)
+        splits = carve_dev(splits, catalog.goals)
+        catalog.attach_splits(splits)
+        return _write_store(paths, identity, records, catalog, splits)
 
 
 def build_shopsimulator_store(root: str | Path, source: str | Path, force: bool = False) -> StoreArtifacts:
@@ -194,14 +208,15 @@ def build_shopsimulator_store(root: str | Path, source: str | Path, force: bool 
     files = locate(source)
     identity = {"schema_version": STORE_SCHEMA_VERSION, "source": {"kind": SOURCE_KIND, "dir": str(files.root),
                                                                    "files": files.sha256()}}
-    reused = _reusable(paths, identity, force)
-    if reused is not None:
-        return reused
-    LOGGER.info("building the store from the ShopSimulator files in %s into %s", files.root, paths.root)
-    loaded = load_source(files.root)
-    splits = carve_dev(loaded.splits, loaded.catalog.goals)
-    loaded.catalog.attach_splits(splits)
-    return _write_store(paths, identity, loaded.records, loaded.catalog, splits)
+    with _building(paths):
+        reused = _reusable(paths, identity, force)
+        if reused is not None:
+            return reused
+        LOGGER.info("building the store from the ShopSimulator files in %s into %s", files.root, paths.root)
+        loaded = load_source(files.root)
+        splits = carve_dev(loaded.splits, loaded.catalog.goals)
+        loaded.catalog.attach_splits(splits)
+        return _write_store(paths, identity, loaded.records, loaded.catalog, splits)
 
 
 def open_store(root: str | Path) -> tuple[Catalog, SearchIndex, Splits]:
