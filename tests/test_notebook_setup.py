@@ -17,7 +17,7 @@ from intraskill.pipeline.notebook import (
     four_conditions,
     notebook_params,
 )
-from intraskill.report.status import status_note
+from intraskill.report.status import condition_name, model_name, status_note
 
 CHOICES = {"base": CheckpointChoice("", "**/warmstart*", "expert:without:check_budget"),
            "trained": CheckpointChoice("", "**/round-*/checkpoint*", "expert")}
@@ -96,6 +96,15 @@ def test_coevolve_evidence_names_start_final_checkpoint_and_banks(tmp_path: Path
     assert {name: (model.checkpoint, model.label) for name, model in chosen.models.items()} == {
         "base": (None, "start (untrained)"), "trained": (str(evidence.final_checkpoint), "co-evolve round 0")}
     assert chosen.banks == {"S0": str(evidence.s0_bank), "St": str(evidence.final_bank)}
+    # the report's Chinese pages name these models and their conditions in Chinese (a model id stays as it is)
+    names = {name: model_name(model.label, "zh") for name, model in chosen.models.items()}
+    assert names == {"base": "起点（untrained）", "trained": "协同演化第 0 轮"}
+    assert condition_name("warm start", None, "zh") == "热启动·无技能"
+    assert condition_name("co-evolve round 1", "St", "zh") == "协同演化第 1 轮 + St"
+    assert condition_name("warm start", None, "en") == "warm start, no skill"
+    assert model_name("warm start + no skill", "zh") == "热启动 + 无技能"
+    assert status_note(None, ["warm start", "co-evolve round 1"], coevolve_dir=str(run), params_name="ci",
+                       language="zh") == "评估对象：**热启动**、**协同演化第 1 轮**。"
     empty = coevolve_evidence(_coevolve_run(tmp_path / "empty-gate", final_chunks=0))
     assert empty is not None and empty.final_bank is None  # the last gate kept nothing: no final bank
 

@@ -11,7 +11,7 @@ import pytest
 from intraskill.report.build import MANIFEST_PATH, load_manifest, strip_progress
 from intraskill.report.figures import figure_outputs
 from intraskill.report.pagecheck import page_problems
-from intraskill.report.site import export_notebooks
+from intraskill.report.site import cell_labels, export_notebooks, render_outputs
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 REPORT = {spec.name: spec for spec in load_manifest(NOTEBOOKS.parent / MANIFEST_PATH).notebooks}
@@ -60,6 +60,14 @@ def _page_problems(executed_dir: Path, name: str) -> list[str]:
     return page_problems((executed_dir / "_site" / "notebooks" / f"{name}.html").read_text(encoding="utf-8"))
 
 
+def _chinese_problems(executed: nbformat.NotebookNode) -> list[str]:
+    """What the Chinese report pages would show wrong of the notebook's Chinese cells (``…-zh``): each cell's outputs
+    as a Chinese page embeds them, checked like that page (an English table header or sentence is a problem)."""
+    cells = {label: cell for label, cell in cell_labels(executed).items() if label.endswith("-zh")}
+    body = "".join(render_outputs(cell, label) for label, cell in cells.items())
+    return page_problems(f'<html lang="zh-CN"><body><main><h1>页</h1>{body}</main></body></html>')
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(EXECUTIONS))
 def test_notebook_executes(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -80,6 +88,7 @@ def test_notebook_executes(name: str, tmp_path: Path, monkeypatch: pytest.Monkey
     errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
     assert not _page_problems(tmp_path, name)
+    assert not _chinese_problems(executed)
     for label in REPORT[name].figures if name in REPORT else ():  # what `make figures` publishes
         assert set(figure_outputs(out, label)) == {"svg", "png"}, label
 
