@@ -91,3 +91,45 @@ def test_report_page_problems() -> None:
             + "<pre>ValueError: bad</pre></main>")
     assert page_problems(page) == ["empty section: 'Empty'", "raw TeX: '$S_0$'", "Python repr: \"{'a':\"",
                                    "JSON dump: '{\"a\":'", "traceback: 'ValueError:'", FRAME]
+
+
+def test_files_from_another_host_are_found() -> None:
+    """A script, style sheet, CSS import or image from another host is a problem (the site works offline); a link a
+    reader follows, a canonical URL and a file of the site itself are not."""
+    page = ('<html><head><script src="https://cdn.jsdelivr.net/npm/mathjax@3/tex-chtml.js"></script>'
+            '<link rel="stylesheet" href="//fonts.googleapis.com/css?family=Lato">'
+            '<link rel="canonical" href="https://example.org/report/">'
+            '<script src="../assets/plotly.min.js"></script>'
+            '<style>@import url("https://unpkg.com/x.css"); main{color:#222}</style></head>'
+            '<body><main><p>See <a href="https://github.com/">the source</a>.</p>'
+            '<img src="https://example.org/f.png" alt="f"><img src="data:image/png;base64,AAAA" alt="g"></main>'
+            '</body></html>')
+    assert page_problems(page) == [
+        "loads from another host: 'https://cdn.jsdelivr.net/npm/mathjax@3/tex-chtml.js'",
+        "loads from another host: '//fonts.googleapis.com/css?family=Lato'",
+        "loads from another host: 'https://unpkg.com/x.css'",
+        "loads from another host: 'https://example.org/f.png'"]
+
+
+def _chinese_page(*parts: str, language: str = "zh-CN") -> str:
+    return f'<html lang="{language}"><body><main><h2>结果</h2>{"".join(parts)}</main></body></html>'
+
+
+def test_english_on_a_chinese_page_is_found() -> None:
+    """On a Chinese page an English table header, paragraph or figure caption is a problem; a table formatted in
+    Chinese, a header the same in both languages, a Chinese sentence naming English terms and a command are not. The
+    same English page is fine."""
+    frame = pd.DataFrame({"arm": ["warm start + S0"], "a": [1], "spearman": [0.5], "success_rate": [0.25]})
+    english = format_table(frame, "en", percent=["success_rate"]).to_html()
+    chinese = format_table(frame, "zh", percent=["success_rate"]).to_html()
+    prose = ("<p>门控保留了 S0 的 3 个块（Gate A，m = 1）。</p><p><code>intraskill report build --quick</code></p>"
+             "<figure><figcaption>各条件的成功率（左）</figcaption></figure>")
+    assert page_problems(_chinese_page(chinese, prose)) == []
+    wrong = ("<p>The gate kept 3 of 5 chunks.</p>"
+             "<figure><figcaption>Success per condition (left)</figcaption></figure>")
+    assert page_problems(_chinese_page(english, wrong)) == [
+        "English table header on a Chinese page: 'Condition'",
+        "English table header on a Chinese page: 'Success'",
+        "English text on a Chinese page: 'The gate kept 3 of 5 chunks.'",
+        "English text on a Chinese page: 'Success per condition (left)'"]
+    assert page_problems(_chinese_page(english, wrong, language="en")) == []

@@ -19,12 +19,14 @@ from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 import nbformat
+import pandas as pd
 import pytest
 import yaml
 
 from intraskill.agent.traces import read_traces
 from intraskill.analysis.episodes import read_trace_file
 from intraskill.jsonl import read_jsonl
+from intraskill.plots.tables import format_table
 from intraskill.report.build import (
     CJK_FONT_HINT,
     MANIFEST_PATH,
@@ -101,7 +103,13 @@ def test_page_languages_and_titles() -> None:
         assert ids and ids == twin_ids, page
 
 
+ZH_ARGUMENT = re.compile(r"""[(,=]\s*["']zh["']\s*[,)]""")
+"""``"zh"`` passed as an argument (``language="zh"``, ``view("zh")``), not a dict key or subscript."""
+
+
 def test_embeds_point_at_manifest_notebooks_and_existing_labels() -> None:
+    """Every embed resolves to a labelled cell of a manifest notebook, and a page embeds only the cells of its own
+    language: a Chinese page shows no English table, sentence or figure."""
     manifest = {spec.name for spec in load_manifest(ROOT / MANIFEST_PATH).notebooks}
     embeds = [(page, path, label) for page in _chapter_pages()
               for path, label in find_embeds((ROOT / page).read_text(encoding="utf-8"))]
@@ -113,8 +121,14 @@ def test_embeds_point_at_manifest_notebooks_and_existing_labels() -> None:
         assert name in manifest, f"{page}: {name} is not in {MANIFEST_PATH}"
         source = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
         assert label in cell_labels(source), f"{page}: no cell labelled {label!r} in notebooks/{name}.ipynb"
-        if label.endswith(("-en", "-zh")):
-            assert label.endswith(page.split("/")[1]), f"{page} embeds the other language's figure {label}"
+        language = page.split("/")[1]
+        assert label.endswith(f"-{language}"), f"{page} embeds {label}, not its {language} cell (label-{language})"
+        # a Chinese cell draws its figure, table or sentence in Chinese; an English cell never does
+        code = "".join(line for line in cell_labels(source)[label]["source"].splitlines(keepends=True)
+                       if not line.startswith("#|"))
+        assert bool(ZH_ARGUMENT.search(code)) == (language == "zh"), f"notebooks/{name}.ipynb#{label}: language"
+        caption = re.search(r"^#\|\s*fig-cap:(.*)$", cell_labels(source)[label]["source"], re.MULTILINE)
+        assert caption is None or bool(CJK.search(caption.group(1))) == (language == "zh"), f"{name}#{label}: caption"
 
 
 def test_manifest_and_parameter_validation(tmp_path: Path) -> None:
@@ -315,8 +329,8 @@ def test_records_rerun_progress_and_timings(tmp_path: Path) -> None:
 
 def test_footer_names_commit_mode_records_and_smoke_builds(tmp_path: Path) -> None:
     """Every page's footer names the build's commit, date and mode and the records its notebooks read; a page fed
-    by a quick notebook carries the smoke-build banner in its language; a notebook without records is said so
-    once per page, in each language."""
+    by a quick notebook carries the smoke-build banner in its language (a notebook page in both); a notebook without
+    records is said so once per page, in each language."""
     executed = _tiny_project(tmp_path)
     runs = [NotebookRun("nb", "executed", None, 1.0, "ok", "quick", ("data/results/x/controls", "runs/x")),
             NotebookRun("absent", "no-records", None, 0.0, "none")]
@@ -333,6 +347,11 @@ def test_footer_names_commit_mode_records_and_smoke_builds(tmp_path: Path) -> No
     assert "冒烟构建" in chinese and "随包发布" in chinese and "Smoke build" not in chinese
     assert "Smoke build" not in landing and "no experiment records" in landing and "无实验记录" in landing
     assert record["mode"] == "quick" and "Built " in english and "构建于" in chinese
+    # the notebook page of a quick notebook says so too, in both languages, with the same provenance
+    notebook = (tmp_path / "_site" / "notebooks" / "nb.html").read_text(encoding="utf-8")
+    assert re.search(r'<main[^>]*><div class="smoke-build">Smoke build · 冒烟构建', notebook)
+    assert "smoke (--quick) build" in notebook and "冒烟（--quick）构建" in notebook
+    assert "<code>data/results/x/controls</code> (shipped)" in notebook and "随包发布" in notebook
     # the Quarto render gets the same banner and provenance line (its pages in Quarto's shape: a <main> element)
     quarto = tmp_path / "_quarto_site"
     for page in ("report/index.html", "report/en/a.html", "report/zh/a.html"):
@@ -380,6 +399,41 @@ def test_build_fails_on_a_bad_page_with_one_line_per_problem(tmp_path: Path) -> 
     assert "4 problem(s) on 2 page(s)" in failed.stderr and "--no-check" in failed.stderr
     unchecked = CliRunner().invoke(app, [*clean, "--no-check"])
     assert unchecked.exit_code == 0 and "page check skipped (--no-check)" in unchecked.stdout
+
+
+def test_quarto_build_checks_every_page_quarto_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With Quarto the check reads every page the render wrote, not only the report pages it stamps: a notebook
+    preview that loads require.js from a CDN and shows a dict repr fails the build, and so does an English table on
+    a Chinese page; Quarto's site_libs hold no pages."""
+    _tiny_project(tmp_path)
+    (tmp_path / MANIFEST_PATH).write_text("notebooks:\n  - name: nb\n", encoding="utf-8")
+    site = tmp_path / "_site"
+    english_table = format_table(pd.DataFrame({"success_rate": [0.5]}), "en", percent=["success_rate"]).to_html()
+    written = {
+        "report/index.html": '<html lang="en"><body><main><h1>Home</h1><p>Start here.</p></main></body></html>',
+        "report/en/a.html": '<html lang="en"><body><main><h2>Part</h2><p>Fine.</p></main></body></html>',
+        "report/zh/a.html": f'<html lang="zh"><body><main><h2>部分</h2>{english_table}</main></body></html>',
+        "runs/report/notebooks/nb-preview.html": (
+            '<html lang="en"><head><script src="https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.6/require.min.js">'
+            "</script></head><body><main><pre>{'checkpoint': 'params/x'}</pre></main></body></html>"),
+        "site_libs/quarto-nav/skip.html": "<html><body><pre>{'not': 'a page'}</pre></body></html>",
+    }
+
+    def render(root: Path) -> None:
+        for page, text in written.items():
+            (site / page).parent.mkdir(parents=True, exist_ok=True)
+            (site / page).write_text(text, encoding="utf-8")
+
+    monkeypatch.setattr("intraskill.report.build.render_with_quarto", render)
+    result = build_report(tmp_path, use_quarto=True, execute=False, echo=lambda line: None)
+    assert result.renderer == "quarto" and not result.ok
+    assert sorted(Path(page).relative_to(site).as_posix() for page in result.pages) == sorted(
+        page for page in written if not page.startswith("site_libs/"))
+    assert result.problems == {
+        "report/zh/a.html": ["English table header on a Chinese page: 'Success'"],
+        "runs/report/notebooks/nb-preview.html": [
+            "Python repr: \"{'checkpoint':\"",
+            "loads from another host: 'https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.6/require.min.js'"]}
 
 
 def test_headline_prints_a_labelled_cell_and_the_notebook_path(tmp_path: Path) -> None:

@@ -38,8 +38,9 @@ def build(
         "control matrix, hours on 2 cores; 03_gate the gate validation, 14 min) instead of analysing the records "
         "there are."),
     check: bool = typer.Option(
-        True, "--check/--no-check", help="Check every page written for what a reader must not see (an empty "
-        "section, raw TeX, a Python repr, a JSON dump, an unformatted table, a traceback) and exit 1 listing each "
+        True, "--check/--no-check", help="Check every page written (Quarto's or the static renderer's) for what a "
+        "reader must not see (an empty section, raw TeX, a Python repr, a JSON dump, an unformatted table, a "
+        "traceback, English on a Chinese page) or a file it loads from another host, and exit 1 listing each "
         "problem; --no-check skips the check."),
     as_json: bool = JSON_OPTION,
 ) -> None:

@@ -16,8 +16,10 @@ executed (status ``no-records``, its page says so) unless the build re-runs it (
 parameters, e.g. running the whole experiment) or is quick. ``<run_dir>/build.json`` records the build: commit,
 date, mode and, per notebook, its status and the record directories it read (the site's footer shows them).
 Every page the build writes goes through the page check (:func:`intraskill.report.pagecheck.site_problems`: no empty
-section, raw TeX, Python repr, JSON dump, unformatted DataFrame or traceback); a problem fails the build unless
-``check`` is off (``intraskill report build --no-check``).
+section, raw TeX, Python repr, JSON dump, unformatted DataFrame, traceback, file from another host or English on a
+Chinese page): the static renderer's report and notebook pages, or every page Quarto wrote (the report pages and the
+notebook previews its embeds link to, :func:`quarto_pages`); a problem fails the build unless ``check`` is off
+(``intraskill report build --no-check``).
 """
 
 from __future__ import annotations
@@ -393,6 +395,19 @@ def require_cjk_font(root: Path) -> str:
     return font or ""
 
 
+QUARTO_LIBS = "site_libs"
+"""The folder of Quarto's site libraries (scripts and styles, no pages)."""
+
+
+def quarto_pages(site_dir: Path, stamped: Sequence[Path]) -> list[Path]:
+    """Every HTML page of a Quarto render: the ``stamped`` report pages, then the others Quarto wrote (the notebook
+    previews its embeds link to), outside :data:`QUARTO_LIBS`."""
+    listed = {page.resolve() for page in stamped}
+    others = [page for page in sorted(site_dir.rglob("*.html"))
+              if QUARTO_LIBS not in page.relative_to(site_dir).parts and page.resolve() not in listed]
+    return [*stamped, *others]
+
+
 def render_with_quarto(root: Path) -> None:
     """``quarto render`` in ``root`` (the project file ``_quarto.yml`` names the pages and ``_site``)."""
     subprocess.run(["quarto", "render"], cwd=root, check=True)
@@ -478,7 +493,7 @@ def build_report(
         echo("rendering with quarto render")
         render_with_quarto(base)
         out = base / DEFAULT_SITE_DIR
-        pages = [str(page) for page in stamp_quarto_site(base, out, build)]
+        pages = [str(page) for page in quarto_pages(out, stamp_quarto_site(base, out, build))]
     else:
         out = Path(site_dir) if site_dir is not None else base / DEFAULT_SITE_DIR
         echo(f"quarto is not on PATH: rendering a static HTML site with nbconvert + mistune into {out}")

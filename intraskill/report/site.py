@@ -60,8 +60,12 @@ img{max-width:100%;height:auto}figure.embed{margin:1rem 0}pre{background:#f6f6f6
 overflow-x:auto}.embed-missing{border-left:4px solid #dd8452;background:#fff6ee;padding:.5rem 1rem}
 footer{max-width:60rem;margin:0 auto;padding:1rem 1.5rem;font-size:.8rem;color:#666;
 border-top:1px solid #ddd}
-.smoke-build{border-left:4px solid #c44e52;background:#fdeeee;padding:.5rem 1rem;margin:1rem 0}
 """
+STAMP_STYLE = (".smoke-build{border-left:4px solid #c44e52;background:#fdeeee;padding:.5rem 1rem;margin:1rem 0}"
+               ".provenance-footer{margin-top:2rem;padding-top:.5rem;border-top:1px solid #ddd;font-size:.8rem;"
+               "color:#666}")
+"""The smoke-build banner's and the provenance line's style (Quarto's pages have it from ``report/_style.html``)."""
+STYLE += STAMP_STYLE
 FOOTER = {
     "en": "Static render (Quarto not installed). Executed notebooks:",
     "zh": "静态渲染（未安装 Quarto）。已执行的笔记本：",
@@ -401,13 +405,22 @@ def page_notebooks(body: str) -> list[str]:
     return list(dict.fromkeys(PurePosixPath(path).stem for path, _ in find_embeds(body)))
 
 
-QUARTO_MAIN = re.compile(r"<main\b[^>]*>")
+MAIN = re.compile(r"<main\b[^>]*>")
+
+
+def stamp_page(text: str, banner: str, provenance: str, where: str) -> str:
+    """A page's HTML with the smoke-build banner at the top of its ``<main>`` element and the provenance line at
+    its end (:func:`page_provenance`); ``ValueError`` naming ``where`` when the page has no ``<main>``."""
+    main = MAIN.search(text)
+    if main is None or "</main>" not in text:
+        raise ValueError(f"{where}: no <main> element to stamp")
+    text = text[:main.end()] + banner + text[main.end():]
+    return text.replace("</main>", f'<div class="provenance-footer">{provenance}</div>\n</main>', 1)
 
 
 def stamp_quarto_site(root: str | Path, site_dir: str | Path, record: Mapping[str, Any]) -> list[Path]:
-    """Put into each page Quarto rendered what the static renderer writes into its pages
-    (:func:`page_provenance`): the smoke-build banner at the top of the main content and the provenance line at
-    its end. Returns the pages stamped."""
+    """Put into each page Quarto rendered what the static renderer writes into its pages (:func:`stamp_page`).
+    Returns the pages stamped."""
     base, site = Path(root), Path(site_dir)
     stamped = []
     for page in load_site_config(base).pages:
@@ -416,12 +429,7 @@ def stamp_quarto_site(root: str | Path, site_dir: str | Path, record: Mapping[st
             raise FileNotFoundError(f"{target}: Quarto rendered no page for {page}")
         meta, body = front_matter((base / page).read_text(encoding="utf-8"))
         banner, provenance = page_provenance(record, page_notebooks(body), page_language(page, meta))
-        text = target.read_text(encoding="utf-8")
-        main = QUARTO_MAIN.search(text)
-        if main is None or "</main>" not in text:
-            raise ValueError(f"{target}: no <main> element to stamp")
-        text = text[:main.end()] + banner + text[main.end():]
-        target.write_text(text.replace("</main>", f'<div class="provenance-footer">{provenance}</div>\n</main>', 1),
+        target.write_text(stamp_page(target.read_text(encoding="utf-8"), banner, provenance, str(target)),
                           encoding="utf-8")
         stamped.append(target)
     return stamped
@@ -491,9 +499,11 @@ def offline_notebook(notebook: Any) -> Any:
     return notebook
 
 
-def export_notebooks(executed_dir: Path, out_dir: Path) -> list[str]:
+def export_notebooks(executed_dir: Path, out_dir: Path, record: Mapping[str, Any] | None = None) -> list[str]:
     """Export every executed notebook to ``out_dir/notebooks/<name>.html`` with nbconvert (the ``offline``
-    template: nothing loaded from a CDN; :func:`offline_notebook`); return names."""
+    template: nothing loaded from a CDN; :func:`offline_notebook`); return names. With the build ``record`` each
+    page is stamped as the report pages are (:func:`stamp_page`, in both languages): the smoke-build banner when
+    the notebook ran quick, and commit, date, build mode and the records it read."""
     # deferred: nbformat is heavy to import
     import nbformat
 
@@ -508,6 +518,9 @@ def export_notebooks(executed_dir: Path, out_dir: Path) -> list[str]:
         body, _ = exporter.from_notebook_node(offline_notebook(nbformat.read(path, as_version=4)))
         if PLOTLY_MARKER in body:
             body = body.replace("</head>", f'<script src="../assets/{PLOTLY_SCRIPT}"></script>\n</head>', 1)
+        if record is not None:
+            body = stamp_page(body.replace("</head>", f"<style>{STAMP_STYLE}</style>\n</head>", 1),
+                              *page_provenance(record, [path.stem], None), str(path))
         (target / f"{path.stem}.html").write_text(body, encoding="utf-8")
         names.append(path.stem)
     return names
@@ -530,7 +543,7 @@ def render_static_site(root: str | Path, executed_dir: str | Path, out_dir: str 
         raise FileNotFoundError(f"_quarto.yml lists pages that do not exist: {missing}")
     titles = {page: str(front_matter((base / page).read_text(encoding="utf-8"))[0].get("title", page))
               for page in config.pages}
-    notebooks = export_notebooks(executed, out) if executed.is_dir() else []
+    notebooks = export_notebooks(executed, out, record) if executed.is_dir() else []
     (out / "assets").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(plotly_script_path(), out / "assets" / PLOTLY_SCRIPT)
     build = _Build(config, base, executed, titles, notebooks, {}, Path(data_dir) if data_dir is not None else None,
