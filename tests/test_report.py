@@ -31,6 +31,7 @@ from intraskill.report.build import (
     CJK_FONT_HINT,
     MANIFEST_PATH,
     NotebookRun,
+    NotebookSpec,
     build_report,
     check_parameters,
     execute_notebooks,
@@ -288,6 +289,19 @@ def load_manifest_text(root: Path, text: str):
     return load_manifest(path)
 
 
+def test_run_directories_named_by_parameters_are_records(tmp_path: Path) -> None:
+    """A notebook's records include the run directories its parameters name (04's coevolve_dir, 07's out_dir) once
+    they hold a file; a parameter set's name, an absolute path or an empty directory is none."""
+    run = tmp_path / "runs" / "report-ci" / "co-evolve"
+    run.mkdir(parents=True)
+    (tmp_path / "runs" / "empty").mkdir()
+    parameters = {"params_name": "ci", "coevolve_dir": "runs/report-ci/co-evolve", "out_dir": "runs/empty",
+                  "run_root": str(tmp_path / "runs"), "limit": 6}
+    assert NotebookSpec.parameter_dirs(parameters, tmp_path) == []
+    (run / "co_evolve_summary.json").write_text("{}", encoding="utf-8")
+    assert NotebookSpec.parameter_dirs(parameters, tmp_path) == ["runs/report-ci/co-evolve"]
+
+
 @pytest.mark.e2e
 def test_records_rerun_progress_and_timings(tmp_path: Path) -> None:
     """An entry that analyses records is not executed while none exists (a note names --rerun), runs with its
@@ -342,6 +356,7 @@ def test_footer_names_commit_mode_records_and_smoke_builds(tmp_path: Path) -> No
     chinese = (tmp_path / "_site" / "report" / "zh" / "a.html").read_text(encoding="utf-8")
     landing = (tmp_path / "_site" / "report" / "index.html").read_text(encoding="utf-8")
     assert "Smoke build" in english and "smoke (--quick) build" in english
+    assert "<code>nb</code> ran with their quick parameters" in english and "<code>nb</code> 以快速参数运行" in chinese
     assert "<code>data/results/x/controls</code> (shipped), <code>runs/x</code> (your run)" in english
     assert "No records of this experiment exist yet" in english and english.count("no-records") == 1
     assert "冒烟构建" in chinese and "随包发布" in chinese and "Smoke build" not in chinese

@@ -94,6 +94,14 @@ class NotebookSpec:
         return list(dict.fromkeys(path.relative_to(root).as_posix() for path in found
                                   if any(item.is_file() for item in path.rglob("*"))))
 
+    @staticmethod
+    def parameter_dirs(parameters: dict[str, Any], root: Path) -> list[str]:
+        """The run directories a build's ``parameters`` name (``coevolve_dir``, ``out_dir``: a relative path to a
+        directory under ``root`` that holds a file): the records a notebook read or wrote besides ``records``."""
+        named = [value for value in parameters.values() if isinstance(value, str) and value
+                 and not Path(value).is_absolute() and (root / value).is_dir()]
+        return [value for value in dict.fromkeys(named) if any(item.is_file() for item in (root / value).rglob("*"))]
+
 
 @dataclass(frozen=True)
 class NotebookRun:
@@ -349,6 +357,7 @@ def execute_notebooks(
             runs.append(NotebookRun(spec.name, "no-records", None, 0.0, note, mode))
             continue
         key = execution_key(source, parameters, input_files(base, [*inputs, *spec.inputs]), base)
+        records = tuple(dict.fromkeys([*records, *spec.parameter_dirs(parameters, base)]))
         if not force and target.is_file() and key_file.is_file() and key_file.read_text().strip() == key:
             echo(f"cached {spec.name}: notebook, parameters and inputs unchanged ({target})")
             runs.append(NotebookRun(spec.name, "cached", str(target), 0.0, f"key {key[:12]}", mode, records))
@@ -370,6 +379,7 @@ def execute_notebooks(
         # the key after the run: a notebook that writes its own inputs (a round it resumes) stays cached
         after = execution_key(source, parameters, input_files(base, [*inputs, *spec.inputs]), base)
         key_file.write_text(after + "\n", encoding="utf-8")
+        records = tuple(dict.fromkeys([*records, *spec.parameter_dirs(parameters, base)]))
         runs.append(NotebookRun(spec.name, "executed", str(target), seconds, "ok", mode, records))
     return runs
 

@@ -87,12 +87,15 @@ NO_RECORDS = {
 BUILD_FILE = "build.json"
 """The build record (:func:`intraskill.report.build.write_build_record`) in the report's run folder."""
 SMOKE_BANNER = {
-    "en": "Smoke build (<code>intraskill report build --quick</code>): the figures and tables on this page come "
-          "from CI-size runs of the random-init <code>ci</code> organism; their numbers are not results.",
-    "zh": "冒烟构建（<code>intraskill report build --quick</code>）：本页图表来自随机初始化的 <code>ci</code> "
-          "模型的 CI 规模运行，其数值不是实验结果。",
-    None: "Smoke build · 冒烟构建 (<code>--quick</code>): CI-size runs of a random-init model, not results · 数值不是实验结果.",
+    "en": "Smoke build (<code>intraskill report build --quick</code>): {names} ran with their quick parameters "
+          "(<code>report/notebooks.yaml</code>): training and evaluation as CI-size runs of the random-init "
+          "<code>ci</code> organism, bootstrap intervals from fewer resamples. Read none of its numbers as results.",
+    "zh": "冒烟构建（<code>intraskill report build --quick</code>）：{names} 以快速参数运行（<code>report/notebooks.yaml</code>）："
+          "训练与评估是随机初始化的 <code>ci</code> 模型的 CI 规模运行，自助法区间的重抽样次数更少。其中任何数值都不是实验结果。",
+    None: "Smoke build · 冒烟构建 (<code>--quick</code>): {names} — CI-size runs of a random-init model, fewer "
+          "bootstrap resamples; not results · 数值不是实验结果.",
 }
+"""The banner of a page whose notebooks (``{names}``) ran with their quick parameters."""
 PROVENANCE_TEXT = {
     "en": {"built": "Built {date} from commit {commit}", "mode": "{mode} build", "quick": "smoke (--quick)",
            "full": "full", "records": "records", "none": "no experiment records", "shipped": "shipped",
@@ -384,8 +387,8 @@ def page_provenance(record: Mapping[str, Any] | None, names: list[str], language
     def notebook(name: str) -> Mapping[str, Any]:
         return ((record.get("notebooks") or {}).get(name)) or {}
 
-    quick = any(notebook(name).get("mode") == "quick" for name in names)
-    banner = f'<div class="smoke-build">{SMOKE_BANNER[language]}</div>\n' if quick else ""
+    quick = ", ".join(f"<code>{html.escape(name)}</code>" for name in names if notebook(name).get("mode") == "quick")
+    banner = f'<div class="smoke-build">{SMOKE_BANNER[language].format(names=quick)}</div>\n' if quick else ""
     texts = [PROVENANCE_TEXT[lang] for lang in ((language,) if language else ("en", "zh"))]
     commit = html.escape(str(record.get("commit") or "—")[:12])
     records = list(dict.fromkeys(r for name in names for r in notebook(name).get("records", [])))
