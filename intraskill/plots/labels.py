@@ -323,7 +323,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "behaviour_reward": ("strict reward", "严格奖励"),
     "col_behaviour_arm": ("a / b", "a / b"),
     "col_run": ("Run", "运行"),
-    "col_value": ("Per-turn value", "逐轮统计量"),
+    "col_turn_value": ("Per-turn value", "逐轮统计量"),
     "col_phase": ("Page phase", "页面阶段"),
     "col_turns": ("Turns", "轮数"),
     "col_turns_with_value": ("Turns with the value", "有该值的轮数"),
