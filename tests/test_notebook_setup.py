@@ -103,6 +103,7 @@ def test_coevolve_evidence_names_start_final_checkpoint_and_banks(tmp_path: Path
     assert condition_name("co-evolve round 1", "St", "zh") == "协同演化第 1 轮 + St"
     assert condition_name("warm start", None, "en") == "warm start, no skill"
     assert model_name("warm start + no skill", "zh") == "热启动 + 无技能"
+    assert model_name("start (untrained) + S₀", "zh") == "起点（untrained） + S₀"  # notebook 05's arm a
     assert status_note(None, ["warm start", "co-evolve round 1"], coevolve_dir=str(run), params_name="ci",
                        language="zh") == "评估对象：**热启动**、**协同演化第 1 轮**。"
     empty = coevolve_evidence(_coevolve_run(tmp_path / "empty-gate", final_chunks=0))

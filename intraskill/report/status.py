@@ -30,7 +30,7 @@ STAND_INS = {"en": "**Scripted stand-ins, not trained models:** {labels}.",
 MODEL_WORDS = {
     "en": (),
     "zh": ((re.compile(r"\bco-evolve round (\d+)\b"), r"协同演化第 \1 轮"), (re.compile(r"\bwarm start\b"), "热启动"),
-           (re.compile(r"^start \((.+)\)$"), r"起点（\1）"), (re.compile(r"\bno skill\b"), "无技能"),
+           (re.compile(r"^start \(([^)]*)\)"), r"起点（\1）"), (re.compile(r"\bno skill\b"), "无技能"),
            (re.compile(r"^base\b"), "基座"), (re.compile(r"^trained\b"), "训练后")),
 }
 """The words of the models' labels that :mod:`intraskill.pipeline.notebook` gives (``warm start``, ``co-evolve round
