@@ -20,6 +20,7 @@ says so.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -192,7 +193,6 @@ def pilot_seed_count(per_seed: Sequence[float], difference: float, *, least: int
         raise ValueError(f"pilot_seed_count: need at least 2 pilot seeds, got {len(per_seed)}")
     if not 2 <= least <= most:
         raise ValueError(f"pilot_seed_count: need 2 <= least <= most, got {least} and {most}")
-    mean = sum(per_seed) / len(per_seed)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in per_seed) / (len(per_seed) - 1))
+    sd = statistics.stdev(per_seed)
     needed = seeds_needed(difference, target, seed_sd=sd, most=10 ** 6) if sd > 0 else least
     return SeedCount(tuple(float(v) for v in per_seed), sd, difference, target, needed, min(most, max(least, needed)))
