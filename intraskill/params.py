@@ -735,11 +735,18 @@ def comparison_pairs(arms: Sequence[str]) -> list[tuple[str, str]]:
 
 
 class ClaimParams(_Section):
-    """One declared contrast: ``comparison`` (``<a>-<b>``, a − b) in one condition on one metric."""
+    """One declared contrast: ``comparison`` (``<a>-<b>``, a − b) in one condition on one metric.
+
+    ``equivalence_margin`` (a fraction: 0.03 is 3 points of success) declares the finding "no difference of the
+    margin or more": the contrast's 90 % interval inside ±margin, two one-sided tests at α = 0.05
+    (``null``: none declared)."""
+
+    plan_optional: ClassVar[tuple[str, ...]] = ("equivalence_margin",)
 
     comparison: str = f"{METHOD_ARM}-{REFERENCE_ARM}"
     condition: Condition = "deployed"
     metric: Metric = "success"
+    equivalence_margin: float | None = Field(None, gt=0.0, lt=1.0)
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -12,7 +12,7 @@ from scipy import stats
 
 from intraskill.evaluate.bootstrap import paired_bootstrap_ci
 from intraskill.experiment.inference import contrast_interval, holm, pilot_seed_count, power, seeds_needed
-from intraskill.experiment.results import Contrast, declared
+from intraskill.experiment.results import EQUIVALENCE_CONFIDENCE, Contrast, declared
 from intraskill.params import FamilyParams
 from intraskill.paths import project_root
 
@@ -70,7 +70,9 @@ def test_holm_on_a_hand_checked_family() -> None:
 
 def contrast_of(a: str, b: str, condition: str, seed_means: list[float]) -> Contrast:
     per_seed = tuple(paired_bootstrap_ci([0.0] * 20, [m] * 20, "r_success", samples=100) for m in seed_means)
-    return Contrast(a, b, condition, "r_success", contrast_interval([[m] * 20 for m in seed_means]), per_seed, None)
+    rows = [[m] * 20 for m in seed_means]
+    return Contrast(a, b, condition, "r_success", contrast_interval(rows), per_seed, None,
+                    equivalence=contrast_interval(rows, EQUIVALENCE_CONFIDENCE))
 
 
 def test_verdicts_follow_the_declared_family() -> None:
@@ -90,6 +92,30 @@ def test_verdicts_follow_the_declared_family() -> None:
     assert read[2].verdict == "unresolved"
     assert read[3].verdict == "exploratory" and "no verdict" in read[3].statement()
     assert "Holm p" in read[2].statement() and "no difference resolved" in read[2].statement()
+
+
+@pytest.mark.parametrize(("seed_means", "verdict"), [
+    ([0.01, -0.01, 0.00, 0.02, -0.015], "equivalent"),  # 90 %: [−1.3, +1.5] points
+    ([0.04, -0.04, 0.01, 0.05, -0.03], "unresolved"),  # 95 % holds 0, 90 % [−3.2, +4.4] not inside ±3
+    ([0.010, 0.012, 0.011, 0.009, 0.013], "coevolve > grpo"),  # inside ±3 points, yet 0 excluded: a difference
+])
+def test_the_primarys_declared_equivalence_is_two_one_sided_tests(seed_means: list[float], verdict: str) -> None:
+    family = FamilyParams.model_validate({"primary": {"equivalence_margin": 0.03},
+                                          "secondary": {"comparisons": ["coevolve-grpo"]}})
+    primary, secondary = declared([contrast_of("coevolve", "grpo", c, seed_means) for c in ("deployed", "bare")],
+                                  family, ["coevolve", "grpo"])
+    e = primary.equivalence
+    assert e is not None and e.confidence == pytest.approx(0.90) and e.high - e.low < primary.across_seeds.high - \
+        primary.across_seeds.low
+    assert primary.margin == 0.03 and primary.verdict == verdict
+    assert "90 % interval" in primary.statement()
+    words = {"equivalent": "supported: no difference of 3 points or more", "unresolved": "no difference resolved"}
+    assert words.get(verdict, verdict) in primary.statement()
+    # only the primary contrast carries the margin: the same numbers in the secondary family get no such verdict
+    assert secondary.margin is None and secondary.verdict in ("unresolved", "coevolve > grpo")
+    assert FamilyParams().primary.equivalence_margin is None
+    with pytest.raises(ValueError, match="equivalence_margin"):
+        FamilyParams.model_validate({"primary": {"equivalence_margin": 3}})
 
 
 def test_power_of_a_three_point_difference_at_the_organisms_seed_spread() -> None:

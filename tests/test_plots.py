@@ -194,3 +194,18 @@ def test_dodged_labels_keep_apart_only_where_points_crowd() -> None:
     assert all(b - a >= 0.005 - 1e-12 for a, b in zip(crowded, crowded[1:]))
     assert heights[3] == 0.011  # alone: its label stays at its point
     assert min(heights[:3]) == 0.010  # the lowest of the crowd stays too
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_control_outcomes_word_each_verdict_in_the_pages_language(language: str) -> None:
+    levels = [{"arm": arm, "condition": "deployed", "metric": "success", "mean": 0.3, "ci_low": 0.25,
+               "ci_high": 0.35, "per_seed": [0.3, 0.31]} for arm in ("coevolve", "grpo", "fixed")]
+    row = {"condition": "deployed", "metric": "success", "mean": 0.001, "ci_low": -0.01, "ci_high": 0.012}
+    comparisons = [{**row, "comparison": "coevolve-grpo", "verdict": "equivalent", "margin": 0.03},
+                   {**row, "comparison": "coevolve-fixed", "verdict": "unresolved", "margin": None},
+                   {**row, "comparison": "fixed-grpo", "verdict": "exploratory", "margin": None}]
+    text = _texts(plots.control_outcomes(levels, comparisons, language=language))
+    for key in ("control_verdict_unresolved", "control_verdict_exploratory"):
+        assert label(key, language) in text
+    assert label("control_verdict_within", language, margin="3") in text
+    assert "no difference" not in text if language == "zh" else "no difference of 3 points or more" in text

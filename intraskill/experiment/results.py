@@ -7,8 +7,10 @@ Skill1 arm) or ``bare`` (the final checkpoint alone) — for test success and st
 :func:`~intraskill.experiment.inference.contrast_interval` (the crossed seeds × tasks t interval; one seed: the
 task-paired bootstrap). What the matrix claims is declared in ``matrix.family``: the primary contrast gets a
 verdict when its 95 % interval excludes 0, each secondary one when its Holm-adjusted p-value (over the whole
-declared family, a member not run counting as p = 1) is below 0.05 and its interval excludes 0; every other
-contrast is reported without a verdict. Bootstraps are seeded from ``evaluation.bootstrap_seed``. An arm that
+declared family, a member not run counting as p = 1) is below 0.05 and its interval excludes 0. A primary
+contrast declared with an ``equivalence_margin`` whose 95 % interval holds 0 gets the verdict ``equivalent`` (no
+difference of the margin or more) when its 90 % interval lies inside ±margin (two one-sided tests at 0.05); every
+other contrast is reported without a verdict. Bootstraps are seeded from ``evaluation.bootstrap_seed``. An arm that
 started from its own checkpoint (``start_checkpoint``) or trained from its own S₀ (``start_skillbank``) is named as
 such in the summary and in every statement about it.
 
@@ -64,8 +66,12 @@ COMPUTE_FIELDS: tuple[str, ...] = ("rollout_episodes", "retry_episodes", "genera
 per cell in the compute table; ``generated_tokens`` counts rollouts and retries, ``retry_tokens`` the
 retries alone."""
 ALPHA = 1.0 - DEFAULT_CONFIDENCE
+EQUIVALENCE_CONFIDENCE = 1.0 - 2.0 * ALPHA
+"""The interval of two one-sided tests at :data:`ALPHA`: 90 %."""
 PRIMARY, SECONDARY, EXPLORATORY = "primary", "secondary", "exploratory"
 """A contrast's role in the declared family."""
+EQUIVALENT = "equivalent"
+"""The verdict of a primary contrast whose declared equivalence holds."""
 
 __all__ = ["Contrast", "MatrixResult", "comparison_pairs", "contrast", "load_matrix"]
 
@@ -86,6 +92,10 @@ class Contrast:
     """Arm → how it started apart from the others (its own checkpoint, its own S₀), for such an arm."""
     role: str = EXPLORATORY
     p_holm: float | None = None
+    equivalence: ContrastInterval | None = None
+    """The interval at :data:`EQUIVALENCE_CONFIDENCE`, computed for a primary contrast declared with a margin."""
+    margin: float | None = None
+    """The declared equivalence margin (primary contrast only)."""
 
     @property
     def name(self) -> str:
@@ -103,11 +113,24 @@ class Contrast:
         return self.role == PRIMARY or (self.p_holm is not None and self.p_holm < ALPHA)
 
     @property
+    def equivalent(self) -> bool:
+        """The declared equivalence holds: a primary contrast not :attr:`supported` whose 90 % interval lies
+        inside ±margin."""
+        return self.role == PRIMARY and not self.supported and self._inside_margin()
+
+    def _inside_margin(self) -> bool:
+        e, m = self.equivalence, self.margin
+        return e is not None and m is not None and -m <= e.low and e.high <= m
+
+    @property
     def verdict(self) -> str:
-        """``a > b`` or ``a < b`` where :attr:`supported`; ``unresolved`` for another declared contrast;
-        ``exploratory`` (no verdict) outside the declared family."""
+        """``a > b`` or ``a < b`` where :attr:`supported`; ``equivalent`` (no difference of the margin or more)
+        where :attr:`equivalent`; ``unresolved`` for another declared contrast; ``exploratory`` (no verdict) outside
+        the declared family."""
         if self.role == EXPLORATORY:
             return EXPLORATORY
+        if self.equivalent:
+            return EQUIVALENT
         if not self.supported:
             return "unresolved"
         return f"{self.a} > {self.b}" if self.across_seeds.mean > 0 else f"{self.a} < {self.b}"
@@ -124,6 +147,12 @@ class Contrast:
         head = f"{self.name} ({self.condition}, {METRIC_LABELS[self.metric]}, {self.role})"
         if self.role == EXPLORATORY:
             return f"{head}: {size}; outside the declared family, no verdict{caveat}"
+        if self.equivalence is not None and self.margin is not None:
+            e = self.equivalence
+            size += (f"; {100 * e.confidence:.0f} % interval [{100 * e.low:+.1f}, {100 * e.high:+.1f}] "
+                     f"{'inside' if self._inside_margin() else 'not inside'} ±{100 * self.margin:g} points")
+        if self.equivalent:
+            return f"{head}: {size}; supported: no difference of {100 * (self.margin or 0.0):g} points or more{caveat}"
         if not self.supported:
             return f"{head}: {size}; no difference resolved{caveat}"
         return f"{head}: {size}; supported: {self.verdict}{caveat}"
@@ -136,6 +165,9 @@ class Contrast:
                 "per_seed": [{"mean": s.mean_difference, "ci_low": s.ci95[0], "ci_high": s.ci95[1]}
                              for s in self.per_seed],
                 "per_seed_method": self.per_seed[0].method, "transitions": self.transitions,
+                "equivalence": None if self.equivalence is None else
+                {"margin": self.margin, "confidence": self.equivalence.confidence, "ci_low": self.equivalence.low,
+                 "ci_high": self.equivalence.high},
                 "verdict": self.verdict, "statement": self.statement()}
 
 
@@ -332,7 +364,7 @@ class MatrixResult:
                          "seeds": record["seeds"], "tasks": record["tasks"], "method": record["method"],
                          "p_value": record["p_value"], "role": c.role, "p_holm": c.p_holm,
                          "0->1": (c.transitions or {}).get("0->1"), "1->0": (c.transitions or {}).get("1->0"),
-                         "verdict": c.verdict})
+                         "verdict": c.verdict, "margin": c.margin})
         return pd.DataFrame(rows)
 
 
@@ -381,9 +413,11 @@ def _run_dir(out: Path, cell: CellResult, condition: str) -> Path:
 
 
 def contrast(out: Path, cells_a: Sequence[CellResult], cells_b: Sequence[CellResult], condition: str, metric: str,
-             samples: int, seed_base: int, task_values: TaskValues | None = None) -> Contrast:
+             samples: int, seed_base: int, task_values: TaskValues | None = None, *,
+             equivalence: bool = False) -> Contrast:
     """Arm a − arm b over the seed indices both finished (paired by seed index, then by task); ``task_values``
-    shares the runs' per-task outcomes between contrasts."""
+    shares the runs' per-task outcomes between contrasts; ``equivalence`` adds the interval at
+    :data:`EQUIVALENCE_CONFIDENCE`."""
     task_values = task_values if task_values is not None else TaskValues()
     by_seed = {c.seed_index: c for c in cells_b}
     pairs = [(a, by_seed[a.seed_index]) for a in sorted(cells_a, key=lambda c: c.seed_index)
@@ -406,16 +440,20 @@ def contrast(out: Path, cells_a: Sequence[CellResult], cells_b: Sequence[CellRes
     return Contrast(cells_a[0].arm, cells_b[0].arm, condition, metric,
                     contrast_interval(rows, metric=metric, samples=samples, seed_base=seed_base),
                     tuple(per_seed), success_transitions(*successes) if binary else None,
-                    _starts([*cells_a, *cells_b]))
+                    _starts([*cells_a, *cells_b]),
+                    equivalence=contrast_interval(rows, EQUIVALENCE_CONFIDENCE, metric=metric, samples=samples,
+                                                  seed_base=seed_base) if equivalence else None)
 
 
 def declared(contrasts: Sequence[Contrast], family: FamilyParams, arms: Sequence[str]) -> tuple[Contrast, ...]:
-    """``contrasts`` with their roles in ``family`` (declared over a matrix of ``arms``) and the secondary ones'
-    Holm-adjusted p-values; a declared member not among ``contrasts`` counts as p = 1."""
+    """``contrasts`` with their roles in ``family`` (declared over a matrix of ``arms``), the primary one's
+    equivalence margin and the secondary ones' Holm-adjusted p-values; a declared member not among ``contrasts``
+    counts as p = 1."""
     primary, secondary = family.members(arms)
     adjusted = holm({c.key: c.across_seeds.p_value for c in contrasts if c.key in secondary}, ALPHA,
                     family_size=len(secondary))
-    return tuple(replace(c, role=PRIMARY) if c.key == primary else
+    margin = family.primary.equivalence_margin
+    return tuple(replace(c, role=PRIMARY, margin=margin) if c.key == primary else
                  replace(c, role=SECONDARY, p_holm=adjusted[c.key]) if c.key in adjusted else c for c in contrasts)
 
 
@@ -444,9 +482,11 @@ def load_matrix(out_dir: str | Path, arms: Sequence[str] | None = None, seeds: i
     finished = list(dict.fromkeys(c.arm for c in cells))
     task_values = TaskValues()
     family = family if family is not None else FamilyParams()
+    equivalence = family.primary.key if family.primary.equivalence_margin is not None else None
     contrasts = tuple(
         contrast(out, [c for c in cells if c.arm == a], [c for c in cells if c.arm == b], condition, metric,
-                 evaluation["bootstrap_samples"], evaluation["bootstrap_seed"], task_values)
+                 evaluation["bootstrap_samples"], evaluation["bootstrap_seed"], task_values,
+                 equivalence=(f"{a}-{b}", condition, METRIC_LABELS[metric]) == equivalence)
         for a, b in comparison_pairs(finished) for condition in CONDITIONS for metric in METRICS
         if {c.seed_index for c in cells if c.arm == a} & {c.seed_index for c in cells if c.arm == b})
     baselines = tuple(baseline_cells(cells, read_baselines(out, seeds))) \

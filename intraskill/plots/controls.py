@@ -56,7 +56,8 @@ def control_outcomes(levels: "pd.DataFrame | Sequence[Mapping[str, Any]]",
                      condition: str = "deployed", language: str = "en") -> "Figure":
     """Left: each arm's test level (mean over seeds and tasks, 95 % CI, each seed as a dot).
     Right: the paired differences ``a − b`` with their 95 % CI and verdict (``a > b`` / ``a < b`` where the declared
-    family supports it, else ``unresolved`` or ``exploratory``).
+    family supports it, "no difference of m points or more" where the primary contrast's declared equivalence
+    holds (``equivalent``, its ``margin`` m), else ``unresolved`` or ``exploratory``).
 
     ``levels`` as :meth:`~intraskill.experiment.results.MatrixResult.arm_intervals`, ``comparisons`` as
     :meth:`~intraskill.experiment.results.MatrixResult.comparisons`; both are filtered to ``metric`` and
@@ -92,9 +93,11 @@ def control_outcomes(levels: "pd.DataFrame | Sequence[Mapping[str, Any]]",
         mean, low, high = (scale * pairs[k].astype(float) for k in ("mean", "ci_low", "ci_high"))
         right.errorbar(mean, rows, xerr=[mean - low, high - mean], fmt="o", capsize=3, color="#1b3a6b")
         right.axvline(0.0, color="grey", linewidth=0.8)
-        for row, value, lo, hi, verdict in zip(rows, mean, low, high, pairs["verdict"]):
+        margins = pairs["margin"] if "margin" in pairs else [None] * len(pairs)
+        for row, value, lo, hi, verdict, margin in zip(rows, mean, low, high, pairs["verdict"], margins):
             note = f"{value:+.1f} [{lo:+.1f}, {hi:+.1f}]" if metric == "success" else f"{value:+.3f}"
-            word = labels(f"control_verdict_{verdict}") if verdict in ("unresolved", "exploratory") else verdict
+            word = labels("control_verdict_within", margin=f"{100 * margin:g}") if verdict == "equivalent" else \
+                labels(f"control_verdict_{verdict}") if verdict in ("unresolved", "exploratory") else verdict
             right.annotate(f"{note}  {word}", (hi, row), xytext=(4, 0), textcoords="offset points",
                            va="center", fontsize=7.5)
         right.set_yticks(rows, list(pairs["comparison"]))
