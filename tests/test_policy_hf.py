@@ -9,7 +9,7 @@ from intraskill.chat.base import ChatRequest, ContextFull, Policy
 from intraskill.chat.chatml import IM_END, assistant_message, render_messages
 from intraskill.policy import hf
 from intraskill.policy.hf import HFPolicy
-from intraskill.policy.lockstep import GQA_SDPA, additive_mask, use_gqa_sdpa
+from intraskill.policy.lockstep import GQA_SDPA, additive_mask, prefill_groups, use_gqa_sdpa
 from intraskill.policy.organism import OrganismConfig, build_organism, protocol_corpus, train_tokenizer
 
 TINY = OrganismConfig(
@@ -182,6 +182,60 @@ def test_siblings_share_one_prefill_with_exactly_the_replies_of_their_own(organi
     for (_, mine), (_, theirs) in zip(shared, own):
         assert mine == pytest.approx(theirs, abs=1e-5)
     assert len({tuple(tokens) for tokens, _ in shared[:3]}) > 1  # each sibling still samples its own reply
+
+
+def test_rows_prefilled_in_length_groups_reply_as_one_padded_slab(organism, monkeypatch) -> None:
+    """An evaluation prefills a turn's rows in groups of similar length, each in its own slab, and decodes them
+    together from one slab of their real keys: every reply (two siblings sharing a prefill among them) and every
+    later turn is what one padded slab of the whole batch gives, log-probs to float rounding (a matmul rounds a row
+    by the rows beside it)."""
+    model, tokenizer = organism
+    prompts = conversations(5)
+    convs = {**prompts, "twin": list(prompts["ep-3"])}  # ep-3 and its twin share one prefill
+    prefills = []
+    forward = HFPolicy._forward
+
+    def counted(self, input_ids, *args):
+        prefills.append(tuple(input_ids.shape))
+        return forward(self, input_ids, *args)
+
+    def replies(policy: HFPolicy, budgets: tuple[int, ...] = (5, 9, 12, 7, 3, 10)) -> list[tuple[list[int], list[float]]]:
+        return [(g.token_ids, g.logprobs) for _, _, generations in play(policy, convs_copy(), 3, 1.0, list(budgets))
+                for g in generations]
+
+    def convs_copy() -> dict[str, list[dict]]:
+        return {s: list(m) for s, m in convs.items()}
+
+    monkeypatch.setattr(HFPolicy, "_forward", counted)
+    padded = replies(HFPolicy(model, tokenizer, max_batch=6))
+    assert prefills[0][0] == 5  # one slab of the 5 distinct prompts, outside an evaluation
+    monkeypatch.setattr(hf, "prefill_groups", lambda spans, *_: [[0, 4], [1], [2, 3]] if len(spans) == 5 else
+                        [[0, 2, 4], [1, 3, 5]])
+    prefills.clear()
+    policy = HFPolicy(model, tokenizer, max_batch=2)
+    with policy.evaluation(6):
+        grouped = replies(policy)
+    assert (policy.max_batch, policy.bucket_prefill) == (2, False)
+    assert [rows for rows, _ in prefills[:3]] == [2, 1, 2]  # the first turn's groups, each alone (one slice)
+    assert [tokens for tokens, _ in grouped] == [tokens for tokens, _ in padded]
+    for (_, mine), (_, theirs) in zip(grouped, padded):
+        assert mine == pytest.approx(theirs, abs=1e-5)
+    assert len({tuple(tokens) for tokens, _ in grouped}) > 6  # sampled replies that differ
+    assert grouped[3][0] != grouped[5][0]  # the twins sampled their own replies from the shared prefill
+    policy = HFPolicy(model, tokenizer)
+    with policy.evaluation(6):  # one token a reply: the turns run no decode forward after the groups' prefill
+        single = replies(policy, (1,) * 6)
+    assert [tokens for tokens, _ in single] == [tokens for tokens, _ in replies(HFPolicy(model, tokenizer), (1,) * 6)]
+
+
+def test_prefill_groups_split_far_lengths_and_keep_close_ones_together(organism) -> None:
+    model, _ = organism
+    shape = HFPolicy(model, organism[1]).shape
+    spans = [(0, 400), (0, 12), (0, 410), (0, 10), (0, 11), (0, 405)]
+    assert prefill_groups(spans, shape, 8192) == [[1, 3, 4], [0, 2, 5]]  # shortest first
+    assert prefill_groups([(0, 10), (0, 11), (0, 12)], shape, 8192) == [[0, 1, 2]]  # padding cheaper than a forward
+    assert sorted(i for group in prefill_groups([(c, n) for n in range(1, 60, 7) for c in (0, 500)], shape, 64)
+                  for i in group) == list(range(18))
 
 
 def test_divergent_history_restarts_the_session(organism) -> None:

@@ -23,7 +23,7 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -335,7 +335,7 @@ def run_eval(
                                   episode_skills(task, sample) if episode_skills else injected)
                 for task, sample in pairs]
         runner = library.run if library is not None else partial(run_episodes, progress=False)
-        with _sessions_per_forward(policy, batch_size):
+        with _evaluating(policy, batch_size):
             _run_pending(
                 policy, lambda: InProcessEnvironment(store.engine), jobs, config, EvalDir(run_dir).traces,
                 batch_size=batch_size, progress=progress, label=f"eval {split}", runner=runner,
@@ -377,18 +377,12 @@ def _run_pending(
     bar.close()
 
 
-@contextmanager
-def _sessions_per_forward(policy: Policy, batch_size: int) -> Iterator[None]:
-    """An in-process policy's ``max_batch`` (sessions per forward) raised to ``batch_size`` for the block, so a
-    lockstep batch decodes in one forward; restored after (a round's rollout keeps its own)."""
-    previous = getattr(policy, "max_batch", None)
-    if previous is not None:
-        policy.max_batch = max(previous, batch_size)
-    try:
-        yield
-    finally:
-        if previous is not None:
-            policy.max_batch = previous
+def _evaluating(policy: Policy, batch_size: int) -> AbstractContextManager[None]:
+    """An in-process policy set up for evaluation's lockstep batches of ``batch_size``
+    (:meth:`~intraskill.policy.hf.HFPolicy.evaluation`: one forward a batch, prefill grouped by length); restored
+    after (a round's rollout keeps its own)."""
+    evaluation = getattr(policy, "evaluation", None)
+    return nullcontext() if evaluation is None else evaluation(batch_size)
 
 
 def write_summary(run_dir: str | Path, requested: int | None = None) -> EvalSummary:

@@ -4,7 +4,8 @@ Each session keeps the exact token stream of its episode: prompt deltas are toke
 model's sampled tokens are appended verbatim (never re-tokenized), so :class:`SessionTokens` is
 precisely what the model saw and produced (``docs/method.md`` §3.5, §6.1). One
 :meth:`HFPolicy.generate` call runs one batched prefill of every live session's new suffix over its
-cached keys, then decodes all sessions in lockstep, one forward per token for the whole batch.
+cached keys (in an evaluation, one per group of similar length: :meth:`HFPolicy.evaluation`), then
+decodes all sessions in lockstep, one forward per token for the whole batch.
 
 Log-probs are ``log_softmax(logits / temperature)`` at the sampled token (``temperature == 0`` is
 greedy and records ``log_softmax(logits)``); a trainer recomputing them must use the same
@@ -16,7 +17,8 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +41,7 @@ from intraskill.policy.lockstep import (
     additive_mask,
     compact_cache,
     left_pad,
+    prefill_groups,
     sample_tokens,
     use_gqa_sdpa,
 )
@@ -177,6 +180,7 @@ class HFPolicy:
         self.encoder = ChatEncoder(tokenizer)
         self.max_batch = max_batch
         self.prefill_chunk_tokens = prefill_chunk_tokens
+        self.bucket_prefill = False
         self.im_end_id = _token_id(tokenizer, IM_END)
         default_stops = [self.im_end_id] + [i for i in [tokenizer.eos_token_id] if i is not None]
         self.stop_ids = frozenset(stop_token_ids if stop_token_ids is not None else default_stops)
@@ -191,6 +195,19 @@ class HFPolicy:
     @property
     def identity(self) -> dict[str, Any]:
         return {"model_id": self._model_id, "checkpoint_id": self._checkpoint_id, "backend": "hf"}
+
+    @contextmanager
+    def evaluation(self, batch_size: int) -> Iterator[None]:
+        """An evaluation's lockstep batches: up to ``batch_size`` sessions a forward, each turn prefilled in groups of
+        similar length (:func:`~intraskill.policy.lockstep.prefill_groups`: no row padded to a far longer one).
+        Restored after, so a round's rollout keeps its batch and its one padded slab, and with them the exact
+        log-probs its token streams record (grouping rounds a row's numbers differently, not its tokens)."""
+        previous = self.max_batch, self.bucket_prefill
+        self.max_batch, self.bucket_prefill = max(self.max_batch, batch_size), True
+        try:
+            yield
+        finally:
+            self.max_batch, self.bucket_prefill = previous
 
     @property
     def session_ids(self) -> list[str]:
@@ -294,33 +311,66 @@ class HFPolicy:
         )
         return out.logits[:, -1, :]
 
+    def _prefill(self, rows: list[_Row], suffixes: list[list[int]], members: list[int],
+                 batch: int) -> tuple[SlabCache, torch.Tensor, torch.Tensor]:
+        """Prefill rows ``members`` in one left-padded slab, in column slices sized for ``batch`` rows; the slab's
+        cache (the rows' own caches moved into it), which key positions hold real tokens, and each row's last logits."""
+        # deferred: torch is heavy to import
+        import torch
+
+        cache = SlabCache([rows[i].session.cache for i in members])
+        padded, real = left_pad([suffixes[i] for i in members], self.pad_id)
+        positions, _ = left_pad([range(rows[i].session.cached, len(rows[i].session.input_ids)) for i in members], 0)
+        for i in members:
+            rows[i].session.cache = None  # the slab now owns these tensors
+        key_valid = torch.cat([cache.prefix_valid(self.device), torch.tensor(real, device=self.device)], dim=1)
+        ids, pos = torch.tensor(padded, device=self.device), torch.tensor(positions, device=self.device)
+        width = max(1, self.prefill_chunk_tokens // batch)
+        for start in range(0, ids.shape[1], width):
+            end = min(start + width, ids.shape[1])
+            mask = additive_mask(key_valid[:, : cache.prefix + end], end - start, self.model.dtype)
+            logits = self._forward(ids[:, start:end], pos[:, start:end], mask, cache)
+        return cache, key_valid, logits
+
+    def _prefill_in_groups(self, rows: list[_Row], suffixes: list[list[int]], distinct: list[int], copies: list[int],
+                           groups: list[list[int]]) -> tuple[SlabCache, torch.Tensor, torch.Tensor]:
+        """Prefill each group of similar lengths in its own slab (no row padded to another group's length), then
+        gather every row's real keys into one slab for the lockstep decode (each copy its own reference's)."""
+        # deferred: torch is heavy to import
+        import torch
+
+        compact: dict[int, list[LayerKV]] = {}
+        last: dict[int, torch.Tensor] = {}
+        for group in groups:
+            members = [distinct[g] for g in group]
+            slab, key_valid, logits = self._prefill(rows, suffixes, members, len(members))
+            layers = slab.layers()
+            for offset, g in enumerate(group):
+                compact[g], last[g] = compact_cache(layers, offset, key_valid), logits[offset]
+        cache = SlabCache([list(compact[c]) for c in copies])  # a list per row: the slab releases it layer by layer
+        cache.gather()  # now: a turn whose every row stops at its first token runs no forward to allocate it
+        return cache, cache.prefix_valid(self.device), torch.stack([last[c] for c in copies])
+
     def _run_turn(self, rows: list[_Row]) -> None:
         # deferred: torch is heavy to import
         import torch
 
         suffixes = [r.session.input_ids[r.session.cached :] for r in rows]
         distinct, copies = _distinct_prefills(rows, suffixes)
-        cache = SlabCache([rows[i].session.cache for i in distinct])
-        padded, real = left_pad([suffixes[i] for i in distinct], self.pad_id)
-        positions, _ = left_pad([range(rows[i].session.cached, len(rows[i].session.input_ids)) for i in distinct], 0)
-        for row in rows:
-            row.session.cache = None  # the batch cache now owns these tensors
-        key_valid = torch.cat([cache.prefix_valid(self.device), torch.tensor(real, device=self.device)], dim=1)
-        dtype = self.model.dtype
-        ids, pos = torch.tensor(padded, device=self.device), torch.tensor(positions, device=self.device)
-        width = max(1, self.prefill_chunk_tokens // len(rows))  # the whole batch's slices, copies or not
+        spans = [(rows[i].session.cached, len(suffixes[i])) for i in distinct]
+        groups = prefill_groups(spans, self.shape, self.prefill_chunk_tokens) if self.bucket_prefill else [distinct]
         with phase("prefill"):
             if recording():
-                spans = [(rows[i].session.cached, len(suffixes[i])) for i in distinct]
                 add_work(self.shape.forward(spans, len(distinct)), self.shape.forward_bytes(spans, len(distinct)))
-            for start in range(0, ids.shape[1], width):
-                end = min(start + width, ids.shape[1])
-                mask = additive_mask(key_valid[:, : cache.prefix + end], end - start, dtype)
-                logits = self._forward(ids[:, start:end], pos[:, start:end], mask, cache)
-            if len(distinct) < len(rows):
-                index = torch.tensor(copies, device=self.device)
-                cache.expand(index)
-                key_valid, logits = key_valid[index], logits[index]
+            if len(groups) == 1:  # the whole batch in one padded slab, decoded in place
+                # the whole batch's slices, copies or not, so each computed row has a full batch's arithmetic
+                cache, key_valid, logits = self._prefill(rows, suffixes, distinct, len(rows))
+                if len(distinct) < len(rows):
+                    index = torch.tensor(copies, device=self.device)
+                    cache.expand(index)
+                    key_valid, logits = key_valid[index], logits[index]
+            else:
+                cache, key_valid, logits = self._prefill_in_groups(rows, suffixes, distinct, copies, groups)
         temps = [r.request.temperature for r in rows]
         top_ps = [r.request.top_p for r in rows]
         generators = [r.generator for r in rows]
@@ -341,7 +391,7 @@ class HFPolicy:
             key_valid = torch.cat([key_valid, torch.tensor(alive, device=self.device)[:, None]], dim=1)
             inputs = (torch.tensor(feed, device=self.device)[:, None],
                       torch.tensor(feed_pos, device=self.device)[:, None])
-            mask = additive_mask(key_valid, 1, dtype)
+            mask = additive_mask(key_valid, 1, self.model.dtype)
             with phase("decode"):
                 if recording():
                     live = [(position, 1) for position, keep in zip(feed_pos, alive) if keep]

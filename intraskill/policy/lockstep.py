@@ -7,7 +7,9 @@ Layout of one batched turn (row ``i`` = one session; ``C_i`` cached tokens, ``S_
 
 Pads sit between real keys, so the model gets an explicit additive 4-D mask ``(B, 1, Q, K)`` and
 explicit ``position_ids`` (each token's index in its own session's stream). Every query may always
-attend to its own key, so no row of the mask is empty (no NaN from pad queries).
+attend to its own key, so no row of the mask is empty (no NaN from pad queries). A turn prefilled in
+groups (:func:`prefill_groups`) has this layout per group; the decode then runs on one slab of every
+row's real keys, left-padded to the longest.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
+
+    from intraskill.policy.flops import TransformerShape
 
 LayerKV = tuple["torch.Tensor", "torch.Tensor"]
 
@@ -55,7 +59,7 @@ class SlabCache:
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
         """Append ``(B, H_kv, Q, D)`` states to layer ``layer_idx``; return all keys and values so far."""
         if layer_idx == len(self.keys):
-            self._allocate(key_states, value_states)
+            self._allocate(key_states, value_states, key_states.shape[2])
         start = self.filled[layer_idx]
         end = start + key_states.shape[2]
         if end > self.keys[layer_idx].shape[2]:
@@ -66,9 +70,18 @@ class SlabCache:
         self.filled[layer_idx] = end
         return self.keys[layer_idx][:, :, :end], self.values[layer_idx][:, :, :end]
 
-    def _allocate(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+    def gather(self) -> None:
+        """Allocate every layer now from the sessions' caches (each session holds one), so :meth:`layers` holds them
+        even if no forward follows."""
+        for layer in range(len(self.keys), len(self.sessions[0])):
+            keys, values = self.sessions[0][layer]
+            self._allocate(keys[None], values[None], 0)
+
+    def _allocate(self, key_states: torch.Tensor, value_states: torch.Tensor, query: int) -> None:
+        """Layer ``len(self.keys)``'s buffers, shaped like ``(·, H_kv, ·, D)`` states, with room for ``query`` new
+        positions and :attr:`grow` more; the sessions' caches copied in."""
         layer = len(self.keys)
-        batch, heads, query, _ = key_states.shape
+        batch, heads = len(self.sessions), key_states.shape[1]
         capacity = self.prefix + query + self.grow
         keys = key_states.new_zeros(batch, heads, capacity, key_states.shape[-1])
         values = value_states.new_zeros(batch, heads, capacity, value_states.shape[-1])
@@ -152,6 +165,41 @@ def left_pad(rows: Sequence[Sequence[int]], pad: int) -> tuple[list[list[int]], 
     padded = [[pad] * (width - len(row)) + list(row) for row in rows]
     real = [[False] * (width - len(row)) + [True] * len(row) for row in rows]
     return padded, real
+
+
+PREFILL_FORWARD_TOKENS = 64
+"""A prefill forward's fixed cost (transformers' per-layer modules, kernel calls) in tokens' projection FLOPs: on the
+organism ~2 ms, what 64 tokens' arithmetic takes (:func:`prefill_groups`)."""
+
+
+def prefill_groups(spans: Sequence[tuple[int, int]], shape: TransformerShape, chunk_tokens: int) -> list[list[int]]:
+    """Rows of a turn (``(cached, new)`` token spans) split into groups, each prefilled in its own left-padded slab,
+    so that a row is padded only to its group's longest: the partition of the rows sorted by new tokens with the
+    least padded prefill FLOPs (a group computes ``rows × longest new`` tokens over its longest cache, in
+    ``chunk_tokens``-column slices) plus :data:`PREFILL_FORWARD_TOKENS` per forward. Shortest group first, each in row order."""
+    # deferred: numpy is heavy to import
+    import numpy as np
+
+    order = sorted(range(len(spans)), key=lambda i: (spans[i][1], spans[i][0]))
+    cached = np.array([spans[i][0] for i in order], dtype=np.float64)
+    new = np.array([spans[i][1] for i in order], dtype=np.float64)
+    first, last = np.indices((len(order), len(order)))  # a group of the sorted rows first..last
+    rows = np.maximum(last - first + 1, 1)
+    widest = np.maximum.accumulate(np.where(last >= first, cached[None, :], 0.0), axis=1)
+    slices = np.ceil(new[None, :] / np.maximum(1, chunk_tokens // rows))
+    cost = (rows * new * (shape.token_flops + shape.pair_flops * (widest + (new + 1) / 2))
+            + slices * PREFILL_FORWARD_TOKENS * shape.token_flops)
+    best = np.zeros(len(order) + 1)
+    cut = [0] * (len(order) + 1)
+    for end in range(1, len(order) + 1):
+        total = best[:end] + cost[:end, end - 1]
+        cut[end] = int(np.argmin(total))
+        best[end] = total[cut[end]]
+    groups, end = [], len(order)
+    while end:
+        groups.append(sorted(order[cut[end] : end]))
+        end = cut[end]
+    return groups[::-1]
 
 
 def additive_mask(key_valid: torch.Tensor, query_count: int, dtype: torch.dtype) -> torch.Tensor:
