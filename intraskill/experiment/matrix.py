@@ -36,7 +36,6 @@ evaluation uses the base parameters' seeds: all test runs are paired by task and
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import math
@@ -52,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from filelock import FileLock
 from tqdm.auto import tqdm
 
 from intraskill.evaluate.records import EvalSummary
@@ -253,8 +253,7 @@ def shared_val_before(params: Params, out: Path, seed_index: int, checkpoint: st
         return None
     run_dir = MatrixDir(out).val_before(seed_index).root
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    with open(run_dir.with_name(run_dir.name + ".lock"), "w", encoding="utf-8") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with FileLock(run_dir.with_name(run_dir.name + ".lock")):
         if not EvalDir(run_dir).summary.is_file() or not _complete(run_dir):
             with phase("val"):
                 policy = build_policy(params.model, checkpoint, store=params.store, experiment=params.experiment)[0]

@@ -20,14 +20,13 @@ rebuild leaves the catalogue and the train / val / test lists as they were, so r
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock
 
 from intraskill.hashing import sha256_file, sha256_text
 from intraskill.jsonl import write_json
@@ -129,14 +128,11 @@ def _reusable(paths: StorePaths, identity: dict[str, Any], force: bool) -> Store
     return StoreArtifacts(paths, catalog, splits, manifest, reused=True)
 
 
-@contextmanager
-def _building(paths: StorePaths) -> Iterator[None]:
-    """Hold the store's build lock (``<root>.lock`` beside it): one process builds or checks a store at a time,
-    so two that need the same store build it once and the other reuses it."""
+def _building(paths: StorePaths) -> FileLock:
+    """The store's build lock (``<root>.lock`` beside it): one process builds or checks a store at a time, so two
+    that need the same store build it once and the other reuses it."""
     paths.root.parent.mkdir(parents=True, exist_ok=True)
-    with open(paths.root.with_name(paths.root.name + ".lock"), "w", encoding="utf-8") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+    return FileLock(paths.root.with_name(paths.root.name + ".lock"))
 
 
 def _write_store(paths: StorePaths, identity: dict[str, Any], records: list[dict[str, Any]], catalog: Catalog,
