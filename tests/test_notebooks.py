@@ -45,6 +45,8 @@ EXECUTIONS = {
     # the report's quick build (a Skill1 round on ci over the ci seed library), one step of it
     "09_skill1": {**QUICK_SKILL1, "overrides": f"{QUICK_SKILL1['overrides']}; round.rollout_steps=1"},
     "10_trl": {"steps": 1},  # the organism's warm start, one TRL GRPOTrainer step (needs the trl extra)
+    # a complete matrix: the reader pilot's shipped records (the confirmatory one stays sealed until it finishes)
+    "11_preregistered": {"records_dir": "data/results/reader/pilot", "arms": "coevolve,grpo", "seeds": 3},
 }
 
 
@@ -116,3 +118,33 @@ def test_report_evaluation_without_a_run_says_so(name: str, tmp_path: Path, monk
     assert len(notes) == 2 and f"`{absent}`" in notes[0] and "协同演化" in notes[1]
     assert not _page_problems(tmp_path, name)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").glob("eval-4c-*"))
+
+
+@pytest.mark.e2e
+def test_the_preregistered_matrix_stays_sealed_until_complete(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over records of a matrix missing a declared cell, every section of 11 shows the progress note in its
+    language, and no number of an outcome."""
+    import shutil
+
+    import papermill
+
+    monkeypatch.setenv("INTRASKILL_ROOT", str(NOTEBOOKS.parent))
+    records = tmp_path / "pilot"
+    shutil.copytree(NOTEBOOKS.parent / "data" / "results" / "reader" / "pilot", records)
+    shutil.rmtree(records / "cells" / "grpo" / "seed-2")
+    out = tmp_path / "11_preregistered.ipynb"
+    papermill.execute_notebook(str(NOTEBOOKS / "11_preregistered.ipynb"), str(out),
+                               parameters={"records_dir": str(records), "arms": "coevolve,grpo", "seeds": 3},
+                               cwd=str(NOTEBOOKS), progress_bar=False, kernel_name="python3")
+    executed = nbformat.read(out, as_version=4)
+    labelled = cell_labels(executed)
+    texts = {label: " ".join(str(v) for o in cell.outputs for v in o.get("data", {}).values())
+             for label, cell in labelled.items() if label.startswith(("tbl-prereg", "fig-prereg"))}
+    assert len(texts) == 14
+    for label, text in texts.items():
+        assert ("Sealed by the stopping rule" in text) if label.endswith("-en") else ("按停止规则封存" in text), label
+        assert "5 of the 6 declared cells" in text or "6 个单元中已完成 5 个" in text, label
+        assert "H1" not in text, label
+        assert not any("image/png" in o.get("data", {}) for o in labelled[label].outputs), label
+    assert not _page_problems(tmp_path, "11_preregistered")
+    assert not _chinese_problems(executed)

@@ -55,7 +55,7 @@ from intraskill.report.site import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAPTERS = ("method", "protocol", "results", "runs", "controls", "skill1", "behaviour", "optimization", "reproduce", "data", "browser", "skills")
+CHAPTERS = ("method", "protocol", "results", "runs", "controls", "experiment", "skill1", "behaviour", "optimization", "reproduce", "data", "browser", "skills")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -6,10 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import typer
 
 from intraskill.cli.common import JSON_OPTION, PROGRESS_OPTION, SET_OPTION, emit, fail, load, note
 from intraskill.cli.common import ALLOW_OUTSIDE_OPTION, confined
+
+if TYPE_CHECKING:
+    from intraskill.params import Params
 
 
 def experiment_command(
@@ -34,6 +39,9 @@ def experiment_command(
     records: Path = typer.Option(None, "--records", help="Keep the records here as the matrix goes (each finished "
                                  "cell, with its seed's baselines for grpo and coevolve) and restore the finished "
                                  "cells they hold instead of re-running them: a run that outlives its machine."),
+    status: bool = typer.Option(False, "--status", help="Only say which declared cells and baselines have "
+                                "finished (from which records exist; no outcome is read) and exit: what a "
+                                "pre-registered matrix may show before it is complete."),
     progress: bool = PROGRESS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -56,6 +64,9 @@ def experiment_command(
         fail("--jobs and --ray: give one (Ray places the cells itself)")
     loaded = load(params, overrides, settings)
     out = confined(out, loaded, allow_outside) if out is not None else None
+    if status:
+        _status(loaded, out, as_json)
+        return
     try:
         result = run_matrix(loaded, out, jobs=jobs, progress=progress, ray_address=ray, records_dir=records)
     except (MatrixPlanMismatchError, MatrixRayError, CoEvolvePlanMismatchError, RoundPlanMismatchError,
@@ -68,3 +79,19 @@ def experiment_command(
         ship_matrix(result.out_dir, ship)
         note(f"shipped records of {len(result.cells)} cells written to {ship} (record the run in its PROVENANCE.md)")
     emit(json.loads(json.dumps(result.to_dict())), as_json, text=result.summary())
+
+
+def _status(loaded: Params, out: Path | None, as_json: bool) -> None:
+    """The declared cells' progress (``--status``), without reading an outcome."""
+    # deferred: a verb loads its stage only when it runs
+    from intraskill.experiment.matrix import default_matrix_dir
+    from intraskill.experiment.progress import matrix_progress
+
+    found = matrix_progress(out or default_matrix_dir(loaded), loaded.matrix.arms, loaded.matrix.seeds)
+    rows = found.table().to_dict("records")
+    text = [f"{found.out_dir}: {len(found.finished)} of {len(found.arms) * found.seeds} declared cells finished"
+            + ("" if found.missing else "; complete")]
+    text += [f"  {row['training_arm']:<10} {row['finished']:>2} / {row['declared']}  seeds {row['finished_seeds'] or '-'}"
+             for row in rows]
+    emit({"out_dir": str(found.out_dir), "complete": found.complete, "missing": found.missing, "arms": rows},
+         as_json, text="\n".join(text))

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from intraskill.evaluate.records import PairedBlock
+from intraskill.experiment.records import SUCCESS
 from intraskill.organism.manifest import WarmstartMetrics
 from intraskill.plots.labels import label
 from intraskill.policy.warmstarts import GroundTruth
@@ -22,7 +23,8 @@ from intraskill.shop.actions import LANGUAGES
 if TYPE_CHECKING:
     import pandas as pd
 
-    from intraskill.experiment.results import MatrixResult
+    from intraskill.experiment.progress import MatrixProgress
+    from intraskill.experiment.results import Contrast, MatrixResult
     from intraskill.pipeline.gate_b import GateBResult
 
 ARROW = " → "
@@ -223,3 +225,53 @@ def transcript(instruction: str, observation: str, steps: Sequence[tuple[str, st
     for turn, (action, page) in enumerate(steps, start=1):
         parts += [f"**Turn {turn}: the action**", _quoted(action), f"**Turn {turn}: the page it led to**", _quoted(page)]
     return "\n\n".join(parts)
+
+
+def matrix_sealed(progress: MatrixProgress, language: str) -> str:
+    """A pre-registered matrix not yet complete: how far it has come, and that nothing of its outcome is shown."""
+    _check(language)
+    cells = len(progress.arms) * progress.seeds
+    done = len(progress.finished)
+    baselines = (f" (and {len(progress.baselines)} of {progress.seeds} seeds' deployment baselines)"
+                 if progress.needs_baselines else "")
+    if language == "en":
+        return (f"**Sealed by the stopping rule.** {done} of the {cells} declared cells{baselines} have finished "
+                f"(`{progress.out_dir}`). The pre-registration (`docs/preregistration.md`) reads the matrix only "
+                "once every declared cell has finished, so this page shows no outcome yet.")
+    baselines = f"（部署基线 {len(progress.baselines)}/{progress.seeds} 个种子）" if progress.needs_baselines else ""
+    return (f"**按停止规则封存。** 预先声明的 {cells} 个单元中已完成 {done} 个{baselines}（`{progress.out_dir}`）。"
+            "预注册（`docs/preregistration.md`）规定全部单元完成后才读取矩阵，因此本页暂不显示任何结果。")
+
+
+VERDICT_WORDS = {
+    "greater": ("**confirmed**: {a} beats {b} on this testbed", "**得到证实**：在此测试平台上 {a} 优于 {b}"),
+    "less": ("**refuted in the other direction**: {a} is worse than {b} on this testbed",
+             "**反向否定**：在此测试平台上 {a} 劣于 {b}"),
+    "equivalent": ("**no difference of {margin} points or more** (two one-sided tests)",
+                   "**差异不足 {margin} 个百分点**（双单侧检验）"),
+    "unresolved": ("**unresolved**: the interval reaches 0 and no equivalence holds, so no verdict",
+                   "**未分辨**：区间包含 0 且等效不成立，故不下结论"),
+}
+"""How the registration words each outcome of the primary contrast (docs/preregistration.md, "Analysis")."""
+
+
+def primary_claim(contrast: Contrast, language: str) -> str:
+    """The primary contrast with its 95 % interval (and 90 % one where an equivalence margin is declared), seeds ×
+    tasks, and its verdict in the registration's words."""
+    _check(language)
+    r, e = contrast.across_seeds, contrast.equivalence
+    outcome = ("equivalent" if contrast.equivalent else "unresolved" if not contrast.supported
+               else "greater" if r.mean > 0 else "less")
+    words = VERDICT_WORDS[outcome][language == "zh"].format(a=contrast.a, b=contrast.b,
+                                                            margin=f"{100 * (contrast.margin or 0.0):g}")
+    size = f"{points(r.mean)} {interval(r.low, r.high)}"
+    if language == "en":
+        ninety = f", 90 % interval {interval(e.low, e.high)}" if e is not None else ""
+        metric = "success" if contrast.metric == SUCCESS else "strict reward"
+        return (f"**H1**, {contrast.a} − {contrast.b} ({contrast.condition}, {metric}): {size} points "
+                f"(95 %){ninety}, over {r.n_seeds} seeds × {r.n_tasks} tasks, p = {r.p_value:.3g}. Verdict: {words}.")
+    condition = label(f"condition_{contrast.condition}", "zh")
+    ninety = f"，90% 区间 {interval(e.low, e.high)}" if e is not None else ""
+    metric = "成功率" if contrast.metric == SUCCESS else "严格奖励"
+    return (f"**H1**，{contrast.a} − {contrast.b}（{condition}，{metric}）：{size} 个百分点（95%）{ninety}，"
+            f"{r.n_seeds} 个种子 × {r.n_tasks} 个任务，p = {r.p_value:.3g}。结论：{words}。")
