@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from intraskill.experiment.preregistered import claims_table, companions, family_contrasts, per_seed_table
-from intraskill.experiment.progress import MatrixIncomplete, matrix_progress
+from intraskill.experiment.progress import MatrixIncomplete, matrix_progress, matrix_timeline
 from intraskill.experiment.results import load_matrix
 from intraskill.layout import MatrixDir
 from intraskill.params import load_params
@@ -95,7 +95,30 @@ def test_the_command_says_how_far_a_matrix_has_come_and_reads_nothing(tmp_path: 
     assert cli.exit_code == 0, cli.output
     status = json.loads(cli.stdout)
     assert status["complete"] is False and status["missing"] == ["coevolve/seed-1", "baselines/seed-1"]
-    assert [row["finished"] for row in status["arms"]] == [1, 2, 1]
+    assert [row["finished"] for row in status["arms"]] == [1, 2, 1] and status["timeline"]["stages"] == 0
     text = CliRunner().invoke(app, args).stdout
-    assert "3 of 4 declared cells finished" in text and "grpo        2 / 2  seeds 0, 1" in text
+    assert "3 of 4 declared cells finished; 0 stages ran 0.00 h" in text and "grpo        2 / 2  seeds 0, 1" in text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["baselines", "cells"]  # nothing written
+
+
+def test_the_timeline_counts_wall_time_once_and_leaves_gaps_out(tmp_path: Path) -> None:
+    """Two cells side by side (10:00–10:10 and 10:05–10:20), a session gap, then a baseline 11:00–11:05: 25 min
+    busy, 30 min of stages, 65 min from first start to last finish."""
+    import json
+
+    def stage(folder: Path, finished_at: str, seconds: float) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        with (folder / "timings.jsonl").open("a", encoding="utf-8") as out:
+            out.write(json.dumps({"finished_at": f"2026-12-07T{finished_at}+00:00", "seconds": seconds}) + "\n")
+
+    stage(tmp_path / "cells" / "grpo" / "seed-0", "10:04:00", 240.0)
+    stage(tmp_path / "cells" / "grpo" / "seed-0", "10:10:00", 360.0)
+    stage(tmp_path / "cells" / "coevolve" / "seed-0", "10:20:00", 900.0)
+    stage(tmp_path / "baselines" / "seed-0", "11:05:00", 300.0)
+    timeline = matrix_timeline(tmp_path)
+    assert (timeline.stages, timeline.busy_seconds, timeline.stage_seconds, timeline.span_seconds) == \
+        (4, 25 * 60, 30 * 60, 65 * 60)
+    assert timeline.to_dict()["first_start"] == "2026-12-07T10:00:00+00:00"
+    assert matrix_timeline(tmp_path / "absent").to_dict() == {
+        "stages": 0, "stage_seconds": 0.0, "busy_seconds": 0.0, "span_seconds": 0.0, "first_start": None,
+        "last_finish": None}

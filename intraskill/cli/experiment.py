@@ -82,16 +82,21 @@ def experiment_command(
 
 
 def _status(loaded: Params, out: Path | None, as_json: bool) -> None:
-    """The declared cells' progress (``--status``), without reading an outcome."""
+    """The declared cells' progress and the wall time its finished stages took (``--status``), without reading an
+    outcome."""
     # deferred: a verb loads its stage only when it runs
     from intraskill.experiment.matrix import default_matrix_dir
-    from intraskill.experiment.progress import matrix_progress
+    from intraskill.experiment.progress import matrix_progress, matrix_timeline
 
     found = matrix_progress(out or default_matrix_dir(loaded), loaded.matrix.arms, loaded.matrix.seeds)
+    timeline = matrix_timeline(found.out_dir)
     rows = found.table().to_dict("records")
     text = [f"{found.out_dir}: {len(found.finished)} of {len(found.arms) * found.seeds} declared cells finished"
-            + ("" if found.missing else "; complete")]
+            + ("" if found.missing else "; complete")
+            + f"; {timeline.stages} stages ran {timeline.busy_seconds / 3600:.2f} h of wall time "
+              f"({timeline.stage_seconds / 3600:.2f} h of stage time)"]
     text += [f"  {row['training_arm']:<10} {row['finished']:>2} / {row['declared']}  seeds {row['finished_seeds'] or '-'}"
              for row in rows]
-    emit({"out_dir": str(found.out_dir), "complete": found.complete, "missing": found.missing, "arms": rows},
+    emit({"out_dir": str(found.out_dir), "complete": found.complete, "missing": found.missing, "arms": rows,
+          "timeline": timeline.to_dict()},
          as_json, text="\n".join(text))

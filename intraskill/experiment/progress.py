@@ -1,5 +1,5 @@
 """How far a matrix has come, read without its outcomes: which declared cells and deployment baselines have
-finished, from the presence of their records alone.
+finished, from the presence of their records alone, and how long its finished stages ran (their timings).
 
 A pre-registered matrix is not read before it is complete (docs/preregistration.md, "Pilot and stopping rule");
 :func:`matrix_progress` is what a page or a command may look at before then, and :meth:`MatrixProgress.require_complete`
@@ -9,11 +9,14 @@ through it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from intraskill.layout import MatrixDir, seed_id
+from intraskill.jsonl import iter_jsonl
+from intraskill.layout import CellDir, MatrixDir, seed_id
 from intraskill.params import METHOD_ARM, REFERENCE_ARM
 
 if TYPE_CHECKING:
@@ -89,3 +92,47 @@ def matrix_progress(out_dir: str | Path, arms: tuple[str, ...] | list[str], seed
                          if matrix.cell(f"{arm}/{seed_id(k)}").result.is_file())
     baselines = frozenset(k for k in range(seeds) if matrix.baseline(k).record.is_file())
     return MatrixProgress(Path(out_dir), tuple(arms), seeds, finished, baselines)
+
+
+@dataclass(frozen=True)
+class MatrixTimeline:
+    """When a matrix's finished stages ran (each cell's, baseline's and the shared start's ``timings.jsonl``):
+    ``stage_seconds`` summed over stages (the work, as if one after another), ``busy_seconds`` the wall time during
+    which at least one stage ran (the union of their intervals: session gaps and idle time excluded), ``span_seconds``
+    from the first stage's start to the last one's finish. A stage killed midway is in none of them."""
+
+    stages: int
+    stage_seconds: float
+    busy_seconds: float
+    span_seconds: float
+    first_start: datetime | None
+    last_finish: datetime | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"stages": self.stages, "stage_seconds": self.stage_seconds, "busy_seconds": self.busy_seconds,
+                "span_seconds": self.span_seconds,
+                "first_start": self.first_start.isoformat() if self.first_start else None,
+                "last_finish": self.last_finish.isoformat() if self.last_finish else None}
+
+
+def matrix_timeline(out_dir: str | Path) -> MatrixTimeline:
+    """The timeline of every finished stage recorded under ``out_dir``."""
+    matrix = MatrixDir(out_dir)
+    folders = [*sorted(matrix.cells.glob(f"*/{seed_id('*')}")), *sorted(matrix.baselines.glob(seed_id("*"))),
+               matrix.shared.root]
+    intervals = sorted((finish - timedelta(seconds=record["seconds"]), finish)
+                       for folder in folders if CellDir(folder).timings.is_file()
+                       for record in iter_jsonl(CellDir(folder).timings)
+                       for finish in [datetime.fromisoformat(record["finished_at"])])
+    busy, reach = 0.0, None
+    for start, finish in intervals:
+        if reach is None or start >= reach:
+            busy += (finish - start).total_seconds()
+            reach = finish
+        elif finish > reach:
+            busy += (finish - reach).total_seconds()
+            reach = finish
+    first = intervals[0][0] if intervals else None
+    last = max((finish for _, finish in intervals), default=None)
+    return MatrixTimeline(len(intervals), math.fsum((f - s).total_seconds() for s, f in intervals), busy,
+                          (last - first).total_seconds() if first and last else 0.0, first, last)
