@@ -96,6 +96,7 @@ def test_the_command_says_how_far_a_matrix_has_come_and_reads_nothing(tmp_path: 
     status = json.loads(cli.stdout)
     assert status["complete"] is False and status["missing"] == ["coevolve/seed-1", "baselines/seed-1"]
     assert [row["finished"] for row in status["arms"]] == [1, 2, 1] and status["timeline"]["stages"] == 0
+    assert status["seconds_left"] is None  # no stage timed: no pace to go by
     text = CliRunner().invoke(app, args).stdout
     assert "3 of 4 declared cells finished; 0 stages ran 0.00 h" in text and "grpo        2 / 2  seeds 0, 1" in text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["baselines", "cells"]  # nothing written
@@ -119,6 +120,11 @@ def test_the_timeline_counts_wall_time_once_and_leaves_gaps_out(tmp_path: Path) 
     assert (timeline.stages, timeline.busy_seconds, timeline.stage_seconds, timeline.span_seconds) == \
         (4, 25 * 60, 30 * 60, 65 * 60)
     assert timeline.to_dict()["first_start"] == "2026-12-07T10:00:00+00:00"
+    # two of four declared cells finished in 25 busy minutes: the other two need about as long again
+    _finish(tmp_path, [("grpo", 0), ("coevolve", 0)], [])
+    progress = matrix_progress(tmp_path, ("coevolve", "grpo"), 2)
+    assert progress.seconds_left(timeline) == 25 * 60
+    assert matrix_progress(tmp_path / "absent", ("grpo",), 1).seconds_left(timeline) is None
     assert matrix_timeline(tmp_path / "absent").to_dict() == {
         "stages": 0, "stage_seconds": 0.0, "busy_seconds": 0.0, "span_seconds": 0.0, "first_start": None,
         "last_finish": None}

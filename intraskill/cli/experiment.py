@@ -90,13 +90,15 @@ def _status(loaded: Params, out: Path | None, as_json: bool) -> None:
 
     found = matrix_progress(out or default_matrix_dir(loaded), loaded.matrix.arms, loaded.matrix.seeds)
     timeline = matrix_timeline(found.out_dir)
+    left = found.seconds_left(timeline)
     rows = found.table().to_dict("records")
     text = [f"{found.out_dir}: {len(found.finished)} of {len(found.arms) * found.seeds} declared cells finished"
             + ("" if found.missing else "; complete")
             + f"; {timeline.stages} stages ran {timeline.busy_seconds / 3600:.2f} h of wall time "
-              f"({timeline.stage_seconds / 3600:.2f} h of stage time)"]
+              f"({timeline.stage_seconds / 3600:.2f} h of stage time)"
+            + ("" if left is None or not found.missing else f"; about {left / 3600:.1f} h left at that pace")]
     text += [f"  {row['training_arm']:<10} {row['finished']:>2} / {row['declared']}  seeds {row['finished_seeds'] or '-'}"
              for row in rows]
     emit({"out_dir": str(found.out_dir), "complete": found.complete, "missing": found.missing, "arms": rows,
-          "timeline": timeline.to_dict()},
+          "timeline": timeline.to_dict(), "seconds_left": left},
          as_json, text="\n".join(text))

@@ -52,6 +52,12 @@ class MatrixProgress:
     def complete(self) -> bool:
         return not self.missing
 
+    def seconds_left(self, timeline: MatrixTimeline) -> float | None:
+        """The wall time the unfinished cells need at the pace so far (busy wall seconds per finished cell, the
+        same parallelism assumed); ``None`` before a cell has finished or a stage been timed."""
+        left = len(self.arms) * self.seeds - len(self.finished)
+        return timeline.busy_seconds / len(self.finished) * left if self.finished and timeline.busy_seconds else None
+
     def require_complete(self) -> None:
         """Raise :class:`MatrixIncomplete` naming what is missing, unless every declared part has finished."""
         if not self.complete:
