@@ -19,6 +19,7 @@ PLANNED_SHA256 = {
     "organism_interaction.yaml": "fb785817d1a1f17b1a3361beb2f133f07688b65e3556c04388bbecfc97a63eb4",
     "organism_reader.yaml": "4045572f3db81eb18b996ac613ab729ba9e9230dbbd6833af5a92860514d4278",
     "organism_skill1.yaml": "abea624d9a1ad3d8cb9c70cc29dad00809cd77b062c08738a0f7457c5be95e34",
+    "organism_skill1_matrix.yaml": "2cad34912022e517f06f0006e8348659f47569230496cb12438ab32da876c352",
     "qwen35_4b.yaml": "fc1a2e9399a0fdd6d170db4ab998db6780ecec9ce7876ee5df38ff3b570648d2",
     "smollm2.yaml": "997004f374310e9b3516b9a41b8137f53d950f537a630709cad2616d4d93da8c",
     "smollm2_smoke.yaml": "399531480894ba85d2dc0da3cde336b4fff47ff8d795da91aee0e6b1d69509e8",
@@ -28,7 +29,8 @@ fingerprint, fields added later left out at their defaults). The files' rewrite 
 validated parameter (checked then on the full ``model_dump``); these digests were taken right after, with
 ``organism_reader.yaml`` at its attempt-2 warm start (docs/testbed.md), and a deliberate change to a shipped set
 updates its line here: ``organism_reader.yaml`` since then declares its primary contrast's equivalence margin (the
-preregistration's ±3 points; without it the digest is the earlier ``6a2c9e7c…``)."""
+preregistration's ±3 points; without it the digest is the earlier ``6a2c9e7c…``); ``organism_skill1_matrix.yaml``
+was added with registration 2 (``0aeba8a``)."""
 
 
 def test_every_shipped_set_is_listed() -> None:
@@ -42,7 +44,8 @@ def test_shipped_sets_resolve_to_their_frozen_parameters(name: str) -> None:
 
 def test_variants_hold_only_their_differences() -> None:
     assert sum("q: 0.20" in path.read_text(encoding="utf-8") for path in PARAMS.glob("*.yaml")) == 1
-    for name in ("organism_additive", "organism_interaction", "organism_reader", "organism_skill1", "smollm2_smoke"):
+    for name in ("organism_additive", "organism_interaction", "organism_reader", "organism_skill1",
+                 "organism_skill1_matrix", "smollm2_smoke"):
         text = (PARAMS / f"{name}.yaml").read_text(encoding="utf-8")
         assert text.count("\nbase: ") == 1 and "vocab_size" not in text and "bootstrap_samples" not in text, name
 

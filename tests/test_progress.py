@@ -7,9 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from intraskill.experiment.preregistered import claims_table, companions, family_contrasts, per_seed_table
+from intraskill.experiment.preregistered import (
+    claims_table,
+    companions,
+    deployment_table,
+    family_contrasts,
+    per_seed_table,
+)
 from intraskill.experiment.progress import MatrixIncomplete, matrix_progress, matrix_timeline
-from intraskill.experiment.results import load_matrix
+from intraskill.experiment.results import deployment_effect, load_matrix
 from intraskill.layout import MatrixDir
 from intraskill.params import load_params
 from intraskill.paths import project_root
@@ -78,6 +84,20 @@ def test_the_declared_tables_of_a_complete_matrix() -> None:
     assert list(claims_table(family_contrasts(result)).comparison) == ["coevolve-grpo"]
     assert "**unresolved**" in prose.primary_claim(companions(result)[0], "en")
     assert "**未分辨**" in prose.primary_claim(companions(result)[0], "zh")
+
+
+def test_what_an_arm_deploys_adds_to_its_own_final_checkpoint() -> None:
+    pilot = load_matrix(project_root() / "data" / "results" / "reader" / "pilot", ["coevolve", "grpo"], 3)
+    table = deployment_table(deployment_effect(pilot, "coevolve"))
+    assert list(table.seed_index) == ["0", "1", "2", "all"]
+    # per seed: the final bank on the pilot's 200 dev tasks against the same checkpoint bare
+    effect = table.deployment_effect
+    assert effect.tolist() == pytest.approx([-0.005, 0.055, 0.015, 0.065 / 3])
+    assert effect.tolist() == pytest.approx((table.deployed_success - table.bare_success).tolist())
+    assert (table.ci_low <= effect).all() and (effect <= table.ci_high).all()
+    assert deployment_table(deployment_effect(pilot, "grpo")).deployment_effect.abs().max() == 0  # grpo: bare
+    with pytest.raises(ValueError, match="'skill1' has no finished cell"):
+        deployment_effect(pilot, "skill1")
 
 
 def test_the_command_says_how_far_a_matrix_has_come_and_reads_nothing(tmp_path: Path) -> None:

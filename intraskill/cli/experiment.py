@@ -76,7 +76,7 @@ def experiment_command(
         # deferred: a verb loads its stage only when it runs
         from intraskill.experiment.shipped import ship_matrix
 
-        ship_matrix(result.out_dir, ship)
+        ship_matrix(result.out_dir, ship, family=loaded.matrix.family)
         note(f"shipped records of {len(result.cells)} cells written to {ship} (record the run in its PROVENANCE.md)")
     emit(json.loads(json.dumps(result.to_dict())), as_json, text=result.summary())
 

@@ -1,5 +1,6 @@
 """The declared analysis of a pre-registered matrix, as tables: the primary contrast with the companions its
-registration reports beside it, the secondary family with Holm's adjustment, and the per-seed differences.
+registration reports beside it, the secondary family with Holm's adjustment, the per-seed differences, and what an
+arm's deployment adds to its own final checkpoint.
 
 Each table reads a complete :class:`~intraskill.experiment.results.MatrixResult` (loaded with the matrix's declared
 family); :func:`~intraskill.experiment.progress.matrix_progress` says first whether the matrix may be read.
@@ -10,13 +11,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from intraskill.experiment.baselines import BASELINES
-from intraskill.experiment.results import PRIMARY, SECONDARY, Contrast, MatrixResult
+from intraskill.experiment.results import PRIMARY, SECONDARY, Contrast, MatrixResult, PairedRuns
 
 if TYPE_CHECKING:
     import pandas as pd
 
 CLAIM_COLUMNS = ("comparison", "condition", "family_role", "contrast", "ci_low", "ci_high", "contrast90", "ci90_low",
                  "ci90_high", "p_value", "p_holm", "seeds", "tasks", "verdict")
+DEPLOYMENT_COLUMNS = ("seed_index", "deployed_success", "bare_success", "deployment_effect", "ci_low", "ci_high")
 
 
 def primary_contrast(result: MatrixResult) -> Contrast:
@@ -73,3 +75,19 @@ def per_seed_table(contrasts: list[Contrast]) -> pd.DataFrame:
              **dict(zip(range(seeds), [*c.across_seeds.per_seed, *[None] * (seeds - c.across_seeds.n_seeds)]))}
             for c in contrasts]
     return pd.DataFrame(rows, columns=["comparison", "condition", *range(seeds)])
+
+
+def deployment_table(effect: PairedRuns) -> pd.DataFrame:
+    """One row per seed index (the arm's deployed and bare success, their difference and its task bootstrap
+    interval), then one ``all`` row: the means over seeds with the crossed seeds × tasks interval (fractions)."""
+    # deferred: pandas is heavy to import and only the frame needs it
+    import pandas as pd
+
+    rows = [{"seed_index": str(i), "deployed_success": r.b_mean, "bare_success": r.a_mean,
+             "deployment_effect": r.mean_difference, "ci_low": r.ci95[0], "ci_high": r.ci95[1]}
+            for i, r in zip(effect.seeds, effect.per_seed)]
+    across, n = effect.across_seeds, len(effect.per_seed)
+    rows.append({"seed_index": "all", "deployed_success": sum(r.b_mean for r in effect.per_seed) / n,
+                 "bare_success": sum(r.a_mean for r in effect.per_seed) / n, "deployment_effect": across.mean,
+                 "ci_low": across.low, "ci_high": across.high})
+    return pd.DataFrame(rows, columns=list(DEPLOYMENT_COLUMNS))

@@ -73,7 +73,8 @@ PRIMARY, SECONDARY, EXPLORATORY = "primary", "secondary", "exploratory"
 EQUIVALENT = "equivalent"
 """The verdict of a primary contrast whose declared equivalence holds."""
 
-__all__ = ["Contrast", "MatrixResult", "comparison_pairs", "contrast", "load_matrix"]
+__all__ = ["Contrast", "MatrixResult", "PairedRuns", "comparison_pairs", "contrast", "deployment_effect",
+           "load_matrix"]
 
 
 @dataclass(frozen=True)
@@ -418,31 +419,63 @@ def contrast(out: Path, cells_a: Sequence[CellResult], cells_b: Sequence[CellRes
     """Arm a − arm b over the seed indices both finished (paired by seed index, then by task); ``task_values``
     shares the runs' per-task outcomes between contrasts; ``equivalence`` adds the interval at
     :data:`EQUIVALENCE_CONFIDENCE`."""
-    task_values = task_values if task_values is not None else TaskValues()
     by_seed = {c.seed_index: c for c in cells_b}
     pairs = [(a, by_seed[a.seed_index]) for a in sorted(cells_a, key=lambda c: c.seed_index)
              if a.seed_index in by_seed]
     if not pairs:
         raise ValueError("contrast: the two arms share no finished seed")
+    paired = _paired_runs([(a.seed_index, f"{a.arm} and {b.arm}", _run_dir(out, a, condition),
+                            _run_dir(out, b, condition)) for a, b in pairs], metric, samples, seed_base, task_values)
+    return Contrast(cells_a[0].arm, cells_b[0].arm, condition, metric, paired.across_seeds, paired.per_seed,
+                    paired.transitions, _starts([*cells_a, *cells_b]),
+                    equivalence=contrast_interval(paired.rows, EQUIVALENCE_CONFIDENCE, metric=metric, samples=samples,
+                                                  seed_base=seed_base) if equivalence else None)
+
+
+@dataclass(frozen=True)
+class PairedRuns:
+    """Test runs a − b paired by seed, then by task: the seed indices, each seed's per-task differences
+    (``rows``), its task bootstrap, the crossed seeds × tasks interval and (binary success) the pooled 0→1 / 1→0
+    transitions."""
+
+    seeds: tuple[int, ...]
+    rows: tuple[tuple[float, ...], ...]
+    per_seed: tuple[BootstrapResult, ...]
+    across_seeds: ContrastInterval
+    transitions: dict[str, int] | None
+
+
+def _paired_runs(pairs: Sequence[tuple[int, str, Path, Path]], metric: str, samples: int, seed_base: int,
+                 task_values: TaskValues | None = None) -> PairedRuns:
+    """``pairs`` of (seed index, what the runs are, run a, run b), one per seed: a − b task by task."""
+    task_values = task_values if task_values is not None else TaskValues()
     rows, per_seed, successes = [], [], ([], [])
-    for a, b in pairs:
-        values_a = task_values(_run_dir(out, a, condition))[metric]
-        values_b = task_values(_run_dir(out, b, condition))[metric]
+    for seed, label, run_a, run_b in pairs:
+        values_a, values_b = task_values(run_a)[metric], task_values(run_b)[metric]
         if values_a.keys() != values_b.keys():
-            raise ValueError(f"{a.arm} and {b.arm} seed {a.seed_index}: the test runs hold different tasks")
+            raise ValueError(f"{label} seed {seed}: the test runs hold different tasks")
         tasks = sorted(values_a)
         treated, reference = [values_a[t] for t in tasks], [values_b[t] for t in tasks]
-        rows.append([x - y for x, y in zip(treated, reference)])
+        rows.append(tuple(x - y for x, y in zip(treated, reference)))
         per_seed.append(paired_bootstrap_ci(reference, treated, metric, samples=samples, seed_base=seed_base))
         successes[0].extend(reference)
         successes[1].extend(treated)
     binary = metric == SUCCESS and all(v in (0.0, 1.0) for v in successes[0] + successes[1])
-    return Contrast(cells_a[0].arm, cells_b[0].arm, condition, metric,
-                    contrast_interval(rows, metric=metric, samples=samples, seed_base=seed_base),
-                    tuple(per_seed), success_transitions(*successes) if binary else None,
-                    _starts([*cells_a, *cells_b]),
-                    equivalence=contrast_interval(rows, EQUIVALENCE_CONFIDENCE, metric=metric, samples=samples,
-                                                  seed_base=seed_base) if equivalence else None)
+    return PairedRuns(tuple(p[0] for p in pairs), tuple(rows), tuple(per_seed),
+                      contrast_interval([list(r) for r in rows], metric=metric, samples=samples, seed_base=seed_base),
+                      success_transitions(*successes) if binary else None)
+
+
+def deployment_effect(result: MatrixResult, arm: str, metric: str = SUCCESS) -> PairedRuns:
+    """What ``arm`` deploys adds to its own final checkpoint: deployed − bare on the test tasks, per seed and across
+    seeds (for a Skill1 arm, its final library's own effect; zero by construction for an arm deployed bare)."""
+    cells = [c for c in result.cells if c.arm == arm]
+    if not cells:
+        raise ValueError(f"{result.out_dir}: arm {arm!r} has no finished cell")
+    evaluation = result.plan["params"]["evaluation"]
+    return _paired_runs([(c.seed_index, f"{arm} deployed and bare", _run_dir(result.out_dir, c, "deployed"),
+                          _run_dir(result.out_dir, c, "bare")) for c in cells], metric,
+                        evaluation["bootstrap_samples"], evaluation["bootstrap_seed"], result.task_values)
 
 
 def declared(contrasts: Sequence[Contrast], family: FamilyParams, arms: Sequence[str]) -> tuple[Contrast, ...]:

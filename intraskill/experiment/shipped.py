@@ -37,9 +37,10 @@ SHIPPED = "shipped records"
 """The two sources of a page's matrix: the user's own run under ``runs/`` and the records in ``data/results/``."""
 
 
-def ship_matrix(matrix_dir: str | Path, target: str | Path) -> MatrixResult:
+def ship_matrix(matrix_dir: str | Path, target: str | Path, family: FamilyParams | None = None) -> MatrixResult:
     """Write the finished part of ``matrix_dir`` as records into ``target`` (replacing the records there) and
-    return the matrix loaded back from them."""
+    return the matrix loaded back from them, its summary read with the declared ``family`` (default:
+    ``matrix.family``'s defaults)."""
     source, out = Path(matrix_dir), Path(target)
     load_matrix(source)  # refuses what is not a readable matrix before anything is replaced
     if out.resolve() == source.resolve():
@@ -50,7 +51,7 @@ def ship_matrix(matrix_dir: str | Path, target: str | Path) -> MatrixResult:
     shipped_dir.plan.unlink(missing_ok=True)
     ship_start(source, out)
     copy_finished(source, out)
-    shipped = load_matrix(out)
+    shipped = load_matrix(out, family=family)
     write_json(shipped_dir.summary, shipped.to_dict(), indent=1)
     return shipped
 

@@ -3,6 +3,7 @@ arm differences with their seeds × tasks intervals and the declared family's ve
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from intraskill.plots.style import Labeller, frame, new_figure
@@ -87,8 +88,8 @@ def control_outcomes(levels: "pd.DataFrame | Sequence[Mapping[str, Any]]",
         left.set_yticks(rows, list(level["arm"]))
         left.margins(x=0.25)
         left.set_xlabel(labels(f"control_metric_{metric}"))
-        left.set_title(labels("title_control_levels", metric=labels(f"control_metric_{metric}"),
-                              condition=labels(f"control_condition_{condition}")), fontsize=9.5)
+        left.set_title(_wrapped(labels("title_control_levels", metric=labels(f"control_metric_{metric}"),
+                                       condition=labels(f"control_condition_{condition}")), language), fontsize=9.5)
         rows = list(range(len(pairs)))[::-1]
         mean, low, high = (scale * pairs[k].astype(float) for k in ("mean", "ci_low", "ci_high"))
         right.errorbar(mean, rows, xerr=[mean - low, high - mean], fmt="o", capsize=3, color="#1b3a6b")
@@ -103,6 +104,15 @@ def control_outcomes(levels: "pd.DataFrame | Sequence[Mapping[str, Any]]",
         right.set_yticks(rows, list(pairs["comparison"]))
         right.margins(x=0.45)
         right.set_xlabel(labels(f"control_delta_{metric}"))
-        right.set_title(labels("title_control_contrasts", condition=labels(f"control_condition_{condition}")),
-                        fontsize=9.5)
+        right.set_title(_wrapped(labels("title_control_contrasts", condition=labels(f"control_condition_{condition}")),
+                                 language), fontsize=9.5)
     return labels.finish(figure)
+
+
+TITLE_WIDTH = {"en": 56, "zh": 28}
+"""Characters per title line (a CJK character is about two Latin ones wide)."""
+
+
+def _wrapped(title: str, language: str) -> str:
+    """A panel title broken into lines that fit its half of the figure."""
+    return textwrap.fill(title, TITLE_WIDTH[language])

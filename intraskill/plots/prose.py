@@ -255,9 +255,9 @@ VERDICT_WORDS = {
 """How the registration words each outcome of the primary contrast (docs/preregistration.md, "Analysis")."""
 
 
-def primary_claim(contrast: Contrast, language: str) -> str:
-    """The primary contrast with its 95 % interval (and 90 % one where an equivalence margin is declared), seeds ×
-    tasks, and its verdict in the registration's words."""
+def primary_claim(contrast: Contrast, language: str, hypothesis: str = "H1") -> str:
+    """The primary contrast (the registration's ``hypothesis``) with its 95 % interval (and 90 % one where an
+    equivalence margin is declared), seeds × tasks, and its verdict in the registration's words."""
     _check(language)
     r, e = contrast.across_seeds, contrast.equivalence
     outcome = ("equivalent" if contrast.equivalent else "unresolved" if not contrast.supported
@@ -268,10 +268,10 @@ def primary_claim(contrast: Contrast, language: str) -> str:
     if language == "en":
         ninety = f", 90 % interval {interval(e.low, e.high)}" if e is not None else ""
         metric = "success" if contrast.metric == SUCCESS else "strict reward"
-        return (f"**H1**, {contrast.a} − {contrast.b} ({contrast.condition}, {metric}): {size} points "
+        return (f"**{hypothesis}**, {contrast.a} − {contrast.b} ({contrast.condition}, {metric}): {size} points "
                 f"(95 %){ninety}, over {r.n_seeds} seeds × {r.n_tasks} tasks, p = {r.p_value:.3g}. Verdict: {words}.")
     condition = label(f"condition_{contrast.condition}", "zh")
     ninety = f"，90% 区间 {interval(e.low, e.high)}" if e is not None else ""
     metric = "成功率" if contrast.metric == SUCCESS else "严格奖励"
-    return (f"**H1**，{contrast.a} − {contrast.b}（{condition}，{metric}）：{size} 个百分点（95%）{ninety}，"
+    return (f"**{hypothesis}**，{contrast.a} − {contrast.b}（{condition}，{metric}）：{size} 个百分点（95%）{ninety}，"
             f"{r.n_seeds} 个种子 × {r.n_tasks} 个任务，p = {r.p_value:.3g}。结论：{words}。")

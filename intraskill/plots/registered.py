@@ -1,0 +1,42 @@
+"""A pre-registered matrix's declared tables (:mod:`intraskill.experiment.preregistered`) as report tables in
+English or Chinese: the claims with their intervals and verdicts, the per-seed differences, and what an arm's
+deployment adds to its own final checkpoint."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from intraskill.experiment.preregistered import claims_table, deployment_table, per_seed_table
+from intraskill.plots.tables import format_table
+
+if TYPE_CHECKING:
+    from pandas.io.formats.style import Styler
+
+    from intraskill.experiment.results import Contrast, PairedRuns
+
+EQUIVALENCE_COLUMNS = ["contrast90", "ci90_low", "ci90_high"]
+
+
+def claims_view(contrasts: list[Contrast], language: str) -> Styler:
+    """The contrasts' differences with their 95 % intervals (and the 90 % equivalence interval where one of them
+    declares a margin), p, Holm p, role and verdict (points of success)."""
+    equivalence = any(c.equivalence is not None for c in contrasts)
+    ci = {"contrast": ("ci_low", "ci_high"), **({"contrast90": ("ci90_low", "ci90_high")} if equivalence else {})}
+    return format_table(claims_table(contrasts), language, signed=["contrast", "contrast90"], decimals=4, ci=ci,
+                        hide=[] if equivalence else EQUIVALENCE_COLUMNS,
+                        values={"condition": "condition_", "family_role": "family_", "verdict": "control_verdict_"})
+
+
+def per_seed_view(contrasts: list[Contrast], language: str) -> Styler:
+    """Seed index × contrast: each seed's mean paired difference (fractions of the metric)."""
+    table = per_seed_table(contrasts)
+    seeds = [column for column in table.columns if isinstance(column, int)]
+    return format_table(table, language, signed=seeds, decimals=4, values={"condition": "condition_"})
+
+
+def deployment_view(effect: PairedRuns, language: str) -> Styler:
+    """Per seed and over seeds: an arm's final checkpoint deployed and bare, and the difference in points."""
+    return format_table(deployment_table(effect), language, percent=["deployed_success", "bare_success",
+                                                                     "deployment_effect"],
+                        signed=["deployment_effect"], ci={"deployment_effect": ("ci_low", "ci_high")},
+                        values={"seed_index": "seed_index_"})
