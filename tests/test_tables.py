@@ -47,6 +47,8 @@ def test_chinese_headers_and_errors() -> None:
     seeds = format_table(pd.DataFrame({"mask_seed": [20260901], "n": [12000]}), "en", plain=["mask_seed"]).data
     assert seeds.iloc[0].tolist() == ["20260901", "12,000"]
     assert html_label("Iter80 + $S_{T}$") == "Iter80 + S<sub>T</sub>" and html_label("$x^2$") == "x<sup>2</sup>"
+    missing = format_table(pd.DataFrame({"success_sd": [0.0461, float("nan")]}), "zh", percent=["success_sd"]).data
+    assert missing.iloc[:, 0].tolist() == ["4.61%", "—"]  # a missing value carries no unit
 
 
 def test_lists_booleans_missing_text_scientific_and_two_level_columns() -> None:

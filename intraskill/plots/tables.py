@@ -145,7 +145,7 @@ def format_table(
             spec = ("+" if is_signed else "") + ("d" if column in plain else ",d")
             cell = ["—" if pd.isna(x) else format(int(x), spec if x else "d") for x in series]
         elif pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
-            cell = [_number(x, decimals, is_percent, is_signed) + unit for x in series]
+            cell = [_number(x, decimals, is_percent, is_signed) + ("" if pd.isna(x) else unit) for x in series]
         else:
             prefix = (values or {}).get(column) or ("bool_" if pd.api.types.is_bool_dtype(series) else None)
             cell = [html_label(label(f"{prefix}{x}", language)) if prefix and f"{prefix}{x}" in LABELS
