@@ -164,3 +164,20 @@ def test_paper_settings_round_oversamples_and_weighs_terms(tmp_path: Path, small
     assert len(set(episode_ids(tmp_path / "round"))) == 2 * MAX_WAVES
     kl_loss = result.metrics[0].train.kl_loss
     assert kl_loss is not None and kl_loss >= 0.0
+
+
+@pytest.mark.e2e
+def test_the_shipped_skill1_warm_start_admits_distilled_skills_and_the_step_names_them(tmp_path: Path) -> None:
+    # The untrained organism never admits a skill, so a step record's admitted IDs went untested: the library's
+    # integer skill IDs were refused by a record typed for strings (the skill1 arm of a matrix stopped at its
+    # first admission). The Skill1 warm start succeeds and distils, so a small step admits some.
+    data = load_params(project_root() / "params" / "organism_skill1.yaml").model_dump(mode="json")
+    data["experiment"]["run_root"] = str(tmp_path / "runs")
+    data["round"].update(rollout_steps=1, rollout_batch_size=6, over_sampling_batch_size=6, n_samples_per_prompt=4,
+                         val_tasks=0)
+    run_round(params_from_dict(data, source="test"), 0, out_dir=tmp_path / "round", progress=False)
+    rollout = json.loads((tmp_path / "round" / "steps" / "step-0001" / "rollout.json").read_text(encoding="utf-8"))
+    history = read_jsonl(RoundDir(tmp_path / "round").library.history)
+    admitted = [event["skill"]["skill_id"] for event in history if event["event"] == "admit"]
+    assert admitted and rollout["admitted_skills"] == admitted
+    assert all(isinstance(skill_id, int) for skill_id in rollout["admitted_skills"])

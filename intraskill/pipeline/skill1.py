@@ -202,7 +202,7 @@ class Skill1StepRollout(StepRollout):
 
     method: Literal["skill1"] = "skill1"
     episodes: int
-    admitted_skills: list[str]
+    admitted_skills: list[int]
 
 
 class Skill1Round:
