@@ -395,3 +395,24 @@ def test_the_ci_parameters_run_the_experiment_as_they_are(tmp_path: Path, small_
                  for k in range(1, len(slot.versions) + 1)] for job in assignment.jobs]
         with pytest.raises(RankDeficientDesignError):
             check_design_rank(rows, assignment.columns)
+
+
+def test_a_failed_cell_leaves_the_other_cells_records_and_is_raised_last() -> None:
+    # The parallel and Ray paths hand each cell's outcome here as it comes: a cell that raised (the skill1 arm's
+    # record-type failure of registration 2) used to stop the loop, so cells finishing after it ran to the end
+    # but never shipped their records or ran their seed's baselines.
+    from concurrent.futures import Future
+
+    cells = [matrix_module.Cell(arm, 0) for arm in ("skill1", "grpo", "grpo_s1")]
+    outcomes = []
+    for cell in cells:
+        future: Future[None] = Future()
+        if cell.arm == "skill1":
+            future.set_exception(ValueError("admitted_skills: a string is expected"))
+        else:
+            future.set_result(None)
+        outcomes.append((cell, future.result))
+    finished: list[str] = []
+    with pytest.raises(ValueError, match="admitted_skills"):
+        matrix_module._finish_each(outcomes, lambda cell: finished.append(cell.name))
+    assert finished == ["grpo/seed-0", "grpo_s1/seed-0"]

@@ -36,6 +36,7 @@ evaluation uses the base parameters' seeds: all test runs are paired by task and
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -43,7 +44,7 @@ import multiprocessing
 import shutil
 import socket
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import replace
@@ -427,9 +428,25 @@ def _run_parallel(params: Params, out: Path, cells: Sequence[Cell], start: Round
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
         futures = {pool.submit(_run_cell_in_worker, data, str(out), c.arm, c.seed_index, start,
                                store_root): c for c in cells}
-        for future in tqdm(as_completed(futures), total=len(futures), desc="cells", disable=not progress):
-            future.result()
-            finished(futures[future])
+        _finish_each(((futures[future], future.result) for future in
+                      tqdm(as_completed(futures), total=len(futures), desc="cells", disable=not progress)), finished)
+
+
+def _finish_each(outcomes: Iterable[tuple[Cell, Callable[[], object]]], finished: Callable[[Cell], None]) -> None:
+    """``finished`` for each cell whose result (the callable) returns, in the order they come; a cell that raised is
+    logged and the others go on, so no finished cell loses its records or baselines; the first failure is raised
+    once every cell has come."""
+    failures: list[Exception] = []
+    for cell, result in outcomes:
+        try:
+            result()
+        except Exception as error:  # noqa: BLE001 -- the other cells' records first, then this error
+            LOGGER.error("control matrix: cell %s failed: %s", cell.name, error)
+            failures.append(error)
+            continue
+        finished(cell)
+    if failures:
+        raise failures[0]
 
 
 def _run_on_ray(params: Params, out: Path, cells: Sequence[Cell], start: RoundInputs, store_root: Path | None,
@@ -450,13 +467,15 @@ def _run_on_ray(params: Params, out: Path, cells: Sequence[Cell], start: RoundIn
         task = ray.remote(num_cpus=params.matrix.threads, max_retries=0)(_run_cell_in_worker)
         data = params.model_dump(mode="json")
         tasks = {task.remote(data, str(out), c.arm, c.seed_index, start, store_root): c for c in cells}
-        pending = list(tasks)
-        with tqdm(total=len(pending), desc="cells", disable=not progress) as bar:
-            while pending:
-                done, pending = ray.wait(pending, num_returns=1)
-                ray.get(done)
-                finished(tasks[done[0]])
-                bar.update(len(done))
+        def outcomes() -> Iterator[tuple[Cell, Callable[[], object]]]:
+            pending = list(tasks)
+            with tqdm(total=len(pending), desc="cells", disable=not progress) as bar:
+                while pending:
+                    done, pending = ray.wait(pending, num_returns=1)
+                    yield tasks[done[0]], functools.partial(ray.get, done)
+                    bar.update(len(done))
+
+        _finish_each(outcomes(), finished)
     finally:
         ray.shutdown()
 
