@@ -161,6 +161,8 @@ def test_paper_settings_round_oversamples_and_weighs_terms(tmp_path: Path, small
     # the untrained organism never buys: no group varies, so every wave runs (MAX_WAVES × 1 group × 2
     # rollouts, all updating the library) and the step trains on one topped-up group, as the GRPO step would
     assert rollout["episodes"] == 2 * MAX_WAVES and len(rollout["admitted_groups"]) == 1
+    # the trainer receives the admitted group's 2 rollouts, not the 2 × MAX_WAVES played
+    assert rollout["metrics"]["rollout/shopsim/train_trajectory_count"] == 2
     assert len(set(episode_ids(tmp_path / "round"))) == 2 * MAX_WAVES
     kl_loss = result.metrics[0].train.kl_loss
     assert kl_loss is not None and kl_loss >= 0.0

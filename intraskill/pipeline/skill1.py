@@ -72,6 +72,11 @@ class Skill1Update:
     samples: list[TrainSample]
     admitted: tuple[int, ...]
 
+    @property
+    def trained(self) -> int:
+        """The scored rollouts of the admitted groups: what the trainer receives."""
+        return sum(len(group.rewards) for group in self.groups if group.group_index in self.admitted)
+
 
 def skill1_jobs(task_ids: Sequence[int], n_samples: int, seed: int, round_index: int, step: int, wave: int = 0
                 ) -> dict[int, tuple[int, list[EpisodeJob]]]:
@@ -296,7 +301,8 @@ class Skill1Round:
             raise RuntimeError(f"step {step}: no scored Skill1 rollout to train on (check the store and the policy)")
         record = Skill1StepRollout(
             round=self.round_index, step=step, admitted_groups=list(update.admitted), generated_episodes=ran,
-            metrics=skill1_step_metrics(run.episodes, update.step, len(self.library)), episodes=len(run.episodes),
+            metrics=skill1_step_metrics(run.episodes, update.step, len(self.library), trained=update.trained),
+            episodes=len(run.episodes),
             admitted_skills=[admission.skill.skill_id for admission in update.step.admissions])
         timing["rollout_s"] = time.perf_counter() - start
         return record, update.samples

@@ -214,9 +214,10 @@ def train_step_metrics(step_metrics: StepMetrics, global_batch_size: int | None)
                             **{name: getattr(step_metrics, field) for field, name in TRAIN_METRIC_NAMES.items()})
 
 
-def skill1_step_metrics(episodes: Sequence[Skill1Episode], step: Skill1StepResult, library_size: int
-                        ) -> dict[str, MetricValue]:
-    """``skill1/*`` and ``rollout/shopsim/*`` metrics of a Skill1 rollout step.
+def skill1_step_metrics(episodes: Sequence[Skill1Episode], step: Skill1StepResult, library_size: int, *,
+                        trained: int) -> dict[str, MetricValue]:
+    """``skill1/*`` and ``rollout/shopsim/*`` metrics of a Skill1 rollout step; ``trained``: the rollouts of the
+    groups the step trains on (with ``skill1.oversample``, fewer than it played).
 
     Rewards (Û, R_distill, NDCG, selection) cover the scored rollouts and use the U of the start of the step;
     ``selection_precision`` is the share of rollouts with candidates whose chosen skill has the highest U among
@@ -250,7 +251,7 @@ def skill1_step_metrics(episodes: Sequence[Skill1Episode], step: Skill1StepResul
     metrics = {SKILL1_PREFIX + key: value for key, value in values.items()}
     metrics[ROLLOUT_PREFIX + "success_rate"] = _rate(sum(bool(e.success) for e in scored), len(scored))
     metrics[ROLLOUT_PREFIX + "scored_rate"] = _rate(len(scored), len(episodes))
-    metrics[ROLLOUT_PREFIX + "train_trajectory_count"] = len(scored)  # every scored rollout is trained on
+    metrics[ROLLOUT_PREFIX + "train_trajectory_count"] = trained
     traces = [{"counts": e.result.trace.counts, "tokens": e.result.trace.tokens}
               for e in episodes if e.result.trace is not None]
     metrics.update({ROLLOUT_PREFIX + key: value for key, value in behaviour_metrics(traces).items()})
