@@ -8,6 +8,7 @@ family); :func:`~intraskill.experiment.progress.matrix_progress` says first whet
 
 from __future__ import annotations
 
+import statistics
 from typing import TYPE_CHECKING
 
 from intraskill.experiment.baselines import BASELINES
@@ -86,8 +87,8 @@ def deployment_table(effect: PairedRuns) -> pd.DataFrame:
     rows = [{"seed_index": str(i), "deployed_success": r.b_mean, "bare_success": r.a_mean,
              "deployment_effect": r.mean_difference, "ci_low": r.ci95[0], "ci_high": r.ci95[1]}
             for i, r in zip(effect.seeds, effect.per_seed)]
-    across, n = effect.across_seeds, len(effect.per_seed)
-    rows.append({"seed_index": "all", "deployed_success": sum(r.b_mean for r in effect.per_seed) / n,
-                 "bare_success": sum(r.a_mean for r in effect.per_seed) / n, "deployment_effect": across.mean,
+    across = effect.across_seeds
+    rows.append({"seed_index": "all", "deployed_success": statistics.fmean(r.b_mean for r in effect.per_seed),
+                 "bare_success": statistics.fmean(r.a_mean for r in effect.per_seed), "deployment_effect": across.mean,
                  "ci_low": across.low, "ci_high": across.high})
     return pd.DataFrame(rows, columns=list(DEPLOYMENT_COLUMNS))

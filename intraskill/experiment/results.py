@@ -462,7 +462,7 @@ def _paired_runs(pairs: Sequence[tuple[int, str, Path, Path]], metric: str, samp
         successes[1].extend(treated)
     binary = metric == SUCCESS and all(v in (0.0, 1.0) for v in successes[0] + successes[1])
     return PairedRuns(tuple(p[0] for p in pairs), tuple(rows), tuple(per_seed),
-                      contrast_interval([list(r) for r in rows], metric=metric, samples=samples, seed_base=seed_base),
+                      contrast_interval(rows, metric=metric, samples=samples, seed_base=seed_base),
                       success_transitions(*successes) if binary else None)
 
 
